@@ -1,0 +1,49 @@
+// A small RAII layer over the HDF5 C API, shared by the harness and the simulator.
+//
+// Convention for every DFCCL results file (docs/hdf5-layout.md): metadata as attributes (strings or numbers) on the
+// root group or a subgroup; each table is a group whose columns are 1-D datasets of equal length (float64, int64 or
+// variable-length UTF-8 strings). Groups are created on demand from '/'-separated paths.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dfccl::h5 {
+
+class File {
+ public:
+  static File create(const std::string& path);  // truncates an existing file
+  static File open_read(const std::string& path);
+  File(File&& other) noexcept;
+  File& operator=(File&&) = delete;
+  File(const File&) = delete;
+  ~File();
+
+  // Attributes on a group ("" or "/" is the root group).
+  void set_attr(const std::string& group, const std::string& name, const std::string& value);
+  void set_attr(const std::string& group, const std::string& name, double value);
+  void set_attr(const std::string& group, const std::string& name, int64_t value);
+  std::string attr_string(const std::string& group, const std::string& name) const;
+  double attr_double(const std::string& group, const std::string& name) const;
+  int64_t attr_int(const std::string& group, const std::string& name) const;
+  bool has_attr(const std::string& group, const std::string& name) const;
+
+  // Columns: 1-D datasets under a group.
+  void write_column(const std::string& group, const std::string& name, const std::vector<double>& values);
+  void write_column(const std::string& group, const std::string& name, const std::vector<int64_t>& values);
+  void write_column(const std::string& group, const std::string& name, const std::vector<std::string>& values);
+  std::vector<double> read_doubles(const std::string& group, const std::string& name) const;
+  std::vector<int64_t> read_ints(const std::string& group, const std::string& name) const;
+  std::vector<std::string> read_strings(const std::string& group, const std::string& name) const;
+
+  bool has(const std::string& path) const;               // a group or dataset exists
+  std::vector<std::string> list(const std::string& group) const;  // names of children
+
+ private:
+  explicit File(int64_t id) : id_(id) {}
+  int64_t group(const std::string& path, bool create) const;  // returns an open group id (caller closes)
+  int64_t id_ = -1;
+};
+
+}  // namespace dfccl::h5

@@ -1,0 +1,220 @@
+/*
+ * DFCCL — a deadlock-free GPU collective communication library.
+ *
+ * The API is shaped like NCCL's so that NCCL users feel at home, with three differences that are the point of the
+ * library:
+ *   1. every collective returns a request; completion joins a stream only when asked (dfcclWait), so a device
+ *      synchronization between submit and wait never waits for peers;
+ *   2. collectives of one process and GPU — of any communicator — run inside one persistent daemon that preempts a
+ *      collective whose peers are absent and runs another one instead, so disordered invocation cannot deadlock;
+ *   3. persistent collectives, prepared once with a user-chosen id, may be started in any order by different ranks,
+ *      even inside one communicator.
+ *
+ * Conventions: every call returns a dfcclResult_t and never throws; on an error, dfcclGetLastError() returns a message
+ * naming the offending argument. Calls are thread-safe.
+ */
+#ifndef DFCCL_H_
+#define DFCCL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h> /* cudaStream_t */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DFCCL_MAJOR 0
+#define DFCCL_MINOR 1
+#define DFCCL_PATCH 0
+#define DFCCL_VERSION_CODE (DFCCL_MAJOR * 10000 + DFCCL_MINOR * 100 + DFCCL_PATCH)
+
+/* ------------------------------------------------------------------------------------------------------------------ */
+/* Result codes. dfcclInProgress is positive and not an error.                                                        */
+typedef enum {
+  dfcclSuccess = 0,
+  dfcclUnhandledCudaError = 1, /* a CUDA call failed */
+  dfcclSystemError = 2,        /* an OS call failed (shared memory, threads, ...) */
+  dfcclInternalError = 3,      /* a bug in DFCCL */
+  dfcclInvalidArgument = 4,    /* a bad argument: the message names it */
+  dfcclInvalidUsage = 5,       /* a call in the wrong state (destroyed communicator, request reuse, ...) */
+  dfcclRemoteError = 6,        /* a peer failed or aborted */
+  dfcclInProgress = 7,         /* not finished yet (dfcclTest, nonblocking calls) */
+  dfcclTimeout = 8,            /* a bounded wait ran out (bootstrap, dfcclSynchronize) */
+  dfcclAborted = 9,            /* the collective's communicator was aborted */
+  dfcclNoResources = 10,       /* a documented limit was reached; retry after completions (back-pressure) */
+  dfcclNotSupported = 11,      /* valid, but not available here (no GPU, no peer access, ...) */
+  dfcclNumResults = 12
+} dfcclResult_t;
+
+/* Data types and reduction operators: the numbering is NCCL's. */
+typedef enum {
+  dfcclInt8 = 0, dfcclChar = 0,
+  dfcclUint8 = 1,
+  dfcclInt32 = 2, dfcclInt = 2,
+  dfcclUint32 = 3,
+  dfcclInt64 = 4,
+  dfcclUint64 = 5,
+  dfcclFloat16 = 6, dfcclHalf = 6,
+  dfcclFloat32 = 7, dfcclFloat = 7,
+  dfcclFloat64 = 8, dfcclDouble = 8,
+  dfcclBfloat16 = 9,
+  dfcclNumTypes = 10
+} dfcclDataType_t;
+
+typedef enum { dfcclSum = 0, dfcclProd = 1, dfcclMax = 2, dfcclMin = 3, dfcclAvg = 4, dfcclNumOps = 5 } dfcclRedOp_t;
+
+/* ------------------------------------------------------------------------------------------------------------------ */
+/* Handles                                                                                                            */
+typedef struct dfcclComm* dfcclComm_t;             /* a communicator */
+typedef struct dfcclRequest* dfcclRequest_t;       /* one submitted collective; free with dfcclRequestFree */
+typedef struct dfcclPersistent* dfcclPersistent_t; /* a prepared persistent collective */
+
+#define DFCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[DFCCL_UNIQUE_ID_BYTES];
+} dfcclUniqueId;
+
+/* ------------------------------------------------------------------------------------------------------------------ */
+/* Configuration. Fields left at -1 take their value from the environment (docs/environment.md) or the default.      */
+typedef enum { dfcclExecutorCuda = 0, dfcclExecutorHost = 1 } dfcclExecutor_t;
+typedef enum { dfcclModePreemptive = 0, dfcclModeBlocking = 1 } dfcclMode_t;
+
+typedef struct {
+  size_t size;       /* sizeof(dfcclConfig_t) */
+  unsigned magic;    /* DFCCL_CONFIG_MAGIC */
+  unsigned version;  /* DFCCL_VERSION_CODE */
+  int executor;      /* dfcclExecutorCuda (default) or dfcclExecutorHost (the CPU executor) */
+  int mode;          /* dfcclModePreemptive (default) or dfcclModeBlocking (no preemption, like NCCL: can hang) */
+  int device;        /* CUDA device (default: the current device); host executor: a virtual device id (default: rank) */
+  int initTimeoutMs; /* how long init waits for the other ranks (default DFCCL_INIT_TIMEOUT_MS or 60000) */
+} dfcclConfig_t;
+
+#define DFCCL_CONFIG_MAGIC 0xdfcc1001u
+#define DFCCL_CONFIG_INITIALIZER \
+  { sizeof(dfcclConfig_t), DFCCL_CONFIG_MAGIC, DFCCL_VERSION_CODE, -1, -1, -1, -1 }
+
+/* ------------------------------------------------------------------------------------------------------------------ */
+/* Errors and version                                                                                                 */
+const char* dfcclGetErrorString(dfcclResult_t result);
+/* The message of the last error returned to this thread (names the bad argument); "" if none. comm may be NULL. */
+const char* dfcclGetLastError(dfcclComm_t comm);
+dfcclResult_t dfcclGetVersion(int* version);
+
+/* ------------------------------------------------------------------------------------------------------------------ */
+/* Communicators. Bootstrap as in NCCL: one rank calls dfcclGetUniqueId and distributes the id out of band (the      */
+/* harness uses MPI_Bcast); every rank then calls dfcclCommInitRank. Init waits for the other ranks for at most       */
+/* initTimeoutMs and then returns dfcclTimeout. All ranks must be on one host (this version).                         */
+dfcclResult_t dfcclGetUniqueId(dfcclUniqueId* uniqueId);
+dfcclResult_t dfcclCommInitRank(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank);
+dfcclResult_t dfcclCommInitRankConfig(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank,
+                                      const dfcclConfig_t* config);
+/* One process, ndev ranks: comms[i] is rank i on device devlist[i] (devlist NULL: devices 0..ndev-1). */
+dfcclResult_t dfcclCommInitAll(dfcclComm_t* comms, int ndev, const int* devlist);
+dfcclResult_t dfcclCommInitAllConfig(dfcclComm_t* comms, int ndev, const int* devlist, const dfcclConfig_t* config);
+/* Collective over comm: ranks with the same color form a new communicator, ordered by key then parent rank.       */
+/* color DFCCL_SPLIT_NOCOLOR gives *newcomm = NULL. config NULL inherits the parent's.                                */
+#define DFCCL_SPLIT_NOCOLOR (-1)
+dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* newcomm, const dfcclConfig_t* config);
+/* Waits (bounded) for the communicator's outstanding collectives, then frees it. Requests stay valid. */
+dfcclResult_t dfcclCommDestroy(dfcclComm_t comm);
+/* Fails every outstanding collective of comm with dfcclAborted, releases streams waiting on them, frees comm.      */
+/* Returns within a second even while peers are absent. */
+dfcclResult_t dfcclCommAbort(dfcclComm_t comm);
+dfcclResult_t dfcclCommGetAsyncError(dfcclComm_t comm, dfcclResult_t* asyncError);
+dfcclResult_t dfcclCommCount(dfcclComm_t comm, int* count);
+dfcclResult_t dfcclCommUserRank(dfcclComm_t comm, int* rank);
+dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device);
+
+/* ------------------------------------------------------------------------------------------------------------------ */
+/* Collectives. Arguments as in NCCL, plus:                                                                           */
+/*   priority: higher runs first when several collectives are runnable (default 0);                                   */
+/*   stream:   inputs are stream-ordered — the collective starts only after the work queued on stream before it;      */
+/*             the call returns at once. The host executor ignores streams.                                           */
+/*   request:  out; NULL for fire-and-forget (then completion is observable only through the stream order of later   */
+/*             dfcclWait calls on other requests, or dfcclCommDestroy).                                               */
+/* Collectives of one communicator are matched across ranks by their order of submission (as in NCCL); collectives   */
+/* of different communicators may be submitted in any order on different ranks.                                       */
+/* In place: AllGather sendbuff == recvbuff + rank*sendcount; ReduceScatter recvbuff == sendbuff + rank*recvcount.    */
+dfcclResult_t dfcclAllReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
+                             dfcclRedOp_t op, dfcclComm_t comm, int priority, cudaStream_t stream,
+                             dfcclRequest_t* request);
+dfcclResult_t dfcclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, dfcclDataType_t datatype,
+                             dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
+dfcclResult_t dfcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, dfcclDataType_t datatype,
+                                 dfcclRedOp_t op, dfcclComm_t comm, int priority, cudaStream_t stream,
+                                 dfcclRequest_t* request);
+dfcclResult_t dfcclBroadcast(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype, int root,
+                             dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
+dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
+                          dfcclRedOp_t op, int root, dfcclComm_t comm, int priority, cudaStream_t stream,
+                          dfcclRequest_t* request);
+
+/* ------------------------------------------------------------------------------------------------------------------ */
+/* Persistent collectives: prepared once with an id (0 <= id < DFCCL_MAX_PERSISTENT_IDS, unique in the communicator)  */
+/* by every rank; each dfcclStart of the same id matches the same-numbered start on the other ranks, and starts of   */
+/* different ids may come in any order on different ranks — even inside one communicator.                            */
+#define DFCCL_MAX_PERSISTENT_IDS 16
+dfcclResult_t dfcclPrepareAllReduce(size_t count, dfcclDataType_t datatype, dfcclRedOp_t op, dfcclComm_t comm, int id,
+                                    dfcclPersistent_t* coll);
+dfcclResult_t dfcclPrepareAllGather(size_t sendcount, dfcclDataType_t datatype, dfcclComm_t comm, int id,
+                                    dfcclPersistent_t* coll);
+dfcclResult_t dfcclPrepareReduceScatter(size_t recvcount, dfcclDataType_t datatype, dfcclRedOp_t op, dfcclComm_t comm,
+                                        int id, dfcclPersistent_t* coll);
+dfcclResult_t dfcclPrepareBroadcast(size_t count, dfcclDataType_t datatype, int root, dfcclComm_t comm, int id,
+                                    dfcclPersistent_t* coll);
+dfcclResult_t dfcclPrepareReduce(size_t count, dfcclDataType_t datatype, dfcclRedOp_t op, int root, dfcclComm_t comm,
+                                 int id, dfcclPersistent_t* coll);
+dfcclResult_t dfcclStart(dfcclPersistent_t coll, const void* sendbuff, void* recvbuff, int priority,
+                         cudaStream_t stream, dfcclRequest_t* request);
+dfcclResult_t dfcclPersistentFree(dfcclPersistent_t coll);
+
+/* ------------------------------------------------------------------------------------------------------------------ */
+/* Completion. A request stays valid until dfcclRequestFree, also after its communicator is destroyed.                */
+/* dfcclWait: stream waits on the GPU for the collective (a stream memory wait); returns at once. Host executor:     */
+/*   blocks the calling thread until the collective is done. A device synchronization after dfcclWait waits for      */
+/*   peers again: wait as late as possible.                                                                           */
+dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream);
+/* *done = 1 when finished; the return value is then the collective's status (dfcclSuccess, dfcclAborted, ...). */
+dfcclResult_t dfcclTest(dfcclRequest_t request, int* done);
+/* Blocks up to timeoutMs (>= 0) milliseconds; dfcclTimeout if not finished by then. */
+dfcclResult_t dfcclSynchronize(dfcclRequest_t request, int timeoutMs);
+/* fn runs once, on a DFCCL host thread, when the collective finishes (at once, on this thread, if it has). */
+typedef void (*dfcclCallback_t)(dfcclRequest_t request, dfcclResult_t status, void* userArg);
+dfcclResult_t dfcclRequestSetCallback(dfcclRequest_t request, dfcclCallback_t fn, void* userArg);
+
+typedef struct {
+  dfcclResult_t status;     /* dfcclInProgress until finished */
+  uint64_t submitNs;        /* host clock (CLOCK_MONOTONIC) at submission */
+  uint64_t completeNs;      /* host clock when the host saw the completion (0 until then) */
+  uint64_t coreStartNs;     /* executor clock when the first block started the collective */
+  uint64_t coreEndNs;       /* executor clock when the last block finished it (core time = end - start) */
+  uint32_t preemptions;     /* times a block of this collective was preempted */
+} dfcclRequestInfo_t;
+dfcclResult_t dfcclRequestGetInfo(dfcclRequest_t request, dfcclRequestInfo_t* info);
+dfcclResult_t dfcclRequestFree(dfcclRequest_t request);
+
+/* ------------------------------------------------------------------------------------------------------------------ */
+/* Engine (one per process and device, shared by all its communicators): statistics and device synchronization.      */
+typedef struct {
+  uint64_t submitted;        /* collectives submitted */
+  uint64_t completed;        /* collectives completed (including aborted ones) */
+  uint64_t preemptions;      /* attempts that ended because a primitive's spin budget ran out */
+  uint64_t contextSwitches;  /* times a block switched from one collective to a different one */
+  uint64_t daemonLaunches;   /* daemon kernel launches (first launch and relaunches) */
+  uint64_t daemonExitsIdle;  /* voluntary exits: nothing to run */
+  uint64_t daemonExitsStuck; /* voluntary exits: every collective stuck on absent peers */
+  uint64_t lateDoorbells;    /* relaunches made because submitted work was not seen yet */
+} dfcclStats_t;
+dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats);
+
+/* Synchronizes comm's device: cudaDeviceSynchronize for the CUDA executor; for the host executor, an emulation that */
+/* waits for the running daemon to exit (in blocking mode that can hang, exactly like NCCL).                          */
+dfcclResult_t dfcclDeviceSynchronize(dfcclComm_t comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DFCCL_H_ */

@@ -1,0 +1,40 @@
+// The HDF5 helper writes what it reads back: attributes, columns of each type, nested groups.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "h5_table.h"
+
+namespace {
+
+TEST(H5Table, RoundTrip) {
+  auto path = (std::filesystem::temp_directory_path() / "dfccl_h5_table_test.h5").string();
+  {
+    auto f = dfccl::h5::File::create(path);
+    f.set_attr("/", "tool", std::string("test"));
+    f.set_attr("/", "pi", 3.25);
+    f.set_attr("runs/a", "n", int64_t{42});
+    f.write_column("runs/a", "x", std::vector<double>{1.5, 2.5});
+    f.write_column("runs/a", "i", std::vector<int64_t>{-1, 7, 9});
+    f.write_column("runs/a", "s", std::vector<std::string>{"alpha", "", "gamma"});
+    f.write_column("runs/a", "empty", std::vector<double>{});
+  }
+  auto f = dfccl::h5::File::open_read(path);
+  EXPECT_EQ(f.attr_string("/", "tool"), "test");
+  EXPECT_EQ(f.attr_double("/", "pi"), 3.25);
+  EXPECT_EQ(f.attr_int("runs/a", "n"), 42);
+  EXPECT_TRUE(f.has_attr("runs/a", "n"));
+  EXPECT_FALSE(f.has_attr("runs/a", "missing"));
+  EXPECT_EQ(f.read_doubles("runs/a", "x"), (std::vector<double>{1.5, 2.5}));
+  EXPECT_EQ(f.read_ints("runs/a", "i"), (std::vector<int64_t>{-1, 7, 9}));
+  EXPECT_EQ(f.read_strings("runs/a", "s"), (std::vector<std::string>{"alpha", "", "gamma"}));
+  EXPECT_TRUE(f.read_doubles("runs/a", "empty").empty());
+  EXPECT_TRUE(f.has("runs/a/x"));
+  EXPECT_FALSE(f.has("runs/b"));
+  EXPECT_EQ(f.list("runs"), (std::vector<std::string>{"a"}));
+  EXPECT_THROW(f.read_doubles("runs/a", "nope"), std::runtime_error);
+  std::remove(path.c_str());
+}
+
+}  // namespace
