@@ -1,0 +1,32 @@
+// dfccl-sim results: the console table and the HDF5 file (docs/hdf5-layout.md, section "dfccl-sim").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan.h"
+#include "runner.h"
+
+namespace dfccl::sim {
+
+struct Row {
+  Setting setting;
+  std::string layout_spec;  // normalized
+  int ranks = 0, groups = 0;
+  int64_t collectives = 0, submissions = 0;  // per trial
+  uint64_t seed = 0, first_trial = 0;
+  SettingResult result;
+};
+
+struct RunMeta {
+  std::string dfccl_version, git_revision, date_utc, hostname, command_line, config;
+};
+
+std::string table_header();
+std::string table_row(const Row& row);
+
+// Writes the whole file (truncating an existing one). Per-trial rows only when per_trial.
+void write_hdf5(const std::string& path, const RunMeta& meta, const std::vector<Row>& rows, bool per_trial);
+
+}  // namespace dfccl::sim
