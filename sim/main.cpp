@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <ctime>
 #include <fmt/format.h>
-#include <memory>
 #include <thread>
 
 #include "output.h"
@@ -131,57 +130,64 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
 
     std::vector<Row> rows;
-    std::shared_ptr<Scenario> sc;  // settings of one scenario (layout, colls, p_dis, p_sync) are adjacent
-    std::string sc_key;
     int64_t total_submissions = 0, total_collectives = 0;
     double total_seconds = 0;
-    for (size_t i = 0; i < settings.size(); ++i) {
-      const auto& s = settings[i];
-      const std::string key = fmt::format("{}|{}|{}|{}", s.layout, s.colls, s.p_disorder, s.p_sync);
-      if (!sc || key != sc_key) {
-        sc = std::make_shared<Scenario>(Layout::parse(s.layout, s.colls),
-                                        ScenarioParams{s.p_disorder, s.p_sync, plan.seed});
-        sc_key = key;
-      }
+    // Settings that share a scenario (layout, colls, p_disorder, p_sync) are adjacent; each such batch runs its models
+    // on the same generated programs.
+    auto scenario_key = [](const Setting& s) {
+      return fmt::format("{}|{}|{}|{}|{}", s.layout, s.colls, s.p_disorder, s.p_sync, s.trials);
+    };
+    for (size_t i = 0; i < settings.size();) {
+      size_t j = i + 1;
+      while (j < settings.size() && scenario_key(settings[j]) == scenario_key(settings[i])) ++j;
+      const auto& s0 = settings[i];
+      const Scenario sc(Layout::parse(s0.layout, s0.colls), ScenarioParams{s0.p_disorder, s0.p_sync, plan.seed});
+      std::vector<ModelSpec> models;
+      for (size_t k = i; k < j; ++k) models.push_back(settings[k].model);
       RunOptions opt;
-      opt.trials = s.trials;
+      opt.trials = s0.trials;
       opt.first_trial = plan.first_trial;
       opt.threads = plan.threads;
       opt.verify_cycles = plan.verify_cycles;
       opt.cycle_hops = cycle_hops > 0 ? static_cast<size_t>(cycle_hops) : SIZE_MAX;
       if (!quiet)
-        opt.progress = [&, i](int64_t done, int64_t dl) {
-          fmt::print(stderr, "  [setting {}/{}] {}/{} trials, {} deadlocks\n", i + 1, settings.size(), done, s.trials,
-                     dl);
+        opt.progress = [&, i, j](int64_t done, int64_t dl) {
+          fmt::print(stderr, "  [settings {}-{} of {}] {}/{} trials, {} deadlocks\n", i + 1, j, settings.size(), done,
+                     s0.trials, dl);
         };
-      Row row;
-      row.setting = s;
-      row.layout_spec = sc->layout().spec;
-      row.ranks = sc->num_ranks();
-      row.groups = sc->num_groups();
-      row.collectives = sc->num_collectives();
-      row.submissions = sc->num_submissions();
-      row.seed = plan.seed;
-      row.first_trial = plan.first_trial;
-      row.result = run_setting(*sc, s.model, opt);
-      total_submissions += row.result.submissions;
-      total_collectives += row.collectives * row.result.trials;
-      total_seconds += row.result.seconds;
-      fmt::print("{}\n", table_row(row));
-      if (!quiet && row.result.deadlocks > 0)
-        fmt::print("   first deadlock: trial {}, cycle of {}\n", row.result.first_deadlock_trial,
-                   row.result.first_cycle);
-      std::fflush(stdout);
-      if (!plan.per_trial) {
-        row.result.deadlocked = {};
-        row.result.completed = {};
+      auto results = run_models(sc, models, opt);
+      total_submissions += sc.num_submissions() * s0.trials * static_cast<int64_t>(models.size());
+      total_collectives += sc.num_collectives() * s0.trials * static_cast<int64_t>(models.size());
+      total_seconds += results.front().seconds;
+      for (size_t k = i; k < j; ++k) {
+        Row row;
+        row.setting = settings[k];
+        row.layout_spec = sc.layout().spec;
+        row.ranks = sc.num_ranks();
+        row.groups = sc.num_groups();
+        row.collectives = sc.num_collectives();
+        row.submissions = sc.num_submissions();
+        row.seed = plan.seed;
+        row.first_trial = plan.first_trial;
+        row.batch = static_cast<int64_t>(i);
+        row.result = std::move(results[k - i]);
+        fmt::print("{}\n", table_row(row));
+        if (!quiet && row.result.deadlocks > 0)
+          fmt::print("   first deadlock: trial {}, cycle of {}\n", row.result.first_deadlock_trial,
+                     row.result.first_cycle);
+        if (!plan.per_trial) {
+          row.result.deadlocked = {};
+          row.result.completed = {};
+        }
+        rows.push_back(std::move(row));
       }
-      rows.push_back(std::move(row));
+      std::fflush(stdout);
+      i = j;
     }
     if (!quiet)
       fmt::print(
           "total: {} collectives ({} submissions) simulated in {:.2f} s: {:.3g} collectives/s, {:.3g} submissions/s "
-          "({} threads)\n",
+          "({} threads; each trial's programs generated once and run under every model of its batch)\n",
           total_collectives, total_submissions, total_seconds,
           total_seconds > 0 ? static_cast<double>(total_collectives) / total_seconds : 0.0,
           total_seconds > 0 ? static_cast<double>(total_submissions) / total_seconds : 0.0, threads);

@@ -76,10 +76,10 @@ void write_hdf5(const std::string& path, const RunMeta& meta, const std::vector<
   col_i("first_deadlock_trial", [](const Row& r) { return r.result.first_deadlock_trial; });
   col_i("first_cycle_length", [](const Row& r) { return r.result.first_cycle_length; });
   col_s("first_cycle", [](const Row& r) { return r.result.first_cycle; });
+  col_i("batch", [](const Row& r) { return r.batch; });
   col_d("seconds", [](const Row& r) { return r.result.seconds; });
-  col_d("submissions_per_second", [](const Row& r) {
-    return r.result.seconds > 0 ? static_cast<double>(r.result.submissions) / r.result.seconds : 0.0;
-  });
+  col_d("model_cpu_seconds", [](const Row& r) { return r.result.model_cpu_seconds; });
+  col_d("generation_cpu_seconds", [](const Row& r) { return r.result.generation_cpu_seconds; });
 
   if (per_trial) {
     std::vector<int64_t> setting, trial, deadlocked, completed;

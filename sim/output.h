@@ -16,6 +16,7 @@ struct Row {
   int ranks = 0, groups = 0;
   int64_t collectives = 0, submissions = 0;  // per trial
   uint64_t seed = 0, first_trial = 0;
+  int64_t batch = 0;  // index of the first setting of the batch that shared this row's generated programs
   SettingResult result;
 };
 

@@ -5,6 +5,7 @@
 // (any --threads) and the harness (one process per rank) produce bit-identical programs.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace dfccl::sim {
@@ -52,6 +53,27 @@ class Bernoulli {
  private:
   uint64_t threshold_ = 0;
   bool always_ = false;
+};
+
+// The number of failures before the first success in independent trials of probability p (geometric on 0, 1, ...),
+// from one draw: floor(ln(u) / ln(1 - p)) with u = (top 53 bits + 1) / 2^53 in (0, 1]. p <= 0 gives kNever without a
+// draw; p >= 1 gives 0 (and still consumes one draw).
+class Geometric {
+ public:
+  static constexpr uint64_t kNever = UINT64_MAX;
+  Geometric() = default;
+  explicit Geometric(double p);
+  uint64_t draw(SplitMix64& rng) const {
+    if (never_) return kNever;
+    const double u = static_cast<double>((rng.next() >> 11) + 1) * 0x1.0p-53;
+    if (always_) return 0;
+    const double g = std::floor(std::log(u) * inv_log_q_);
+    return g >= 1.8e19 ? kNever : static_cast<uint64_t>(g);
+  }
+
+ private:
+  double inv_log_q_ = 0.0;  // 1 / ln(1 - p), negative
+  bool never_ = true, always_ = false;
 };
 
 // Stream purposes (the last component of a stream key).

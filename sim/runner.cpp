@@ -23,21 +23,28 @@ Interval wilson(int64_t k, int64_t n, double z) {
   return ci;
 }
 
-SettingResult run_setting(const Scenario& scenario, ModelSpec model, const RunOptions& opt) {
+std::vector<SettingResult> run_models(const Scenario& scenario, const std::vector<ModelSpec>& models,
+                                      const RunOptions& opt) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const int64_t n = opt.trials;
+  const size_t nm = models.size();
   int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency());
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, n)));
 
-  SettingResult res;
-  res.trials = n;
-  res.deadlocked.assign(n, 0);
-  res.completed.assign(n, 0);
-  std::vector<int32_t> stuck(n, 0);
+  std::vector<SettingResult> res(nm);
+  std::vector<std::vector<int32_t>> stuck(nm, std::vector<int32_t>(n, 0));
+  for (auto& r : res) {
+    r.trials = n;
+    r.deadlocked.assign(n, 0);
+    r.completed.assign(n, 0);
+  }
+  std::vector<double> model_cpu(nm, 0.0);
+  double generation_cpu = 0.0;
 
   std::atomic<int64_t> next{0}, done{0}, deadlocks{0};
-  std::atomic<int64_t> best{INT64_MAX};  // lowest deadlocked trial whose cycle is stored
+  std::vector<std::atomic<int64_t>> best(nm);  // per model: lowest deadlocked trial whose cycle is stored
+  for (auto& b : best) b = INT64_MAX;
   std::mutex mu;
   std::exception_ptr error;
 
@@ -45,26 +52,35 @@ SettingResult run_setting(const Scenario& scenario, ModelSpec model, const RunOp
     try {
       Engine engine(scenario);
       Programs programs;
+      std::vector<double> my_model(nm, 0.0);
+      double my_generation = 0.0;
       auto last = clock::now();
       for (;;) {
         const int64_t t = next.fetch_add(1, std::memory_order_relaxed);
         if (t >= n) break;
+        auto a = clock::now();
         scenario.programs(opt.first_trial + static_cast<uint64_t>(t), programs);
-        const bool want_cycle = opt.verify_cycles || t < best.load(std::memory_order_relaxed);
-        Outcome o = engine.run(programs, model, want_cycle);
-        res.deadlocked[t] = o.deadlock;
-        res.completed[t] = o.completed;
-        stuck[t] = o.stuck_ranks;
-        if (o.deadlock) {
+        auto b = clock::now();
+        my_generation += std::chrono::duration<double>(b - a).count();
+        for (size_t mi = 0; mi < nm; ++mi) {
+          a = b;
+          const bool want_cycle = opt.verify_cycles || t < best[mi].load(std::memory_order_relaxed);
+          Outcome o = engine.run(programs, models[mi], want_cycle);
+          b = clock::now();
+          my_model[mi] += std::chrono::duration<double>(b - a).count();
+          res[mi].deadlocked[t] = o.deadlock;
+          res[mi].completed[t] = o.completed;
+          stuck[mi][t] = o.stuck_ranks;
+          if (!o.deadlock) continue;
           deadlocks.fetch_add(1, std::memory_order_relaxed);
           if (want_cycle && !o.cycle)
-            throw std::logic_error("trial " + std::to_string(opt.first_trial + t) +
-                                   " is stuck but its wait-for graph has no cycle (simulator bug)");
+            throw std::logic_error("trial " + std::to_string(opt.first_trial + t) + ", model " + models[mi].name() +
+                                   ": stuck but the wait-for graph has no cycle (simulator bug)");
           std::lock_guard lock(mu);
-          if (t < best.load()) {
-            best = t;
-            res.first_cycle = o.cycle->describe(scenario, opt.cycle_hops);
-            res.first_cycle_length = static_cast<int>(o.cycle->edges.size());
+          if (t < best[mi].load()) {
+            best[mi] = t;
+            res[mi].first_cycle = o.cycle->describe(scenario, opt.cycle_hops);
+            res[mi].first_cycle_length = static_cast<int>(o.cycle->edges.size());
           }
         }
         const int64_t d = done.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -76,6 +92,9 @@ SettingResult run_setting(const Scenario& scenario, ModelSpec model, const RunOp
           }
         }
       }
+      std::lock_guard lock(mu);
+      for (size_t mi = 0; mi < nm; ++mi) model_cpu[mi] += my_model[mi];
+      generation_cpu += my_generation;
     } catch (...) {
       std::lock_guard lock(mu);
       if (!error) error = std::current_exception();
@@ -88,20 +107,26 @@ SettingResult run_setting(const Scenario& scenario, ModelSpec model, const RunOp
   for (auto& th : pool) th.join();
   if (error) std::rethrow_exception(error);
 
-  double completed_fraction = 0.0, stuck_sum = 0.0;
+  const double wall = std::chrono::duration<double>(clock::now() - t0).count();
   const double per_trial = static_cast<double>(scenario.num_collectives());
-  for (int64_t t = 0; t < n; ++t) {
-    res.deadlocks += res.deadlocked[t];
-    completed_fraction += static_cast<double>(res.completed[t]) / per_trial;
-    if (res.deadlocked[t]) stuck_sum += stuck[t];
+  for (size_t mi = 0; mi < nm; ++mi) {
+    auto& r = res[mi];
+    double completed_fraction = 0.0, stuck_sum = 0.0;
+    for (int64_t t = 0; t < n; ++t) {
+      r.deadlocks += r.deadlocked[t];
+      completed_fraction += static_cast<double>(r.completed[t]) / per_trial;
+      if (r.deadlocked[t]) stuck_sum += stuck[mi][t];
+    }
+    r.first_deadlock_trial = r.deadlocks ? static_cast<int64_t>(opt.first_trial) + best[mi].load() : -1;
+    r.rate = n ? static_cast<double>(r.deadlocks) / static_cast<double>(n) : 0.0;
+    r.ci = wilson(r.deadlocks, n);
+    r.mean_completed_fraction = n ? completed_fraction / static_cast<double>(n) : 1.0;
+    r.mean_stuck_ranks = r.deadlocks ? stuck_sum / static_cast<double>(r.deadlocks) : 0.0;
+    r.submissions = scenario.num_submissions() * n;
+    r.seconds = wall;
+    r.model_cpu_seconds = model_cpu[mi];
+    r.generation_cpu_seconds = generation_cpu;
   }
-  res.first_deadlock_trial = res.deadlocks ? static_cast<int64_t>(opt.first_trial) + best.load() : -1;
-  res.rate = n ? static_cast<double>(res.deadlocks) / static_cast<double>(n) : 0.0;
-  res.ci = wilson(res.deadlocks, n);
-  res.mean_completed_fraction = n ? completed_fraction / static_cast<double>(n) : 1.0;
-  res.mean_stuck_ranks = res.deadlocks ? stuck_sum / static_cast<double>(res.deadlocks) : 0.0;
-  res.submissions = scenario.num_submissions() * n;
-  res.seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return res;
 }
 

@@ -27,7 +27,9 @@ struct SettingResult {
   int first_cycle_length = 0;
   double mean_completed_fraction = 1.0;  // collectives completed / collectives per trial, over all trials
   double mean_stuck_ranks = 0.0;         // over deadlocked trials
-  double seconds = 0.0;
+  double seconds = 0.0;                  // wall time of the batch (the models run on the same programs together)
+  double model_cpu_seconds = 0.0;        // CPU time of this model's simulation, summed over threads
+  double generation_cpu_seconds = 0.0;   // CPU time of generating the programs, shared by the batch's models
   int64_t submissions = 0;               // submissions (rank, collective pairs) generated over all trials
   // Per trial (index = trial): 1 if deadlocked; completed collectives.
   std::vector<uint8_t> deadlocked;
@@ -44,6 +46,11 @@ struct RunOptions {
   std::function<void(int64_t, int64_t)> progress;
 };
 
-SettingResult run_setting(const Scenario& scenario, ModelSpec model, const RunOptions& options);
+// Runs every model on the same programs: each trial's programs are generated once. One result per model.
+std::vector<SettingResult> run_models(const Scenario& scenario, const std::vector<ModelSpec>& models,
+                                      const RunOptions& options);
+inline SettingResult run_setting(const Scenario& scenario, ModelSpec model, const RunOptions& options) {
+  return run_models(scenario, {model}, options).front();
+}
 
 }  // namespace dfccl::sim

@@ -20,6 +20,13 @@ Bernoulli::Bernoulli(double p) {
   }
 }
 
+Geometric::Geometric(double p) {
+  if (!(p >= 0.0 && p <= 1.0)) throw std::invalid_argument("probability must be in [0, 1], got " + std::to_string(p));
+  never_ = p <= 0.0;
+  always_ = p >= 1.0;
+  if (!never_ && !always_) inv_log_q_ = 1.0 / std::log1p(-p);
+}
+
 std::string_view to_string(GroupKind kind) {
   switch (kind) {
     case GroupKind::tp: return "tp";
@@ -236,7 +243,8 @@ Programs Programs::from(const std::vector<std::vector<Step>>& per_rank) {
 }
 
 Scenario::Scenario(Layout layout, ScenarioParams params)
-    : layout_(std::move(layout)), params_(params), disorder_(params.p_disorder), sync_(params.p_sync) {
+    : layout_(std::move(layout)), params_(params), disorder_(params.p_disorder),
+      disorder_gap_(params.p_disorder), sync_gap_(params.p_sync) {
   layout_.validate();
   const int ng = layout_.num_groups(), nr = layout_.num_ranks;
   first_.assign(ng + 1, 0);
@@ -323,31 +331,43 @@ void Scenario::program(int rank, uint64_t trial, std::vector<Step>& out) const {
   SplitMix64 rs(stream_state(tk, static_cast<uint64_t>(rank), Stream::sync));
   out.reserve(n + n / 64 + 8);
 
-  size_t cursor = 0;  // first collective not yet taken, in canonical order
+  // Pass-overs and syncs are Bernoulli processes; they are drawn as the gaps between their events.
+  uint64_t dis_gap = disorder_gap_.draw(rd);  // decisions (submissions with >= 2 candidates) before the next pass-over
+  uint64_t sync_gap = sync_gap_.draw(rs);     // submissions before the next sync
+  size_t cursor = 0;                          // first collective not yet taken, in canonical order
   for (size_t i = 0; i < n; ++i) {
     while (taken[cursor]) ++cursor;
-    // Number of candidates passed over: each one with probability p_disorder, never past the last candidate.
-    int skip = 0;
-    if (!disorder_.never())
-      while (skip + 1 < active && disorder_.test(rd)) ++skip;
     size_t pick = cursor;
-    if (skip > 0) {
-      // The candidates are the groups' next collectives (their heads), in canonical order.
-      int seen = 0;
-      for (size_t j = cursor + 1;; ++j) {
-        if (taken[j]) continue;
-        if (index_in_group(canon[j]) != next_k[local[j]]) continue;  // not its group's head
-        if (++seen == skip) {
-          pick = j;
-          break;
+    if (active > 1) {
+      if (dis_gap == 0) {
+        // Pass over the first candidate, and each further one with probability p_disorder, never past the last.
+        int skip = 1;
+        while (skip + 1 < active && disorder_.test(rd)) ++skip;
+        dis_gap = disorder_gap_.draw(rd);
+        // The candidates are the groups' next collectives (their heads), in canonical order.
+        int seen = 0;
+        for (size_t j = cursor + 1;; ++j) {
+          if (taken[j]) continue;
+          if (index_in_group(canon[j]) != next_k[local[j]]) continue;  // not its group's head
+          if (++seen == skip) {
+            pick = j;
+            break;
+          }
         }
+      } else if (dis_gap != Geometric::kNever) {
+        --dis_gap;
       }
     }
     taken[pick] = 1;
     const int lg = local[pick];
     if (++next_k[lg] == layout_.colls[groups[lg]]) --active;
     out.push_back(canon[pick]);
-    if (sync_.test(rs)) out.push_back(kSync);
+    if (sync_gap == 0) {
+      out.push_back(kSync);
+      sync_gap = sync_gap_.draw(rs);
+    } else if (sync_gap != Geometric::kNever) {
+      --sync_gap;
+    }
   }
 }
 

@@ -102,7 +102,8 @@ class Scenario {
  private:
   Layout layout_;
   ScenarioParams params_;
-  Bernoulli disorder_, sync_;
+  Bernoulli disorder_;                  // each further pass-over after the first
+  Geometric disorder_gap_, sync_gap_;   // decisions before the next pass-over, submissions before the next sync
   std::vector<int64_t> first_;        // num_groups + 1
   std::vector<int32_t> group_of_;     // per collective id
   int64_t num_submissions_ = 0;

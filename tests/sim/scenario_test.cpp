@@ -223,9 +223,9 @@ TEST(Scenario, PinnedOutput) {
     text += '\n';
   }
   EXPECT_EQ(text,
-            "r0: g1#0 g1#1 S g0#0 g1#2 g0#1 g0#2 S g1#3 g0#3\n"
-            "r1: g1#0 g2#0 S g0#0 g0#1 g2#1 S g1#1 g0#2 g1#2 g2#2 S g1#3 g2#3 g0#3\n"
-            "r2: g2#0 g2#1 g2#2 S g2#3\n");
+            "r0: g0#0 g1#0 S g0#1 g1#1 g0#2 g0#3 g1#2 g1#3\n"
+            "r1: g0#0 g1#0 g2#0 S g0#1 g1#1 g0#2 g2#1 g1#2 g2#2 S g0#3 g2#3 S g1#3 S\n"
+            "r2: g2#0 S g2#1 g2#2 g2#3\n");
 }
 
 }  // namespace
