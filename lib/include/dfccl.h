@@ -155,7 +155,7 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
 /* Persistent collectives: prepared once with an id (0 <= id < DFCCL_MAX_PERSISTENT_IDS, unique in the communicator)  */
 /* by every rank; each dfcclStart of the same id matches the same-numbered start on the other ranks, and starts of   */
 /* different ids may come in any order on different ranks — even inside one communicator.                            */
-#define DFCCL_MAX_PERSISTENT_IDS 16
+#define DFCCL_MAX_PERSISTENT_IDS 8
 dfcclResult_t dfcclPrepareAllReduce(size_t count, dfcclDataType_t datatype, dfcclRedOp_t op, dfcclComm_t comm, int id,
                                     dfcclPersistent_t* coll);
 dfcclResult_t dfcclPrepareAllGather(size_t sendcount, dfcclDataType_t datatype, dfcclComm_t comm, int id,

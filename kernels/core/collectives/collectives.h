@@ -1,0 +1,71 @@
+// The table of collectives: which algorithm each kind runs, and the geometry of one channel of one instance.
+// Add an algorithm: write <kind>_<algorithm>.h with num_ops/op, then route to it here.
+#pragma once
+
+#include "allgather_ring.h"
+#include "allreduce_ring.h"
+#include "broadcast_chain.h"
+#include "local_copy.h"
+#include "reduce_chain.h"
+#include "reducescatter_ring.h"
+
+namespace dfccl::core {
+
+// Elements per rank-sized block that channels split: the whole buffer for AllReduce/Broadcast/Reduce, one rank's
+// block for AllGather/ReduceScatter.
+DFCCL_HD inline u64 block_count(const Desc& d) { return d.count; }
+
+DFCCL_HD inline bool in_place(const Desc& d, int rank) {
+  const auto s = reinterpret_cast<uintptr_t>(d.send), r = reinterpret_cast<uintptr_t>(d.recv);
+  const u64 block_bytes = d.count * dtype_size(d.dtype);
+  switch (d.kind) {
+    case Kind::AllGather:
+      return s == r + u64(rank) * block_bytes;
+    case Kind::ReduceScatter:
+      return r == s + u64(rank) * block_bytes;
+    default:
+      return s == r;
+  }
+}
+
+DFCCL_HD inline Geometry make_geometry(const Desc& d, int rank, int nranks, u32 ch, u32 slot_bytes) {
+  Geometry g;
+  g.kind = d.kind;
+  g.redop = d.op;
+  g.rank = rank;
+  g.nranks = nranks;
+  g.root = d.root;
+  g.esize = dtype_size(d.dtype);
+  g.count = d.count;
+  g.slice = slot_bytes / g.esize;
+  g.chan = channel_range(block_count(d), d.nchan, ch, g.esize);
+  g.in_place = in_place(d, rank);
+  return g;
+}
+
+DFCCL_HD inline u64 program_num_ops(const Geometry& g) {
+  if (g.chan.count == 0) return 0;
+  if (g.nranks == 1) return LocalCopy::num_ops(g);
+  switch (g.kind) {
+    case Kind::AllReduce: return AllReduceRing::num_ops(g);
+    case Kind::AllGather: return AllGatherRing::num_ops(g);
+    case Kind::ReduceScatter: return ReduceScatterRing::num_ops(g);
+    case Kind::Broadcast: return BroadcastChain::num_ops(g);
+    case Kind::Reduce: return ReduceChain::num_ops(g);
+  }
+  return 0;
+}
+
+DFCCL_HD inline Op program_op(const Geometry& g, u64 i) {
+  if (g.nranks == 1) return LocalCopy::op(g, i);
+  switch (g.kind) {
+    case Kind::AllReduce: return AllReduceRing::op(g, i);
+    case Kind::AllGather: return AllGatherRing::op(g, i);
+    case Kind::ReduceScatter: return ReduceScatterRing::op(g, i);
+    case Kind::Broadcast: return BroadcastChain::op(g, i);
+    case Kind::Reduce: return ReduceChain::op(g, i);
+  }
+  return Op{0, 0, 0, 0};
+}
+
+}  // namespace dfccl::core

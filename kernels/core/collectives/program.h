@@ -1,0 +1,41 @@
+// A collective program: the deterministic sequence of primitives that one channel of one rank runs.
+//
+// Every algorithm is a pair of pure functions over a Geometry (what this rank and channel must do):
+//   num_ops(g)   how many primitives the channel runs
+//   op(g, i)     primitive i: which of recv / send / read src / write dst / finish it does, on which elements
+// so the dynamic context of a running collective is just the index of its next primitive (ChanCtx::op). Each
+// primitive moves at most one slice (one connection slot). Sender and receiver compute matching sequences: the
+// i-th primitive that sends on a connection pairs with the i-th one that receives on it.
+#pragma once
+
+#include "../patterns/ring.h"
+
+namespace dfccl::core {
+
+enum : u32 {
+  kOpRecv = 1u,    // consume one slot from prev
+  kOpSend = 2u,    // produce one slot for next
+  kOpSrc = 4u,     // read the user input (reduced with the received slot when both are present)
+  kOpDst = 8u,     // write the user output
+  kOpFinish = 16u  // apply the operator's final step (avg: divide by nranks)
+};
+
+struct Op {
+  u32 flags;
+  u64 src;    // element offset into the send buffer
+  u64 dst;    // element offset into the receive buffer
+  u64 nelem;  // elements moved (may be 0: the slot still changes hands, keeping both sides in step)
+};
+
+struct Geometry {
+  Kind kind;
+  RedOp redop;
+  int rank, nranks, root;
+  u32 esize;
+  u64 count;       // NCCL's count (see Desc)
+  u64 slice;       // elements per slot
+  Range chan;      // this channel's part of the per-rank block
+  bool in_place;   // the collective's own in-place condition holds
+};
+
+}  // namespace dfccl::core

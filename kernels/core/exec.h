@@ -1,0 +1,64 @@
+// The executor layer: what the core needs from the machine it runs on.
+//
+// The core (scheduler, collective programs, primitives) is written once as templates over an executor type X and
+// compiled twice: by nvcc for the CUDA executor (kernels/cuda/exec_cuda.cuh, X = CudaExec: a "block" is a CUDA
+// thread block) and by the host compiler for the host executor (kernels/host/exec_host.h, X = HostExec: a "block" is
+// one CPU thread). An executor provides, as static member functions:
+//
+//   int  tid(), nthreads()                      this thread's index in its block, and the block size
+//   void sync()                                 barrier of the block
+//   u64  load_acquire(const u64* p)             acquire load, system scope (peers write it)
+//   void store_release(u64* p, u64 v)           release store, system scope (all prior writes of the block
+//                                               that reached this thread through sync() become visible first)
+//   void store_relaxed(u64* p, u64 v)           plain volatile store (device-local bookkeeping)
+//   u64  load_relaxed(const u64* p)             plain volatile load
+//   u32  atomic_add(u32* p, u32 v)              device-scope atomic add, returns the old value
+//   u64  atomic_add64(u64* p, u64 v)
+//   void atomic_max64(u64* p, u64 v)
+//   u64  atomic_cas64(u64* p, u64 expected, u64 desired)  returns the old value
+//   u32  shared_inc(u32* p)                     atomic increment of block-shared memory, returns the old value
+//   void fence_device(), fence_system()         memory fences
+//   u64  now_ns()                               a clock in nanoseconds, monotonic, shared by the blocks
+//   void pause()                                back off inside a polling loop
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define DFCCL_HD __host__ __device__
+#define DFCCL_DEV __device__
+#define DFCCL_FORCEINLINE __forceinline__
+#define DFCCL_UNROLL _Pragma("unroll")
+#else
+#define DFCCL_HD
+#define DFCCL_DEV
+#define DFCCL_FORCEINLINE inline __attribute__((always_inline))
+#define DFCCL_UNROLL _Pragma("GCC unroll 4")
+#endif
+
+namespace dfccl::core {
+
+using u8 = uint8_t;
+using u16 = uint16_t;
+using u32 = uint32_t;
+using u64 = uint64_t;
+
+template <class T>
+DFCCL_HD constexpr T min_of(T a, T b) {
+  return a < b ? a : b;
+}
+template <class T>
+DFCCL_HD constexpr T max_of(T a, T b) {
+  return a < b ? b : a;
+}
+template <class T>
+DFCCL_HD constexpr T div_up(T a, T b) {
+  return (a + b - 1) / b;
+}
+template <class T>
+DFCCL_HD constexpr T round_up(T a, T b) {
+  return div_up(a, b) * b;
+}
+
+}  // namespace dfccl::core

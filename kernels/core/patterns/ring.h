@@ -1,0 +1,43 @@
+// Peer-pattern arithmetic of the ring, pure functions shared by the collectives, the tests and the simulator.
+//
+// The ring follows rank order: rank r receives from prev = r-1 and sends to next = r+1 (mod n). Data is split
+// across channels, then into rounds of at most one slice per rank and step; chunk boundaries fall on multiples of
+// 16 bytes so that aligned buffers stay aligned in every primitive.
+#pragma once
+
+#include "../types.h"
+
+namespace dfccl::core {
+
+struct Range {
+  u64 begin;
+  u64 count;
+};
+
+DFCCL_HD inline int ring_mod(long long x, int n) { return int(((x % n) + n) % n); }
+
+// Piece i of `total` elements cut into `parts` pieces, boundaries on multiples of `align` elements; trailing
+// pieces may be shorter or empty.
+DFCCL_HD inline Range split_aligned(u64 total, u64 parts, u64 i, u64 align) {
+  u64 per = round_up(div_up(total, parts), align);
+  u64 b = min_of(total, per * i);
+  u64 e = min_of(total, b + per);
+  return Range{b, e - b};
+}
+
+DFCCL_HD inline u64 align_elems(u32 esize) { return kAlignBytes / esize; }
+
+// How many channels carry data for a collective moving `bytes` (per rank-sized block): at least min_chan_bytes per
+// channel, at most nblocks. Every rank computes the same value from the same arguments.
+DFCCL_HD inline u32 data_channels(u64 bytes, u32 nblocks, u32 min_chan_bytes) {
+  u64 n = bytes / (min_chan_bytes ? min_chan_bytes : 1);
+  return u32(max_of<u64>(1, min_of<u64>(n, nblocks)));
+}
+
+// Channel ch's part of `total` elements when nchan channels carry data (empty for ch >= nchan).
+DFCCL_HD inline Range channel_range(u64 total, u32 nchan, u32 ch, u32 esize) {
+  if (ch >= nchan) return Range{0, 0};
+  return split_aligned(total, nchan, ch, align_elems(esize));
+}
+
+}  // namespace dfccl::core

@@ -1,0 +1,140 @@
+// The data-moving loop of every primitive: all threads of a block move one slice together.
+//
+//   reduce_copy<X, T, OP>(in0, in1, out0, out1, n, divisor)
+//     out0[i] (and out1[i] when out1 != nullptr) = finish(in1 ? OP(in0[i], in1[i]) : in0[i])
+//     where finish divides by `divisor` for avg when divisor > 0.
+//   copy_bytes<X>(in, out0, out1, bytes)
+//
+// Caller: every thread of the block, between two X::sync(). Result valid after the next X::sync().
+// 16-byte vectors with 4 independent loads in flight per thread when every pointer is 16-byte aligned; element by
+// element otherwise.
+#pragma once
+
+#include "reduce.h"
+
+namespace dfccl::core {
+
+struct alignas(16) Pack {
+  u64 lo, hi;
+};
+
+DFCCL_HD DFCCL_FORCEINLINE bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <class T, RedOp OP>
+DFCCL_HD DFCCL_FORCEINLINE Pack reduce_pack(Pack a, Pack b) {
+  constexpr int kElems = 16 / sizeof(T);
+  T x[kElems], y[kElems];
+  memcpy(x, &a, 16);
+  memcpy(y, &b, 16);
+DFCCL_UNROLL
+  for (int e = 0; e < kElems; ++e) x[e] = Reducer<T, OP>::apply(x[e], y[e]);
+  memcpy(&a, x, 16);
+  return a;
+}
+
+template <class T, RedOp OP>
+DFCCL_HD DFCCL_FORCEINLINE Pack finish_pack(Pack a, int divisor) {
+  constexpr int kElems = 16 / sizeof(T);
+  T x[kElems];
+  memcpy(x, &a, 16);
+DFCCL_UNROLL
+  for (int e = 0; e < kElems; ++e) x[e] = Reducer<T, OP>::finish(x[e], divisor);
+  memcpy(&a, x, 16);
+  return a;
+}
+
+template <class X, class T, RedOp OP>
+DFCCL_DEV void reduce_copy(const T* in0, const T* in1, T* out0, T* out1, u64 n, int divisor) {
+  const u64 tid = X::tid(), nt = X::nthreads();
+  const bool vec = aligned16(in0) && (!in1 || aligned16(in1)) && aligned16(out0) && (!out1 || aligned16(out1));
+  u64 done = 0;
+  if (vec) {
+    constexpr u64 kElems = 16 / sizeof(T);
+    constexpr u64 kUnroll = 4;
+    const u64 npacks = n / kElems;
+    const Pack* a = reinterpret_cast<const Pack*>(in0);
+    const Pack* b = reinterpret_cast<const Pack*>(in1);
+    Pack* o0 = reinterpret_cast<Pack*>(out0);
+    Pack* o1 = reinterpret_cast<Pack*>(out1);
+    u64 i = tid;
+    for (; i + (kUnroll - 1) * nt < npacks; i += kUnroll * nt) {
+      Pack v[kUnroll];
+DFCCL_UNROLL
+      for (u64 u = 0; u < kUnroll; ++u) v[u] = X::ld16(a + i + u * nt);
+      if (b) {
+        Pack w[kUnroll];
+DFCCL_UNROLL
+        for (u64 u = 0; u < kUnroll; ++u) w[u] = X::ld16(b + i + u * nt);
+DFCCL_UNROLL
+        for (u64 u = 0; u < kUnroll; ++u) v[u] = reduce_pack<T, OP>(v[u], w[u]);
+      }
+      if (divisor > 0) {
+DFCCL_UNROLL
+        for (u64 u = 0; u < kUnroll; ++u) v[u] = finish_pack<T, OP>(v[u], divisor);
+      }
+DFCCL_UNROLL
+      for (u64 u = 0; u < kUnroll; ++u) X::st16(o0 + i + u * nt, v[u]);
+      if (o1) {
+DFCCL_UNROLL
+        for (u64 u = 0; u < kUnroll; ++u) X::st16(o1 + i + u * nt, v[u]);
+      }
+    }
+    for (; i < npacks; i += nt) {
+      Pack v = X::ld16(a + i);
+      if (b) v = reduce_pack<T, OP>(v, X::ld16(b + i));
+      if (divisor > 0) v = finish_pack<T, OP>(v, divisor);
+      X::st16(o0 + i, v);
+      if (o1) X::st16(o1 + i, v);
+    }
+    done = npacks * kElems;
+  }
+  for (u64 i = done + tid; i < n; i += nt) {
+    T v = in0[i];
+    if (in1) v = Reducer<T, OP>::apply(v, in1[i]);
+    if (divisor > 0) v = Reducer<T, OP>::finish(v, divisor);
+    out0[i] = v;
+    if (out1) out1[i] = v;
+  }
+}
+
+template <class X>
+DFCCL_DEV void copy_bytes(const void* in, void* out0, void* out1, u64 bytes) {
+  const u64 tid = X::tid(), nt = X::nthreads();
+  const bool vec = aligned16(in) && aligned16(out0) && (!out1 || aligned16(out1));
+  u64 done = 0;
+  if (vec) {
+    constexpr u64 kUnroll = 4;
+    const u64 npacks = bytes / 16;
+    const Pack* a = static_cast<const Pack*>(in);
+    Pack* o0 = static_cast<Pack*>(out0);
+    Pack* o1 = static_cast<Pack*>(out1);
+    u64 i = tid;
+    for (; i + (kUnroll - 1) * nt < npacks; i += kUnroll * nt) {
+      Pack v[kUnroll];
+DFCCL_UNROLL
+      for (u64 u = 0; u < kUnroll; ++u) v[u] = X::ld16(a + i + u * nt);
+DFCCL_UNROLL
+      for (u64 u = 0; u < kUnroll; ++u) X::st16(o0 + i + u * nt, v[u]);
+      if (o1) {
+DFCCL_UNROLL
+        for (u64 u = 0; u < kUnroll; ++u) X::st16(o1 + i + u * nt, v[u]);
+      }
+    }
+    for (; i < npacks; i += nt) {
+      Pack v = X::ld16(a + i);
+      X::st16(o0 + i, v);
+      if (o1) X::st16(o1 + i, v);
+    }
+    done = npacks * 16;
+  }
+  const u8* src = static_cast<const u8*>(in);
+  u8* d0 = static_cast<u8*>(out0);
+  u8* d1 = static_cast<u8*>(out1);
+  for (u64 i = done + tid; i < bytes; i += nt) {
+    u8 v = src[i];
+    d0[i] = v;
+    if (d1) d1[i] = v;
+  }
+}
+
+}  // namespace dfccl::core

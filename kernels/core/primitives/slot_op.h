@@ -1,0 +1,98 @@
+// The two-phase primitive: one step of a collective program on one connection slot.
+//
+//   run_op<X>(...) -> true when the step was done, false when it would block (nothing was changed)
+//
+// Phase 1 (spin): thread 0 checks the step's conditions — a filled slot from prev (kOpRecv: the lane's tail is past
+// our receive position) and a free slot at next (kOpSend: fewer than nslots of our slots unconsumed) — polling for
+// at most the spin budget. If they do not hold, the step returns false before touching anything: the preempted
+// collective resumes later at the same step (DESIGN invariant 2).
+// Phase 2 (move): all threads move the slice (copy.h): inputs are the received slot and/or the user input, outputs
+// the user output and/or next's slot; the operator's final step (avg) is applied where the program says.
+// Phase 3 (post): thread 0 publishes the sent slot to next (tail) and frees the consumed slot for prev (head).
+//
+// Caller: every thread of the block. Positions (sent/received slot counts of the lane) live in BlockShared during
+// an attempt; the scheduler loads them before and saves them after.
+#pragma once
+
+#include "../block.h"
+#include "../collectives/program.h"
+#include "copy.h"
+#include "wait.h"
+
+namespace dfccl::core {
+
+struct LaneView {
+  LaneCtrl* recv_ctrl;  // mine: tail written by prev
+  LaneCtrl* send_ctrl;  // mine: head written by next
+  LaneCtrl* next_ctrl;  // next's: I write its tail
+  LaneCtrl* prev_ctrl;  // prev's: I write its head
+  u32 ch, lane;
+};
+
+DFCCL_HD inline LaneView lane_view(const CommDev& c, u32 ch, u32 lane) {
+  LaneView v;
+  v.recv_ctrl = region_ctrl(c.self, c, ch, lane);
+  v.send_ctrl = v.recv_ctrl;
+  v.next_ctrl = region_ctrl(c.next_region, c, ch, lane);
+  v.prev_ctrl = region_ctrl(c.prev_region, c, ch, lane);
+  v.ch = ch;
+  v.lane = lane;
+  return v;
+}
+
+template <class X, class Quit>
+DFCCL_DEV bool run_op(BlockShared& bs, const CommDev& c, const LaneView& lv, const Desc& d, const Op& op,
+                      u64 budget_ns, bool unbounded, Quit&& quit) {
+  // Phase 1: conditions.
+  if (X::tid() == 0) {
+    const u64 recvd = bs.recvd, sent = bs.sent;
+    auto ready = [&]() {
+      if ((op.flags & kOpRecv) && X::load_acquire(&lv.recv_ctrl->tail) <= recvd) return false;
+      if ((op.flags & kOpSend) && sent - X::load_acquire(&lv.send_ctrl->head) >= c.nslots) return false;
+      return true;
+    };
+    u64 waited = 0;
+    bs.ok = spin_wait<X>(ready, quit, budget_ns, unbounded, waited) ? 1u : 0u;
+    bs.waited = waited;
+  }
+  X::sync();
+  if (!bs.ok) return false;
+
+  // Phase 2: move.
+  const u32 es = dtype_size(d.dtype);
+  const char* slot_in = (op.flags & kOpRecv) ? region_slot(c.self, c, lv.ch, lv.lane, bs.recvd) : nullptr;
+  char* slot_out = (op.flags & kOpSend) ? region_slot(c.next_region, c, lv.ch, lv.lane, bs.sent) : nullptr;
+  const char* src = (op.flags & kOpSrc) ? static_cast<const char*>(d.send) + op.src * es : nullptr;
+  char* dst = (op.flags & kOpDst) ? static_cast<char*>(d.recv) + op.dst * es : nullptr;
+  const char* in0 = slot_in ? slot_in : src;
+  const char* in1 = slot_in ? src : nullptr;
+  char* out0 = dst ? dst : slot_out;
+  char* out1 = dst ? slot_out : nullptr;
+  const int divisor = ((op.flags & kOpFinish) && d.op == RedOp::Avg && c.nranks > 1) ? c.nranks : 0;
+  if (op.nelem > 0 && out0) {
+    if (!in1 && divisor == 0) {
+      copy_bytes<X>(in0, out0, out1, op.nelem * es);
+    } else {
+      dispatch_dtype_op(d.dtype, d.op, [&]<class T, RedOp OP>() {
+        reduce_copy<X, T, OP>(reinterpret_cast<const T*>(in0), reinterpret_cast<const T*>(in1),
+                              reinterpret_cast<T*>(out0), reinterpret_cast<T*>(out1), op.nelem, divisor);
+      });
+    }
+  }
+  X::sync();
+
+  // Phase 3: post.
+  if (X::tid() == 0) {
+    if (op.flags & kOpSend) {
+      X::store_release(&lv.next_ctrl->tail, bs.sent + 1);
+      bs.sent += 1;
+    }
+    if (op.flags & kOpRecv) {
+      X::store_release(&lv.prev_ctrl->head, bs.recvd + 1);
+      bs.recvd += 1;
+    }
+  }
+  return true;
+}
+
+}  // namespace dfccl::core

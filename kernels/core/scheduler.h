@@ -1,0 +1,262 @@
+// The daemon's scheduler: what one block of the daemon does from launch to exit. Written once, run by the CUDA
+// executor (one thread block per channel) and the host executor (one thread per channel).
+//
+// Every block runs channel b of every collective; a block is an independent scheduler:
+//   1. pick up new submissions: poll the head of every submission ring (device memory), copy the descriptor of
+//      each new collective from pinned memory into its context (once), and insert it in scheduling order;
+//   2. one pass over the runnable collectives, in order (priority, then age; blocking mode: age only, and only the
+//      oldest runs): an attempt resumes the collective's program at its saved step and runs primitives until the
+//      program ends (the channel is done) or a primitive's spin budget runs out (preemption: the context — the
+//      step index — is saved, and the block moves on to the next collective);
+//   3. leave when told (engine shutdown, another block's exit request) or when no block made progress for
+//      stuck_ns while collectives are pending (they wait on absent peers) or for idle_ns with nothing to do.
+//      Contexts always live in device memory, so leaving saves nothing but the ring positions; the host relaunches
+//      the daemon when work is pending (DESIGN invariants 3 and 4).
+//
+// Adaptive spin budget ("stickiness"), per collective and channel, between spin_min and spin_max:
+//   - a wait that succeeds after w ns raises the budget to at least spin_grow * w: its peers are active, so waiting
+//     for them is cheaper than switching;
+//   - an attempt preempted before any progress halves it: its peers are elsewhere, so give the block to others.
+// Ranks whose budgets grow on the same collective stay on it together: de-facto gang scheduling without talking.
+#pragma once
+
+#include "collectives/collectives.h"
+#include "primitives/slot_op.h"
+
+namespace dfccl::core {
+
+enum : u32 { kAttemptBlocked = 0, kAttemptProgress = 1, kAttemptDone = 2 };
+
+template <class T>
+DFCCL_HD DFCCL_FORCEINLINE T vload(const T& x) {
+  return *const_cast<const volatile T*>(&x);
+}
+
+// Thread 0: insert slot into the block's active list, in scheduling order.
+template <class X>
+DFCCL_DEV void insert_active(const EngineView& ev, BlockShared& bs, u32 b, u32 slot) {
+  const Desc& nd = chan_ctx(ev, slot, b).desc;
+  u32 k = bs.nactive;
+  while (k > 0) {
+    const Desc& pd = chan_ctx(ev, bs.active[k - 1], b).desc;
+    const bool before = ev.p.blocking
+                            ? nd.seq < pd.seq
+                            : (nd.priority > pd.priority || (nd.priority == pd.priority && nd.seq < pd.seq));
+    if (!before) break;
+    bs.active[k] = bs.active[k - 1];
+    --k;
+  }
+  bs.active[k] = u16(slot);
+  bs.nactive += 1;
+}
+
+// Thread 0: a new submission for this block; load its static context and reset its dynamic context.
+template <class X>
+DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 slot) {
+  ChanCtx& cx = chan_ctx(ev, slot, b);
+  const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
+  Pack* dst = reinterpret_cast<Pack*>(&cx.desc);
+  for (int i = 0; i < int(sizeof(Desc) / sizeof(Pack)); ++i) dst[i] = X::ld16(src + i);
+  cx.t_start = 0;
+  cx.op = 0;
+  cx.spin_ns = u32(ev.p.spin_init_ns);
+  cx.preemptions = 0;
+  cx.status = kStatusOk;
+  cx.state = kCtxActive;
+  insert_active<X>(ev, bs, b, slot);
+}
+
+// Thread 0, after the block's last data movement for this collective: mark the channel done; the last block to
+// finish publishes the completion (slot info and CQ entry in pinned memory, completion word in device memory).
+template <class X>
+DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneState* ls, u32 status) {
+  cx.state = kCtxDone;
+  cx.status = status;
+  if (ls) ls->turn += 1;
+  if (status != kStatusOk) X::atomic_max32(&ev.g->status[slot], status);
+  X::fence_device();
+  const u32 old = X::atomic_add(&ev.g->done_count[slot], 1u);
+  if (old + 1 < ev.p.nblocks) return;
+  X::fence_device();
+  ev.g->done_count[slot] = 0;
+  const u64 now = X::now_ns();
+  u64 t_start = ~u64(0);
+  u32 preemptions = 0;
+  for (u32 k = 0; k < ev.p.nblocks; ++k) {
+    const ChanCtx& o = chan_ctx(ev, slot, k);
+    const u64 t = vload(o.t_start);
+    if (t != 0 && t < t_start) t_start = t;
+    preemptions += vload(o.preemptions);
+  }
+  const u32 final_status = X::atomic_max32(&ev.g->status[slot], 0u);
+  ev.g->status[slot] = 0;
+  SlotInfo& info = ev.h->info[slot];
+  info.seq = cx.desc.seq;
+  info.t_start = t_start == ~u64(0) ? now : t_start;
+  info.t_end = now;
+  info.status = final_status;
+  info.preemptions = preemptions;
+  X::fence_system();
+  X::store_release(&ev.g->complete[slot], cx.desc.seq);
+  const u64 pos = X::atomic_add64(&ev.g->cq_tail, 1);
+  X::store_release(&ev.h->cq[pos % kCqEntries], ((pos + 1) << 16) | slot);
+}
+
+// All threads: run channel b of the collective in `slot` until it ends or would block.
+template <class X>
+DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot) {
+  ChanCtx& cx = chan_ctx(ev, slot, b);
+  const Desc d = cx.desc;
+  CommDev* cp = vload(ev.g->comms[d.comm]);
+  const CommDev c = *cp;
+  LaneState* ls = &c.lanes[u64(b) * c.nlanes + d.lane];
+
+  // Thread 0 decides, everybody follows: aborted communicator, not this collective's turn on its lane, or run.
+  enum : u32 { kRun = 0, kAbort = 1, kWaitTurn = 2 };
+  if (X::tid() == 0) {
+    u32 decision = kRun;
+    if (vload(cp->abort) != 0) {
+      decision = kAbort;
+    } else if (vload(ls->turn) != d.turn) {
+      decision = kWaitTurn;
+    } else {
+      bs.sent = ls->sent;
+      bs.recvd = ls->recvd;
+      if (cx.t_start == 0) cx.t_start = X::now_ns();
+      if (bs.last_slot != slot) {
+        bs.switches += bs.last_slot != ~0u ? 1 : 0;
+        bs.last_slot = slot;
+      }
+    }
+    bs.ok = decision;
+  }
+  X::sync();
+  const u32 decision = bs.ok;
+  X::sync();
+  if (decision == kWaitTurn) return kAttemptBlocked;
+  if (decision == kAbort) {
+    if (X::tid() == 0) finish_channel<X>(ev, slot, cx, nullptr, kStatusAborted);
+    X::sync();
+    return kAttemptDone;
+  }
+
+  const LaneView lv = lane_view(c, b, d.lane);
+  const Geometry g = make_geometry(d, c.rank, c.nranks, b, c.slot_bytes);
+  const u64 nops = program_num_ops(g);
+  const bool unbounded = ev.p.blocking != 0;
+  auto quit = [&]() { return vload(cp->abort) != 0 || vload(ev.g->quit) != 0; };
+  u64 spin = cx.spin_ns;
+  u64 i = cx.op;
+  bool progressed = false;
+  while (i < nops) {
+    const Op op = program_op(g, i);
+    if (!run_op<X>(bs, c, lv, d, op, spin, unbounded, quit)) break;
+    ++i;
+    progressed = true;
+    if (X::tid() == 0 && bs.waited > 0) spin = min_of(ev.p.spin_max_ns, max_of(spin, u64(ev.p.spin_grow) * bs.waited));
+  }
+  const bool done = i == nops;
+  if (X::tid() == 0) {
+    cx.op = u32(i);
+    ls->sent = bs.sent;
+    ls->recvd = bs.recvd;
+    if (!done) {
+      bs.preemptions += 1;
+      cx.preemptions += 1;
+      if (!progressed) spin = max_of(ev.p.spin_min_ns, spin / 2);
+    }
+    cx.spin_ns = u32(spin);
+    if (done) finish_channel<X>(ev, slot, cx, ls, kStatusOk);
+  }
+  X::sync();
+  return done ? kAttemptDone : (progressed ? kAttemptProgress : kAttemptBlocked);
+}
+
+// Thread 0: should the daemon leave now?
+template <class X>
+DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
+  const u64 now = X::now_ns();
+  if (bs.progressed) X::atomic_max64(&ev.g->last_activity_ns, now);
+  ev.g->busy[b] = bs.nactive > 0 ? 1u : 0u;
+  const u64 req = vload(ev.g->exit_request);
+  if ((req >> 8) == ev.p.epoch && (req & 0xff) != kExitNone) return true;
+  if (vload(ev.g->quit) != 0) return true;
+  const u64 last = vload(ev.g->last_activity_ns);
+  if (now <= last || now - last <= min_of(ev.p.idle_ns, ev.p.stuck_ns)) return false;
+  bool busy = false;
+  for (u32 k = 0; k < ev.p.nblocks; ++k) busy = busy || vload(ev.g->busy[k]) != 0;
+  if (busy && ev.p.blocking) return false;  // blocking mode waits, like NCCL: only idleness ends the daemon
+  if (now - last <= (busy ? ev.p.stuck_ns : ev.p.idle_ns)) return false;
+  const u64 reason = busy ? kExitStuck : kExitIdle;
+  if (X::atomic_cas64(&ev.g->exit_request, req, (ev.p.epoch << 8) | reason) == req) ev.h->exit_reason = reason;
+  return true;
+}
+
+// All threads of block b: the daemon's life, from launch to exit.
+template <class X>
+DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
+  const u32 tid = X::tid(), nt = X::nthreads();
+  for (u32 r = tid; r < kMaxRings; r += nt) bs.frontier[r] = ev.g->frontier[b][r];
+  if (tid == 0) {
+    bs.nactive = 0;
+    bs.preemptions = 0;
+    bs.switches = 0;
+    bs.last_slot = ~0u;
+    bs.exit = 0;
+    for (u32 s = 0; s < kMaxSlots; ++s)
+      if (chan_ctx(ev, s, b).state == kCtxActive) insert_active<X>(ev, bs, b, s);
+    X::atomic_max64(&ev.g->last_activity_ns, X::now_ns());
+  }
+  X::sync();
+  for (;;) {
+    // 1. New submissions.
+    if (tid == 0) bs.nnew = 0;
+    X::sync();
+    for (u32 r = tid; r < kMaxRings; r += nt) {
+      const u64 pos = bs.frontier[r];
+      const u64 e = X::load_acquire(&ev.g->ring[r][pos % kRingEntries]);
+      if ((e >> 16) == pos + 1) {
+        bs.fresh[X::shared_inc(&bs.nnew)] = u16(e & 0xffffu);
+        bs.frontier[r] = pos + 1;
+      }
+    }
+    X::sync();
+    if (tid == 0) {
+      for (u32 k = 0; k < bs.nnew; ++k) accept<X>(ev, bs, b, bs.fresh[k]);
+      bs.progressed = bs.nnew > 0 ? 1u : 0u;
+    }
+    X::sync();
+
+    // 2. One pass over the runnable collectives.
+    for (u32 k = 0; k < bs.nactive;) {
+      const u32 res = attempt<X>(ev, bs, b, bs.active[k]);
+      if (res == kAttemptDone) {
+        if (tid == 0) {
+          for (u32 j = k + 1; j < bs.nactive; ++j) bs.active[j - 1] = bs.active[j];
+          bs.nactive -= 1;
+          bs.progressed = 1;
+        }
+        X::sync();
+        if (ev.p.blocking) break;
+        continue;
+      }
+      if (res == kAttemptProgress && tid == 0) bs.progressed = 1;
+      if (ev.p.blocking) break;  // blocking mode: only the oldest collective runs
+      ++k;
+    }
+
+    // 3. Leave?
+    if (tid == 0) bs.exit = should_exit<X>(ev, bs, b) ? 1u : 0u;
+    X::sync();
+    if (bs.exit) break;
+  }
+  for (u32 r = tid; r < kMaxRings; r += nt) ev.g->frontier[b][r] = bs.frontier[r];
+  if (tid == 0) {
+    BlockStats& st = ev.h->stats[b];
+    st.preemptions += bs.preemptions;
+    st.switches += bs.switches;
+    st.exits += 1;
+  }
+}
+
+}  // namespace dfccl::core

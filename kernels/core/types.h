@@ -1,0 +1,201 @@
+// Plain data shared by the host runtime and both executors: the descriptor of a collective instance (its static
+// context), the dynamic context of one channel of an instance, the communicator as the daemon sees it, and the
+// engine's global state. Everything here is trivially copyable. Where each piece lives and who writes it:
+//
+//   EngineGlobal   device memory   daemon (rings: host, through stream memory writes; quit/comms: host, through the
+//                                  engine's control stream)
+//   ChanCtx        device memory   daemon (one per outstanding collective and block: the saved context)
+//   CommDev        device memory   host at init (through the control stream); abort flag: host, control stream
+//   EngineHost     pinned host     descriptors: host (read once per collective by each block); completions,
+//                                  slot info and statistics: daemon (one write each)
+#pragma once
+
+#include "exec.h"
+
+namespace dfccl::core {
+
+// ---- limits (compile time) -------------------------------------------------------------------------------------
+inline constexpr u32 kMaxSlots = 1024;          // collectives outstanding per engine
+inline constexpr u32 kMaxRings = 64;            // submission rings per engine (one per user stream in use)
+inline constexpr u32 kRingEntries = kMaxSlots;  // so a ring can hold every outstanding collective
+inline constexpr u32 kMaxBlocks = 64;           // daemon blocks (= channels) per engine
+inline constexpr u32 kMaxComms = 256;           // communicators attached to one engine at a time
+inline constexpr u32 kMaxLanes = 64;            // lanes per communicator (sequence lanes + persistent lanes)
+inline constexpr u32 kCqEntries = kMaxSlots;    // completions can never outnumber outstanding collectives
+inline constexpr u32 kAlignBytes = 16;          // chunk boundaries fall on multiples of 16 bytes
+
+// ---- kinds, data types and operators (NCCL's numbering) ---------------------------------------------------------
+enum class Kind : u8 { AllReduce = 0, AllGather = 1, ReduceScatter = 2, Broadcast = 3, Reduce = 4 };
+inline constexpr u32 kNumKinds = 5;
+enum class DType : u8 { I8 = 0, U8, I32, U32, I64, U64, F16, F32, F64, BF16 };
+inline constexpr u32 kNumDTypes = 10;
+enum class RedOp : u8 { Sum = 0, Prod, Max, Min, Avg };
+inline constexpr u32 kNumOps = 5;
+
+DFCCL_HD constexpr u32 dtype_size(DType t) {
+  switch (t) {
+    case DType::I8:
+    case DType::U8:
+      return 1;
+    case DType::F16:
+    case DType::BF16:
+      return 2;
+    case DType::I32:
+    case DType::U32:
+    case DType::F32:
+      return 4;
+    default:
+      return 8;
+  }
+}
+
+// Status values of a finished collective (the C API's dfcclResult_t numbering).
+inline constexpr u32 kStatusOk = 0;
+inline constexpr u32 kStatusAborted = 9;
+
+// ---- the static context: one per submitted collective, written by the host into pinned memory ------------------
+struct Desc {
+  u64 seq;           // engine-wide submission number (> 0); also the value written to the completion word
+  u64 count;         // NCCL's count: AllReduce/Broadcast/Reduce count, AllGather sendcount, ReduceScatter recvcount
+  const void* send;  // user buffers (device pointers for the CUDA executor)
+  void* recv;
+  u64 turn;          // this instance's turn on its lane (docs/design.md, "Lanes")
+  u32 comm;          // index in the engine's communicator table
+  u32 lane;          // which lane of the communicator's connections this instance uses
+  Kind kind;
+  DType dtype;
+  RedOp op;
+  u8 pad0;
+  int32_t root;
+  int32_t priority;
+  u32 nchan;         // channels that carry data (the others have empty programs)
+};
+static_assert(sizeof(Desc) == 64, "Desc is read with one 64-byte transaction");
+
+// ---- the dynamic context of one channel of one instance, saved in device memory ----------------------------------
+enum : u32 { kCtxFree = 0, kCtxActive = 1, kCtxDone = 2 };
+
+struct ChanCtx {
+  Desc desc;        // copy of the static context
+  u64 t_start;      // executor clock when this channel ran its first primitive (0: not started)
+  u32 op;           // next primitive of the channel's program: all that is needed to resume
+  u32 spin_ns;      // adaptive spin budget of this channel (stickiness)
+  u32 state;        // kCtxFree / kCtxActive / kCtxDone
+  u32 preemptions;  // attempts of this channel that ended in preemption
+  u32 status;       // kStatusOk or kStatusAborted
+  u32 pad;
+};
+static_assert(sizeof(ChanCtx) == 96);
+
+// ---- a communicator as the daemon sees it ----------------------------------------------------------------------
+// Connection region of one rank (docs/design.md, "Transport"): control words then receive buffers,
+//   ctrl[nchan][nlanes] { tail: slots written by prev into my buffers; head: slots of mine consumed by next }
+//   bufs[nchan][nlanes][nslots][slot_bytes]
+struct LaneCtrl {
+  u64 tail;
+  u64 pad0[7];
+  u64 head;
+  u64 pad1[7];
+};
+static_assert(sizeof(LaneCtrl) == 128);
+
+// Private bookkeeping of one (channel, lane) on one rank, touched only by the block that runs that channel.
+struct LaneState {
+  u64 turn;   // turn of the next instance allowed on this lane
+  u64 sent;   // slots written to next so far
+  u64 recvd;  // slots consumed from prev so far
+  u64 pad;
+};
+
+struct CommDev {
+  int32_t rank, nranks, prev, next;  // ring neighbours (the ring follows rank order)
+  u32 nchan;                         // channels (= engine blocks)
+  u32 nlanes;
+  u32 nslots;                        // slots per lane
+  u32 slot_bytes;
+  u64 abort;                         // non-zero once dfcclCommAbort was called
+  char* self;                        // my connection region
+  char* next_region;                 // next rank's region (mapped)
+  char* prev_region;                 // previous rank's region (mapped)
+  LaneState* lanes;                  // [nchan][nlanes], private
+};
+
+DFCCL_HD inline u64 region_ctrl_bytes(u32 nchan, u32 nlanes) { return u64(nchan) * nlanes * sizeof(LaneCtrl); }
+DFCCL_HD inline u64 region_bytes(u32 nchan, u32 nlanes, u32 nslots, u32 slot_bytes) {
+  return region_ctrl_bytes(nchan, nlanes) + u64(nchan) * nlanes * nslots * slot_bytes;
+}
+DFCCL_HD inline LaneCtrl* region_ctrl(char* region, const CommDev& c, u32 ch, u32 lane) {
+  return reinterpret_cast<LaneCtrl*>(region) + (u64(ch) * c.nlanes + lane);
+}
+DFCCL_HD inline char* region_slot(char* region, const CommDev& c, u32 ch, u32 lane, u64 pos) {
+  u64 idx = (u64(ch) * c.nlanes + lane) * c.nslots + pos % c.nslots;
+  return region + region_ctrl_bytes(c.nchan, c.nlanes) + idx * c.slot_bytes;
+}
+
+// ---- the engine ---------------------------------------------------------------------------------------------------
+// Exit requests / reasons.
+enum : u64 { kExitNone = 0, kExitIdle = 1, kExitStuck = 2, kExitQuit = 3 };
+
+struct EngineGlobal {                          // device memory
+  u64 ring[kMaxRings][kRingEntries];           // submission rings: entry = (position + 1) << 16 | slot
+  u64 frontier[kMaxBlocks][kMaxRings];         // each block's next ring position, saved at exit
+  u64 complete[kMaxSlots];                     // completion words: seq of the last finished occupant (stream waits)
+  u32 done_count[kMaxSlots];                   // blocks finished with the slot's current instance
+  u32 status[kMaxSlots];                       // non-zero: some block failed the instance (e.g. aborted)
+  u64 cq_tail;                                 // completion queue positions handed out
+  u64 last_activity_ns;                        // last time any block made progress or picked up work
+  u64 exit_request;                            // epoch << 8 | kExit*: all blocks of that launch leave
+  u64 quit;                                    // host: leave now (engine shutdown)
+  u32 busy[kMaxBlocks];                        // block has collectives pending (exit decisions)
+  CommDev* comms[kMaxComms];                   // communicator table
+};
+
+struct SlotInfo {  // one per slot, written by the last block of a collective, read by the host
+  u64 seq;
+  u64 t_start;
+  u64 t_end;
+  u32 status;
+  u32 preemptions;
+};
+
+struct BlockStats {  // accumulated by each block at each exit
+  u64 preemptions;
+  u64 switches;
+  u64 exits;
+  u64 pad;
+};
+
+struct EngineHost {                // pinned host memory
+  Desc desc[kMaxSlots];
+  u64 cq[kCqEntries];              // completion queue: entry = (position + 1) << 16 | slot
+  SlotInfo info[kMaxSlots];
+  BlockStats stats[kMaxBlocks];
+  u64 exit_reason;                 // kExit* of the last daemon run
+};
+
+// Tunables of the daemon, passed by value at each launch (docs/environment.md).
+struct DaemonParams {
+  u64 epoch;           // launch number (tags exit requests)
+  u32 nblocks;
+  u32 blocking;        // 1: blocking mode (no preemption, no stuck exit, strict submission order)
+  u64 spin_min_ns;     // lowest spin budget
+  u64 spin_init_ns;    // budget of a new instance
+  u64 spin_max_ns;     // highest spin budget
+  u32 spin_grow;       // after a wait of w ns succeeds, budget >= spin_grow * w
+  u32 min_chan_bytes;  // bytes per data channel below which fewer channels carry data
+  u64 idle_ns;         // exit after this long with nothing to run
+  u64 stuck_ns;        // exit after this long without progress while collectives are pending
+};
+
+struct EngineView {
+  EngineGlobal* g;
+  ChanCtx* ctx;  // [kMaxSlots][nblocks]
+  EngineHost* h;
+  DaemonParams p;
+};
+
+DFCCL_HD inline ChanCtx& chan_ctx(const EngineView& ev, u32 slot, u32 block) {
+  return ev.ctx[u64(slot) * ev.p.nblocks + block];
+}
+
+}  // namespace dfccl::core

@@ -1,0 +1,61 @@
+// The CUDA executor's machine layer (see kernels/core/exec.h): a "block" is a CUDA thread block. Peers' memory is
+// reached through peer access or CUDA IPC mappings; ordering with peers and the host uses system-scope operations.
+#pragma once
+
+#include "../core/primitives/copy.h"
+
+namespace dfccl::cuda {
+
+using namespace dfccl::core;
+
+struct CudaExec {
+  static constexpr u32 kPollsPerClock = 16;
+  __device__ static __forceinline__ u32 tid() { return threadIdx.x; }
+  __device__ static __forceinline__ u32 nthreads() { return blockDim.x; }
+  __device__ static __forceinline__ void sync() { __syncthreads(); }
+  __device__ static __forceinline__ u64 load_acquire(const u64* p) {
+    u64 v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+  }
+  // Cumulative: writes of other threads of the block that precede a __syncthreads() before this call are ordered
+  // before the store (fence.acq_rel at system scope, then the store).
+  __device__ static __forceinline__ void store_release(u64* p, u64 v) {
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  }
+  __device__ static __forceinline__ u32 atomic_add(u32* p, u32 v) { return atomicAdd(p, v); }
+  __device__ static __forceinline__ u64 atomic_add64(u64* p, u64 v) {
+    return atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+  }
+  __device__ static __forceinline__ u32 atomic_max32(u32* p, u32 v) { return atomicMax(p, v); }
+  __device__ static __forceinline__ void atomic_max64(u64* p, u64 v) {
+    atomicMax(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+  }
+  __device__ static __forceinline__ u64 atomic_cas64(u64* p, u64 expected, u64 desired) {
+    return atomicCAS(reinterpret_cast<unsigned long long*>(p), expected, desired);
+  }
+  __device__ static __forceinline__ u32 shared_inc(u32* p) { return atomicAdd(p, 1u); }
+  __device__ static __forceinline__ void fence_device() { __threadfence(); }
+  __device__ static __forceinline__ void fence_system() { __threadfence_system(); }
+  __device__ static __forceinline__ u64 now_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  }
+  __device__ static __forceinline__ void pause() {}
+  // Loads at L2 (.cg): slots are rewritten by peers, so L1 must not keep old lines.
+  __device__ static __forceinline__ Pack ld16(const Pack* p) {
+    const uint4 v = __ldcg(reinterpret_cast<const uint4*>(p));
+    Pack out;
+    out.lo = (u64(v.y) << 32) | v.x;
+    out.hi = (u64(v.w) << 32) | v.z;
+    return out;
+  }
+  __device__ static __forceinline__ void st16(Pack* p, Pack v) {
+    uint4 w = make_uint4(u32(v.lo), u32(v.lo >> 32), u32(v.hi), u32(v.hi >> 32));
+    __stcg(reinterpret_cast<uint4*>(p), w);
+  }
+};
+
+}  // namespace dfccl::cuda

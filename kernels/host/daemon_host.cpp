@@ -1,0 +1,14 @@
+// The host executor's daemon: the shared scheduler run by one CPU thread per block.
+#include <memory>
+
+#include "../core/scheduler.h"
+#include "exec_host.h"
+
+namespace dfccl::host {
+
+void run_daemon_block(const EngineView& ev, u32 b) {
+  auto bs = std::make_unique<BlockShared>();
+  daemon_block<HostExec>(ev, b, *bs);
+}
+
+}  // namespace dfccl::host

@@ -1,0 +1,60 @@
+// The host executor's machine layer (see kernels/core/exec.h): a "block" is one CPU thread. Memory is ordinary or
+// POSIX shared memory; atomics are the compiler's; the clock is CLOCK_MONOTONIC.
+#pragma once
+
+#include <sched.h>
+#include <time.h>
+
+#include <cstring>
+
+#include "../core/primitives/copy.h"
+
+namespace dfccl::host {
+
+using namespace dfccl::core;
+
+struct HostExec {
+  static constexpr u32 kPollsPerClock = 1;
+  static u32 tid() { return 0; }
+  static u32 nthreads() { return 1; }
+  static void sync() {}
+  static u64 load_acquire(const u64* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+  static void store_release(u64* p, u64 v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+  static u32 atomic_add(u32* p, u32 v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+  static u64 atomic_add64(u64* p, u64 v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+  static u32 atomic_max32(u32* p, u32 v) {
+    u32 old = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    }
+    return old;
+  }
+  static void atomic_max64(u64* p, u64 v) {
+    u64 old = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    }
+  }
+  static u64 atomic_cas64(u64* p, u64 expected, u64 desired) {
+    __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return expected;
+  }
+  static u32 shared_inc(u32* p) { return (*p)++; }
+  static void fence_device() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+  static void fence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+  static u64 now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return u64(ts.tv_sec) * 1000000000ull + u64(ts.tv_nsec);
+  }
+  static void pause() { sched_yield(); }
+  static Pack ld16(const Pack* p) {
+    Pack v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+  }
+  static void st16(Pack* p, Pack v) { memcpy(p, &v, sizeof(v)); }
+};
+
+// Runs block b of the daemon on the calling thread until the daemon decides to leave.
+void run_daemon_block(const EngineView& ev, u32 b);
+
+}  // namespace dfccl::host

@@ -1,0 +1,551 @@
+// The C API: argument checks (every message names the argument), then the communicator and engine calls. No
+// exception crosses this file's functions (guard in error.h).
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <thread>
+#include <vector>
+
+#include "comm.h"
+#include "env.h"
+#include "error.h"
+
+using namespace dfccl;
+
+namespace {
+
+constexpr const char* kTypeNames[] = {"dfcclInt8",   "dfcclUint8",   "dfcclInt32",   "dfcclUint32",  "dfcclInt64",
+                                      "dfcclUint64", "dfcclFloat16", "dfcclFloat32", "dfcclFloat64", "dfcclBfloat16"};
+constexpr uint64_t kMaxCount = uint64_t(1) << 48;
+
+[[noreturn]] void bad(const char* fn, const std::string& what) {
+  throw Error(dfcclInvalidArgument, fmt::format("{}: {}", fn, what));
+}
+
+dfcclComm* check_comm(dfcclComm_t comm, const char* fn) {
+  if (!comm) bad(fn, "argument 'comm' is NULL");
+  if (comm->magic != dfcclComm::kMagic) bad(fn, "argument 'comm' is not a communicator");
+  if (!comm->alive) throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'comm' was destroyed or aborted", fn));
+  return comm;
+}
+
+void check_dtype(dfcclDataType_t t, const char* fn) {
+  if (int(t) < 0 || int(t) >= dfcclNumTypes)
+    bad(fn, fmt::format("argument 'datatype' = {} is not a dfcclDataType_t (0..{})", int(t), int(dfcclNumTypes) - 1));
+}
+
+void check_op(dfcclRedOp_t op, const char* fn) {
+  if (int(op) < 0 || int(op) >= dfcclNumOps)
+    bad(fn, fmt::format("argument 'op' = {} is not a dfcclRedOp_t (0..{})", int(op), int(dfcclNumOps) - 1));
+}
+
+void check_root(int root, const dfcclComm* c, const char* fn) {
+  if (root < 0 || root >= c->nranks)
+    bad(fn, fmt::format("argument 'root' = {} is not a rank of the communicator (0..{})", root, c->nranks - 1));
+}
+
+void check_count(size_t count, const char* name, const char* fn) {
+  if (count > kMaxCount)
+    bad(fn, fmt::format("argument '{}' = {} is too large (a negative value converted to size_t?)", name, count));
+}
+
+// A user buffer of `elems` elements: present, aligned to the element size, and memory the executor can reach.
+void check_buffer(const void* p, uint64_t elems, dfcclDataType_t t, const char* name, const dfcclComm* c,
+                  const char* fn) {
+  if (elems == 0) return;
+  if (!p) bad(fn, fmt::format("argument '{}' is NULL", name));
+  const uint32_t es = core::dtype_size(core::DType(t));
+  if (reinterpret_cast<uintptr_t>(p) % es != 0)
+    bad(fn, fmt::format("argument '{}' ({}) is not aligned to the {}-byte element size of {}", name, p, es,
+                        kTypeNames[int(t)]));
+  if (c->config.executor != dfcclExecutorCuda) return;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    cudaGetLastError();
+    bad(fn, fmt::format("argument '{}' ({}) is not memory CUDA knows", name, p));
+  }
+  const bool device_ok = attr.type == cudaMemoryTypeDevice && attr.device == c->config.device;
+  const bool managed_ok = attr.type == cudaMemoryTypeManaged;
+  if (!device_ok && !managed_ok)
+    bad(fn, fmt::format("argument '{}' ({}) is not device memory of GPU {}", name, p, c->config.device));
+}
+
+dfcclResult_t submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream, dfcclRequest_t* request) {
+  auto st = comm_submit(c, d, persistent_id, stream);
+  if (request) {
+    auto* r = new dfcclRequest;
+    r->state = std::move(st);
+    r->state->handle = r;
+    *request = r;
+  }
+  return dfcclSuccess;
+}
+
+core::Desc make_desc(core::Kind kind, const void* send, void* recv, size_t count, dfcclDataType_t t, dfcclRedOp_t op,
+                     int root, int priority) {
+  core::Desc d{};
+  d.kind = kind;
+  d.send = send;
+  d.recv = recv;
+  d.count = count;
+  d.dtype = core::DType(t);
+  d.op = core::RedOp(op);
+  d.root = root;
+  d.priority = priority;
+  return d;
+}
+
+dfcclRequest* check_request(dfcclRequest_t r, const char* fn) {
+  if (!r) bad(fn, "argument 'request' is NULL");
+  if (r->magic != dfcclRequest::kMagic) bad(fn, "argument 'request' is not a request (freed twice?)");
+  return r;
+}
+
+dfcclPersistent* check_persistent(dfcclPersistent_t p, const char* fn) {
+  if (!p) bad(fn, "argument 'coll' is NULL");
+  if (p->magic != dfcclPersistent::kMagic) bad(fn, "argument 'coll' is not a prepared persistent collective");
+  return p;
+}
+
+dfcclResult_t prepare(core::Kind kind, size_t count, dfcclDataType_t t, dfcclRedOp_t op, int root, dfcclComm_t comm,
+                      int id, dfcclPersistent_t* coll, const char* fn) {
+  dfcclComm* c = check_comm(comm, fn);
+  if (!coll) bad(fn, "argument 'coll' is NULL");
+  check_count(count, "count", fn);
+  check_dtype(t, fn);
+  check_op(op, fn);
+  check_root(root, c, fn);
+  if (id < 0 || id >= DFCCL_MAX_PERSISTENT_IDS)
+    bad(fn, fmt::format("argument 'id' = {} is outside 0..{} (DFCCL_MAX_PERSISTENT_IDS)", id,
+                        DFCCL_MAX_PERSISTENT_IDS - 1));
+  std::lock_guard<std::mutex> lk(c->mu);
+  if (c->persistent_prepared[id])
+    throw Error(dfcclInvalidUsage, fmt::format("{}: id {} is already prepared on this communicator", fn, id));
+  c->persistent_prepared[id] = true;
+  auto* p = new dfcclPersistent;
+  p->comm = c;
+  p->desc = make_desc(kind, nullptr, nullptr, count, t, op, root, 0);
+  p->id = id;
+  *coll = p;
+  return dfcclSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* dfcclGetErrorString(dfcclResult_t r) {
+  switch (r) {
+    case dfcclSuccess: return "no error";
+    case dfcclUnhandledCudaError: return "unhandled CUDA error";
+    case dfcclSystemError: return "system error";
+    case dfcclInternalError: return "internal error";
+    case dfcclInvalidArgument: return "invalid argument";
+    case dfcclInvalidUsage: return "invalid usage";
+    case dfcclRemoteError: return "remote process exited or there was a network error";
+    case dfcclInProgress: return "operation in progress";
+    case dfcclTimeout: return "timed out";
+    case dfcclAborted: return "aborted";
+    case dfcclNoResources: return "limit reached (retry after completions)";
+    case dfcclNotSupported: return "not supported here";
+    default: return "unknown result code";
+  }
+}
+
+const char* dfcclGetLastError(dfcclComm_t) { return last_error(); }
+
+dfcclResult_t dfcclGetVersion(int* version) {
+  return guard([&] {
+    if (!version) bad("dfcclGetVersion", "argument 'version' is NULL");
+    *version = DFCCL_VERSION_CODE;
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclGetUniqueId(dfcclUniqueId* id) {
+  return guard([&] {
+    if (!id) bad("dfcclGetUniqueId", "argument 'uniqueId' is NULL");
+    *id = make_unique_id();
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclCommInitRankConfig(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank,
+                                      const dfcclConfig_t* config) {
+  return guard([&] {
+    const char* fn = "dfcclCommInitRank";
+    if (!comm) bad(fn, "argument 'comm' is NULL");
+    *comm = nullptr;
+    if (nranks < 1) bad(fn, fmt::format("argument 'nranks' = {} must be at least 1", nranks));
+    if (rank < 0 || rank >= nranks) bad(fn, fmt::format("argument 'rank' = {} is outside 0..{}", rank, nranks - 1));
+    parse_unique_id(commId);
+    const dfcclConfig_t cfg = resolve_config(config, rank);
+    *comm = comm_init(nranks, commId, rank, cfg);
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclCommInitRank(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank) {
+  return dfcclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+dfcclResult_t dfcclCommInitAllConfig(dfcclComm_t* comms, int ndev, const int* devlist, const dfcclConfig_t* config) {
+  return guard([&] {
+    const char* fn = "dfcclCommInitAll";
+    if (!comms) bad(fn, "argument 'comms' is NULL");
+    if (ndev < 1) bad(fn, fmt::format("argument 'ndev' = {} must be at least 1", ndev));
+    for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
+    const dfcclUniqueId id = make_unique_id();
+    std::vector<dfcclConfig_t> cfgs;
+    for (int i = 0; i < ndev; ++i) {
+      dfcclConfig_t c = resolve_config(config, i);
+      if (devlist) {
+        if (devlist[i] < 0) bad(fn, fmt::format("argument 'devlist[{}]' = {} is not a device", i, devlist[i]));
+        c.device = devlist[i];
+      } else if (!config || config->device < 0) {
+        c.device = i;
+      }
+      cfgs.push_back(c);
+    }
+    std::vector<dfcclResult_t> results(size_t(ndev), dfcclSuccess);
+    std::vector<std::string> messages(static_cast<size_t>(ndev));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < ndev; ++i) {
+      threads.emplace_back([&, i] {
+        results[size_t(i)] = guard([&] {
+          comms[i] = comm_init(ndev, id, i, cfgs[size_t(i)]);
+          return dfcclSuccess;
+        });
+        if (results[size_t(i)] != dfcclSuccess) messages[size_t(i)] = last_error();
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < ndev; ++i) {
+      if (results[size_t(i)] != dfcclSuccess) {
+        for (int j = 0; j < ndev; ++j)
+          if (comms[j]) {
+            comm_abort(comms[j]);
+            comms[j] = nullptr;
+          }
+        throw Error(results[size_t(i)], fmt::format("{}: rank {}: {}", fn, i, messages[size_t(i)]));
+      }
+    }
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclCommInitAll(dfcclComm_t* comms, int ndev, const int* devlist) {
+  return dfcclCommInitAllConfig(comms, ndev, devlist, nullptr);
+}
+
+dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* newcomm, const dfcclConfig_t* config) {
+  return guard([&] {
+    const char* fn = "dfcclCommSplit";
+    dfcclComm* c = check_comm(comm, fn);
+    if (!newcomm) bad(fn, "argument 'newcomm' is NULL");
+    if (color < DFCCL_SPLIT_NOCOLOR) bad(fn, fmt::format("argument 'color' = {} is negative", color));
+    *newcomm = comm_split(c, color, key, config);
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclCommDestroy(dfcclComm_t comm) {
+  return guard([&] {
+    dfcclComm* c = check_comm(comm, "dfcclCommDestroy");
+    comm_destroy(c);  // the handle stays allocated, marked dead, so later use is reported rather than undefined
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclCommAbort(dfcclComm_t comm) {
+  return guard([&] {
+    const char* fn = "dfcclCommAbort";
+    if (!comm) bad(fn, "argument 'comm' is NULL");
+    if (comm->magic != dfcclComm::kMagic) bad(fn, "argument 'comm' is not a communicator");
+    if (comm->alive) comm_abort(comm);
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclCommGetAsyncError(dfcclComm_t comm, dfcclResult_t* asyncError) {
+  return guard([&] {
+    const char* fn = "dfcclCommGetAsyncError";
+    if (!comm || comm->magic != dfcclComm::kMagic) bad(fn, "argument 'comm' is not a communicator");
+    if (!asyncError) bad(fn, "argument 'asyncError' is NULL");
+    *asyncError = dfcclResult_t(comm->async_error.load());
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclCommCount(dfcclComm_t comm, int* count) {
+  return guard([&] {
+    dfcclComm* c = check_comm(comm, "dfcclCommCount");
+    if (!count) bad("dfcclCommCount", "argument 'count' is NULL");
+    *count = c->nranks;
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclCommUserRank(dfcclComm_t comm, int* rank) {
+  return guard([&] {
+    dfcclComm* c = check_comm(comm, "dfcclCommUserRank");
+    if (!rank) bad("dfcclCommUserRank", "argument 'rank' is NULL");
+    *rank = c->rank;
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device) {
+  return guard([&] {
+    dfcclComm* c = check_comm(comm, "dfcclCommDevice");
+    if (!device) bad("dfcclCommDevice", "argument 'device' is NULL");
+    *device = c->config.device;
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclAllReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
+                             dfcclRedOp_t op, dfcclComm_t comm, int priority, cudaStream_t stream,
+                             dfcclRequest_t* request) {
+  return guard([&] {
+    const char* fn = "dfcclAllReduce";
+    dfcclComm* c = check_comm(comm, fn);
+    check_count(count, "count", fn);
+    check_dtype(datatype, fn);
+    check_op(op, fn);
+    check_buffer(sendbuff, count, datatype, "sendbuff", c, fn);
+    check_buffer(recvbuff, count, datatype, "recvbuff", c, fn);
+    return submit(c, make_desc(core::Kind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, priority), -1,
+                  stream, request);
+  });
+}
+
+dfcclResult_t dfcclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, dfcclDataType_t datatype,
+                             dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request) {
+  return guard([&] {
+    const char* fn = "dfcclAllGather";
+    dfcclComm* c = check_comm(comm, fn);
+    check_count(sendcount, "sendcount", fn);
+    check_dtype(datatype, fn);
+    check_buffer(sendbuff, sendcount, datatype, "sendbuff", c, fn);
+    check_buffer(recvbuff, sendcount * uint64_t(c->nranks), datatype, "recvbuff", c, fn);
+    return submit(c, make_desc(core::Kind::AllGather, sendbuff, recvbuff, sendcount, datatype, dfcclSum, 0, priority),
+                  -1, stream, request);
+  });
+}
+
+dfcclResult_t dfcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, dfcclDataType_t datatype,
+                                 dfcclRedOp_t op, dfcclComm_t comm, int priority, cudaStream_t stream,
+                                 dfcclRequest_t* request) {
+  return guard([&] {
+    const char* fn = "dfcclReduceScatter";
+    dfcclComm* c = check_comm(comm, fn);
+    check_count(recvcount, "recvcount", fn);
+    check_dtype(datatype, fn);
+    check_op(op, fn);
+    check_buffer(sendbuff, recvcount * uint64_t(c->nranks), datatype, "sendbuff", c, fn);
+    check_buffer(recvbuff, recvcount, datatype, "recvbuff", c, fn);
+    return submit(c, make_desc(core::Kind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, priority),
+                  -1, stream, request);
+  });
+}
+
+dfcclResult_t dfcclBroadcast(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype, int root,
+                             dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request) {
+  return guard([&] {
+    const char* fn = "dfcclBroadcast";
+    dfcclComm* c = check_comm(comm, fn);
+    check_count(count, "count", fn);
+    check_dtype(datatype, fn);
+    check_root(root, c, fn);
+    if (c->rank == root) check_buffer(sendbuff, count, datatype, "sendbuff", c, fn);
+    check_buffer(recvbuff, count, datatype, "recvbuff", c, fn);
+    return submit(c, make_desc(core::Kind::Broadcast, sendbuff, recvbuff, count, datatype, dfcclSum, root, priority),
+                  -1, stream, request);
+  });
+}
+
+dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
+                          dfcclRedOp_t op, int root, dfcclComm_t comm, int priority, cudaStream_t stream,
+                          dfcclRequest_t* request) {
+  return guard([&] {
+    const char* fn = "dfcclReduce";
+    dfcclComm* c = check_comm(comm, fn);
+    check_count(count, "count", fn);
+    check_dtype(datatype, fn);
+    check_op(op, fn);
+    check_root(root, c, fn);
+    check_buffer(sendbuff, count, datatype, "sendbuff", c, fn);
+    if (c->rank == root) check_buffer(recvbuff, count, datatype, "recvbuff", c, fn);
+    return submit(c, make_desc(core::Kind::Reduce, sendbuff, recvbuff, count, datatype, op, root, priority), -1,
+                  stream, request);
+  });
+}
+
+dfcclResult_t dfcclPrepareAllReduce(size_t count, dfcclDataType_t datatype, dfcclRedOp_t op, dfcclComm_t comm, int id,
+                                    dfcclPersistent_t* coll) {
+  return guard([&] { return prepare(core::Kind::AllReduce, count, datatype, op, 0, comm, id, coll, "dfcclPrepareAllReduce"); });
+}
+dfcclResult_t dfcclPrepareAllGather(size_t sendcount, dfcclDataType_t datatype, dfcclComm_t comm, int id,
+                                    dfcclPersistent_t* coll) {
+  return guard([&] {
+    return prepare(core::Kind::AllGather, sendcount, datatype, dfcclSum, 0, comm, id, coll, "dfcclPrepareAllGather");
+  });
+}
+dfcclResult_t dfcclPrepareReduceScatter(size_t recvcount, dfcclDataType_t datatype, dfcclRedOp_t op, dfcclComm_t comm,
+                                        int id, dfcclPersistent_t* coll) {
+  return guard([&] {
+    return prepare(core::Kind::ReduceScatter, recvcount, datatype, op, 0, comm, id, coll, "dfcclPrepareReduceScatter");
+  });
+}
+dfcclResult_t dfcclPrepareBroadcast(size_t count, dfcclDataType_t datatype, int root, dfcclComm_t comm, int id,
+                                    dfcclPersistent_t* coll) {
+  return guard([&] {
+    return prepare(core::Kind::Broadcast, count, datatype, dfcclSum, root, comm, id, coll, "dfcclPrepareBroadcast");
+  });
+}
+dfcclResult_t dfcclPrepareReduce(size_t count, dfcclDataType_t datatype, dfcclRedOp_t op, int root, dfcclComm_t comm,
+                                 int id, dfcclPersistent_t* coll) {
+  return guard([&] { return prepare(core::Kind::Reduce, count, datatype, op, root, comm, id, coll, "dfcclPrepareReduce"); });
+}
+
+dfcclResult_t dfcclStart(dfcclPersistent_t coll, const void* sendbuff, void* recvbuff, int priority,
+                         cudaStream_t stream, dfcclRequest_t* request) {
+  return guard([&] {
+    const char* fn = "dfcclStart";
+    dfcclPersistent* p = check_persistent(coll, fn);
+    dfcclComm* c = check_comm(p->comm, fn);
+    core::Desc d = p->desc;
+    const auto t = dfcclDataType_t(d.dtype);
+    const uint64_t n = uint64_t(c->nranks);
+    const bool root = c->rank == d.root;
+    switch (d.kind) {
+      case core::Kind::AllReduce:
+        check_buffer(sendbuff, d.count, t, "sendbuff", c, fn);
+        check_buffer(recvbuff, d.count, t, "recvbuff", c, fn);
+        break;
+      case core::Kind::AllGather:
+        check_buffer(sendbuff, d.count, t, "sendbuff", c, fn);
+        check_buffer(recvbuff, d.count * n, t, "recvbuff", c, fn);
+        break;
+      case core::Kind::ReduceScatter:
+        check_buffer(sendbuff, d.count * n, t, "sendbuff", c, fn);
+        check_buffer(recvbuff, d.count, t, "recvbuff", c, fn);
+        break;
+      case core::Kind::Broadcast:
+        if (root) check_buffer(sendbuff, d.count, t, "sendbuff", c, fn);
+        check_buffer(recvbuff, d.count, t, "recvbuff", c, fn);
+        break;
+      case core::Kind::Reduce:
+        check_buffer(sendbuff, d.count, t, "sendbuff", c, fn);
+        if (root) check_buffer(recvbuff, d.count, t, "recvbuff", c, fn);
+        break;
+    }
+    d.send = sendbuff;
+    d.recv = recvbuff;
+    d.priority = priority;
+    return submit(c, d, p->id, stream, request);
+  });
+}
+
+dfcclResult_t dfcclPersistentFree(dfcclPersistent_t coll) {
+  return guard([&] {
+    dfcclPersistent* p = check_persistent(coll, "dfcclPersistentFree");
+    if (p->comm && p->comm->magic == dfcclComm::kMagic) {
+      std::lock_guard<std::mutex> lk(p->comm->mu);
+      p->comm->persistent_prepared[p->id] = false;
+    }
+    p->magic = 0;
+    delete p;
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream) {
+  return guard([&] {
+    dfcclRequest* r = check_request(request, "dfcclWait");
+    r->state->engine->wait_on_stream(r->state, stream);
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclTest(dfcclRequest_t request, int* done) {
+  return guard([&] {
+    dfcclRequest* r = check_request(request, "dfcclTest");
+    if (!done) bad("dfcclTest", "argument 'done' is NULL");
+    const int st = r->state->status.load(std::memory_order_acquire);
+    *done = st != dfcclInProgress;
+    return *done ? dfcclResult_t(st) : dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclSynchronize(dfcclRequest_t request, int timeoutMs) {
+  return guard([&] {
+    dfcclRequest* r = check_request(request, "dfcclSynchronize");
+    if (timeoutMs < 0) bad("dfcclSynchronize", fmt::format("argument 'timeoutMs' = {} must be >= 0", timeoutMs));
+    if (!r->state->engine->wait_request(*r->state, timeoutMs))
+      throw Error(dfcclTimeout, fmt::format("dfcclSynchronize: the collective did not finish within {} ms", timeoutMs));
+    return dfcclResult_t(r->state->status.load());
+  });
+}
+
+dfcclResult_t dfcclRequestSetCallback(dfcclRequest_t request, dfcclCallback_t fn, void* userArg) {
+  return guard([&] {
+    dfcclRequest* r = check_request(request, "dfcclRequestSetCallback");
+    if (!fn) bad("dfcclRequestSetCallback", "argument 'fn' is NULL");
+    RequestState& s = *r->state;
+    {
+      std::lock_guard<std::mutex> lk(s.mu);
+      if (s.status.load() == dfcclInProgress) {
+        s.callback = fn;
+        s.callback_arg = userArg;
+        return dfcclSuccess;
+      }
+    }
+    fn(request, dfcclResult_t(s.status.load()), userArg);
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclRequestGetInfo(dfcclRequest_t request, dfcclRequestInfo_t* info) {
+  return guard([&] {
+    dfcclRequest* r = check_request(request, "dfcclRequestGetInfo");
+    if (!info) bad("dfcclRequestGetInfo", "argument 'info' is NULL");
+    std::lock_guard<std::mutex> lk(r->state->mu);
+    *info = r->state->info;
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclRequestFree(dfcclRequest_t request) {
+  return guard([&] {
+    dfcclRequest* r = check_request(request, "dfcclRequestFree");
+    {
+      std::lock_guard<std::mutex> lk(r->state->mu);
+      r->state->callback = nullptr;  // nobody is left to be called back with this handle
+      r->state->handle = nullptr;
+    }
+    r->magic = 0;
+    delete r;
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats) {
+  return guard([&] {
+    dfcclComm* c = check_comm(comm, "dfcclGetStats");
+    if (!stats) bad("dfcclGetStats", "argument 'stats' is NULL");
+    *stats = c->engine->stats();
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclDeviceSynchronize(dfcclComm_t comm) {
+  return guard([&] {
+    dfcclComm* c = check_comm(comm, "dfcclDeviceSynchronize");
+    c->engine->device_synchronize();
+    return dfcclSuccess;
+  });
+}
+
+}  // extern "C"

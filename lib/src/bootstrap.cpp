@@ -1,0 +1,146 @@
+#include "bootstrap.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "error.h"
+
+namespace dfccl {
+namespace {
+
+constexpr uint64_t kIdMagic = 0x4446434349443031ull;  // "DFCCID01"
+constexpr uint64_t kSegMagic = 0x4446434253454731ull;
+
+struct RankWord {
+  uint64_t seq;    // rounds published
+  int64_t nranks;  // what this rank believes
+  uint64_t pad[6];
+};
+
+}  // namespace
+
+struct Bootstrap::Header {
+  uint64_t magic;
+  uint64_t pad[7];
+};
+
+dfcclUniqueId make_unique_id() {
+  dfcclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  UniqueIdData d{};
+  d.magic = kIdMagic;
+  std::random_device rd;
+  d.token = (uint64_t(rd()) << 32) ^ uint64_t(rd()) ^
+            uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9e3779b97f4a7c15ull;
+  d.creator_pid = uint32_t(getpid());
+  std::memcpy(id.internal, &d, sizeof(d));
+  return id;
+}
+
+UniqueIdData parse_unique_id(const dfcclUniqueId& id) {
+  UniqueIdData d;
+  std::memcpy(&d, id.internal, sizeof(d));
+  if (d.magic != kIdMagic)
+    throw Error(dfcclInvalidArgument, "argument 'commId' is not a unique id made by dfcclGetUniqueId");
+  return d;
+}
+
+Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_ms)
+    : rank_(rank), nranks_(nranks), timeout_ms_(timeout_ms) {
+  const UniqueIdData d = parse_unique_id(id);
+  token_ = d.token;
+  name_ = fmt::format("/dfccl-bs-{:016x}", d.token);
+  bytes_ = sizeof(Header) + sizeof(RankWord) * nranks + 2 * kSlotBytes * nranks;
+  int fd = shm_open(name_.c_str(), O_CREAT | O_RDWR, 0600);
+  if (fd < 0) throw_system("bootstrap: shm_open " + name_);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    throw_system("bootstrap: fstat");
+  }
+  if (size_t(st.st_size) < bytes_ && ftruncate(fd, off_t(bytes_)) != 0) {
+    close(fd);
+    throw_system("bootstrap: ftruncate");
+  }
+  base_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base_ == MAP_FAILED) {
+    base_ = nullptr;
+    throw_system("bootstrap: mmap");
+  }
+  auto* h = static_cast<Header*>(base_);
+  __atomic_store_n(&h->magic, kSegMagic, __ATOMIC_RELEASE);
+  auto* words = reinterpret_cast<RankWord*>(h + 1);
+  __atomic_store_n(&words[rank].nranks, int64_t(nranks), __ATOMIC_RELEASE);
+}
+
+Bootstrap::~Bootstrap() {
+  if (base_) munmap(base_, bytes_);
+  if (!unlinked_) shm_unlink(name_.c_str());  // harmless if another rank already did
+}
+
+void Bootstrap::unlink() {
+  if (!unlinked_) shm_unlink(name_.c_str());
+  unlinked_ = true;
+}
+
+void Bootstrap::allgather(const void* mine, size_t bytes, void* all, int timeout_ms) {
+  if (bytes > kSlotBytes) throw Error(dfcclInternalError, "bootstrap: allgather contribution too large");
+  if (timeout_ms < 0) timeout_ms = timeout_ms_;
+  auto* h = static_cast<Header*>(base_);
+  auto* words = reinterpret_cast<RankWord*>(h + 1);
+  char* data = reinterpret_cast<char*>(words + nranks_);
+  const uint64_t r = round_++;
+  char* buf = data + (r % 2) * kSlotBytes * nranks_;
+  std::memcpy(buf + size_t(rank_) * kSlotBytes, mine, bytes);
+  __atomic_store_n(&words[rank_].seq, r + 1, __ATOMIC_RELEASE);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto sleep = std::chrono::microseconds(1);
+  for (;;) {
+    int missing = 0;
+    for (int i = 0; i < nranks_; ++i)
+      if (__atomic_load_n(&words[i].seq, __ATOMIC_ACQUIRE) < r + 1) ++missing;
+    if (missing == 0) break;
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    if (waited > std::chrono::milliseconds(timeout_ms)) {
+      std::string who;
+      for (int i = 0, shown = 0; i < nranks_ && shown < 16; ++i)
+        if (__atomic_load_n(&words[i].seq, __ATOMIC_ACQUIRE) < r + 1) {
+          who += (shown++ ? "," : "") + std::to_string(i);
+        }
+      throw Error(dfcclTimeout,
+                  fmt::format("bootstrap: rank {} of {} waited {} ms for ranks [{}]{} (do all ranks call init with "
+                              "the same id and nranks? timeout: DFCCL_INIT_TIMEOUT_MS or config.initTimeoutMs)",
+                              rank_, nranks_, timeout_ms, who, missing > 16 ? ",..." : ""));
+    }
+    std::this_thread::sleep_for(sleep);
+    if (sleep < std::chrono::microseconds(200)) sleep *= 2;
+  }
+  for (int i = 0; i < nranks_; ++i) {
+    const int64_t theirs = __atomic_load_n(&words[i].nranks, __ATOMIC_ACQUIRE);
+    if (theirs != nranks_)
+      throw Error(dfcclInvalidUsage,
+                  fmt::format("bootstrap: rank {} was initialised with nranks={} but rank {} with nranks={}", rank_,
+                              nranks_, i, theirs));
+  }
+  for (int i = 0; i < nranks_; ++i)
+    std::memcpy(static_cast<char*>(all) + size_t(i) * bytes, buf + size_t(i) * kSlotBytes, bytes);
+}
+
+void Bootstrap::barrier(int timeout_ms) {
+  char c = 0;
+  std::vector<char> all(static_cast<size_t>(nranks_));
+  allgather(&c, 1, all.data(), timeout_ms);
+}
+
+}  // namespace dfccl

@@ -1,0 +1,290 @@
+#include "comm.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../../kernels/core/patterns/ring.h"
+#include "env.h"
+#include "error.h"
+
+namespace dfccl {
+namespace {
+
+// What each rank tells the others at init. All transport fields must agree.
+struct RankInfo {
+  int32_t nranks, executor, mode, device;
+  uint32_t nchan, slot_bytes, nslots, seq_lanes, persistent_lanes, min_chan_bytes;
+  uint32_t pid;
+  uint32_t pad;
+  uint64_t host_hash;
+  RegionBlob region;
+};
+
+uint64_t host_hash() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return std::hash<std::string>{}(name);
+}
+
+void check_agreement(const std::vector<RankInfo>& all, int rank) {
+  const RankInfo& me = all[size_t(rank)];
+  for (size_t i = 0; i < all.size(); ++i) {
+    const RankInfo& o = all[i];
+    auto mismatch = [&](const char* what, int64_t mine, int64_t theirs) {
+      throw Error(dfcclInvalidUsage, fmt::format("communicator init: rank {} has {}={} but rank {} has {}={} (all ranks "
+                                                 "of a communicator must use the same settings)",
+                                                 rank, what, mine, i, what, theirs));
+    };
+    if (o.executor != me.executor) mismatch("executor", me.executor, o.executor);
+    if (o.mode != me.mode) mismatch("mode", me.mode, o.mode);
+    if (o.nchan != me.nchan) mismatch("channels (DFCCL_BLOCKS / DFCCL_HOST_BLOCKS)", me.nchan, o.nchan);
+    if (o.slot_bytes != me.slot_bytes) mismatch("slot bytes", me.slot_bytes, o.slot_bytes);
+    if (o.nslots != me.nslots) mismatch("DFCCL_SLOTS", me.nslots, o.nslots);
+    if (o.seq_lanes != me.seq_lanes) mismatch("DFCCL_LANES", me.seq_lanes, o.seq_lanes);
+    if (o.min_chan_bytes != me.min_chan_bytes) mismatch("DFCCL_MIN_CHAN_BYTES", me.min_chan_bytes, o.min_chan_bytes);
+    if (o.host_hash != me.host_hash)
+      throw Error(dfcclNotSupported,
+                  fmt::format("communicator init: rank {} is on another host than rank {}; this version of DFCCL "
+                              "supports ranks of one host only",
+                              i, rank));
+  }
+}
+
+// Releases what a partially or fully initialised communicator holds (not the handle itself).
+void release(dfcclComm* c, bool free_region) {
+  if (!c->engine) return;
+  Executor& ex = c->engine->exec();
+  if (c->index != ~0u) {
+    c->engine->detach(c->index);
+    c->index = ~0u;
+  }
+  if (c->next_ptr) ex.unmap_region(c->next_ptr, c->next_blob);
+  if (c->prev_ptr && c->prev_ptr != c->next_ptr) ex.unmap_region(c->prev_ptr, c->prev_blob);
+  c->next_ptr = c->prev_ptr = nullptr;
+  if (c->region.ptr && free_region) ex.free_region(c->region);
+  c->region = RegionBlob{};
+  if (c->lanes) ex.free_device(c->lanes);
+  if (c->dev) ex.free_device(c->dev);
+  c->lanes = nullptr;
+  c->dev = nullptr;
+  c->bootstrap.reset();
+  c->engine.reset();
+}
+
+}  // namespace
+
+dfcclConfig_t resolve_config(const dfcclConfig_t* config, int rank) {
+  dfcclConfig_t c = DFCCL_CONFIG_INITIALIZER;
+  if (config) {
+    if (config->magic != DFCCL_CONFIG_MAGIC || config->size != sizeof(dfcclConfig_t))
+      throw Error(dfcclInvalidArgument, "argument 'config' was not initialised with DFCCL_CONFIG_INITIALIZER");
+    c = *config;
+  }
+  if (c.executor < 0) {
+    const std::string e = env_str("DFCCL_EXECUTOR");
+    if (e == "cuda") c.executor = dfcclExecutorCuda;
+    else if (e == "host") c.executor = dfcclExecutorHost;
+    else throw Error(dfcclInvalidArgument, fmt::format("environment variable DFCCL_EXECUTOR='{}': use cuda or host", e));
+  }
+  if (c.executor != dfcclExecutorCuda && c.executor != dfcclExecutorHost)
+    throw Error(dfcclInvalidArgument, fmt::format("argument 'config->executor' = {} is not a dfcclExecutor_t", c.executor));
+  if (c.mode < 0) {
+    const std::string m = env_str("DFCCL_MODE");
+    if (m == "preemptive") c.mode = dfcclModePreemptive;
+    else if (m == "blocking") c.mode = dfcclModeBlocking;
+    else throw Error(dfcclInvalidArgument, fmt::format("environment variable DFCCL_MODE='{}': use preemptive or blocking", m));
+  }
+  if (c.mode != dfcclModePreemptive && c.mode != dfcclModeBlocking)
+    throw Error(dfcclInvalidArgument, fmt::format("argument 'config->mode' = {} is not a dfcclMode_t", c.mode));
+  if (c.device < 0) {
+    if (c.executor == dfcclExecutorHost) {
+      c.device = rank;
+    } else {
+      int d = 0;
+      const cudaError_t e = cudaGetDevice(&d);
+      if (e != cudaSuccess)
+        throw Error(dfcclNotSupported, fmt::format("no usable GPU for the CUDA executor ({}); use the host executor "
+                                                   "(config.executor = dfcclExecutorHost or DFCCL_EXECUTOR=host)",
+                                                   cudaGetErrorString(e)));
+      c.device = d;
+    }
+  }
+  if (c.initTimeoutMs < 0) c.initTimeoutMs = int(env_int("DFCCL_INIT_TIMEOUT_MS"));
+  return c;
+}
+
+dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclConfig_t& cfg) {
+  auto c = std::make_unique<dfcclComm>();
+  c->config = cfg;
+  c->rank = rank;
+  c->nranks = nranks;
+  try {
+    c->engine = Engine::acquire(dfcclExecutor_t(cfg.executor), cfg.device, dfcclMode_t(cfg.mode));
+    c->bootstrap = std::make_unique<Bootstrap>(id, rank, nranks, cfg.initTimeoutMs);
+    Engine& e = *c->engine;
+    Executor& ex = e.exec();
+    const TransportParams& tp = e.transport();
+    const uint32_t nlanes = tp.seq_lanes + tp.persistent_lanes;
+
+    // 1. Agree on the transport and publish my connection region.
+    c->region = ex.alloc_region(core::region_bytes(tp.nchan, nlanes, tp.nslots, tp.slot_bytes));
+    RankInfo mine{};
+    mine.nranks = nranks;
+    mine.executor = cfg.executor;
+    mine.mode = cfg.mode;
+    mine.device = cfg.device;
+    mine.nchan = tp.nchan;
+    mine.slot_bytes = tp.slot_bytes;
+    mine.nslots = tp.nslots;
+    mine.seq_lanes = tp.seq_lanes;
+    mine.persistent_lanes = tp.persistent_lanes;
+    mine.min_chan_bytes = e.params().min_chan_bytes;
+    mine.pid = uint32_t(getpid());
+    mine.host_hash = host_hash();
+    mine.region = c->region;
+    std::vector<RankInfo> all(static_cast<size_t>(nranks));
+    c->bootstrap->allgather(&mine, sizeof(mine), all.data());
+    c->bootstrap->unlink();  // everybody has the segment mapped
+    check_agreement(all, rank);
+
+    // 2. Map the ring neighbours' regions.
+    const int next = (rank + 1) % nranks, prev = (rank - 1 + nranks) % nranks;
+    c->next_blob = all[size_t(next)].region;
+    c->prev_blob = all[size_t(prev)].region;
+    c->next_ptr = ex.map_region(c->next_blob);
+    c->prev_ptr = (prev == next) ? c->next_ptr : ex.map_region(c->prev_blob);
+    c->bootstrap->barrier();
+    ex.region_mapped_by_all(c->region);
+
+    // 3. The communicator as the daemon sees it.
+    c->lanes = static_cast<core::LaneState*>(ex.alloc_device(sizeof(core::LaneState) * tp.nchan * nlanes));
+    core::CommDev& d = c->host_dev;
+    d.rank = rank;
+    d.nranks = nranks;
+    d.prev = prev;
+    d.next = next;
+    d.nchan = tp.nchan;
+    d.nlanes = nlanes;
+    d.nslots = tp.nslots;
+    d.slot_bytes = tp.slot_bytes;
+    d.abort = 0;
+    d.self = reinterpret_cast<char*>(c->region.ptr);
+    d.next_region = static_cast<char*>(c->next_ptr);
+    d.prev_region = static_cast<char*>(c->prev_ptr);
+    d.lanes = c->lanes;
+    c->dev = static_cast<core::CommDev*>(ex.alloc_device(sizeof(core::CommDev)));
+    ex.copy_to_device(c->dev, &d, sizeof(d));
+    c->index = e.attach(c->dev);
+    c->bootstrap->barrier();
+  } catch (...) {
+    release(c.get(), true);
+    throw;
+  }
+  return c.release();
+}
+
+dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t* config) {
+  struct SplitInfo {
+    int32_t color, key, rank, pad;
+    dfcclUniqueId id;
+  };
+  SplitInfo mine{color, key, parent->rank, 0, make_unique_id()};
+  std::vector<SplitInfo> all(static_cast<size_t>(parent->nranks));
+  parent->bootstrap->allgather(&mine, sizeof(mine), all.data());
+  if (color == DFCCL_SPLIT_NOCOLOR) return nullptr;
+  std::vector<SplitInfo> members;
+  for (const auto& s : all)
+    if (s.color == color) members.push_back(s);
+  std::stable_sort(members.begin(), members.end(), [](const SplitInfo& a, const SplitInfo& b) {
+    return a.key != b.key ? a.key < b.key : a.rank < b.rank;
+  });
+  int new_rank = 0;
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i].rank == parent->rank) new_rank = int(i);
+  // The id proposed by the lowest parent rank of the color names the new communicator.
+  const SplitInfo* leader = &members[0];
+  for (const auto& m : members)
+    if (m.rank < leader->rank) leader = &m;
+  dfcclConfig_t cfg = config ? resolve_config(config, new_rank) : parent->config;
+  if (!config && cfg.executor == dfcclExecutorHost) cfg.device = parent->config.device;
+  return comm_init(int(members.size()), leader->id, new_rank, cfg);
+}
+
+// True once next has consumed every slot this rank sent it: after that no peer writes into this rank's region.
+bool peers_caught_up(dfcclComm* c) {
+  const core::CommDev& d = c->host_dev;
+  const size_t n = size_t(d.nchan) * d.nlanes;
+  std::vector<core::LaneCtrl> ctrl(n);
+  std::vector<core::LaneState> lanes(n);
+  Executor& ex = c->engine->exec();
+  ex.copy_from_device(ctrl.data(), d.self, n * sizeof(core::LaneCtrl));
+  ex.copy_from_device(lanes.data(), c->lanes, n * sizeof(core::LaneState));
+  for (size_t i = 0; i < n; ++i)
+    if (ctrl[i].head != lanes[i].sent) return false;
+  return true;
+}
+
+void comm_destroy(dfcclComm* c) {
+  const int64_t timeout = env_int("DFCCL_DESTROY_TIMEOUT_MS");
+  c->alive = false;
+  if (!c->engine) return;
+  if (!c->engine->wait_comm_idle(c->index, timeout)) {
+    const uint32_t left = c->engine->outstanding(c->index);
+    comm_abort(c);
+    throw Error(dfcclTimeout, fmt::format("dfcclCommDestroy: {} collectives of rank {} were still pending after {} ms "
+                                          "(DFCCL_DESTROY_TIMEOUT_MS); the communicator was aborted instead",
+                                          left, c->rank, timeout));
+  }
+  // The last writes a peer makes into my region are the credits for what I sent it: wait for them (not for the
+  // peers to call destroy: destroy is local, as in NCCL), then free.
+  const uint64_t t0 = host_now_ns();
+  bool caught_up = peers_caught_up(c);
+  while (!caught_up && host_now_ns() - t0 < uint64_t(timeout) * 1000000ull) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    caught_up = peers_caught_up(c);
+  }
+  release(c, caught_up);
+}
+
+void comm_abort(dfcclComm* c) {
+  c->alive = false;
+  if (!c->engine) return;
+  const int64_t timeout = env_int("DFCCL_ABORT_TIMEOUT_MS");
+  c->engine->exec().write_word(&c->dev->abort, 1);
+  c->async_error = dfcclAborted;
+  if (c->engine->wait_comm_idle(c->index, timeout)) {
+    // Peers may still write into my region: keep it allocated (host: their mapping keeps it alive anyway).
+    release(c, c->engine->executor_kind() == dfcclExecutorHost);
+  } else {
+    // The daemon still holds the communicator's collectives: leave its memory in place, drop only our handles.
+    c->bootstrap.reset();
+  }
+}
+
+std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream) {
+  std::lock_guard<std::mutex> lk(c->mu);
+  if (!c->alive) throw Error(dfcclInvalidUsage, "argument 'comm' was destroyed or aborted");
+  const TransportParams& tp = c->engine->transport();
+  if (persistent_id < 0) {
+    d.lane = uint32_t(c->next_key % tp.seq_lanes);
+    d.turn = c->next_key / tp.seq_lanes;
+  } else {
+    d.lane = tp.seq_lanes + uint32_t(persistent_id);
+    d.turn = c->persistent_turn[persistent_id];
+  }
+  d.nchan = core::data_channels(d.count * core::dtype_size(d.dtype), tp.nchan, c->engine->params().min_chan_bytes);
+  auto req = c->engine->submit(d, c->index, stream);
+  if (persistent_id < 0) c->next_key += 1;  // only once queued: a refused submission must not shift the matching
+  else c->persistent_turn[persistent_id] += 1;
+  return req;
+}
+
+}  // namespace dfccl

@@ -1,0 +1,62 @@
+// Communicators: init over the bootstrap (agreement on the transport, exchange and mapping of connection regions),
+// submission (sequence keys and lanes), split, destroy and abort.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "bootstrap.h"
+#include "engine.h"
+
+struct dfcclComm {
+  static constexpr uint32_t kMagic = 0xdfcc0c03u;
+  uint32_t magic = kMagic;
+  std::atomic<bool> alive{true};
+  std::mutex mu;
+  std::shared_ptr<dfccl::Engine> engine;
+  std::unique_ptr<dfccl::Bootstrap> bootstrap;
+  dfcclConfig_t config{};  // resolved: no -1 fields
+  int rank = 0, nranks = 0;
+  uint32_t index = ~0u;  // in the engine's communicator table
+  dfccl::core::CommDev host_dev{};
+  dfccl::core::CommDev* dev = nullptr;
+  dfccl::core::LaneState* lanes = nullptr;
+  dfccl::RegionBlob region{}, next_blob{}, prev_blob{};
+  void* next_ptr = nullptr;
+  void* prev_ptr = nullptr;
+  uint64_t next_key = 0;
+  uint64_t persistent_turn[DFCCL_MAX_PERSISTENT_IDS] = {};
+  bool persistent_prepared[DFCCL_MAX_PERSISTENT_IDS] = {};
+  std::atomic<int> async_error{dfcclSuccess};
+};
+
+struct dfcclRequest {
+  static constexpr uint32_t kMagic = 0xdfcc0e01u;
+  uint32_t magic = kMagic;
+  std::shared_ptr<dfccl::RequestState> state;
+};
+
+struct dfcclPersistent {
+  static constexpr uint32_t kMagic = 0xdfcc0f01u;
+  uint32_t magic = kMagic;
+  dfcclComm* comm = nullptr;
+  dfccl::core::Desc desc{};
+  int id = -1;
+};
+
+namespace dfccl {
+
+// Fills every -1 field of a config from the environment and defaults; rank picks the host executor's device.
+dfcclConfig_t resolve_config(const dfcclConfig_t* config, int rank);
+
+dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclConfig_t& resolved);
+dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t* config);
+// Waits (bounded) for the communicator's collectives and its peers, then frees it. Throws dfcclTimeout when it had
+// to give up waiting (the communicator is then aborted and freed anyway).
+void comm_destroy(dfcclComm* comm);
+void comm_abort(dfcclComm* comm);
+// persistent_id < 0: matched by order (sequence lanes); else by id (its own lane).
+std::shared_ptr<RequestState> comm_submit(dfcclComm* comm, core::Desc d, int persistent_id, cudaStream_t stream);
+
+}  // namespace dfccl

@@ -1,0 +1,329 @@
+#include "engine.h"
+
+#include <fmt/format.h>
+#include <time.h>
+
+#include <map>
+#include <tuple>
+
+#include "env.h"
+#include "error.h"
+
+namespace dfccl {
+
+using core::kMaxRings;
+using core::kMaxSlots;
+
+uint64_t host_now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+namespace {
+
+std::mutex registry_mu;
+std::map<std::tuple<int, int, int>, std::weak_ptr<Engine>> registry;
+
+uint32_t checked(const char* name, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    throw Error(dfcclInvalidArgument, fmt::format("environment variable {}={} is out of range {}..{}", name, v, lo, hi));
+  return uint32_t(v);
+}
+
+}  // namespace
+
+std::shared_ptr<Engine> Engine::acquire(dfcclExecutor_t executor, int device, dfcclMode_t mode) {
+  std::lock_guard<std::mutex> lk(registry_mu);
+  auto key = std::make_tuple(int(executor), device, int(mode));
+  if (auto e = registry[key].lock()) return e;
+  std::unique_ptr<Executor> ex =
+      executor == dfcclExecutorHost ? make_host_executor(device) : make_cuda_executor(device);
+  std::shared_ptr<Engine> e(new Engine(std::move(ex), mode));
+  registry[key] = e;
+  return e;
+}
+
+Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::move(exec)) {
+  const bool host = exec_->kind() == dfcclExecutorHost;
+  auto pick = [&](const char* cuda_name, const char* host_name) { return env_int(host ? host_name : cuda_name); };
+  params_.nblocks = checked(host ? "DFCCL_HOST_BLOCKS" : "DFCCL_BLOCKS",
+                            env_int(host ? "DFCCL_HOST_BLOCKS" : "DFCCL_BLOCKS"), 1, core::kMaxBlocks);
+  params_.blocking = mode == dfcclModeBlocking ? 1 : 0;
+  params_.spin_min_ns = uint64_t(pick("DFCCL_SPIN_MIN_NS", "DFCCL_HOST_SPIN_MIN_NS"));
+  params_.spin_init_ns = uint64_t(pick("DFCCL_SPIN_INIT_NS", "DFCCL_HOST_SPIN_INIT_NS"));
+  params_.spin_max_ns = uint64_t(pick("DFCCL_SPIN_MAX_NS", "DFCCL_HOST_SPIN_MAX_NS"));
+  params_.spin_grow = checked("DFCCL_SPIN_GROW", env_int("DFCCL_SPIN_GROW"), 1, 1000);
+  params_.min_chan_bytes = checked("DFCCL_MIN_CHAN_BYTES", env_int("DFCCL_MIN_CHAN_BYTES"), 1, 1 << 30);
+  params_.idle_ns = uint64_t(pick("DFCCL_IDLE_NS", "DFCCL_HOST_IDLE_NS"));
+  params_.stuck_ns = uint64_t(pick("DFCCL_STUCK_NS", "DFCCL_HOST_STUCK_NS"));
+  relaunch_min_ns_ = uint64_t(pick("DFCCL_RELAUNCH_NS", "DFCCL_HOST_RELAUNCH_NS"));
+  relaunch_max_ns_ = uint64_t(pick("DFCCL_RELAUNCH_MAX_NS", "DFCCL_HOST_RELAUNCH_MAX_NS"));
+  backoff_ns_ = relaunch_min_ns_;
+  if (params_.spin_min_ns > params_.spin_max_ns || params_.spin_init_ns > params_.spin_max_ns)
+    throw Error(dfcclInvalidArgument, "spin budgets: need SPIN_MIN_NS <= SPIN_INIT_NS <= SPIN_MAX_NS");
+
+  transport_.nchan = params_.nblocks;
+  const char* slot_name = host ? "DFCCL_HOST_SLOT_BYTES" : "DFCCL_SLOT_BYTES";
+  transport_.slot_bytes = checked(slot_name, env_int(slot_name), 16, 64 << 20);
+  if (transport_.slot_bytes % 16 != 0)
+    throw Error(dfcclInvalidArgument, fmt::format("environment variable {} must be a multiple of 16", slot_name));
+  transport_.nslots = checked("DFCCL_SLOTS", env_int("DFCCL_SLOTS"), 2, 64);
+  transport_.seq_lanes = checked("DFCCL_LANES", env_int("DFCCL_LANES"), 1, core::kMaxLanes - DFCCL_MAX_PERSISTENT_IDS);
+  transport_.persistent_lanes = DFCCL_MAX_PERSISTENT_IDS;
+
+  g_ = static_cast<core::EngineGlobal*>(exec_->alloc_device(sizeof(core::EngineGlobal)));
+  ctx_ = static_cast<core::ChanCtx*>(exec_->alloc_device(sizeof(core::ChanCtx) * kMaxSlots * params_.nblocks));
+  h_ = static_cast<core::EngineHost*>(exec_->alloc_pinned(sizeof(core::EngineHost)));
+  free_slots_.reserve(kMaxSlots);
+  for (uint32_t s = kMaxSlots; s-- > 0;) free_slots_.push_back(s);
+  progress_ = std::thread([this] { progress_loop(); });
+}
+
+Engine::~Engine() {
+  stop_ = true;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    cv_.notify_all();
+  }
+  if (progress_.joinable()) progress_.join();
+  try {
+    exec_->write_word(&g_->quit, 1);
+    const uint64_t t0 = host_now_ns();
+    while (running_ && !exec_->exited() && host_now_ns() - t0 < 5000000000ull) std::this_thread::yield();
+  } catch (...) {
+  }
+  exec_->free_pinned(h_);
+  exec_->free_device(ctx_);
+  exec_->free_device(g_);
+}
+
+uint32_t Engine::attach(core::CommDev* dev_comm) {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (uint32_t i = 0; i < core::kMaxComms; ++i) {
+    if (!comm_used_[i]) {
+      comm_used_[i] = true;
+      comm_outstanding_[i] = 0;
+      exec_->write_word(reinterpret_cast<uint64_t*>(&g_->comms[i]), reinterpret_cast<uint64_t>(dev_comm));
+      return i;
+    }
+  }
+  throw Error(dfcclNoResources,
+              fmt::format("device {} already has {} communicators (limit); destroy some first", exec_->device(),
+                          core::kMaxComms));
+}
+
+void Engine::detach(uint32_t index) {
+  std::lock_guard<std::mutex> lk(mu_);
+  exec_->write_word(reinterpret_cast<uint64_t*>(&g_->comms[index]), 0);
+  comm_used_[index] = false;
+}
+
+uint32_t Engine::ring_for_locked(cudaStream_t stream) {
+  if (exec_->kind() == dfcclExecutorHost) stream = nullptr;  // the host executor has no streams: one ring
+  int free_ring = -1;
+  for (uint32_t r = 0; r < kMaxRings; ++r) {
+    if (rings_[r].used && rings_[r].stream == stream) return r;
+    if (free_ring < 0 && (!rings_[r].used || rings_[r].outstanding == 0)) free_ring = int(r);
+  }
+  // A ring whose collectives all completed has been read past by every block: it can serve another stream.
+  if (free_ring < 0)
+    throw Error(dfcclNoResources, fmt::format("collectives are outstanding on {} different streams of device {} "
+                                              "(limit); wait for some before using another stream",
+                                              kMaxRings, exec_->device()));
+  Ring& ring = rings_[free_ring];
+  ring.used = true;
+  ring.stream = stream;
+  return uint32_t(free_ring);
+}
+
+std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, cudaStream_t stream) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (free_slots_.empty())
+    throw Error(dfcclNoResources, fmt::format("{} collectives are outstanding on device {} (limit); wait for some "
+                                              "to complete before submitting more",
+                                              kMaxSlots, exec_->device()));
+  const uint32_t ring = ring_for_locked(stream);
+  const uint32_t slot = free_slots_.back();
+  free_slots_.pop_back();
+  d.seq = ++seq_;
+  d.comm = comm_index;
+  h_->desc[slot] = d;
+  auto req = std::make_shared<RequestState>();
+  req->seq = d.seq;
+  req->slot = slot;
+  req->engine = shared_from_this();
+  req->info.status = dfcclInProgress;
+  req->info.submitNs = host_now_ns();
+  slots_[slot] = SlotUse{req, comm_index, ring};
+  Ring& rg = rings_[ring];
+  const uint64_t pos = rg.next_pos++;
+  rg.outstanding += 1;
+  outstanding_ += 1;
+  comm_outstanding_[comm_index] += 1;
+  submitted_ += 1;
+  std::atomic_thread_fence(std::memory_order_release);
+  exec_->stream_write(stream, &g_->ring[ring][pos % core::kRingEntries], ((pos + 1) << 16) | slot);
+  if (!running_) launch_locked(host_now_ns());
+  cv_.notify_all();
+  return req;
+}
+
+void Engine::launch_locked(uint64_t now) {
+  core::EngineView ev;
+  ev.g = g_;
+  ev.ctx = ctx_;
+  ev.h = h_;
+  ev.p = params_;
+  ev.p.epoch = ++epoch_;
+  __atomic_store_n(&h_->exit_reason, uint64_t(core::kExitNone), __ATOMIC_RELEASE);
+  exec_->launch(ev);
+  running_ = true;
+  launches_ += 1;
+  next_launch_ns_ = now;
+}
+
+bool Engine::drain_completions() {
+  bool any = false;
+  for (;;) {
+    const uint64_t e = __atomic_load_n(&h_->cq[cq_head_ % core::kCqEntries], __ATOMIC_ACQUIRE);
+    if ((e >> 16) != cq_head_ + 1) break;
+    ++cq_head_;
+    any = true;
+    const uint32_t slot = uint32_t(e & 0xffffu);
+    std::shared_ptr<RequestState> req;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      SlotUse& use = slots_[slot];
+      req = std::move(use.req);
+      rings_[use.ring].outstanding -= 1;
+      comm_outstanding_[use.comm] -= 1;
+      outstanding_ -= 1;
+      completed_ += 1;
+      free_slots_.push_back(slot);
+      backoff_ns_ = relaunch_min_ns_;  // progress: the next stuck exit starts a new back-off
+    }
+    if (!req) continue;
+    const core::SlotInfo info = h_->info[slot];
+    dfcclCallback_t cb = nullptr;
+    void* arg = nullptr;
+    dfcclRequest_t handle = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(req->mu);
+      req->info.completeNs = host_now_ns();
+      req->info.coreStartNs = info.t_start;
+      req->info.coreEndNs = info.t_end;
+      req->info.preemptions = info.preemptions;
+      const int status = info.status == core::kStatusOk ? dfcclSuccess : int(info.status);
+      req->info.status = dfcclResult_t(status);
+      req->status.store(status, std::memory_order_release);
+      cb = req->callback;
+      arg = req->callback_arg;
+      handle = req->handle;
+      req->callback = nullptr;
+      req->cv.notify_all();
+    }
+    if (cb) cb(handle, dfcclResult_t(req->status.load()), arg);
+  }
+  if (any) {
+    std::lock_guard<std::mutex> lk(mu_);
+    cv_.notify_all();
+  }
+  return any;
+}
+
+void Engine::progress_loop() {
+  const bool host = exec_->kind() == dfcclExecutorHost;
+  uint32_t quiet = 0;
+  while (!stop_) {
+    bool busy = drain_completions();
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      const uint64_t now = host_now_ns();
+      if (running_) {
+        bool gone = false;
+        try {
+          gone = exec_->exited();
+        } catch (const std::exception&) {
+          gone = true;  // a failed launch (e.g. a CUDA fault): stop, the error surfaces on the next call
+        }
+        if (gone) {
+          running_ = false;
+          const uint64_t reason = __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE);
+          if (reason == core::kExitStuck) {
+            exits_stuck_ += 1;
+            next_launch_ns_ = now + backoff_ns_;
+            backoff_ns_ = std::min(backoff_ns_ * 2, relaunch_max_ns_);
+          } else {
+            exits_idle_ += 1;
+            if (outstanding_ > 0) late_doorbells_ += 1;  // submitted work the daemon had not seen yet
+            next_launch_ns_ = now + relaunch_min_ns_;
+          }
+          busy = true;
+        }
+      }
+      if (!running_ && outstanding_ > 0 && now >= next_launch_ns_) {
+        launch_locked(now);
+        busy = true;
+      }
+      if (!busy && !running_ && outstanding_ == 0) {
+        cv_.wait_for(lk, std::chrono::milliseconds(50));
+        continue;
+      }
+    }
+    if (busy) {
+      quiet = 0;
+    } else if (host || ++quiet > 1000) {
+      std::this_thread::sleep_for(std::chrono::microseconds(host ? 50 : 5));
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t stream) {
+  if (exec_->kind() == dfcclExecutorHost) {
+    wait_request(*r, -1);
+    return;
+  }
+  exec_->stream_wait(stream, &g_->complete[r->slot], r->seq);
+}
+
+bool Engine::wait_request(RequestState& r, int64_t timeout_ms) {
+  if (r.status.load(std::memory_order_acquire) != dfcclInProgress) return true;
+  std::unique_lock<std::mutex> lk(r.mu);
+  auto done = [&] { return r.status.load(std::memory_order_acquire) != dfcclInProgress; };
+  if (timeout_ms < 0) {
+    r.cv.wait(lk, done);
+    return true;
+  }
+  return r.cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), done);
+}
+
+bool Engine::wait_comm_idle(uint32_t comm_index, int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lk(mu_);
+  return cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return comm_outstanding_[comm_index] == 0; });
+}
+
+uint32_t Engine::outstanding(uint32_t comm_index) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return comm_outstanding_[comm_index];
+}
+
+dfcclStats_t Engine::stats() {
+  dfcclStats_t s{};
+  std::lock_guard<std::mutex> lk(mu_);
+  s.submitted = submitted_;
+  s.completed = completed_;
+  for (uint32_t b = 0; b < params_.nblocks; ++b) {
+    s.preemptions += h_->stats[b].preemptions;
+    s.contextSwitches += h_->stats[b].switches;
+  }
+  s.daemonLaunches = launches_;
+  s.daemonExitsIdle = exits_idle_;
+  s.daemonExitsStuck = exits_stuck_;
+  s.lateDoorbells = late_doorbells_;
+  return s;
+}
+
+}  // namespace dfccl

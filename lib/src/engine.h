@@ -1,0 +1,119 @@
+// The engine: one per (process, device, executor, mode), shared by every communicator created on that device. It
+// owns the daemon and its memory (submission rings, contexts, completion queue), hands out slots, and runs a host
+// progress thread that drains completions, fires callbacks and relaunches the daemon while work is pending.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "../../kernels/core/types.h"
+#include "dfccl.h"
+#include "executor.h"
+
+namespace dfccl {
+
+class Engine;
+
+// One submitted collective, as the host sees it. Shared by the engine (until completion) and the user's handle.
+struct RequestState {
+  uint64_t seq = 0;
+  uint32_t slot = 0;
+  std::shared_ptr<Engine> engine;
+  std::atomic<int> status{dfcclInProgress};
+  dfcclRequestInfo_t info{};
+  std::mutex mu;
+  std::condition_variable cv;
+  dfcclCallback_t callback = nullptr;
+  void* callback_arg = nullptr;
+  dfcclRequest_t handle = nullptr;  // passed to the callback
+};
+
+// Transport geometry that every communicator of an engine uses (and that all ranks must agree on).
+struct TransportParams {
+  uint32_t nchan;       // = daemon blocks
+  uint32_t slot_bytes;
+  uint32_t nslots;
+  uint32_t seq_lanes;   // lanes for collectives matched by order
+  uint32_t persistent_lanes;
+};
+
+class Engine : public std::enable_shared_from_this<Engine> {
+ public:
+  static std::shared_ptr<Engine> acquire(dfcclExecutor_t executor, int device, dfcclMode_t mode);
+  ~Engine();
+
+  Executor& exec() { return *exec_; }
+  dfcclExecutor_t executor_kind() const { return exec_->kind(); }
+  dfcclMode_t mode() const { return params_.blocking ? dfcclModeBlocking : dfcclModePreemptive; }
+  const core::DaemonParams& params() const { return params_; }
+  const TransportParams& transport() const { return transport_; }
+
+  // Communicator table of the daemon.
+  uint32_t attach(core::CommDev* dev_comm);
+  void detach(uint32_t index);
+
+  // Queues a collective (d.seq is assigned here) and returns its request. Stream-ordered for the CUDA executor.
+  std::shared_ptr<RequestState> submit(core::Desc d, uint32_t comm_index, cudaStream_t stream);
+  // dfcclWait: the stream waits on the GPU (CUDA); the calling thread waits (host executor).
+  void wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t stream);
+  // Blocks up to timeout_ms (< 0: no limit) for the request; true if it finished.
+  bool wait_request(RequestState& r, int64_t timeout_ms);
+  // Blocks up to timeout_ms for every outstanding collective of one communicator.
+  bool wait_comm_idle(uint32_t comm_index, int64_t timeout_ms);
+  uint32_t outstanding(uint32_t comm_index);
+
+  dfcclStats_t stats();
+  void device_synchronize() { exec_->device_synchronize(); }
+
+ private:
+  Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode);
+  void progress_loop();
+  bool drain_completions();
+  void launch_locked(uint64_t now);
+  uint32_t ring_for_locked(cudaStream_t stream);
+
+  struct SlotUse {
+    std::shared_ptr<RequestState> req;
+    uint32_t comm = 0;
+    uint32_t ring = 0;
+  };
+  struct Ring {
+    cudaStream_t stream = nullptr;
+    uint64_t next_pos = 0;
+    uint32_t outstanding = 0;
+    bool used = false;
+  };
+
+  std::unique_ptr<Executor> exec_;
+  core::EngineGlobal* g_ = nullptr;
+  core::ChanCtx* ctx_ = nullptr;
+  core::EngineHost* h_ = nullptr;
+  core::DaemonParams params_{};
+  TransportParams transport_{};
+  uint64_t relaunch_min_ns_ = 0, relaunch_max_ns_ = 0, backoff_ns_ = 0, next_launch_ns_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // completions and submissions
+  std::vector<uint32_t> free_slots_;
+  std::array<SlotUse, core::kMaxSlots> slots_{};
+  std::array<Ring, core::kMaxRings> rings_{};
+  std::array<uint32_t, core::kMaxComms> comm_outstanding_{};
+  std::array<bool, core::kMaxComms> comm_used_{};
+  uint32_t outstanding_ = 0;
+  uint64_t seq_ = 0, epoch_ = 0, cq_head_ = 0;
+  bool running_ = false;
+  uint64_t submitted_ = 0, completed_ = 0, launches_ = 0, exits_idle_ = 0, exits_stuck_ = 0, late_doorbells_ = 0;
+
+  std::atomic<bool> stop_{false};
+  std::thread progress_;
+};
+
+uint64_t host_now_ns();
+
+}  // namespace dfccl

@@ -1,0 +1,66 @@
+// What the host runtime needs from an executor: memory, control writes, stream-ordered words, daemon launches, the
+// device synchronization, and the transport's shared regions. Two implementations: executor_cuda.cpp (the GPU)
+// and executor_host.cpp (CPU threads over shared memory).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "../../kernels/core/types.h"
+#include "dfccl.h"
+
+namespace dfccl {
+
+// What a rank publishes so that peers can map its connection region (exchanged through the bootstrap).
+struct RegionBlob {
+  uint32_t pid;
+  int32_t device;
+  uint64_t ptr;        // the owner's address (same process: usable directly)
+  uint64_t bytes;
+  char handle[96];     // CUDA IPC handle (64 bytes) or shared-memory name
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual dfcclExecutor_t kind() const = 0;
+  virtual int device() const = 0;
+  virtual unsigned threads_per_block() const = 0;
+
+  // Memory the daemon sees as its device memory (zero-filled), and pinned host memory both sides see.
+  virtual void* alloc_device(size_t bytes) = 0;
+  virtual void free_device(void* p) = 0;
+  virtual void* alloc_pinned(size_t bytes) = 0;
+  virtual void free_pinned(void* p) = 0;
+
+  // Host writes into device memory through the control stream: ordered, never behind application work.
+  virtual void write_word(uint64_t* dev, uint64_t value) = 0;
+  virtual void copy_to_device(void* dev, const void* host, size_t bytes) = 0;
+  virtual void copy_from_device(void* host, const void* dev, size_t bytes) = 0;
+
+  // Stream-ordered: dev = value once the work queued on `stream` before it is done (host executor: now).
+  virtual void stream_write(cudaStream_t stream, uint64_t* dev, uint64_t value) = 0;
+  // Stream-ordered wait: work queued on `stream` after it waits until *dev >= value (CUDA only).
+  virtual void stream_wait(cudaStream_t stream, const uint64_t* dev, uint64_t value) = 0;
+
+  // The daemon: at most one launch at a time; exited() says whether the last one has finished.
+  virtual void launch(const core::EngineView& ev) = 0;
+  virtual bool exited() = 0;
+  virtual void device_synchronize() = 0;
+
+  // Transport regions: allocate mine (zero-filled), map a peer's, release.
+  virtual RegionBlob alloc_region(size_t bytes) = 0;
+  virtual void* map_region(const RegionBlob& blob) = 0;
+  virtual void unmap_region(void* p, const RegionBlob& blob) = 0;
+  virtual void free_region(const RegionBlob& blob) = 0;
+  virtual void region_mapped_by_all(const RegionBlob& blob) = 0;  // every peer mapped it (host: unlink its name)
+};
+
+std::unique_ptr<Executor> make_host_executor(int device);
+std::unique_ptr<Executor> make_cuda_executor(int device);
+
+}  // namespace dfccl

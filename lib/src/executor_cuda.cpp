@@ -1,0 +1,199 @@
+// The CUDA executor: the daemon kernel on an internal non-blocking stream, control writes on a second internal
+// stream (never behind application work), stream memory operations for doorbells and completion waits, and CUDA
+// IPC (between processes) or peer pointers (inside one process) for connection regions.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "../../kernels/cuda/daemon.h"
+#include "env.h"
+#include "error.h"
+#include "executor.h"
+
+namespace dfccl {
+namespace {
+
+using WriteValue64Fn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+using WaitValue64Fn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+
+template <class Fn>
+Fn driver_entry(const char* symbol) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  DFCCL_CUDA(cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &status));
+  if (status != cudaDriverEntryPointSuccess || fn == nullptr)
+    throw Error(dfcclNotSupported, fmt::format("CUDA driver has no {}", symbol));
+  return reinterpret_cast<Fn>(fn);
+}
+
+void check_cu(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) throw Error(dfcclUnhandledCudaError, fmt::format("CUDA driver error {} in {}", int(r), what));
+}
+
+class CudaExecutor final : public Executor {
+ public:
+  explicit CudaExecutor(int device) : device_(device) {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0)
+      throw Error(dfcclNotSupported, fmt::format("CUDA executor: no GPU available ({})", cudaGetErrorString(e)));
+    if (device < 0 || device >= count)
+      throw Error(dfcclInvalidArgument, fmt::format("CUDA executor: device {} does not exist ({} GPUs)", device, count));
+    DFCCL_CUDA(cudaSetDevice(device_));
+    threads_ = unsigned(env_int("DFCCL_THREADS"));
+    if (threads_ < 64 || threads_ > cuda::kDaemonThreads || threads_ % 32 != 0)
+      throw Error(dfcclInvalidArgument, fmt::format("DFCCL_THREADS={} must be a multiple of 32 in 64..{}", threads_,
+                                                    cuda::kDaemonThreads));
+    write_value_ = driver_entry<WriteValue64Fn>("cuStreamWriteValue64");
+    wait_value_ = driver_entry<WaitValue64Fn>("cuStreamWaitValue64");
+    DFCCL_CUDA(cudaStreamCreateWithFlags(&daemon_stream_, cudaStreamNonBlocking));
+    DFCCL_CUDA(cudaStreamCreateWithFlags(&control_stream_, cudaStreamNonBlocking));
+    DFCCL_CUDA(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    // Load the daemon now: under lazy module loading its first launch would otherwise wait for the device, which
+    // can hang behind a pending collective (docs/design.md, "Lazy loading").
+    core::EngineView none{};
+    none.p.nblocks = 1;
+    DFCCL_CUDA(cuda::launch_daemon(none, threads_, /*preload=*/true, daemon_stream_));
+    DFCCL_CUDA(cudaStreamSynchronize(daemon_stream_));
+  }
+
+  ~CudaExecutor() override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(daemon_stream_);
+    cudaEventDestroy(done_);
+    cudaStreamDestroy(control_stream_);
+    cudaStreamDestroy(daemon_stream_);
+  }
+
+  dfcclExecutor_t kind() const override { return dfcclExecutorCuda; }
+  int device() const override { return device_; }
+  unsigned threads_per_block() const override { return threads_; }
+
+  void* alloc_device(size_t bytes) override {
+    DFCCL_CUDA(cudaSetDevice(device_));
+    void* p = nullptr;
+    DFCCL_CUDA(cudaMalloc(&p, bytes));
+    DFCCL_CUDA(cudaMemsetAsync(p, 0, bytes, control_stream_));
+    DFCCL_CUDA(cudaStreamSynchronize(control_stream_));
+    return p;
+  }
+  void free_device(void* p) override {
+    cudaSetDevice(device_);
+    cudaFree(p);
+  }
+  void* alloc_pinned(size_t bytes) override {
+    DFCCL_CUDA(cudaSetDevice(device_));
+    void* p = nullptr;
+    DFCCL_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped));
+    std::memset(p, 0, bytes);
+    return p;
+  }
+  void free_pinned(void* p) override { cudaFreeHost(p); }
+
+  void write_word(uint64_t* dev, uint64_t value) override {
+    DFCCL_CUDA(cudaSetDevice(device_));
+    check_cu(write_value_(reinterpret_cast<CUstream>(control_stream_), reinterpret_cast<CUdeviceptr>(dev), value, 0),
+             "cuStreamWriteValue64 (control)");
+    DFCCL_CUDA(cudaStreamSynchronize(control_stream_));
+  }
+  void copy_to_device(void* dev, const void* host, size_t bytes) override {
+    DFCCL_CUDA(cudaSetDevice(device_));
+    DFCCL_CUDA(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, control_stream_));
+    DFCCL_CUDA(cudaStreamSynchronize(control_stream_));
+  }
+  void copy_from_device(void* host, const void* dev, size_t bytes) override {
+    DFCCL_CUDA(cudaSetDevice(device_));
+    DFCCL_CUDA(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, control_stream_));
+    DFCCL_CUDA(cudaStreamSynchronize(control_stream_));
+  }
+  void stream_write(cudaStream_t stream, uint64_t* dev, uint64_t value) override {
+    check_cu(write_value_(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(dev), value, 0),
+             "cuStreamWriteValue64 (doorbell)");
+  }
+  void stream_wait(cudaStream_t stream, const uint64_t* dev, uint64_t value) override {
+    check_cu(wait_value_(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(dev), value,
+                         CU_STREAM_WAIT_VALUE_GEQ),
+             "cuStreamWaitValue64 (completion)");
+  }
+
+  void launch(const core::EngineView& ev) override {
+    DFCCL_CUDA(cudaSetDevice(device_));
+    DFCCL_CUDA(cuda::launch_daemon(ev, threads_, /*preload=*/false, daemon_stream_));
+    DFCCL_CUDA(cudaEventRecord(done_, daemon_stream_));
+  }
+  bool exited() override {
+    const cudaError_t e = cudaEventQuery(done_);
+    if (e == cudaSuccess) return true;
+    if (e == cudaErrorNotReady) return false;
+    DFCCL_CUDA(e);
+    return true;
+  }
+  void device_synchronize() override {
+    DFCCL_CUDA(cudaSetDevice(device_));
+    DFCCL_CUDA(cudaDeviceSynchronize());
+  }
+
+  RegionBlob alloc_region(size_t bytes) override {
+    RegionBlob blob{};
+    void* p = alloc_device(bytes);
+    cudaIpcMemHandle_t h;
+    DFCCL_CUDA(cudaIpcGetMemHandle(&h, p));
+    static_assert(sizeof(h) <= sizeof(blob.handle));
+    std::memcpy(blob.handle, &h, sizeof(h));
+    blob.pid = uint32_t(getpid());
+    blob.device = device_;
+    blob.ptr = reinterpret_cast<uint64_t>(p);
+    blob.bytes = bytes;
+    return blob;
+  }
+  void* map_region(const RegionBlob& blob) override {
+    DFCCL_CUDA(cudaSetDevice(device_));
+    if (blob.device != device_) {
+      int can = 0;
+      DFCCL_CUDA(cudaDeviceCanAccessPeer(&can, device_, blob.device));
+      if (!can)
+        throw Error(dfcclNotSupported,
+                    fmt::format("GPU {} cannot access GPU {} directly (no NVLink/PCIe peer access); the host "
+                                "shared-memory path is not implemented yet",
+                                device_, blob.device));
+    }
+    if (blob.pid == uint32_t(getpid())) {
+      if (blob.device != device_) {
+        const cudaError_t e = cudaDeviceEnablePeerAccess(blob.device, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+        else DFCCL_CUDA(e);
+      }
+      return reinterpret_cast<void*>(blob.ptr);
+    }
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, blob.handle, sizeof(h));
+    void* p = nullptr;
+    DFCCL_CUDA(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
+    return p;
+  }
+  void unmap_region(void* p, const RegionBlob& blob) override {
+    if (blob.pid != uint32_t(getpid())) {
+      cudaSetDevice(device_);
+      cudaIpcCloseMemHandle(p);
+    }
+  }
+  void free_region(const RegionBlob& blob) override { free_device(reinterpret_cast<void*>(blob.ptr)); }
+  void region_mapped_by_all(const RegionBlob&) override {}
+
+ private:
+  int device_;
+  unsigned threads_ = 512;
+  cudaStream_t daemon_stream_ = nullptr, control_stream_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+  WriteValue64Fn write_value_ = nullptr;
+  WaitValue64Fn wait_value_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_cuda_executor(int device) { return std::make_unique<CudaExecutor>(device); }
+
+}  // namespace dfccl

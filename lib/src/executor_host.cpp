@@ -1,0 +1,162 @@
+// The host executor: the daemon's blocks are CPU threads; "device memory" is process memory; connection regions
+// are POSIX shared memory so that ranks may be threads of one process or separate (MPI) processes.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "../../kernels/host/exec_host.h"
+#include "error.h"
+#include "executor.h"
+
+namespace dfccl {
+namespace {
+
+class HostExecutor final : public Executor {
+ public:
+  explicit HostExecutor(int device) : device_(device) {}
+  ~HostExecutor() override {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return running_blocks_ == 0; });  // the engine made the daemon leave first
+    }
+    join();
+  }
+
+  dfcclExecutor_t kind() const override { return dfcclExecutorHost; }
+  int device() const override { return device_; }
+  unsigned threads_per_block() const override { return 1; }
+
+  void* alloc_device(size_t bytes) override {
+    void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    if (!p) throw Error(dfcclSystemError, fmt::format("host executor: cannot allocate {} bytes", bytes));
+    std::memset(p, 0, bytes);
+    return p;
+  }
+  void free_device(void* p) override { std::free(p); }
+  void* alloc_pinned(size_t bytes) override { return alloc_device(bytes); }
+  void free_pinned(void* p) override { std::free(p); }
+
+  void write_word(uint64_t* dev, uint64_t value) override { __atomic_store_n(dev, value, __ATOMIC_RELEASE); }
+  void copy_to_device(void* dev, const void* host, size_t bytes) override {
+    std::memcpy(dev, host, bytes);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  }
+  void copy_from_device(void* host, const void* dev, size_t bytes) override {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    std::memcpy(host, dev, bytes);
+  }
+  void stream_write(cudaStream_t, uint64_t* dev, uint64_t value) override {
+    __atomic_store_n(dev, value, __ATOMIC_RELEASE);
+  }
+  void stream_wait(cudaStream_t, const uint64_t*, uint64_t) override {
+    throw Error(dfcclInternalError, "host executor: stream waits are done on the host");
+  }
+
+  void launch(const core::EngineView& ev) override {
+    join();
+    std::lock_guard<std::mutex> lk(mu_);
+    running_blocks_ = ev.p.nblocks;
+    ++launched_;
+    for (uint32_t b = 0; b < ev.p.nblocks; ++b) {
+      threads_.emplace_back([this, ev, b] {
+        host::run_daemon_block(ev, b);
+        std::lock_guard<std::mutex> lk2(mu_);
+        if (--running_blocks_ == 0) {
+          finished_ = launched_;
+          cv_.notify_all();
+        }
+      });
+    }
+  }
+
+  bool exited() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    return running_blocks_ == 0;
+  }
+
+  // The emulated cudaDeviceSynchronize: waits for the daemon launch running now (not later ones) to end.
+  void device_synchronize() override {
+    std::unique_lock<std::mutex> lk(mu_);
+    const uint64_t target = running_blocks_ ? launched_ : finished_;
+    cv_.wait(lk, [&] { return finished_ >= target; });
+  }
+
+  RegionBlob alloc_region(size_t bytes) override {
+    static std::atomic<uint64_t> counter{0};
+    RegionBlob blob{};
+    const std::string name = fmt::format("/dfccl-rg-{}-{}-{}", getpid(), device_, counter.fetch_add(1));
+    int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) throw_system("host executor: shm_open " + name);
+    if (ftruncate(fd, off_t(bytes)) != 0) {
+      close(fd);
+      shm_unlink(name.c_str());
+      throw_system("host executor: ftruncate " + name);
+    }
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+      shm_unlink(name.c_str());
+      throw_system("host executor: mmap " + name);
+    }
+    blob.pid = uint32_t(getpid());
+    blob.device = device_;
+    blob.ptr = reinterpret_cast<uint64_t>(p);
+    blob.bytes = bytes;
+    std::snprintf(blob.handle, sizeof(blob.handle), "%s", name.c_str());
+    return blob;
+  }
+
+  void* map_region(const RegionBlob& blob) override {
+    if (blob.pid == uint32_t(getpid())) return reinterpret_cast<void*>(blob.ptr);
+    int fd = shm_open(blob.handle, O_RDWR, 0600);
+    if (fd < 0) throw_system(fmt::format("host executor: shm_open {} (peer region)", blob.handle));
+    void* p = mmap(nullptr, blob.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) throw_system(fmt::format("host executor: mmap {} (peer region)", blob.handle));
+    return p;
+  }
+
+  void unmap_region(void* p, const RegionBlob& blob) override {
+    if (blob.pid != uint32_t(getpid())) munmap(p, blob.bytes);
+  }
+
+  void free_region(const RegionBlob& blob) override {
+    munmap(reinterpret_cast<void*>(blob.ptr), blob.bytes);
+    shm_unlink(blob.handle);
+  }
+
+  void region_mapped_by_all(const RegionBlob& blob) override { shm_unlink(blob.handle); }
+
+ private:
+  void join() {
+    std::vector<std::thread> old;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (running_blocks_ != 0 && !threads_.empty()) return;  // still running: nothing to join yet
+      old.swap(threads_);
+    }
+    for (auto& t : old) t.join();
+  }
+
+  int device_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::thread> threads_;
+  uint32_t running_blocks_ = 0;
+  uint64_t launched_ = 0, finished_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_host_executor(int device) { return std::make_unique<HostExecutor>(device); }
+
+}  // namespace dfccl
