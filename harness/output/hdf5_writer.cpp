@@ -1,0 +1,240 @@
+// The HDF5 file of a run (layout: docs/hdf5-layout.md, section dfccl-harness). Everything is kept in memory and the
+// whole file is rewritten after every backend and at the end, so that a run stopped between backends still leaves
+// a valid file, and the final file always exists, with the run's status.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "h5_table.h"
+#include "layout_check.h"
+#include "writer.h"
+
+namespace dfccl::harness {
+namespace {
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+class Hdf5Writer final : public Writer {
+ public:
+  explicit Hdf5Writer(std::string path) : path_(std::move(path)) {}
+
+ private:
+  struct BackendData {
+    BackendInfo info;
+    std::vector<CaseRow> cases;
+    std::vector<TrialRow> trials;
+    bool has_summary = false;
+    BackendSummary summary;
+  };
+
+  void do_begin_run(const RunInfo& r) override { run_ = r; }
+  void do_begin_backend(const BackendInfo& b) override {
+    backends_.push_back(BackendData{});
+    backends_.back().info = b;
+  }
+  void do_add_case(const CaseRow& c) override {
+    if (!backends_.empty()) backends_.back().cases.push_back(c);
+  }
+  void do_add_trial(const TrialRow& t) override {
+    if (!backends_.empty()) backends_.back().trials.push_back(t);
+  }
+  void do_end_backend(const BackendSummary& s) override {
+    if (!backends_.empty()) {
+      backends_.back().summary = s;
+      backends_.back().has_summary = true;
+    }
+    write("running");
+  }
+  void do_end_run(const std::string& status) override { write(status); }
+
+  void write(const std::string& status) {
+    std::filesystem::path p(path_);
+    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+    std::string tmp = path_ + ".tmp";
+    {
+      auto f = h5::File::create(tmp);
+      write_root(f, status);
+      write_summary(f);
+      for (const auto& b : backends_) write_backend(f, b);
+    }
+    std::filesystem::rename(tmp, path_);
+  }
+
+  void write_root(h5::File& f, const std::string& status) {
+    f.set_attr("/", "tool", std::string("dfccl-harness"));
+    f.set_attr("/", "dfccl_version", run_.dfccl_version);
+    f.set_attr("/", "git_revision", run_.git_revision);
+    f.set_attr("/", "date_utc", run_.date_utc);
+    f.set_attr("/", "hostname", join(run_.hosts, ","));
+    f.set_attr("/", "command_line", run_.command_line);
+    f.set_attr("/", "config", run_.config_toml);
+    f.set_attr("/", "layout_version", std::string(kHarnessLayoutVersion));
+    f.set_attr("/", "status", status);
+    f.set_attr("/", "workload", run_.workload);
+    f.set_attr("/", "workload_kind", run_.workload_kind);
+    f.set_attr("/", "workload_description", run_.workload_description);
+    f.set_attr("/", "workload_source", run_.workload_source);
+    f.set_attr("/", "nranks", static_cast<int64_t>(run_.nranks));
+    f.set_attr("/", "layout", run_.layout);
+    f.set_attr("/", "gpus", join(run_.gpus, "\n"));
+    f.set_attr("/", "driver_version", run_.driver_version);
+    f.set_attr("/", "cuda_runtime_version", run_.cuda_runtime_version);
+    f.set_attr("/", "cuda_toolkit_version", run_.cuda_toolkit_version);
+    f.set_attr("/", "nccl_version", run_.nccl_version);
+    f.set_attr("/", "mpi_version", run_.mpi_version);
+    f.set_attr("/", "mpi_library", run_.mpi_library);
+    f.set_attr("/", "backends", join(run_.backends, ","));
+  }
+
+  void write_summary(h5::File& f) {
+    std::vector<std::string> backend, workload;
+    std::vector<int64_t> trials, completed, deadlocked, failed, skipped, wrong;
+    std::vector<double> rate, lo, hi, busbw, wall;
+    for (const auto& b : backends_) {
+      if (!b.has_summary) continue;
+      const auto& s = b.summary;
+      backend.push_back(s.backend);
+      workload.push_back(s.workload);
+      trials.push_back(s.trials);
+      completed.push_back(s.completed);
+      deadlocked.push_back(s.deadlocked);
+      failed.push_back(s.failed);
+      skipped.push_back(s.skipped);
+      wrong.push_back(s.wrong);
+      rate.push_back(s.deadlock_rate);
+      lo.push_back(s.ci_low);
+      hi.push_back(s.ci_high);
+      busbw.push_back(s.busbw_mean_GBs);
+      wall.push_back(s.wall_s);
+    }
+    const std::string g = "summary";
+    f.write_column(g, "backend", backend);
+    f.write_column(g, "workload", workload);
+    f.write_column(g, "trials", trials);
+    f.write_column(g, "completed", completed);
+    f.write_column(g, "deadlocked", deadlocked);
+    f.write_column(g, "failed", failed);
+    f.write_column(g, "skipped", skipped);
+    f.write_column(g, "wrong", wrong);
+    f.write_column(g, "deadlock_rate", rate);
+    f.write_column(g, "ci_low", lo);
+    f.write_column(g, "ci_high", hi);
+    f.write_column(g, "busbw_mean_GBs", busbw);
+    f.write_column(g, "wall_s", wall);
+  }
+
+  void write_backend(h5::File& f, const BackendData& b) {
+    const std::string base = "backends/" + b.info.name;
+    f.set_attr(base, "backend", b.info.name);
+    f.set_attr(base, "executor", b.info.executor);
+    f.set_attr(base, "mode", b.info.mode);
+    f.set_attr(base, "completion", b.info.completion);
+    f.set_attr(base, "timing", b.info.timing);
+    f.set_attr(base, "available", static_cast<int64_t>(b.info.available));
+    f.set_attr(base, "skip_reason", b.info.skip_reason);
+
+    {
+      const std::string g = base + "/collectives";
+      auto col_s = [&](const char* name, auto get) {
+        std::vector<std::string> v;
+        for (const auto& c : b.cases) v.push_back(get(c));
+        f.write_column(g, name, v);
+      };
+      auto col_i = [&](const char* name, auto get) {
+        std::vector<int64_t> v;
+        for (const auto& c : b.cases) v.push_back(get(c));
+        f.write_column(g, name, v);
+      };
+      auto col_d = [&](const char* name, auto get) {
+        std::vector<double> v;
+        for (const auto& c : b.cases) v.push_back(get(c));
+        f.write_column(g, name, v);
+      };
+      col_i("case", [](const CaseRow& c) { return c.case_index; });
+      col_i("entry", [](const CaseRow& c) { return c.entry; });
+      col_s("coll", [](const CaseRow& c) { return c.coll; });
+      col_s("group", [](const CaseRow& c) { return c.group; });
+      col_s("label", [](const CaseRow& c) { return c.label; });
+      col_s("dtype", [](const CaseRow& c) { return c.dtype; });
+      col_s("op", [](const CaseRow& c) { return c.op; });
+      col_i("root", [](const CaseRow& c) { return c.root; });
+      col_i("priority", [](const CaseRow& c) { return c.priority; });
+      col_i("nranks", [](const CaseRow& c) { return c.nranks; });
+      col_i("count", [](const CaseRow& c) { return c.count; });
+      col_i("bytes", [](const CaseRow& c) { return c.bytes; });
+      col_s("time_kind", [](const CaseRow& c) { return c.time_kind; });
+      col_i("samples", [](const CaseRow& c) { return c.samples; });
+      col_d("time_min_us", [](const CaseRow& c) { return c.time_min_us; });
+      col_d("time_median_us", [](const CaseRow& c) { return c.time_median_us; });
+      col_d("time_max_us", [](const CaseRow& c) { return c.time_max_us; });
+      col_d("time_mean_us", [](const CaseRow& c) { return c.time_mean_us; });
+      col_d("cv", [](const CaseRow& c) { return c.cv; });
+      col_d("algbw_GBs", [](const CaseRow& c) { return c.algbw_GBs; });
+      col_d("busbw_GBs", [](const CaseRow& c) { return c.busbw_GBs; });
+      col_d("e2e_median_us", [](const CaseRow& c) { return c.e2e_median_us; });
+      col_d("core_median_us", [](const CaseRow& c) { return c.core_median_us; });
+      col_i("wrong", [](const CaseRow& c) { return c.wrong; });
+      col_i("preemptions", [](const CaseRow& c) { return c.preemptions; });
+    }
+    {
+      const std::string g = base + "/trials";
+      std::vector<int64_t> case_index, trial, pre, launches, wrong, reordered, syncs;
+      std::vector<std::string> status, message;
+      std::vector<double> elapsed, detect;
+      for (const auto& t : b.trials) {
+        case_index.push_back(t.case_index);
+        trial.push_back(t.trial);
+        status.push_back(t.status);
+        elapsed.push_back(t.elapsed_s);
+        detect.push_back(t.detect_s);
+        pre.push_back(t.preemptions);
+        launches.push_back(t.daemon_launches);
+        wrong.push_back(t.wrong);
+        reordered.push_back(t.reordered);
+        syncs.push_back(t.syncs);
+        message.push_back(t.message);
+      }
+      f.write_column(g, "case", case_index);
+      f.write_column(g, "trial", trial);
+      f.write_column(g, "status", status);
+      f.write_column(g, "elapsed_s", elapsed);
+      f.write_column(g, "detect_s", detect);
+      f.write_column(g, "preemptions", pre);
+      f.write_column(g, "daemon_launches", launches);
+      f.write_column(g, "wrong", wrong);
+      f.write_column(g, "reordered", reordered);
+      f.write_column(g, "syncs", syncs);
+      f.write_column(g, "message", message);
+    }
+    {
+      const std::string g = base + "/iterations";
+      std::vector<int64_t> row, iteration;
+      std::vector<double> time;
+      for (size_t r = 0; r < b.cases.size(); ++r)
+        for (size_t i = 0; i < b.cases[r].times_us.size(); ++i) {
+          row.push_back(static_cast<int64_t>(r));
+          iteration.push_back(static_cast<int64_t>(i));
+          time.push_back(b.cases[r].times_us[i]);
+        }
+      f.write_column(g, "row", row);
+      f.write_column(g, "iteration", iteration);
+      f.write_column(g, "time_us", time);
+    }
+  }
+
+  std::string path_;
+  RunInfo run_;
+  std::vector<BackendData> backends_;
+};
+
+}  // namespace
+
+std::unique_ptr<Writer> make_hdf5_writer(const std::string& path) { return std::make_unique<Hdf5Writer>(path); }
+
+}  // namespace dfccl::harness

@@ -1,0 +1,30 @@
+// Reads a dfccl-harness HDF5 file back: checks its layout against docs/hdf5-layout.md (section dfccl-harness) and
+// evaluates expectations such as "deadlocked==0" on its summary. Used by `dfccl-harness --expect`, by the
+// dfccl-harness-h5check tool and by the tests.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dfccl::harness {
+
+inline constexpr const char* kHarnessLayoutVersion = "1";
+
+// Problems found, one line each; empty when the file follows the layout.
+std::vector<std::string> check_layout(const std::string& path);
+
+// The /summary table: counters per backend, and "*" for their sum over backends.
+struct Counters {
+  int64_t trials = 0, completed = 0, deadlocked = 0, failed = 0, skipped = 0, wrong = 0, rows = 0;
+};
+std::map<std::string, Counters> read_counters(const std::string& path);
+
+// Each expectation is "[backend:]counter OP integer" with counter one of trials completed deadlocked failed
+// skipped wrong rows, OP one of == != >= <= > <. Without a backend it applies to the sum over backends.
+// Returns one line per expectation that does not hold or cannot be evaluated.
+std::vector<std::string> check_expectations(const std::map<std::string, Counters>& counters,
+                                            const std::vector<std::string>& expectations);
+
+}  // namespace dfccl::harness

@@ -1,0 +1,79 @@
+// What a run produces, independent of the output format: run metadata, one row per collective and size, one row per
+// trial, per-iteration times, one summary per backend. The writers (writer.h) turn these into a console table and
+// an HDF5 file (docs/hdf5-layout.md, section dfccl-harness).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace dfccl::harness {
+
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct RunInfo {
+  std::string dfccl_version, git_revision, date_utc, command_line, config_toml;
+  std::string workload, workload_kind, workload_description, workload_source;
+  std::vector<std::string> hosts;  // unique host names
+  std::vector<std::string> gpus;   // per rank: "host:device name" or "none"
+  std::string driver_version, cuda_runtime_version, cuda_toolkit_version, nccl_version, mpi_version, mpi_library;
+  int nranks = 1;
+  std::string layout;  // "tp=1 dp=4 pp=1"
+  std::vector<std::string> backends;
+};
+
+struct BackendInfo {
+  std::string name;        // dfccl | nccl | host | host-blocking
+  std::string executor;    // cuda | host
+  std::string mode;        // preemptive | blocking | nccl
+  std::string completion;  // how a result becomes usable, in words
+  std::string timing;      // how times are measured, in words
+  bool available = true;
+  std::string skip_reason;  // why it did not run, when !available
+};
+
+// One collective (or the whole step) at one size, aggregated over iterations and trials (completed trials only).
+struct CaseRow {
+  int64_t case_index = 0;
+  int64_t entry = 0;        // index in the step; -1 for the row of the whole step
+  std::string coll;         // all_reduce, ..., or "step"
+  std::string group;        // world tp dp pp
+  std::string label;
+  std::string dtype, op;
+  int64_t root = 0, priority = 0;
+  int64_t nranks = 0;       // ranks of the group
+  int64_t count = 0;        // count argument of the call
+  int64_t bytes = 0;        // nccl-tests' size S
+  std::string time_kind;    // iteration (one collective per iteration) | e2e (its end-to-end latency) | step
+  int64_t samples = 0;      // timed iterations that went into the statistics
+  double time_min_us = kNaN, time_median_us = kNaN, time_max_us = kNaN, time_mean_us = kNaN, cv = kNaN;
+  double algbw_GBs = kNaN, busbw_GBs = kNaN;  // from the median time
+  double e2e_median_us = kNaN, core_median_us = kNaN;
+  int64_t wrong = 0;        // wrong elements, summed over ranks and checked iterations (-1: not checked)
+  int64_t preemptions = 0;  // summed over ranks and iterations
+  std::vector<double> times_us;  // per iteration (slowest rank), for the iterations table
+};
+
+struct TrialRow {
+  int64_t case_index = 0, trial = 0;
+  std::string status;  // completed | deadlocked | failed | skipped
+  double elapsed_s = 0;  // trial start -> finished or declared deadlocked
+  double detect_s = kNaN;  // deadlocked: last progress of any rank -> the watchdog's decision
+  int64_t preemptions = 0, daemon_launches = 0;  // engine counters, summed over ranks (-1: not available)
+  int64_t wrong = 0;
+  int64_t reordered = 0;  // rank-iterations that drew a random order
+  int64_t syncs = 0;      // forced and implicit synchronizations executed, summed over ranks
+  std::string message;    // first error, if any
+};
+
+struct BackendSummary {
+  std::string backend, workload;
+  int64_t trials = 0, completed = 0, deadlocked = 0, failed = 0, skipped = 0;
+  double deadlock_rate = 0, ci_low = 0, ci_high = 1;  // Wilson 95 % over the trials that ran
+  int64_t wrong = 0;
+  double busbw_mean_GBs = kNaN;  // average of busbw over the rows (nccl-tests' "Avg bus bandwidth")
+  double wall_s = 0;
+};
+
+}  // namespace dfccl::harness

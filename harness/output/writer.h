@@ -1,0 +1,62 @@
+// Output formats share one base class (nvbench's printer_base pattern): the driver calls the public, non-virtual
+// methods; each format implements the do_* hooks it needs. MultiWriter fans out to several.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "results.h"
+
+namespace dfccl::harness {
+
+struct Progress {
+  std::string backend;
+  int64_t done = 0, total = 0;  // trials
+  int64_t completed = 0, deadlocked = 0, failed = 0, wrong = 0;
+  double elapsed_s = 0;
+};
+
+class Writer {
+ public:
+  virtual ~Writer() = default;
+  void begin_run(const RunInfo& run) { do_begin_run(run); }
+  void begin_backend(const BackendInfo& b) { do_begin_backend(b); }
+  void add_case(const CaseRow& row) { do_add_case(row); }
+  void add_trial(const TrialRow& row) { do_add_trial(row); }
+  void progress(const Progress& p) { do_progress(p); }
+  void end_backend(const BackendSummary& s) { do_end_backend(s); }
+  // status: "complete", or why the run stopped early. Called exactly once, also after an error.
+  void end_run(const std::string& status) { do_end_run(status); }
+
+ protected:
+  virtual void do_begin_run(const RunInfo&) {}
+  virtual void do_begin_backend(const BackendInfo&) {}
+  virtual void do_add_case(const CaseRow&) {}
+  virtual void do_add_trial(const TrialRow&) {}
+  virtual void do_progress(const Progress&) {}
+  virtual void do_end_backend(const BackendSummary&) {}
+  virtual void do_end_run(const std::string&) {}
+};
+
+class MultiWriter final : public Writer {
+ public:
+  void add(std::unique_ptr<Writer> w) { writers_.push_back(std::move(w)); }
+
+ private:
+  void do_begin_run(const RunInfo& r) override { for (auto& w : writers_) w->begin_run(r); }
+  void do_begin_backend(const BackendInfo& b) override { for (auto& w : writers_) w->begin_backend(b); }
+  void do_add_case(const CaseRow& r) override { for (auto& w : writers_) w->add_case(r); }
+  void do_add_trial(const TrialRow& r) override { for (auto& w : writers_) w->add_trial(r); }
+  void do_progress(const Progress& p) override { for (auto& w : writers_) w->progress(p); }
+  void do_end_backend(const BackendSummary& s) override { for (auto& w : writers_) w->end_backend(s); }
+  void do_end_run(const std::string& s) override { for (auto& w : writers_) w->end_run(s); }
+  std::vector<std::unique_ptr<Writer>> writers_;
+};
+
+// nccl-tests-like table on stdout, a progress line on long campaigns, a summary at the end.
+std::unique_ptr<Writer> make_console_writer(bool quiet);
+// One self-describing HDF5 file, rewritten after every backend and at the end (so an interrupted run leaves one).
+std::unique_ptr<Writer> make_hdf5_writer(const std::string& path);
+
+}  // namespace dfccl::harness

@@ -1,0 +1,56 @@
+// Scenarios: what each rank does in one iteration of a step, drawn deterministically from (workload seed, trial,
+// iteration, rank). This is the harness's own generator, behind a small interface; the simulator (sim/) can consume
+// the same programs to be validated against the harness.
+//
+// A program is a list of operations. Submissions keep every group kind's own order (collectives of one communicator
+// are matched by submission order, as in NCCL); with probability order.probability a rank interleaves the groups in
+// a random order instead of the step's order (each interleaving equally likely). After each submission come, each
+// with its probability, a compute kernel, a forced device synchronization (placement "between"), a host allocation,
+// a cudaFree, the first launch of a lazily loaded kernel; with placement "before_wait" one synchronization point
+// follows the last submission. The program ends with WaitAll: the results are waited for as late as possible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/workload.h"
+
+namespace dfccl::harness::scenario {
+
+enum class OpKind : int { Submit = 0, DeviceSync = 1, HostAlloc = 2, CudaFree = 3, LazyKernel = 4, Compute = 5, WaitAll = 6 };
+std::string_view op_kind_name(OpKind k);
+
+struct Op {
+  OpKind kind = OpKind::Submit;
+  int entry = -1;                                    // Submit: index into the step
+  HostAllocKind alloc = HostAllocKind::MallocHost;   // HostAlloc
+};
+
+// The step of a workload for a trial: the [[step]] entries, the single collective of a sweep case, or a mix drawn
+// from (seed, trial) (the same on every rank; one draw for the whole run when mix.per_trial is false).
+std::vector<StepEntry> draw_mix(const Workload& w, uint64_t trial);
+
+// Rank `rank`'s program for one iteration of `step`.
+std::vector<Op> rank_program(const std::vector<StepEntry>& step, const Workload& w, int rank, uint64_t trial,
+                             uint64_t iteration);
+
+// Whether the submissions of a program follow the step's order (no reordering drawn).
+bool in_step_order(const std::vector<Op>& program);
+
+// A small deterministic generator (the standard distributions are not portable across libraries).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  static uint64_t mix(uint64_t x);
+  static uint64_t seed_of(std::initializer_list<uint64_t> parts);
+  uint64_t next() { return mix(state_ += 0x9E3779B97F4A7C15ull); }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  bool bernoulli(double p) { return p > 0 && uniform() < p; }
+  uint64_t below(uint64_t n) { return n ? next() % n : 0; }
+
+ private:
+  uint64_t state_;
+};
+
+}  // namespace dfccl::harness::scenario

@@ -1,0 +1,121 @@
+// The HDF5 file of a run: written through the writer, read back, checked against the documented layout; a file
+// with a column missing or of the wrong length is reported.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "h5_table.h"
+#include "output/layout_check.h"
+#include "output/writer.h"
+
+using namespace dfccl::harness;
+
+namespace {
+
+std::string write_sample(const std::string& name) {
+  std::string path = (std::filesystem::temp_directory_path() / name).string();
+  auto w = make_hdf5_writer(path);
+  RunInfo run;
+  run.dfccl_version = "0.1.0";
+  run.git_revision = "abc1234";
+  run.date_utc = "2026-11-30T00:00:00Z";
+  run.command_line = "dfccl-harness --workload workloads/stress.toml";
+  run.config_toml = "name = 'stress'\n";
+  run.workload = "stress";
+  run.workload_kind = "mix";
+  run.hosts = {"a", "b"};
+  run.gpus = {"a: no GPU", "b: no GPU"};
+  run.nranks = 2;
+  run.layout = "tp=1 dp=2 pp=1";
+  run.backends = {"host", "host-blocking"};
+  w->begin_run(run);
+  for (const char* b : {"host", "host-blocking"}) {
+    w->begin_backend(BackendInfo{b, "host", "preemptive", "host", "host clock", true, ""});
+    CaseRow row;
+    row.coll = "all_reduce";
+    row.group = "world";
+    row.dtype = "float32";
+    row.op = "sum";
+    row.nranks = 2;
+    row.count = 256;
+    row.bytes = 1024;
+    row.time_kind = "iteration";
+    row.samples = 3;
+    row.time_median_us = 10;
+    row.algbw_GBs = 0.1024;
+    row.busbw_GBs = 0.1024;
+    row.times_us = {9, 10, 11};
+    w->add_case(row);
+    TrialRow t;
+    t.status = std::string(b) == "host" ? "completed" : "deadlocked";
+    t.detect_s = 1.5;
+    w->add_trial(t);
+    BackendSummary s;
+    s.backend = b;
+    s.workload = "stress";
+    s.trials = 1;
+    s.completed = t.status == "completed";
+    s.deadlocked = 1 - s.completed;
+    s.deadlock_rate = static_cast<double>(s.deadlocked);
+    w->end_backend(s);
+  }
+  w->end_run("complete");
+  return path;
+}
+
+}  // namespace
+
+TEST(HarnessH5, WrittenFileFollowsTheLayoutAndReadsBack) {
+  std::string path = write_sample("dfccl_harness_layout_test.h5");
+  auto problems = check_layout(path);
+  for (const auto& p : problems) ADD_FAILURE() << p;
+
+  auto f = dfccl::h5::File::open_read(path);
+  EXPECT_EQ(f.attr_string("/", "tool"), "dfccl-harness");
+  EXPECT_EQ(f.attr_string("/", "status"), "complete");
+  EXPECT_EQ(f.attr_string("/", "hostname"), "a,b");
+  EXPECT_EQ(f.attr_int("/", "nranks"), 2);
+  EXPECT_EQ(f.read_strings("summary", "backend"), (std::vector<std::string>{"host", "host-blocking"}));
+  EXPECT_EQ(f.read_ints("backends/host/collectives", "bytes"), std::vector<int64_t>{1024});
+  EXPECT_EQ(f.read_doubles("backends/host/iterations", "time_us"), (std::vector<double>{9, 10, 11}));
+  EXPECT_EQ(f.read_strings("backends/host-blocking/trials", "status"), std::vector<std::string>{"deadlocked"});
+
+  auto counters = read_counters(path);
+  EXPECT_EQ(counters["*"].trials, 2);
+  EXPECT_EQ(counters["host-blocking"].deadlocked, 1);
+  EXPECT_EQ(counters["host"].rows, 1);
+  EXPECT_TRUE(check_expectations(counters, {"host:deadlocked==0", "host-blocking:deadlocked>0", "wrong==0",
+                                            "rows>=2", "trials!=0"})
+                  .empty());
+  EXPECT_EQ(check_expectations(counters, {"deadlocked==0"}).size(), 1u);
+  EXPECT_EQ(check_expectations(counters, {"nccl:deadlocked==0"}).size(), 1u);  // no such backend
+  EXPECT_EQ(check_expectations(counters, {"speed>3"}).size(), 1u);            // no such counter
+  EXPECT_EQ(check_expectations(counters, {"wrong"}).size(), 1u);              // no comparison
+  std::filesystem::remove(path);
+}
+
+TEST(HarnessH5, BrokenFilesAreReported) {
+  std::string path = write_sample("dfccl_harness_broken_test.h5");
+  {
+    // Damage it: a column of the wrong length and a missing root attribute.
+    auto f = dfccl::h5::File::open_read(path);
+  }
+  {
+    // h5::File has no read-write open: rebuild a damaged copy by hand.
+    auto g = dfccl::h5::File::create(path);
+    g.set_attr("/", "tool", std::string("dfccl-harness"));
+    g.write_column("summary", "backend", std::vector<std::string>{"host"});
+    g.write_column("summary", "trials", std::vector<int64_t>{1, 2});
+  }
+  auto problems = check_layout(path);
+  EXPECT_FALSE(problems.empty());
+  bool length = false, attr = false;
+  for (const auto& p : problems) {
+    if (p.find("trials has 2 rows") != std::string::npos) length = true;
+    if (p.find("missing root attribute git_revision") != std::string::npos) attr = true;
+  }
+  EXPECT_TRUE(length);
+  EXPECT_TRUE(attr);
+  EXPECT_FALSE(check_layout("/nonexistent/file.h5").empty());
+  std::filesystem::remove(path);
+}

@@ -1,0 +1,156 @@
+// Workload files: parsing, defaults, command-line overrides, and errors that name the bad key.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "config/workload.h"
+
+using namespace dfccl::harness;
+
+namespace {
+
+std::string error_of(const std::string& text, const Overrides& o = {}) {
+  try {
+    parse_workload(text, "test.toml", o);
+  } catch (const WorkloadError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Workload, DefaultsOfAnEmptyFileAreASweep) {
+  Workload w = parse_workload("", "empty.toml", {});
+  EXPECT_EQ(w.name, "empty");
+  EXPECT_EQ(w.kind, Workload::Kind::Sweep);
+  EXPECT_EQ(w.iterations, 20);
+  EXPECT_EQ(w.warmup, 5);
+  EXPECT_EQ(w.begin, 32u << 20);
+  ASSERT_EQ(w.sweep_collectives.size(), 1u);
+  EXPECT_EQ(w.sweep_collectives[0]->name, "all_reduce");
+  EXPECT_EQ(w.backends, std::vector<std::string>{"auto"});
+  EXPECT_NE(w.resolved_toml.find("iterations = 20"), std::string::npos);
+}
+
+TEST(Workload, SweepSizesAndUnits) {
+  Workload w = parse_workload("[sizes]\nbegin = '8'\nend = '1K'\nfactor = 2\n", "s.toml", {});
+  std::vector<uint64_t> want = {8, 16, 32, 64, 128, 256, 512, 1024};
+  EXPECT_EQ(w.sizes(), want);
+  EXPECT_EQ(parse_bytes("1GiB", "k"), 1ull << 30);
+  EXPECT_EQ(parse_bytes("64K", "k"), 64ull << 10);
+  EXPECT_EQ(parse_bytes("3MB", "k"), 3ull << 20);
+  EXPECT_THROW(parse_bytes("12Q", "k"), WorkloadError);
+  EXPECT_THROW(parse_bytes("M", "k"), WorkloadError);
+}
+
+TEST(Workload, OverridesWinOverTheFileAndAliasesWork) {
+  std::string text = "[run]\niterations = 7\nbackend = 'host'\n[data]\ndtype = 'float32'\n";
+  Workload w = parse_workload(text, "o.toml",
+                              {{"run.iterations", "3"}, {"dtype", "bf16"}, {"b", "1K"}, {"e", "4K"},
+                               {"backend", "host,host-blocking"}, {"run.check", "false"}, {"sync.probability", "0.5"}});
+  EXPECT_EQ(w.iterations, 3);
+  EXPECT_EQ(w.dtype, DataType::Bfloat16);
+  EXPECT_EQ(w.begin, 1024u);
+  EXPECT_EQ(w.end, 4096u);
+  EXPECT_EQ(w.backends, (std::vector<std::string>{"host", "host-blocking"}));
+  EXPECT_FALSE(w.check);
+  EXPECT_DOUBLE_EQ(w.sync_probability, 0.5);
+  // The resolved configuration shows the overridden values.
+  EXPECT_NE(w.resolved_toml.find("iterations = 3"), std::string::npos);
+  EXPECT_NE(w.resolved_toml.find("'bf16'"), std::string::npos);
+}
+
+TEST(Workload, StepEntriesAndRepeat) {
+  std::string text = R"(
+[layout]
+tp = 2
+[[step]]
+coll = "all_reduce"
+group = "dp"
+bytes = "1M"
+repeat = 3
+label = "bucket"
+[[step]]
+coll = "broadcast"
+group = "tp"
+bytes = 4096
+root = 1
+priority = 2
+)";
+  Workload w = parse_workload(text, "step.toml", {});
+  EXPECT_EQ(w.kind, Workload::Kind::Step);
+  ASSERT_EQ(w.step.size(), 4u);
+  EXPECT_EQ(w.step[0].group, GroupKind::Dp);
+  EXPECT_EQ(w.step[2].bytes, 1u << 20);
+  EXPECT_EQ(w.step[2].label, "bucket");
+  EXPECT_EQ(w.step[3].coll->kind, CollKind::Broadcast);
+  EXPECT_EQ(w.step[3].root, 1);
+  EXPECT_EQ(w.step[3].priority, 2);
+  EXPECT_EQ(w.tp, 2);
+}
+
+TEST(Workload, MixIsInferredFromItsSection) {
+  Workload w = parse_workload("[mix]\ncount = 5\ncollectives = { all_reduce = 2, all_gather = 1 }\n"
+                              "groups = ['tp', 'dp', 'world']\n",
+                              "mix.toml", {});
+  EXPECT_EQ(w.kind, Workload::Kind::Mix);
+  EXPECT_EQ(w.mix_count, 5);
+  ASSERT_EQ(w.mix_weights.size(), 2u);
+  EXPECT_EQ(w.mix_groups.size(), 3u);
+  Workload o = parse_workload("[mix]\ncount = 5\n", "mix.toml", {{"mix.collectives", "reduce=1,broadcast=3"}});
+  ASSERT_EQ(o.mix_weights.size(), 2u);
+  for (const auto& [c, weight] : o.mix_weights)
+    EXPECT_DOUBLE_EQ(weight, c->kind == CollKind::Broadcast ? 3.0 : 1.0) << c->name;
+}
+
+TEST(Workload, ErrorsNameTheKey) {
+  EXPECT_NE(error_of("[run]\niteratons = 3\n").find("run.iteratons"), std::string::npos);
+  EXPECT_NE(error_of("[runn]\nx = 1\n").find("'runn'"), std::string::npos);
+  EXPECT_NE(error_of("[run]\niterations = 'many'\n").find("run.iterations"), std::string::npos);
+  EXPECT_NE(error_of("[run]\niterations = 0\n").find("run.iterations"), std::string::npos);
+  EXPECT_NE(error_of("[data]\ndtype = 'float17'\n").find("data.dtype"), std::string::npos);
+  EXPECT_NE(error_of("[data]\nop = 'xor'\n").find("data.op"), std::string::npos);
+  EXPECT_NE(error_of("[sync]\nprobability = 1.5\n").find("sync.probability"), std::string::npos);
+  EXPECT_NE(error_of("[sync]\nplacement = 'sometimes'\n").find("sync.placement"), std::string::npos);
+  EXPECT_NE(error_of("[sizes]\nbegin = '2M'\nend = '1M'\n").find("sizes.begin"), std::string::npos);
+  EXPECT_NE(error_of("[sweep]\ncollectives = ['all_reduce', 'alltoall']\n").find("sweep.collectives"),
+            std::string::npos);
+  EXPECT_NE(error_of("[run]\nbackend = 'mpi'\n").find("run.backend"), std::string::npos);
+  EXPECT_NE(error_of("[[step]]\ncoll = 'all_reduce'\n").find("step[0].bytes"), std::string::npos);
+  EXPECT_NE(error_of("[[step]]\ncoll = 'all_reduce'\nbytes = 8\ngroupp = 'tp'\n").find("step[0].groupp"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[step]]\ncoll = 'all_reduce'\nbytes = 8\ngroup = 'ep'\n").find("step[0].group"),
+            std::string::npos);
+  EXPECT_NE(error_of("[run\n").find("test.toml:1"), std::string::npos);  // TOML syntax: file and line
+  // Overrides
+  EXPECT_NE(error_of("", {{"run.trails", "3"}}).find("run.trails"), std::string::npos);
+  EXPECT_NE(error_of("", {{"iters", "x"}}).find("run.iterations"), std::string::npos);
+  EXPECT_NE(error_of("", {{"check", "maybe"}}).find("run.check"), std::string::npos);
+  EXPECT_NE(error_of("", {{"timeout", "-1"}}).find("run.timeout"), std::string::npos);
+  EXPECT_NE(error_of("", {{"end", "12Q"}}).find("sizes.end"), std::string::npos);
+  EXPECT_NE(error_of("", {{"step.bytes", "8"}}).find("step.bytes"), std::string::npos);
+  EXPECT_NE(error_of("", {{"kind", "step"}}).find("kind"), std::string::npos);
+}
+
+TEST(Workload, ShippedWorkloadsParse) {
+  std::filesystem::path dir = std::filesystem::path(DFCCL_SOURCE_DIR) / "workloads";
+  int n = 0;
+  for (const char* name : {"sweep", "stress", "resnet50-dp", "gpt2-3d"}) {
+    auto path = dir / (std::string(name) + ".toml");
+    ASSERT_TRUE(std::filesystem::exists(path)) << path;
+    Workload w = load_workload(path.string(), {});
+    EXPECT_EQ(w.name, name);
+    EXPECT_FALSE(w.description.empty()) << name;
+    EXPECT_FALSE(w.source.empty()) << name << ": every shipped workload says where its sizes come from";
+    ++n;
+  }
+  EXPECT_EQ(n, 4);
+}
+
+TEST(Workload, SettingsAreDescribed) {
+  std::string d = describe_settings();
+  for (const char* key : {"run.iterations", "sizes.begin", "order.probability", "host_alloc.kinds",
+                          "implicit.lazy_kernel_probability", "compute.duration_us", "run.timeout"})
+    EXPECT_NE(d.find(key), std::string::npos) << key;
+}
