@@ -1,0 +1,113 @@
+// A backend runs the collectives of a workload: dfccl (GPU), nccl (GPU baseline), host and host-blocking (dfccl's
+// CPU executor). The shared driver (runtime/driver.cpp) owns the workload, the watchdog, timing aggregation and
+// verification; a backend only knows how to create communicators, place buffers and execute one rank's program.
+//
+// Threads: the driver's main thread calls the "main thread" methods (MPI is allowed there, MPI_THREAD_FUNNELED);
+// one worker thread per trial calls the "worker" methods. abort_comms() runs on the main thread while the worker may
+// be blocked inside the backend: it must release it.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "config/workload.h"
+#include "output/results.h"
+
+namespace dfccl::harness {
+
+struct BackendError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One communicator this rank takes part in.
+struct CommSlot {
+  MPI_Comm mpi = MPI_COMM_NULL;  // the group's ranks (this rank included), ordered by world rank
+  int rank = 0, size = 1;
+  std::string name;              // "tp", "dp", ...
+};
+
+// One collective of the step as this rank executes it.
+struct EntryPlan {
+  int entry = 0;           // index in the step
+  const Collective* coll = nullptr;
+  int slot = -1;           // communicator; -1: this rank does not take part
+  int group_rank = 0, group_size = 1;
+  size_t count = 0;        // the count argument
+  size_t send_elems = 0, recv_elems = 0;
+  DataType dtype = DataType::Float32;
+  RedOp op = RedOp::Sum;
+  int root = 0;            // in the group
+  int priority = 0;
+  uint64_t data_seed = 0;
+};
+
+struct EntryTiming {
+  double e2e_us = kNaN;   // submit -> result usable (the backend's completion path)
+  double core_us = kNaN;  // execution inside the library (dfccl only)
+  int64_t preemptions = 0;
+};
+
+struct IterationTiming {
+  double time_us = kNaN;              // the whole iteration on this rank
+  std::vector<EntryTiming> entries;   // by entry index
+};
+
+struct EngineCounters {
+  bool valid = false;
+  int64_t preemptions = 0, daemon_launches = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual BackendInfo info() const = 0;
+
+  // --- main thread -------------------------------------------------------------------------------------------------
+  // Creates one communicator per slot (collective over MPI_COMM_WORLD: every rank calls it with its slots).
+  virtual void create_comms(const std::vector<CommSlot>& slots) = 0;
+  // Fails everything outstanding and releases a blocked worker; the communicators are gone afterwards.
+  virtual void abort_comms() = 0;
+  virtual void destroy_comms() = 0;
+  // Allocates the buffers of a step and uploads the inputs (send_data[i]: entry i's send buffer, host bytes).
+  virtual void prepare(const std::vector<EntryPlan>& plans, const std::vector<std::vector<char>>& send_data) = 0;
+  // Copies entry i's receive buffer to host memory (recv_elems * type size bytes).
+  virtual void download(int entry, void* dst) = 0;
+
+  // --- worker thread ------------------------------------------------------------------------------------------------
+  // Called first by each trial's worker; `cancel` is set by the watchdog (poll it in any wait).
+  virtual void worker_begin(const std::atomic<bool>& cancel) = 0;
+  // Fills every receive buffer with the poison byte (before the checked iteration).
+  virtual void poison_outputs() = 0;
+  virtual void start_iteration(int iteration) = 0;
+  virtual void submit(int entry) = 0;
+  virtual void device_sync() = 0;
+  virtual void host_alloc(HostAllocKind kind, size_t bytes) = 0;
+  virtual void cuda_free() = 0;
+  virtual void lazy_kernel() = 0;
+  virtual void compute(double us) = 0;
+  // Ends the iteration's program: makes every submitted result usable (may return before the GPU is done).
+  virtual void end_iteration() = 0;
+  // Waits until every iteration is done and returns their timings (in start order). Returns early, throwing
+  // BackendError, once `cancel` is set.
+  virtual std::vector<IterationTiming> finish(const std::atomic<bool>& cancel) = 0;
+  virtual EngineCounters counters() = 0;
+};
+
+struct BackendContext {
+  int world_rank = 0, world_size = 1;
+  int local_rank = 0, local_size = 1;
+  const Workload* workload = nullptr;
+};
+
+// Creates a backend by name; throws BackendError with the reason when it is not available here (not built, no GPU).
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendContext& ctx);
+// Whether this build has the backend at all (compiled in).
+bool backend_compiled(const std::string& name);
+
+}  // namespace dfccl::harness

@@ -1,0 +1,343 @@
+// The dfccl backends: `dfccl` (CUDA executor), `host` and `host-blocking` (the CPU executor, preemptive or blocking).
+// One communicator per slot, all on this process's device (the node-local rank; a virtual device for the host
+// executor), so that they share one engine. Requests are waited for as late as possible (end of the iteration).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include "backend.h"
+#include "dfccl.h"
+#include "gpu/gpu_context.h"
+#include "verify/verifiable.h"
+
+namespace dfccl::harness {
+namespace {
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+void dfccl_check(dfcclResult_t r, const char* what, dfcclComm_t comm = nullptr) {
+  if (r == dfcclSuccess || r == dfcclInProgress) return;
+  const char* last = dfcclGetLastError(comm);
+  throw BackendError(fmt::format("{}: {}{}", what, dfcclGetErrorString(r),
+                                 last && *last ? fmt::format(" ({})", last) : std::string()));
+}
+
+class DfcclBackend final : public Backend {
+ public:
+  DfcclBackend(const BackendContext& ctx, std::string name, bool on_gpu, bool blocking)
+      : ctx_(ctx), name_(std::move(name)), on_gpu_(on_gpu), blocking_(blocking) {
+    if (on_gpu_) {
+      int n = 0;
+      if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw BackendError("no CUDA device");
+      gpu_.emplace(ctx.local_rank % n, ctx.workload->streams == "per_group" ? kNumGroupKinds : 1);
+      host_completion_ = ctx.workload->completion == "host";
+    }
+  }
+
+  ~DfcclBackend() override { free_requests(); }
+
+  BackendInfo info() const override {
+    BackendInfo b;
+    b.name = name_;
+    b.executor = on_gpu_ ? "cuda" : "host";
+    b.mode = blocking_ ? "blocking" : "preemptive";
+    if (!on_gpu_) {
+      b.completion = "host: dfcclWait blocks the worker thread until the collective is done";
+      b.timing = "host clock around each iteration; e2e and core from dfcclRequestGetInfo";
+    } else if (host_completion_) {
+      b.completion = "host: dfcclSynchronize(request) on the worker thread, per request at the end of the iteration";
+      b.timing = "host clock around each iteration; e2e (submit -> completion seen by the host) and core from "
+                 "dfcclRequestGetInfo";
+    } else {
+      b.completion = "stream: dfcclWait(request, stream) at the end of the iteration (the stream waits on the GPU)";
+      b.timing = "CUDA events around each iteration on stream 0, iterations back to back; e2e (submit -> completion "
+                 "seen by the host) and core from dfcclRequestGetInfo";
+    }
+    return b;
+  }
+
+  void create_comms(const std::vector<CommSlot>& slots) override {
+    if (gpu_) gpu_->make_current();
+    comms_.assign(slots.size(), nullptr);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i].mpi == MPI_COMM_NULL) continue;
+      dfcclUniqueId id{};
+      if (slots[i].rank == 0) dfccl_check(dfcclGetUniqueId(&id), "dfcclGetUniqueId");
+      MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, slots[i].mpi);
+      dfcclConfig_t config = DFCCL_CONFIG_INITIALIZER;
+      config.executor = on_gpu_ ? dfcclExecutorCuda : dfcclExecutorHost;
+      config.mode = blocking_ ? dfcclModeBlocking : dfcclModePreemptive;
+      config.device = gpu_ ? gpu_->device() : ctx_.local_rank;  // one engine per process for all its communicators
+      dfccl_check(dfcclCommInitRankConfig(&comms_[i], slots[i].size, id, slots[i].rank, &config),
+                  "dfcclCommInitRankConfig");
+    }
+  }
+
+  void abort_comms() override {
+    for (auto& c : comms_)
+      if (c) {
+        dfcclCommAbort(c);
+        c = nullptr;
+      }
+    comms_.clear();
+  }
+
+  void destroy_comms() override {
+    for (auto& c : comms_)
+      if (c) {
+        dfcclCommDestroy(c);
+        c = nullptr;
+      }
+    comms_.clear();
+    free_requests();
+  }
+
+  void prepare(const std::vector<EntryPlan>& plans, const std::vector<std::vector<char>>& send_data) override {
+    plans_ = plans;
+    if (gpu_) {
+      gpu_->allocate(plans, send_data);
+      return;
+    }
+    host_send_.assign(plans.size(), {});
+    host_recv_.assign(plans.size(), {});
+    for (size_t i = 0; i < plans.size(); ++i) {
+      if (plans[i].slot < 0) continue;
+      size_t ts = type_size(plans[i].dtype);
+      host_send_[i].resize(std::max<size_t>(1, plans[i].send_elems * ts));
+      host_recv_[i].resize(std::max<size_t>(1, plans[i].recv_elems * ts));
+      std::memcpy(host_send_[i].data(), send_data[i].data(), send_data[i].size());
+    }
+  }
+
+  void download(int entry, void* dst) override {
+    if (gpu_) return gpu_->download(entry, dst);
+    const EntryPlan& p = plans_.at(entry);
+    if (p.slot >= 0) std::memcpy(dst, host_recv_[entry].data(), p.recv_elems * type_size(p.dtype));
+  }
+
+  void worker_begin(const std::atomic<bool>& cancel) override {
+    cancel_ = &cancel;
+    free_requests();
+    timings_.clear();
+    if (gpu_) {
+      gpu_->make_current();
+      gpu_->begin_timing();
+    }
+  }
+
+  void poison_outputs() override {
+    if (gpu_) return gpu_->poison();
+    for (auto& r : host_recv_) std::memset(r.data(), verify::kPoisonByte, r.size());
+  }
+
+  void start_iteration(int) override {
+    iter_reqs_.emplace_back();
+    iter_start_ns_ = now_ns();
+    if (gpu_ && !host_completion_) gpu_->iteration_start();
+  }
+
+  void submit(int entry) override {
+    const EntryPlan& p = plans_.at(entry);
+    dfcclComm_t comm = comms_.at(p.slot);
+    const void* send = gpu_ ? gpu_->send(entry) : host_send_[entry].data();
+    void* recv = gpu_ ? gpu_->recv(entry) : host_recv_[entry].data();
+    cudaStream_t stream = gpu_ ? gpu_->stream(stream_of(p)) : nullptr;
+    auto type = static_cast<dfcclDataType_t>(static_cast<int>(p.dtype));
+    auto op = static_cast<dfcclRedOp_t>(static_cast<int>(p.op == RedOp::None ? RedOp::Sum : p.op));
+    for (int attempt = 0;; ++attempt) {
+      dfcclRequest_t req = nullptr;
+      dfcclResult_t r = dfcclSuccess;
+      switch (p.coll->kind) {
+        case CollKind::AllReduce:
+          r = dfcclAllReduce(send, recv, p.count, type, op, comm, p.priority, stream, &req);
+          break;
+        case CollKind::AllGather: r = dfcclAllGather(send, recv, p.count, type, comm, p.priority, stream, &req); break;
+        case CollKind::ReduceScatter:
+          r = dfcclReduceScatter(send, recv, p.count, type, op, comm, p.priority, stream, &req);
+          break;
+        case CollKind::Broadcast:
+          r = dfcclBroadcast(send, recv, p.count, type, p.root, comm, p.priority, stream, &req);
+          break;
+        case CollKind::Reduce:
+          r = dfcclReduce(send, recv, p.count, type, op, p.root, comm, p.priority, stream, &req);
+          break;
+      }
+      if (r == dfcclNoResources && attempt < 1000000) {  // back-pressure: let the oldest outstanding one finish
+        wait_oldest();
+        continue;
+      }
+      dfccl_check(r, "dfccl collective", comm);
+      iter_reqs_.back().push_back({entry, req, p.slot});
+      return;
+    }
+  }
+
+  void device_sync() override {
+    if (gpu_) return gpu_->device_sync();
+    host_sync("dfcclDeviceSynchronize (forced)");
+  }
+  void host_alloc(HostAllocKind kind, size_t bytes) override {
+    if (gpu_) return gpu_->host_alloc(kind, bytes);
+    // CPU executor: a pinned allocation synchronizes the device; emulate it, then allocate for real.
+    host_sync("dfcclDeviceSynchronize (host allocation)");
+    void* p = std::malloc(std::max<size_t>(bytes, 1));
+    std::free(p);
+  }
+  void cuda_free() override {
+    if (gpu_) return gpu_->cuda_free();
+    host_sync("dfcclDeviceSynchronize (cudaFree)");
+  }
+  void lazy_kernel() override {
+    if (gpu_) return gpu_->lazy_kernel();
+    host_sync("dfcclDeviceSynchronize (first kernel launch)");
+  }
+  void compute(double us) override {
+    if (gpu_) return gpu_->compute(us);
+    auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(static_cast<int64_t>(us * 1000));
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+
+  void end_iteration() override {
+    auto& reqs = iter_reqs_.back();
+    if (gpu_ && !host_completion_) {
+      for (auto& r : reqs) dfccl_check(dfcclWait(r.req, gpu_->stream(stream_of(plans_[r.entry]))), "dfcclWait");
+      gpu_->iteration_end();
+      return;
+    }
+    for (auto& r : reqs) wait_request(r);
+    IterationTiming t;
+    t.time_us = static_cast<double>(now_ns() - iter_start_ns_) / 1000.0;
+    timings_.push_back(std::move(t));
+  }
+
+  std::vector<IterationTiming> finish(const std::atomic<bool>& cancel) override {
+    std::vector<IterationTiming> out;
+    if (gpu_ && !host_completion_) {
+      gpu_->wait_all(cancel);
+      out = gpu_->timings(static_cast<int>(plans_.size()));
+      for (auto& t : out)  // the stream times of the events are not the collectives' (dfccl does not join the stream)
+        for (auto& e : t.entries) e.e2e_us = kNaN;
+    } else {
+      out = std::move(timings_);
+    }
+    if (gpu_) gpu_->release_host_allocations();
+    for (size_t i = 0; i < iter_reqs_.size() && i < out.size(); ++i) {
+      out[i].entries.resize(plans_.size());
+      for (auto& r : iter_reqs_[i]) {
+        // The stream has seen the completion; the host may see it a little later.
+        dfcclResult_t status = dfcclSynchronize(r.req, 5000);
+        if (status == dfcclTimeout) throw BackendError("dfccl: a request is not done after its iteration completed");
+        dfccl_check(status, "dfccl collective", comms_.empty() ? nullptr : comms_.at(r.slot));
+        dfcclRequestInfo_t info{};
+        if (dfcclRequestGetInfo(r.req, &info) == dfcclSuccess) {
+          auto& e = out[i].entries[r.entry];
+          if (info.completeNs > info.submitNs) e.e2e_us = static_cast<double>(info.completeNs - info.submitNs) / 1000.0;
+          if (info.coreEndNs > info.coreStartNs)
+            e.core_us = static_cast<double>(info.coreEndNs - info.coreStartNs) / 1000.0;
+          e.preemptions = info.preemptions;
+        }
+      }
+    }
+    free_requests();
+    return out;
+  }
+
+  EngineCounters counters() override {
+    for (auto c : comms_) {
+      if (!c) continue;
+      dfcclStats_t s{};
+      if (dfcclGetStats(c, &s) != dfcclSuccess) return {};
+      return EngineCounters{true, static_cast<int64_t>(s.preemptions), static_cast<int64_t>(s.daemonLaunches)};
+    }
+    return {};
+  }
+
+ private:
+  struct Req {
+    int entry;
+    dfcclRequest_t req;
+    int slot;
+  };
+
+  int stream_of(const EntryPlan& p) const { return gpu_ && gpu_->num_streams() > 1 ? p.slot % gpu_->num_streams() : 0; }
+
+  dfcclComm_t any_comm() const {
+    for (auto c : comms_)
+      if (c) return c;
+    throw BackendError("no communicator");
+  }
+
+  void host_sync(const char* what) { dfccl_check(dfcclDeviceSynchronize(any_comm()), what); }
+
+  // Waits for one request: the host executor's dfcclWait blocks (dfcclCommAbort releases it); on the GPU with host
+  // completion, dfcclSynchronize in slices so that the watchdog's cancel is seen.
+  void wait_request(const Req& r) {
+    if (!gpu_) {
+      dfcclResult_t res = dfcclWait(r.req, nullptr);
+      if (cancel_ && cancel_->load()) throw BackendError("cancelled by the watchdog");
+      dfccl_check(res, "dfcclWait");
+      return;
+    }
+    while (true) {
+      dfcclResult_t res = dfcclSynchronize(r.req, 100);
+      if (res != dfcclTimeout) {
+        dfccl_check(res, "dfcclSynchronize");
+        return;
+      }
+      if (cancel_ && cancel_->load()) throw BackendError("cancelled by the watchdog");
+    }
+  }
+
+  void wait_oldest() {
+    for (auto& it : iter_reqs_)
+      for (auto& r : it) {
+        int done = 0;
+        dfcclTest(r.req, &done);
+        if (done) continue;
+        dfcclResult_t res = dfcclSynchronize(r.req, 100);
+        if (res != dfcclTimeout && res != dfcclSuccess) dfccl_check(res, "dfcclSynchronize");
+        if (cancel_ && cancel_->load()) throw BackendError("cancelled by the watchdog");
+        return;
+      }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+
+  void free_requests() {
+    for (auto& it : iter_reqs_)
+      for (auto& r : it)
+        if (r.req) dfcclRequestFree(r.req);
+    iter_reqs_.clear();
+  }
+
+  BackendContext ctx_;
+  std::string name_;
+  bool on_gpu_, blocking_;
+  bool host_completion_ = true;
+  std::optional<GpuContext> gpu_;
+  std::vector<dfcclComm_t> comms_;
+  std::vector<EntryPlan> plans_;
+  std::vector<std::vector<char>> host_send_, host_recv_;
+  std::vector<std::vector<Req>> iter_reqs_;
+  std::vector<IterationTiming> timings_;
+  uint64_t iter_start_ns_ = 0;
+  const std::atomic<bool>* cancel_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_dfccl_backend(const BackendContext& ctx, const std::string& name) {
+  if (name == "dfccl") return std::make_unique<DfcclBackend>(ctx, name, true, false);
+  if (name == "host") return std::make_unique<DfcclBackend>(ctx, name, false, false);
+  return std::make_unique<DfcclBackend>(ctx, name, false, true);
+}
+
+}  // namespace dfccl::harness

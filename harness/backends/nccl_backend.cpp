@@ -1,0 +1,183 @@
+// The NCCL baseline: the same workload on NCCL communicators, created nonblocking (ncclConfig_t.blocking = 0) so that
+// the watchdog can recover a deadlock with ncclCommAbort. NCCL_NVLS_ENABLE=0 is set by main() when unset.
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <thread>
+
+#include "backend.h"
+#include "gpu/gpu_context.h"
+
+namespace dfccl::harness {
+namespace {
+
+void nccl_check(ncclResult_t r, const char* what, ncclComm_t comm = nullptr) {
+  if (r == ncclSuccess || r == ncclInProgress) return;
+  std::string last = ncclGetLastError(comm) ? ncclGetLastError(comm) : "";
+  throw BackendError(fmt::format("{}: {}{}", what, ncclGetErrorString(r), last.empty() ? "" : " (" + last + ")"));
+}
+
+// Nonblocking communicators: an operation may return ncclInProgress; wait (bounded, cancellable) until it is done.
+void nccl_wait(ncclComm_t comm, const char* what, const std::atomic<bool>* cancel, double timeout_s) {
+  auto t0 = std::chrono::steady_clock::now();
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    nccl_check(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError", comm);
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) nccl_check(state, what, comm);
+    if (cancel && cancel->load()) throw BackendError(fmt::format("{}: cancelled by the watchdog", what));
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s)
+      throw BackendError(fmt::format("{}: not done after {:.0f} s", what, timeout_s));
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+ncclDataType_t nccl_type(DataType t) { return static_cast<ncclDataType_t>(static_cast<int>(t)); }
+ncclRedOp_t nccl_op(RedOp op) { return static_cast<ncclRedOp_t>(static_cast<int>(op == RedOp::None ? RedOp::Sum : op)); }
+
+class NcclBackend final : public Backend {
+ public:
+  explicit NcclBackend(const BackendContext& ctx)
+      : ctx_(ctx), gpu_(select_device(ctx), ctx.workload->streams == "per_group" ? kNumGroupKinds : 1) {}
+
+  BackendInfo info() const override {
+    int v = 0;
+    ncclGetVersion(&v);
+    return BackendInfo{"nccl", "cuda", fmt::format("nccl {}", v),
+                       "stream order: the result is usable on the collective's stream after the call",
+                       "CUDA events around each iteration on stream 0, iterations back to back; e2e = events around "
+                       "the call on its stream (includes waiting for peers); no core time",
+                       true, ""};
+  }
+
+  void create_comms(const std::vector<CommSlot>& slots) override {
+    gpu_.make_current();
+    slots_ = slots;
+    comms_.assign(slots.size(), nullptr);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i].mpi == MPI_COMM_NULL) continue;
+      ncclUniqueId id{};
+      if (slots[i].rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, slots[i].mpi);
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      nccl_check(ncclCommInitRankConfig(&comms_[i], slots[i].size, id, slots[i].rank, &config),
+                 "ncclCommInitRankConfig");
+    }
+    for (auto c : comms_)
+      if (c) nccl_wait(c, "ncclCommInitRankConfig", nullptr, 120);
+  }
+
+  void abort_comms() override {
+    for (auto& c : comms_)
+      if (c) {
+        ncclCommAbort(c);
+        c = nullptr;
+      }
+    comms_.clear();
+  }
+
+  void destroy_comms() override {
+    gpu_.make_current();
+    for (auto& c : comms_) {
+      if (!c) continue;
+      if (ncclCommFinalize(c) == ncclInProgress) {
+        try {
+          nccl_wait(c, "ncclCommFinalize", nullptr, 30);
+        } catch (const BackendError&) {
+        }
+      }
+      ncclCommDestroy(c);
+      c = nullptr;
+    }
+    comms_.clear();
+  }
+
+  void prepare(const std::vector<EntryPlan>& plans, const std::vector<std::vector<char>>& send_data) override {
+    plans_ = plans;
+    gpu_.allocate(plans, send_data);
+  }
+  void download(int entry, void* dst) override { gpu_.download(entry, dst); }
+
+  void worker_begin(const std::atomic<bool>& cancel) override {
+    cancel_ = &cancel;
+    gpu_.make_current();
+    gpu_.begin_timing();
+  }
+  void poison_outputs() override { gpu_.poison(); }
+  void start_iteration(int) override { gpu_.iteration_start(); }
+
+  void submit(int entry) override {
+    const EntryPlan& p = plans_.at(entry);
+    ncclComm_t comm = comms_.at(p.slot);
+    int s = stream_of(p);
+    cudaStream_t stream = gpu_.stream(s);
+    void* send = gpu_.send(entry);
+    void* recv = gpu_.recv(entry);
+    gpu_.entry_start(entry, s);
+    ncclResult_t r = ncclSuccess;
+    switch (p.coll->kind) {
+      case CollKind::AllReduce:
+        r = ncclAllReduce(send, recv, p.count, nccl_type(p.dtype), nccl_op(p.op), comm, stream);
+        break;
+      case CollKind::AllGather: r = ncclAllGather(send, recv, p.count, nccl_type(p.dtype), comm, stream); break;
+      case CollKind::ReduceScatter:
+        r = ncclReduceScatter(send, recv, p.count, nccl_type(p.dtype), nccl_op(p.op), comm, stream);
+        break;
+      case CollKind::Broadcast:
+        r = ncclBroadcast(send, recv, p.count, nccl_type(p.dtype), p.root, comm, stream);
+        break;
+      case CollKind::Reduce:
+        r = ncclReduce(send, recv, p.count, nccl_type(p.dtype), nccl_op(p.op), p.root, comm, stream);
+        break;
+    }
+    nccl_check(r, "nccl collective", comm);
+    if (r == ncclInProgress) nccl_wait(comm, "nccl collective enqueue", cancel_, ctx_.workload->timeout_s);
+    gpu_.entry_end(entry, s);
+  }
+
+  void device_sync() override { gpu_.device_sync(); }
+  void host_alloc(HostAllocKind kind, size_t bytes) override { gpu_.host_alloc(kind, bytes); }
+  void cuda_free() override { gpu_.cuda_free(); }
+  void lazy_kernel() override { gpu_.lazy_kernel(); }
+  void compute(double us) override { gpu_.compute(us); }
+  void end_iteration() override { gpu_.iteration_end(); }
+
+  std::vector<IterationTiming> finish(const std::atomic<bool>& cancel) override {
+    gpu_.wait_all(cancel);
+    gpu_.release_host_allocations();
+    for (auto c : comms_)
+      if (c) {
+        ncclResult_t state = ncclSuccess;
+        ncclCommGetAsyncError(c, &state);
+        if (state != ncclSuccess && state != ncclInProgress) nccl_check(state, "nccl asynchronous error", c);
+      }
+    return gpu_.timings(static_cast<int>(plans_.size()));
+  }
+
+  EngineCounters counters() override { return {}; }
+
+ private:
+  static int select_device(const BackendContext& ctx) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw BackendError("no CUDA device");
+    return ctx.local_rank % n;
+  }
+  int stream_of(const EntryPlan& p) const {
+    return gpu_.num_streams() > 1 ? p.slot % gpu_.num_streams() : 0;
+  }
+
+  BackendContext ctx_;
+  GpuContext gpu_;
+  std::vector<CommSlot> slots_;
+  std::vector<ncclComm_t> comms_;
+  std::vector<EntryPlan> plans_;
+  const std::atomic<bool>* cancel_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_nccl_backend(const BackendContext& ctx) { return std::make_unique<NcclBackend>(ctx); }
+
+}  // namespace dfccl::harness

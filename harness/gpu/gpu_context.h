@@ -1,0 +1,75 @@
+// What the two GPU backends (dfccl, nccl) share: the device, streams, device buffers of a step, CUDA-event timing of
+// iterations, and the application-side operations of a scenario (forced device synchronization, host allocations,
+// cudaFree, the first launch of a lazily loaded kernel, compute kernels).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace dfccl::harness {
+
+// Throws BackendError naming the call when a CUDA call fails.
+void cuda_check(cudaError_t err, const char* what);
+
+class GpuContext {
+ public:
+  GpuContext(int device, int num_streams);
+  ~GpuContext();
+  GpuContext(const GpuContext&) = delete;
+  GpuContext& operator=(const GpuContext&) = delete;
+
+  int device() const { return device_; }
+  void make_current() const;  // cudaSetDevice in the calling thread
+  cudaStream_t stream(int i) const { return streams_.at(static_cast<size_t>(i) % streams_.size()); }
+  int num_streams() const { return static_cast<int>(streams_.size()); }
+
+  // Buffers of a step: send and receive per entry.
+  void allocate(const std::vector<EntryPlan>& plans, const std::vector<std::vector<char>>& send_data);
+  void* send(int entry) const { return send_.at(entry); }
+  void* recv(int entry) const { return recv_.at(entry); }
+  void download(int entry, void* dst);
+  void poison();
+  void release();
+
+  // Application-side operations (worker thread).
+  void device_sync();
+  void host_alloc(HostAllocKind kind, size_t bytes);
+  void cuda_free();
+  void lazy_kernel();
+  void compute(double us);
+  void release_host_allocations();  // frees the malloc_host allocations kept during a step
+
+  // Iteration timing with events on stream 0; the other streams join stream 0 at both ends.
+  void begin_timing();  // forgets earlier iterations
+  void iteration_start();
+  void entry_start(int entry, int stream_index);
+  void entry_end(int entry, int stream_index);
+  void iteration_end();
+  // Waits (polling, cancellable) until the last recorded event has completed.
+  void wait_all(const std::atomic<bool>& cancel);
+  // Per iteration: time and per-entry stream times (NaN where not recorded).
+  std::vector<IterationTiming> timings(int num_entries);
+
+ private:
+  cudaEvent_t event();
+  int device_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<void*> send_, recv_;
+  std::vector<size_t> recv_bytes_;
+  std::vector<void*> kept_host_;
+  int next_lazy_ = 0;
+  std::vector<cudaEvent_t> pool_;
+  size_t pool_used_ = 0;
+  struct IterEvents {
+    cudaEvent_t start = nullptr, end = nullptr;
+    std::vector<std::pair<cudaEvent_t, cudaEvent_t>> entries;  // per entry (null when not submitted)
+  };
+  std::vector<IterEvents> iters_;
+};
+
+}  // namespace dfccl::harness

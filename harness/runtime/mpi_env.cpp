@@ -1,0 +1,106 @@
+#include "mpi_env.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <thread>
+
+#include "config/workload.h"
+
+namespace dfccl::harness {
+
+MpiWorld MpiWorld::create(int tp, int dp, int pp) {
+  MpiWorld w;
+  MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &local);
+  MPI_Comm_rank(local, &w.local_rank);
+  MPI_Comm_size(local, &w.local_size);
+  MPI_Comm_free(&local);
+
+  if (dp == 0) {
+    if (w.size % (tp * pp) != 0)
+      throw WorkloadError(fmt::format("layout.tp x layout.pp = {} does not divide the {} ranks", tp * pp, w.size));
+    dp = w.size / (tp * pp);
+  }
+  w.layout = Layout{tp, dp, pp};
+  if (w.layout.world() != w.size)
+    throw WorkloadError(fmt::format("layout.tp x layout.dp x layout.pp = {} x {} x {} = {}, but mpirun started {} ranks",
+                                    tp, dp, pp, w.layout.world(), w.size));
+  for (int k = 0; k < kNumGroupKinds; ++k) {
+    Membership m = membership(w.layout, static_cast<GroupKind>(k), w.rank);
+    CommSlot slot;
+    MPI_Comm_split(MPI_COMM_WORLD, m.color, w.rank, &slot.mpi);
+    MPI_Comm_rank(slot.mpi, &slot.rank);
+    MPI_Comm_size(slot.mpi, &slot.size);
+    slot.name = std::string(group_name(m.kind));
+    w.slots.push_back(slot);
+    w.memberships.push_back(std::move(m));
+  }
+  return w;
+}
+
+void MpiWorld::free() {
+  for (auto& s : slots)
+    if (s.mpi != MPI_COMM_NULL) MPI_Comm_free(&s.mpi);
+  slots.clear();
+}
+
+namespace {
+void wait_gently(MPI_Request& req) {
+  int done = 0;
+  auto pause = std::chrono::microseconds(20);
+  while (true) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(2000));
+  }
+}
+}  // namespace
+
+void gentle_barrier(MPI_Comm comm) {
+  MPI_Request req;
+  MPI_Ibarrier(comm, &req);
+  wait_gently(req);
+}
+
+void gentle_allreduce(void* inout, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  MPI_Request req;
+  MPI_Iallreduce(MPI_IN_PLACE, inout, count, type, op, comm, &req);
+  wait_gently(req);
+}
+
+std::string bcast_string(const std::string& s, int root, MPI_Comm comm) {
+  int rank;
+  MPI_Comm_rank(comm, &rank);
+  long long n = rank == root ? static_cast<long long>(s.size()) : 0;
+  MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm);
+  std::string out = rank == root ? s : std::string(static_cast<size_t>(n), '\0');
+  if (n > 0) MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, root, comm);
+  return out;
+}
+
+std::vector<std::string> gather_strings(const std::string& s, MPI_Comm comm) {
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  int n = static_cast<int>(s.size());
+  std::vector<int> lens(size);
+  MPI_Gather(&n, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm);
+  std::vector<int> displs(size, 0);
+  int total = 0;
+  for (int i = 0; i < size; ++i) {
+    displs[i] = total;
+    total += lens[i];
+  }
+  std::string all(static_cast<size_t>(rank == 0 ? total : 0), '\0');
+  MPI_Gatherv(s.data(), n, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, comm);
+  std::vector<std::string> out;
+  if (rank == 0)
+    for (int i = 0; i < size; ++i) out.push_back(all.substr(displs[i], lens[i]));
+  return out;
+}
+
+}  // namespace dfccl::harness

@@ -1,0 +1,34 @@
+// MPI on the main thread: the world, node-local ranks (the GPU of a rank), the communicators of the tp x dp x pp
+// groups, and collectives that poll with short sleeps instead of spinning (ranks that wait for the watchdog leave
+// the cores to the ones still running: CI has 2 cores for 4 ranks).
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "layout/layout.h"
+
+namespace dfccl::harness {
+
+struct MpiWorld {
+  int rank = 0, size = 1;
+  int local_rank = 0, local_size = 1;
+  Layout layout;
+  std::vector<CommSlot> slots;  // one per GroupKind (index = kind)
+  std::vector<Membership> memberships;
+
+  static MpiWorld create(int tp, int dp, int pp);  // throws WorkloadError naming layout.* when it does not fit
+  void free();
+};
+
+void gentle_barrier(MPI_Comm comm);
+void gentle_allreduce(void* inout, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
+// Rank `root`'s string, on every rank.
+std::string bcast_string(const std::string& s, int root, MPI_Comm comm);
+// Every rank's string, on rank 0 (empty elsewhere).
+std::vector<std::string> gather_strings(const std::string& s, MPI_Comm comm);
+
+}  // namespace dfccl::harness
