@@ -83,7 +83,8 @@ Outcome Engine::run(const Programs& p, ModelSpec model, bool want_cycle) {
   head_ = pc_;
   pending_.assign(n, 0);
   blocked_.assign(n, 0);
-  count_.assign(s_.num_collectives(), 0);
+  const auto sizes = s_.collective_sizes();
+  missing_.assign(sizes.begin(), sizes.end());
   done_.clear();
   ready_.resize(n);
   for (int r = 0; r < n; ++r) ready_[r] = n - 1 - r;  // rank 0 runs first
@@ -164,19 +165,17 @@ void Engine::run_host(const Programs& p, int r, int limit) {
         break;
       }
     }
-    const int g = s_.group_of(x);
-    const int size = s_.group_size(g);
     if constexpr (M == Model::queue) {
       const bool was_empty = head_[r] == pc;
       ++pc;
-      if (was_empty && ++count_[x] == size) done_.push_back(x);
+      if (was_empty && --missing_[x] == 0) done_.push_back(x);
     } else {
       ++pc;
       if constexpr (M != Model::dfccl) ++pending_[r];
-      if (++count_[x] == size) {
+      if (--missing_[x] == 0) {
         ++completed_;
         if constexpr (M != Model::dfccl) {
-          for (int m : s_.members(g)) {
+          for (int m : s_.members(s_.group_of(x))) {
             const int32_t left = --pending_[m];
             const uint8_t b = blocked_[m];
             if ((b == 1 && left == 0) || (b == 2 && left < limit)) {
@@ -201,7 +200,7 @@ void Engine::complete_queue_head(const Programs& p, Step c) {
     head_[m] = h;
     if (h < pcm) {
       const Step next = st[h];
-      if (++count_[next] == s_.group_size(s_.group_of(next))) done_.push_back(next);
+      if (--missing_[next] == 0) done_.push_back(next);
     } else if (blocked_[m] == 1) {
       blocked_[m] = 0;
       ready_.push_back(m);
@@ -213,7 +212,7 @@ std::vector<WaitEdge> Engine::wait_for_graph(const Programs& p, ModelSpec model)
   std::vector<WaitEdge> edges;
   const int n = s_.num_ranks();
   const Step* st = p.steps.data();
-  auto incomplete = [&](Step x) { return count_[x] < s_.group_size(s_.group_of(x)); };
+  auto incomplete = [&](Step x) { return missing_[x] > 0; };
   // reached[c]: the members that have reached incomplete collective c (submitted it, or for (a) have it at the head).
   std::unordered_map<Step, std::vector<int>> reached;
   if (model.model == Model::queue) {

@@ -91,7 +91,8 @@ class Engine {
   std::vector<int64_t> head_;  // (a) index of the queue head (== pc_ when the queue is empty)
   std::vector<int32_t> pending_;  // (b, c) submitted and not completed
   std::vector<uint8_t> blocked_;  // 0 runnable, 1 sync, 2 slot
-  std::vector<int32_t> count_;    // per collective: members that submitted it (b-d) or have it at the head (a)
+  std::vector<int32_t> missing_;  // per collective: members that have not submitted it (b-d) or have not got it at
+                                  // the head of their queue (a); it completes at 0
   std::vector<int> ready_;
   std::vector<Step> done_;
   int64_t completed_ = 0;

@@ -247,6 +247,11 @@ Scenario::Scenario(Layout layout, ScenarioParams params)
       disorder_gap_(params.p_disorder), sync_gap_(params.p_sync) {
   layout_.validate();
   const int ng = layout_.num_groups(), nr = layout_.num_ranks;
+  member_begin_.assign(ng + 1, 0);
+  for (int g = 0; g < ng; ++g) {
+    member_begin_[g + 1] = member_begin_[g] + static_cast<int64_t>(layout_.groups[g].size());
+    members_.insert(members_.end(), layout_.groups[g].begin(), layout_.groups[g].end());
+  }
   first_.assign(ng + 1, 0);
   for (int g = 0; g < ng; ++g) {
     first_[g + 1] = first_[g] + layout_.colls[g];
@@ -255,7 +260,11 @@ Scenario::Scenario(Layout layout, ScenarioParams params)
   if (first_.back() > std::numeric_limits<Step>::max())
     throw std::invalid_argument("layout '" + layout_.spec + "': more than 2^31 collectives");
   group_of_.resize(first_.back());
-  for (int g = 0; g < ng; ++g) std::fill(group_of_.begin() + first_[g], group_of_.begin() + first_[g + 1], g);
+  coll_size_.resize(first_.back());
+  for (int g = 0; g < ng; ++g) {
+    std::fill(group_of_.begin() + first_[g], group_of_.begin() + first_[g + 1], g);
+    std::fill(coll_size_.begin() + first_[g], coll_size_.begin() + first_[g + 1], group_size(g));
+  }
 
   // Groups of each rank, ascending.
   std::vector<std::vector<int>> rg(nr);

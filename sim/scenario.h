@@ -83,8 +83,12 @@ class Scenario {
   Step collective_id(int g, int k) const { return static_cast<Step>(first_[g] + k); }
   int group_of(Step cid) const { return group_of_[cid]; }
   int index_in_group(Step cid) const { return cid - static_cast<Step>(first_[group_of_[cid]]); }
-  int group_size(int g) const { return static_cast<int>(layout_.groups[g].size()); }
-  std::span<const int> members(int g) const { return layout_.groups[g]; }
+  int group_size(int g) const { return static_cast<int>(member_begin_[g + 1] - member_begin_[g]); }
+  std::span<const int> members(int g) const {
+    return {members_.data() + member_begin_[g], static_cast<size_t>(member_begin_[g + 1] - member_begin_[g])};
+  }
+  // Group size of every collective (indexed by collective id).
+  std::span<const int32_t> collective_sizes() const { return coll_size_; }
   // Sum over groups of size x collectives: the number of submissions in one trial.
   int64_t num_submissions() const { return num_submissions_; }
   // "g3#17" and, with the group's members, "g3#17(tp:0,1,2,3)".
@@ -106,6 +110,9 @@ class Scenario {
   Geometric disorder_gap_, sync_gap_;   // decisions before the next pass-over, submissions before the next sync
   std::vector<int64_t> first_;        // num_groups + 1
   std::vector<int32_t> group_of_;     // per collective id
+  std::vector<int32_t> coll_size_;    // per collective id: size of its group
+  std::vector<int64_t> member_begin_; // num_groups + 1 offsets into members_
+  std::vector<int> members_;          // members of every group, concatenated
   int64_t num_submissions_ = 0;
   std::vector<int64_t> rank_begin_;   // num_ranks + 1 offsets into canon_ / canon_local_
   std::vector<Step> canon_;           // canonical order of every rank, concatenated
