@@ -15,6 +15,7 @@ struct Progress {
   int64_t done = 0, total = 0;  // trials
   int64_t completed = 0, deadlocked = 0, failed = 0, wrong = 0;
   double elapsed_s = 0;
+  bool campaign = false;  // several trials per case: worth a progress line
 };
 
 class Writer {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -80,6 +81,12 @@ class Campaign {
     }
     error = agree_error(error);
     cases_ = make_cases(w_);
+    std::erase_if(cases_, [&](const Case& c) {  // sizes too small for one element per rank (nccl-tests' count 0)
+      return std::any_of(c.step.begin(), c.step.end(), [&](const StepEntry& e) {
+        int n = world_.memberships[static_cast<int>(e.group)].size;
+        return e.coll->count_from_bytes(e.bytes, n, type_size(e.dtype)) == 0;
+      });
+    });
     total_trials_ = static_cast<int64_t>(cases_.size()) * w_.trials;
     summary_ = BackendSummary{};
     summary_.backend = name;
@@ -275,7 +282,7 @@ class Campaign {
     writer_.add_trial(row);
     ++done_trials_;
     Progress p{summary_.backend, done_trials_, total_trials_, summary_.completed, summary_.deadlocked,
-               summary_.failed, summary_.wrong, seconds_since(backend_t0)};
+               summary_.failed, summary_.wrong, seconds_since(backend_t0), w_.trials > 1};
     writer_.progress(p);
   }
 
@@ -354,7 +361,6 @@ class Campaign {
       } catch (const std::exception& e) {
         err = e.what();
       }
-      progress();
       std::lock_guard lock(sh->mu);
       sh->error = err;
       sh->done = true;
@@ -373,6 +379,7 @@ class Campaign {
     int state[2] = {finished ? 0 : 1, finished && !error.empty() ? 1 : 0};  // {timed out, failed}
     gentle_allreduce(state, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     const double decided_s = seconds_since(t0);
+    double last = static_cast<double>(sh->last_progress_ns.load()) * 1e-9;  // before the abort wakes the worker
     const bool any_timeout = state[0] != 0, any_error = state[1] != 0;
     row.elapsed_s = decided_s;
 
@@ -388,7 +395,6 @@ class Campaign {
       gentle_allreduce(&stuck, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
       if (joined) worker.join();
       else worker.detach();  // cannot be released: the backend is unusable from now on
-      double last = static_cast<double>(sh->last_progress_ns.load()) * 1e-9;
       gentle_allreduce(&last, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       if (any_error && !any_timeout) {
         row.status = "failed";
@@ -471,7 +477,7 @@ class Campaign {
     if (!verify_error.empty()) row.message = "verification: " + verify_error;
 
     // Accumulate (timed iterations only: after the warm-up, before the checked one).
-    const size_t first = static_cast<size_t>(w_.warmup), last = first + static_cast<size_t>(w_.iterations);
+    const size_t first = static_cast<size_t>(w_.warmup), end_timed = first + static_cast<size_t>(w_.iterations);
     for (size_t e = 0; e < E; ++e) {
       std::string key = row_key(step[e], e);
       auto [it, inserted] = accs.try_emplace(key);
@@ -492,7 +498,7 @@ class Campaign {
         a.row.count = static_cast<int64_t>(p.count);
         a.row.bytes = static_cast<int64_t>(p.coll->bytes_from_count(p.count, p.group_size, type_size(p.dtype)));
       }
-      for (size_t i = first; i < last && i < static_cast<size_t>(iterations); ++i) {
+      for (size_t i = first; i < end_timed && i < static_cast<size_t>(iterations); ++i) {
         a.times.push_back(E == 1 ? get(i, 0) : get(i, 1 + e));
         a.e2e.push_back(get(i, 1 + e));
         a.core.push_back(get(i, 1 + E + e));
@@ -518,7 +524,7 @@ class Campaign {
         for (const auto& e : step) bytes += static_cast<int64_t>(e.bytes);
         step_acc.row.bytes = bytes;
       }
-      for (size_t i = first; i < last && i < static_cast<size_t>(iterations); ++i) step_acc.times.push_back(get(i, 0));
+      for (size_t i = first; i < end_timed && i < static_cast<size_t>(iterations); ++i) step_acc.times.push_back(get(i, 0));
       if (w_.check) {
         step_acc.wrong += row.wrong;
         step_acc.checked = true;
