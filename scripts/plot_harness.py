@@ -98,8 +98,8 @@ def deadlock_plot(runs, out):
         s = r["summary"]
         labels.append(f"{r['workload']}\n{r['backend']}")
         rates.append(s["deadlock_rate"])
-        lo.append(s["deadlock_rate"] - s["ci_low"])
-        hi.append(s["ci_high"] - s["deadlock_rate"])
+        lo.append(max(0.0, s["deadlock_rate"] - s["ci_low"]))
+        hi.append(max(0.0, s["ci_high"] - s["deadlock_rate"]))
     x = np.arange(len(rows))
     ax.bar(x, rates, yerr=[lo, hi], capsize=4, color="tab:red", alpha=0.7)
     for i, r in enumerate(rows):
