@@ -1,0 +1,137 @@
+// The collective programs (kernels/core/collectives), run sequentially without threads: every rank executes its
+// primitives in turn over unbounded FIFOs, so the pairing of sends and receives and the data each program computes
+// are checked for many rank counts, slot sizes and channel counts, against the independent reference.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <vector>
+
+#include "../../kernels/core/collectives/collectives.h"
+#include "../../kernels/host/exec_host.h"
+#include "reference.h"
+
+namespace dfccl::test {
+namespace {
+
+using namespace dfccl::core;
+
+core::Kind kind_of(Coll c) { return core::Kind(int(c)); }
+
+// Runs one case through the programs; returns wrong elements, or -1 if the programs got stuck or left data.
+long run_programs(const Case& c, int n, u32 slot_bytes, u32 nchan) {
+  Buffers b(c, n);
+  const u32 es = u32(type_size(c.type));
+  std::vector<Desc> desc(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    Desc& d = desc[size_t(r)];
+    d = Desc{};
+    d.kind = kind_of(c.coll);
+    d.dtype = DType(c.type);
+    d.op = RedOp(c.op);
+    d.count = c.count;
+    d.root = c.root;
+    d.send = b.send(r);
+    d.recv = b.recv(r);
+    d.nchan = nchan;
+  }
+  // fifo[ch][r]: slots sent by rank r to rank r+1 on channel ch.
+  std::vector<std::vector<std::deque<std::vector<uint8_t>>>> fifo(nchan,
+                                                                   std::vector<std::deque<std::vector<uint8_t>>>(size_t(n)));
+  for (u32 ch = 0; ch < nchan; ++ch) {
+    std::vector<Geometry> geo;
+    std::vector<u64> next_op(size_t(n), 0), nops(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      geo.push_back(make_geometry(desc[size_t(r)], r, n, ch, slot_bytes));
+      nops[size_t(r)] = program_num_ops(geo.back());
+    }
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (int r = 0; r < n; ++r) {
+        if (next_op[size_t(r)] == nops[size_t(r)]) continue;
+        const Op op = program_op(geo[size_t(r)], next_op[size_t(r)]);
+        auto& in_q = fifo[ch][size_t((r - 1 + n) % n)];
+        if ((op.flags & kOpRecv) && in_q.empty()) continue;
+        if (op.nelem * es > slot_bytes) return -2;  // a primitive must fit in one slot
+        std::vector<uint8_t> slot_in, slot_out(slot_bytes);
+        if (op.flags & kOpRecv) {
+          slot_in = std::move(in_q.front());
+          in_q.pop_front();
+        }
+        const Desc& d = desc[size_t(r)];
+        const char* src = (op.flags & kOpSrc) ? static_cast<const char*>(d.send) + op.src * es : nullptr;
+        char* dst = (op.flags & kOpDst) ? static_cast<char*>(d.recv) + op.dst * es : nullptr;
+        const char* in0 = (op.flags & kOpRecv) ? reinterpret_cast<const char*>(slot_in.data()) : src;
+        const char* in1 = (op.flags & kOpRecv) ? src : nullptr;
+        char* out0 = dst ? dst : reinterpret_cast<char*>(slot_out.data());
+        char* out1 = (dst && (op.flags & kOpSend)) ? reinterpret_cast<char*>(slot_out.data()) : nullptr;
+        const int divisor = ((op.flags & kOpFinish) && d.op == RedOp::Avg && n > 1) ? n : 0;
+        if (op.nelem > 0) {
+          dispatch_dtype_op(d.dtype, d.op, [&]<class T, RedOp OP>() {
+            reduce_copy<host::HostExec, T, OP>(reinterpret_cast<const T*>(in0), reinterpret_cast<const T*>(in1),
+                                               reinterpret_cast<T*>(out0), reinterpret_cast<T*>(out1), op.nelem,
+                                               in1 || divisor ? divisor : 0);
+          });
+        }
+        if (op.flags & kOpSend) fifo[ch][size_t(r)].push_back(std::move(slot_out));
+        ++next_op[size_t(r)];
+        progress = true;
+      }
+    }
+    for (int r = 0; r < n; ++r) {
+      if (next_op[size_t(r)] != nops[size_t(r)]) return -1;  // stuck: sends and receives do not pair up
+      if (!fifo[ch][size_t(r)].empty()) return -1;          // data sent but never received
+    }
+  }
+  long wrong = 0;
+  for (int r = 0; r < n; ++r) wrong += long(b.wrong(r));
+  return wrong;
+}
+
+TEST(CorePrograms, EveryCollectiveRankCountSlotAndChannelCount) {
+  const dfcclDataType_t types[] = {dfcclInt8, dfcclFloat16, dfcclFloat32, dfcclFloat64, dfcclBfloat16, dfcclUint64};
+  const dfcclRedOp_t ops[] = {dfcclSum, dfcclProd, dfcclMax, dfcclMin, dfcclAvg};
+  size_t cases = 0;
+  for (int coll = 0; coll < 5; ++coll)
+    for (int n : {1, 2, 3, 5, 8})
+      for (u32 slot : {16u, 48u, 256u, 4096u})
+        for (u32 nchan : {1u, 3u})
+          for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(100), size_t(1237)})
+            for (dfcclDataType_t t : types)
+              for (dfcclRedOp_t op : ops) {
+                const bool reduces = coll != int(Coll::AllGather) && coll != int(Coll::Broadcast);
+                if (!reduces && op != dfcclSum) continue;
+                for (bool in_place : {false, true}) {
+                  const Case c{Coll(coll), t, op, count, int(count % size_t(n)), in_place};
+                  const long wrong = run_programs(c, n, slot, nchan);
+                  ASSERT_EQ(wrong, 0) << describe(c, n) << " slot=" << slot << " nchan=" << nchan
+                                      << (wrong == -1 ? " (programs do not pair up)" : "")
+                                      << (wrong == -2 ? " (primitive larger than a slot)" : "");
+                  ++cases;
+                }
+              }
+  EXPECT_GT(cases, 10000u);
+}
+
+TEST(CorePrograms, DataChannelsAndRanges) {
+  EXPECT_EQ(data_channels(0, 16, 1024), 1u);
+  EXPECT_EQ(data_channels(10 * 1024, 16, 1024), 10u);
+  EXPECT_EQ(data_channels(1 << 30, 16, 1024), 16u);
+  // Channel ranges cover the buffer exactly once, boundaries on 16 bytes.
+  for (u64 total : {0ull, 1ull, 15ull, 1000ull, 123457ull})
+    for (u32 nchan : {1u, 2u, 7u}) {
+      u64 covered = 0, expect_begin = 0;
+      for (u32 ch = 0; ch < nchan + 2; ++ch) {
+        const Range r = channel_range(total, nchan, ch, 4);
+        if (r.count == 0) continue;
+        EXPECT_EQ(r.begin, expect_begin);
+        EXPECT_EQ(r.begin % 4, 0u);
+        expect_begin = r.begin + r.count;
+        covered += r.count;
+      }
+      EXPECT_EQ(covered, total);
+    }
+}
+
+}  // namespace
+}  // namespace dfccl::test
