@@ -464,7 +464,8 @@ dfcclResult_t dfcclPersistentFree(dfcclPersistent_t coll) {
 dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream) {
   return guard([&] {
     dfcclRequest* r = check_request(request, "dfcclWait");
-    r->state->engine->wait_on_stream(r->state, stream);
+    if (r->state->status.load(std::memory_order_acquire) != dfcclInProgress) return dfcclSuccess;  // nothing to wait
+    if (auto engine = r->state->engine.lock()) engine->wait_on_stream(r->state, stream);
     return dfcclSuccess;
   });
 }
@@ -483,7 +484,7 @@ dfcclResult_t dfcclSynchronize(dfcclRequest_t request, int timeoutMs) {
   return guard([&] {
     dfcclRequest* r = check_request(request, "dfcclSynchronize");
     if (timeoutMs < 0) bad("dfcclSynchronize", fmt::format("argument 'timeoutMs' = {} must be >= 0", timeoutMs));
-    if (!r->state->engine->wait_request(*r->state, timeoutMs))
+    if (!wait_request(*r->state, timeoutMs))
       throw Error(dfcclTimeout, fmt::format("dfcclSynchronize: the collective did not finish within {} ms", timeoutMs));
     return dfcclResult_t(r->state->status.load());
   });

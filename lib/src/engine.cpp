@@ -289,7 +289,7 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
   exec_->stream_wait(stream, &g_->complete[r->slot], r->seq);
 }
 
-bool Engine::wait_request(RequestState& r, int64_t timeout_ms) {
+bool wait_request(RequestState& r, int64_t timeout_ms) {
   if (r.status.load(std::memory_order_acquire) != dfcclInProgress) return true;
   std::unique_lock<std::mutex> lk(r.mu);
   auto done = [&] { return r.status.load(std::memory_order_acquire) != dfcclInProgress; };

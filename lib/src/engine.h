@@ -24,7 +24,7 @@ class Engine;
 struct RequestState {
   uint64_t seq = 0;
   uint32_t slot = 0;
-  std::shared_ptr<Engine> engine;
+  std::weak_ptr<Engine> engine;  // alive while the request is pending (its communicator holds the engine)
   std::atomic<int> status{dfcclInProgress};
   dfcclRequestInfo_t info{};
   std::mutex mu;
@@ -62,8 +62,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::shared_ptr<RequestState> submit(core::Desc d, uint32_t comm_index, cudaStream_t stream);
   // dfcclWait: the stream waits on the GPU (CUDA); the calling thread waits (host executor).
   void wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t stream);
-  // Blocks up to timeout_ms (< 0: no limit) for the request; true if it finished.
-  bool wait_request(RequestState& r, int64_t timeout_ms);
   // Blocks up to timeout_ms for every outstanding collective of one communicator.
   bool wait_comm_idle(uint32_t comm_index, int64_t timeout_ms);
   uint32_t outstanding(uint32_t comm_index);
@@ -115,5 +113,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
 };
 
 uint64_t host_now_ns();
+
+// Blocks up to timeout_ms (< 0: no limit) for the request; true if it finished.
+bool wait_request(RequestState& r, int64_t timeout_ms);
 
 }  // namespace dfccl

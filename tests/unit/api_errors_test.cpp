@@ -1,0 +1,133 @@
+// Bad input: every invalid argument returns an error code whose message names the argument; nothing crashes, and
+// a collective queued before the bad calls still completes (DESIGN invariant 7).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "group.h"
+
+namespace dfccl::test {
+namespace {
+
+// Expects `call` to fail with `code` and the last error to mention `needle` (an argument name in quotes).
+#define EXPECT_REJECTS(call, code, needle)                                                      \
+  do {                                                                                          \
+    const dfcclResult_t r_ = (call);                                                            \
+    EXPECT_EQ(r_, code) << #call;                                                               \
+    EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find(needle), std::string::npos)          \
+        << #call << " said: " << dfcclGetLastError(nullptr);                                    \
+  } while (0)
+
+TEST(ApiErrors, EveryBadArgumentIsNamedAndNothingQueuedIsLost) {
+  Group g(2, dfcclExecutorHost);
+  dfcclComm_t c = g[0];
+  std::vector<float> a(64, 1.0f), b(64, 0.0f), big(128, 1.0f), peer_in(64, 1.0f), peer_out(64);
+  // A valid collective is queued first; the peer joins at the end.
+  dfcclRequest_t queued = nullptr;
+  ASSERT_EQ(dfcclAllReduce(a.data(), b.data(), 64, dfcclFloat32, dfcclSum, c, 0, nullptr, &queued), dfcclSuccess);
+
+  const auto inv = dfcclInvalidArgument;
+  EXPECT_REJECTS(dfcclAllReduce(nullptr, b.data(), 64, dfcclFloat32, dfcclSum, c, 0, nullptr, nullptr), inv, "'sendbuff'");
+  EXPECT_REJECTS(dfcclAllReduce(a.data(), nullptr, 64, dfcclFloat32, dfcclSum, c, 0, nullptr, nullptr), inv, "'recvbuff'");
+  EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), 64, dfcclDataType_t(10), dfcclSum, c, 0, nullptr, nullptr), inv,
+                 "'datatype'");
+  EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), 64, dfcclDataType_t(-1), dfcclSum, c, 0, nullptr, nullptr), inv,
+                 "'datatype'");
+  EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), 64, dfcclFloat32, dfcclRedOp_t(5), c, 0, nullptr, nullptr), inv, "'op'");
+  EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), size_t(-1), dfcclFloat32, dfcclSum, c, 0, nullptr, nullptr), inv,
+                 "'count'");
+  EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), 64, dfcclFloat32, dfcclSum, nullptr, 0, nullptr, nullptr), inv, "'comm'");
+  auto* misaligned = reinterpret_cast<const float*>(reinterpret_cast<const char*>(a.data()) + 1);
+  EXPECT_REJECTS(dfcclAllReduce(misaligned, b.data(), 8, dfcclFloat32, dfcclSum, c, 0, nullptr, nullptr), inv, "aligned");
+  int not_a_comm[64] = {};
+  EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), 64, dfcclFloat32, dfcclSum, reinterpret_cast<dfcclComm_t>(not_a_comm),
+                                0, nullptr, nullptr),
+                 inv, "'comm'");
+  EXPECT_REJECTS(dfcclAllGather(a.data(), nullptr, 32, dfcclFloat32, c, 0, nullptr, nullptr), inv, "'recvbuff'");
+  EXPECT_REJECTS(dfcclAllGather(nullptr, b.data(), 32, dfcclFloat32, c, 0, nullptr, nullptr), inv, "'sendbuff'");
+  EXPECT_REJECTS(dfcclReduceScatter(a.data(), b.data(), 32, dfcclFloat32, dfcclRedOp_t(9), c, 0, nullptr, nullptr), inv,
+                 "'op'");
+  EXPECT_REJECTS(dfcclReduceScatter(a.data(), b.data(), size_t(-5), dfcclFloat32, dfcclSum, c, 0, nullptr, nullptr), inv,
+                 "'recvcount'");
+  EXPECT_REJECTS(dfcclBroadcast(a.data(), b.data(), 64, dfcclFloat32, 2, c, 0, nullptr, nullptr), inv, "'root'");
+  EXPECT_REJECTS(dfcclBroadcast(a.data(), b.data(), 64, dfcclFloat32, -1, c, 0, nullptr, nullptr), inv, "'root'");
+  EXPECT_REJECTS(dfcclBroadcast(nullptr, b.data(), 64, dfcclFloat32, 0, c, 0, nullptr, nullptr), inv, "'sendbuff'");
+  EXPECT_REJECTS(dfcclReduce(a.data(), b.data(), 64, dfcclFloat32, dfcclSum, 7, c, 0, nullptr, nullptr), inv, "'root'");
+  EXPECT_REJECTS(dfcclReduce(a.data(), nullptr, 64, dfcclFloat32, dfcclSum, 0, c, 0, nullptr, nullptr), inv, "'recvbuff'");
+
+  // Init, split, config.
+  dfcclComm_t nc = nullptr;
+  dfcclUniqueId id;
+  ASSERT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
+  EXPECT_REJECTS(dfcclCommInitRank(nullptr, 2, id, 0), inv, "'comm'");
+  EXPECT_REJECTS(dfcclCommInitRank(&nc, 0, id, 0), inv, "'nranks'");
+  EXPECT_REJECTS(dfcclCommInitRank(&nc, 2, id, 2), inv, "'rank'");
+  EXPECT_REJECTS(dfcclCommInitRank(&nc, 2, id, -1), inv, "'rank'");
+  dfcclUniqueId junk{};
+  EXPECT_REJECTS(dfcclCommInitRank(&nc, 2, junk, 0), inv, "'commId'");
+  dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = 5;
+  EXPECT_REJECTS(dfcclCommInitRankConfig(&nc, 1, id, 0, &cfg), inv, "'config->executor'");
+  cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = dfcclExecutorHost;
+  cfg.mode = 3;
+  EXPECT_REJECTS(dfcclCommInitRankConfig(&nc, 1, id, 0, &cfg), inv, "'config->mode'");
+  dfcclConfig_t raw{};
+  EXPECT_REJECTS(dfcclCommInitRankConfig(&nc, 1, id, 0, &raw), inv, "'config'");
+  EXPECT_REJECTS(dfcclCommInitAll(nullptr, 2, nullptr), inv, "'comms'");
+  EXPECT_REJECTS(dfcclCommInitAll(&nc, 0, nullptr), inv, "'ndev'");
+  EXPECT_REJECTS(dfcclCommSplit(c, 0, 0, nullptr, nullptr), inv, "'newcomm'");
+  EXPECT_REJECTS(dfcclCommSplit(c, -7, 0, &nc, nullptr), inv, "'color'");
+  EXPECT_REJECTS(dfcclGetUniqueId(nullptr), inv, "'uniqueId'");
+  EXPECT_REJECTS(dfcclCommCount(c, nullptr), inv, "'count'");
+  EXPECT_REJECTS(dfcclCommUserRank(c, nullptr), inv, "'rank'");
+  EXPECT_REJECTS(dfcclGetStats(c, nullptr), inv, "'stats'");
+
+  // Persistent collectives.
+  dfcclPersistent_t p = nullptr;
+  EXPECT_REJECTS(dfcclPrepareAllReduce(64, dfcclFloat32, dfcclSum, c, DFCCL_MAX_PERSISTENT_IDS, &p), inv, "'id'");
+  EXPECT_REJECTS(dfcclPrepareAllReduce(64, dfcclFloat32, dfcclSum, c, -1, &p), inv, "'id'");
+  EXPECT_REJECTS(dfcclPrepareAllReduce(64, dfcclFloat32, dfcclSum, c, 0, nullptr), inv, "'coll'");
+  EXPECT_REJECTS(dfcclPrepareBroadcast(64, dfcclFloat32, 5, c, 0, &p), inv, "'root'");
+  ASSERT_EQ(dfcclPrepareAllReduce(64, dfcclFloat32, dfcclSum, c, 1, &p), dfcclSuccess);
+  dfcclPersistent_t dup = nullptr;
+  EXPECT_REJECTS(dfcclPrepareAllReduce(64, dfcclFloat32, dfcclSum, c, 1, &dup), dfcclInvalidUsage, "already prepared");
+  EXPECT_REJECTS(dfcclStart(p, nullptr, b.data(), 0, nullptr, nullptr), inv, "'sendbuff'");
+  EXPECT_REJECTS(dfcclStart(nullptr, a.data(), b.data(), 0, nullptr, nullptr), inv, "'coll'");
+  ASSERT_EQ(dfcclPersistentFree(p), dfcclSuccess);
+
+  // Requests.
+  int done = 0;
+  EXPECT_REJECTS(dfcclTest(nullptr, &done), inv, "'request'");
+  EXPECT_REJECTS(dfcclTest(queued, nullptr), inv, "'done'");
+  EXPECT_REJECTS(dfcclSynchronize(queued, -1), inv, "'timeoutMs'");
+  EXPECT_REJECTS(dfcclWait(nullptr, nullptr), inv, "'request'");
+  EXPECT_REJECTS(dfcclRequestSetCallback(queued, nullptr, nullptr), inv, "'fn'");
+  EXPECT_REJECTS(dfcclRequestGetInfo(queued, nullptr), inv, "'info'");
+
+  // The queued collective was not disturbed by any of this.
+  ASSERT_EQ(dfcclAllReduce(peer_in.data(), peer_out.data(), 64, dfcclFloat32, dfcclSum, g[1], 0, nullptr, nullptr),
+            dfcclSuccess);
+  ASSERT_EQ(dfcclSynchronize(queued, 30000), dfcclSuccess);
+  for (float v : b) EXPECT_EQ(v, 2.0f);
+  ASSERT_EQ(dfcclRequestFree(queued), dfcclSuccess);
+  EXPECT_STREQ(dfcclGetErrorString(dfcclInvalidArgument), "invalid argument");
+}
+
+TEST(ApiErrors, CudaExecutorWithoutGpuSaysSo) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) GTEST_SKIP() << "a GPU is present";
+  dfcclUniqueId id;
+  ASSERT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
+  dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = dfcclExecutorCuda;
+  cfg.device = 0;
+  dfcclComm_t c = nullptr;
+  EXPECT_EQ(dfcclCommInitRankConfig(&c, 1, id, 0, &cfg), dfcclNotSupported);
+  EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find("no GPU"), std::string::npos) << dfcclGetLastError(nullptr);
+}
+
+}  // namespace
+}  // namespace dfccl::test

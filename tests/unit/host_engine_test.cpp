@@ -1,0 +1,286 @@
+// The engine's promises on the host executor: total preemption (a collective survives daemon exits and relaunches
+// while its peer is absent), device synchronization while collectives are pending, persistent collectives in any
+// order inside one communicator, more collectives in flight than lanes, completion paths (test, synchronize with a
+// timeout, callbacks, request info), abort within a second, back-pressure at the slot limit, local destroy.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "group.h"
+
+namespace dfccl::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class HostEngine : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    setenv("DFCCL_HOST_STUCK_NS", "2000000", 1);
+    setenv("DFCCL_HOST_IDLE_NS", "2000000", 1);
+  }
+};
+
+std::vector<int32_t> iota_input(size_t n, int rank) {
+  std::vector<int32_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = int32_t(i % 1000) + rank * 1000;
+  return v;
+}
+
+size_t wrong_sum(const std::vector<int32_t>& out, int nranks) {
+  size_t bad = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    int32_t want = 0;
+    for (int r = 0; r < nranks; ++r) want += int32_t(i % 1000) + r * 1000;
+    bad += out[i] != want;
+  }
+  return bad;
+}
+
+TEST_F(HostEngine, CollectiveSurvivesDaemonExitsUntilItsPeerArrives) {
+  Group g(2, dfcclExecutorHost);
+  const size_t n = 1 << 18;  // 1 MiB: rank 0 fills its connection slots, then waits
+  auto in0 = iota_input(n, 0), in1 = iota_input(n, 1);
+  std::vector<int32_t> out0(n, -1), out1(n, -1);
+  dfcclRequest_t r0 = nullptr, r1 = nullptr;
+  DFCCL_ASSERT_OK(dfcclAllReduce(in0.data(), out0.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &r0));
+  // Rank 1 arrives only after rank 0's daemon gave up and was relaunched several times.
+  dfcclStats_t st{};
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    DFCCL_ASSERT_OK(dfcclGetStats(g[0], &st));
+  } while ((st.daemonExitsStuck < 3 || st.daemonLaunches < 4) && Clock::now() < deadline);
+  ASSERT_GE(st.daemonExitsStuck, 3u);
+  int done = 1;
+  DFCCL_ASSERT_OK(dfcclTest(r0, &done));
+  EXPECT_EQ(done, 0);
+  DFCCL_ASSERT_OK(dfcclAllReduce(in1.data(), out1.data(), n, dfcclInt32, dfcclSum, g[1], 0, nullptr, &r1));
+  DFCCL_ASSERT_OK(dfcclSynchronize(r0, 30000));
+  DFCCL_ASSERT_OK(dfcclSynchronize(r1, 30000));
+  EXPECT_EQ(wrong_sum(out0, 2), 0u);
+  EXPECT_EQ(wrong_sum(out1, 2), 0u);
+  dfcclRequestInfo_t info{};
+  DFCCL_ASSERT_OK(dfcclRequestGetInfo(r0, &info));
+  EXPECT_EQ(info.status, dfcclSuccess);
+  EXPECT_GT(info.preemptions, 0u);
+  EXPECT_GE(info.coreEndNs, info.coreStartNs);
+  EXPECT_GE(info.completeNs, info.submitNs);
+  dfcclRequestFree(r0);
+  dfcclRequestFree(r1);
+}
+
+TEST_F(HostEngine, DeviceSynchronizeReturnsWhileAPeerIsAbsent) {
+  Group g(2, dfcclExecutorHost);
+  const size_t n = 4096;
+  auto in0 = iota_input(n, 0), in1 = iota_input(n, 1);
+  std::vector<int32_t> out0(n), out1(n);
+  dfcclRequest_t r0 = nullptr, r1 = nullptr;
+  DFCCL_ASSERT_OK(dfcclAllReduce(in0.data(), out0.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &r0));
+  const auto t0 = Clock::now();
+  DFCCL_ASSERT_OK(dfcclDeviceSynchronize(g[0]));  // like cudaDeviceSynchronize: the daemon yields the device
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+  DFCCL_ASSERT_OK(dfcclAllReduce(in1.data(), out1.data(), n, dfcclInt32, dfcclSum, g[1], 0, nullptr, &r1));
+  DFCCL_ASSERT_OK(dfcclSynchronize(r0, 30000));
+  DFCCL_ASSERT_OK(dfcclSynchronize(r1, 30000));
+  EXPECT_EQ(wrong_sum(out0, 2), 0u);
+  dfcclRequestFree(r0);
+  dfcclRequestFree(r1);
+}
+
+TEST_F(HostEngine, BlockingModeDeviceSynchronizeHangsUntilAbort) {
+  Group g(2, dfcclExecutorHost, dfcclModeBlocking);
+  const size_t n = 4096;
+  auto in0 = iota_input(n, 0);
+  std::vector<int32_t> out0(n);
+  dfcclRequest_t r0 = nullptr;
+  DFCCL_ASSERT_OK(dfcclAllReduce(in0.data(), out0.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &r0));
+  auto sync = std::async(std::launch::async, [&] { return dfcclDeviceSynchronize(g[0]); });
+  EXPECT_EQ(sync.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "blocking mode must reproduce NCCL's hang";
+  const auto t0 = Clock::now();
+  DFCCL_ASSERT_OK(dfcclCommAbort(g[0]));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(1));
+  ASSERT_EQ(sync.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(sync.get(), dfcclSuccess);
+  EXPECT_EQ(dfcclSynchronize(r0, 5000), dfcclAborted);
+  dfcclRequestFree(r0);
+  g.comms[0] = nullptr;  // aborted: nothing left to destroy
+}
+
+TEST_F(HostEngine, AbortReturnsWithinASecondWhilePeersAreAbsent) {
+  Group g(3, dfcclExecutorHost);
+  const size_t n = 1 << 16;
+  auto in = iota_input(n, 0);
+  std::vector<int32_t> out(n);
+  std::vector<dfcclRequest_t> reqs(4, nullptr);
+  for (auto& q : reqs) DFCCL_ASSERT_OK(dfcclAllReduce(in.data(), out.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &q));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto t0 = Clock::now();
+  DFCCL_ASSERT_OK(dfcclCommAbort(g[0]));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(1));
+  for (auto q : reqs) {
+    EXPECT_EQ(dfcclSynchronize(q, 5000), dfcclAborted);
+    dfcclRequestFree(q);
+  }
+  dfcclResult_t async = dfcclSuccess;
+  DFCCL_ASSERT_OK(dfcclCommGetAsyncError(g[0], &async));
+  EXPECT_EQ(async, dfcclAborted);
+  // The aborted communicator refuses work with a message naming it.
+  EXPECT_EQ(dfcclAllReduce(in.data(), out.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, nullptr), dfcclInvalidUsage);
+  EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find("'comm'"), std::string::npos);
+  g.comms[0] = nullptr;
+}
+
+TEST_F(HostEngine, PersistentCollectivesInAnyOrderInsideOneCommunicator) {
+  Group g(2, dfcclExecutorHost);
+  const size_t sizes[3] = {1000, 70000, 5};
+  dfcclPersistent_t p[2][3];
+  for (int r = 0; r < 2; ++r)
+    for (int id = 0; id < 3; ++id) DFCCL_ASSERT_OK(dfcclPrepareAllReduce(sizes[id], dfcclInt32, dfcclSum, g[r], id, &p[r][id]));
+  for (int iter = 0; iter < 5; ++iter) {
+    std::vector<std::vector<int32_t>> in(6), out(6);
+    for (int r = 0; r < 2; ++r)
+      for (int id = 0; id < 3; ++id) {
+        in[size_t(r * 3 + id)] = iota_input(sizes[id], r);
+        out[size_t(r * 3 + id)].assign(sizes[id], -1);
+      }
+    std::vector<dfcclRequest_t> reqs;
+    // Rank 0 starts 0,1,2; rank 1 starts 2,1,0: with order matching this would deadlock or mix data.
+    for (int k = 0; k < 3; ++k)
+      for (int r = 0; r < 2; ++r) {
+        const int id = r == 0 ? k : 2 - k;
+        dfcclRequest_t q = nullptr;
+        DFCCL_ASSERT_OK(dfcclStart(p[r][id], in[size_t(r * 3 + id)].data(), out[size_t(r * 3 + id)].data(), 0, nullptr, &q));
+        reqs.push_back(q);
+      }
+    for (auto q : reqs) {
+      DFCCL_ASSERT_OK(dfcclSynchronize(q, 30000));
+      dfcclRequestFree(q);
+    }
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(wrong_sum(out[size_t(i)], 2), 0u) << "iteration " << iter << " buffer " << i;
+  }
+  for (int r = 0; r < 2; ++r)
+    for (int id = 0; id < 3; ++id) DFCCL_ASSERT_OK(dfcclPersistentFree(p[r][id]));
+}
+
+TEST_F(HostEngine, MoreCollectivesInFlightThanLanes) {
+  Group g(2, dfcclExecutorHost);
+  const int k = 40;  // DFCCL_LANES is 4: ten collectives share each lane, in order
+  std::vector<std::vector<int32_t>> in(2 * k), out(2 * k);
+  std::vector<dfcclRequest_t> reqs;
+  for (int i = 0; i < k; ++i)
+    for (int r = 0; r < 2; ++r) {
+      const size_t n = size_t(100 + i * 997);
+      in[size_t(2 * i + r)] = iota_input(n, r);
+      out[size_t(2 * i + r)].assign(n, -1);
+      dfcclRequest_t q = nullptr;
+      DFCCL_ASSERT_OK(dfcclAllReduce(in[size_t(2 * i + r)].data(), out[size_t(2 * i + r)].data(), n, dfcclInt32,
+                                     dfcclSum, g[r], i % 3, nullptr, &q));
+      reqs.push_back(q);
+    }
+  for (auto q : reqs) {
+    DFCCL_ASSERT_OK(dfcclSynchronize(q, 30000));
+    dfcclRequestFree(q);
+  }
+  for (auto& o : out) EXPECT_EQ(wrong_sum(o, 2), 0u);
+}
+
+TEST_F(HostEngine, TestSynchronizeTimeoutAndCallbacks) {
+  Group g(2, dfcclExecutorHost);
+  const size_t n = 1000;
+  auto in0 = iota_input(n, 0), in1 = iota_input(n, 1);
+  std::vector<int32_t> out0(n), out1(n);
+  dfcclRequest_t r0 = nullptr, r1 = nullptr;
+  DFCCL_ASSERT_OK(dfcclAllReduce(in0.data(), out0.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &r0));
+  int done = -1;
+  DFCCL_ASSERT_OK(dfcclTest(r0, &done));
+  EXPECT_EQ(done, 0);
+  EXPECT_EQ(dfcclSynchronize(r0, 50), dfcclTimeout);
+  EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find("50 ms"), std::string::npos);
+  struct Seen {
+    std::atomic<int> calls{0};
+    std::atomic<int> status{-1};
+  } seen0, seen1;
+  auto cb = [](dfcclRequest_t, dfcclResult_t status, void* arg) {
+    auto* s = static_cast<Seen*>(arg);
+    s->status = status;
+    s->calls += 1;
+  };
+  DFCCL_ASSERT_OK(dfcclRequestSetCallback(r0, cb, &seen0));
+  DFCCL_ASSERT_OK(dfcclAllReduce(in1.data(), out1.data(), n, dfcclInt32, dfcclSum, g[1], 0, nullptr, &r1));
+  DFCCL_ASSERT_OK(dfcclSynchronize(r1, 30000));
+  DFCCL_ASSERT_OK(dfcclSynchronize(r0, 30000));
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (seen0.calls == 0 && Clock::now() < deadline) std::this_thread::yield();
+  EXPECT_EQ(seen0.calls, 1);
+  EXPECT_EQ(seen0.status, dfcclSuccess);
+  // A callback set after completion runs at once, on the caller's thread.
+  DFCCL_ASSERT_OK(dfcclRequestSetCallback(r1, cb, &seen1));
+  EXPECT_EQ(seen1.calls, 1);
+  DFCCL_ASSERT_OK(dfcclTest(r1, &done));
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(wrong_sum(out0, 2), 0u);
+  dfcclRequestFree(r0);
+  dfcclRequestFree(r1);
+}
+
+TEST_F(HostEngine, SlotLimitGivesBackPressureAndLosesNothing) {
+  Group g(2, dfcclExecutorHost);
+  std::vector<int32_t> in(16, 1), out(16);
+  std::vector<dfcclRequest_t> reqs;
+  dfcclResult_t r = dfcclSuccess;
+  while ((r = dfcclAllReduce(in.data(), out.data(), 16, dfcclInt32, dfcclSum, g[0], 0, nullptr, nullptr)) ==
+         dfcclSuccess) {
+    ASSERT_LT(reqs.size() + 1, 5000u);
+    reqs.push_back(nullptr);
+  }
+  EXPECT_EQ(r, dfcclNoResources);
+  EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find("outstanding"), std::string::npos);
+  const size_t queued = reqs.size();
+  EXPECT_EQ(queued, 1024u);
+  // The peer catches up: every queued collective completes, and then rank 0 may submit again.
+  for (size_t i = 0; i < queued; ++i)
+    DFCCL_ASSERT_OK(dfcclAllReduce(in.data(), out.data(), 16, dfcclInt32, dfcclSum, g[1], 0, nullptr, nullptr));
+  dfcclStats_t st{};
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    DFCCL_ASSERT_OK(dfcclGetStats(g[0], &st));
+  } while (st.completed < st.submitted && Clock::now() < deadline);
+  EXPECT_EQ(st.completed, st.submitted);
+  EXPECT_GE(st.submitted, queued);
+  for (int v : out) EXPECT_EQ(v, 2);
+}
+
+TEST_F(HostEngine, SplitAndLocalDestroy) {
+  Group g(4, dfcclExecutorHost);
+  std::vector<dfcclComm_t> sub(4, nullptr);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 4; ++r)
+    ts.emplace_back([&, r] { dfcclCommSplit(g[r], r == 3 ? DFCCL_SPLIT_NOCOLOR : 7, -r, &sub[size_t(r)], nullptr); });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(sub[3], nullptr);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_NE(sub[size_t(r)], nullptr);
+    int count = 0, rank = -1;
+    DFCCL_ASSERT_OK(dfcclCommCount(sub[size_t(r)], &count));
+    DFCCL_ASSERT_OK(dfcclCommUserRank(sub[size_t(r)], &rank));
+    EXPECT_EQ(count, 3);
+    EXPECT_EQ(rank, 2 - r);  // key = -rank reverses the order
+  }
+  // Destroy is local: one thread destroys every rank in turn, without waiting for the others.
+  const auto t0 = Clock::now();
+  for (int r = 0; r < 3; ++r) DFCCL_ASSERT_OK(dfcclCommDestroy(sub[size_t(r)]));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_EQ(dfcclCommDestroy(sub[0]), dfcclInvalidUsage);
+}
+
+}  // namespace
+}  // namespace dfccl::test
