@@ -1,6 +1,9 @@
 #include "reference.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <thread>
 #include <cstring>
 #include <stdexcept>
 
@@ -41,6 +44,24 @@ void store(void* out, double v) {
   std::memcpy(out, &x, sizeof(T));
 }
 
+// Runs f(begin, end) over [0, n) on several threads when n is large (the GPU cases have 64 Mi elements).
+template <class F>
+void parallel_for(size_t n, F&& f) {
+  const size_t kSerial = size_t(1) << 20;
+  const size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), 32);
+  if (n <= kSerial || threads == 1) {
+    f(size_t(0), n);
+    return;
+  }
+  std::vector<std::thread> ts;
+  const size_t per = (n + threads - 1) / threads;
+  for (size_t k = 0; k < threads; ++k) {
+    const size_t b = std::min(n, k * per), e = std::min(n, b + per);
+    if (b < e) ts.emplace_back([&f, b, e] { f(b, e); });
+  }
+  for (auto& t : ts) t.join();
+}
+
 }  // namespace
 
 const char* coll_name(Coll c) {
@@ -77,7 +98,9 @@ void fill_input(void* dst, size_t count, dfcclRedOp_t op, dfcclDataType_t t, int
   with_type(t, [&](auto tag) {
     using T = decltype(tag);
     auto* p = static_cast<uint8_t*>(dst);
-    for (size_t k = 0; k < count; ++k) store<T>(p + k * sizeof(T), input_value(op, t, rank, first + k));
+    parallel_for(count, [&](size_t b, size_t e) {
+      for (size_t k = b; k < e; ++k) store<T>(p + k * sizeof(T), input_value(op, t, rank, first + k));
+    });
   });
 }
 
@@ -175,6 +198,15 @@ Buffers::Buffers(const Case& c, int nranks) : c_(c), n_(nranks) {
   }
 }
 
+size_t Buffers::send_offset(int rank) const {
+  const uint8_t* base = c_.in_place ? recv_[size_t(rank)].data() : send_[size_t(rank)].data();
+  return size_t(static_cast<const uint8_t*>(send(rank)) - base);
+}
+
+size_t Buffers::recv_offset(int rank) const {
+  return size_t(static_cast<const uint8_t*>(const_cast<Buffers*>(this)->recv(rank)) - recv_[size_t(rank)].data());
+}
+
 const void* Buffers::send(int rank) const {
   const size_t es = type_size(c_.type);
   if (!c_.in_place) return send_[size_t(rank)].data();
@@ -202,10 +234,16 @@ size_t Buffers::wrong(int rank) const {
       case Coll::AllReduce:
       case Coll::ReduceScatter: {
         const uint64_t first = c_.coll == Coll::ReduceScatter ? uint64_t(rank) * c_.count : 0;
-        for (size_t i = 0; i < c_.count; ++i) {
-          want = reduce_expected<T>(c_.op, c_.type, n_, first + i);
-          bad += !same(out + i * es, want);
-        }
+        std::atomic<size_t> wrong{0};
+        parallel_for(c_.count, [&](size_t b, size_t e) {
+          size_t local = 0;
+          for (size_t i = b; i < e; ++i) {
+            const T w = reduce_expected<T>(c_.op, c_.type, n_, first + i);
+            local += std::memcmp(out + i * es, &w, sizeof(T)) != 0;
+          }
+          wrong += local;
+        });
+        bad += wrong;
         break;
       }
       case Coll::Reduce:

@@ -44,6 +44,14 @@ class Buffers {
   // Wrong elements of rank's output (untouched poison counts as wrong; Reduce's non-root output must stay poison).
   size_t wrong(int rank) const;
 
+  // The host storage behind send()/recv(), for tests that mirror it in device memory: send() lies in the send
+  // storage (out of place) or in the receive storage (in place), at the given byte offset.
+  std::vector<uint8_t>& send_storage(int rank) { return send_[size_t(rank)]; }
+  std::vector<uint8_t>& recv_storage(int rank) { return recv_[size_t(rank)]; }
+  bool send_in_recv_storage() const { return c_.in_place; }
+  size_t send_offset(int rank) const;
+  size_t recv_offset(int rank) const;
+
  private:
   Case c_;
   int n_;

@@ -1,0 +1,42 @@
+#include "app_kernels.h"
+
+namespace dfccl::test {
+
+__global__ void never_loaded_kernel(float* data, size_t n) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) data[i] += 1.0f;
+}
+
+__global__ void spin_kernel(uint64_t ns) {
+  uint64_t t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (;;) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 >= ns) break;
+  }
+}
+
+__global__ void count_not_equal(const int32_t* data, size_t n, int32_t expect, unsigned long long* wrong) {
+  unsigned long long local = 0;
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    local += data[i] != expect;
+  if (local) atomicAdd(wrong, local);
+}
+
+cudaError_t launch_never_loaded_kernel(float* data, size_t n, cudaStream_t stream) {
+  never_loaded_kernel<<<64, 256, 0, stream>>>(data, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_spin_kernel(uint64_t ns, cudaStream_t stream) {
+  spin_kernel<<<1, 32, 0, stream>>>(ns);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_count_not_equal(const int32_t* data, size_t n, int32_t expect, unsigned long long* wrong,
+                                   cudaStream_t stream) {
+  count_not_equal<<<256, 256, 0, stream>>>(data, n, expect, wrong);
+  return cudaGetLastError();
+}
+
+}  // namespace dfccl::test

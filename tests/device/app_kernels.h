@@ -1,0 +1,20 @@
+// Application kernels of the GPU tests (compiled by nvcc in app_kernels.cu): a kernel that nobody launched before
+// (its first launch is a lazy-loading implicit synchronization), a compute kernel of a given duration, and a kernel
+// that checks a collective's output on the stream that waited for it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace dfccl::test {
+
+// First launch of this kernel in the process loads its module (CUDA_MODULE_LOADING=LAZY, the default).
+cudaError_t launch_never_loaded_kernel(float* data, size_t n, cudaStream_t stream);
+// Busy for about `ns` nanoseconds on one block.
+cudaError_t launch_spin_kernel(uint64_t ns, cudaStream_t stream);
+// Counts elements of data that differ from `expect` into *wrong (device memory).
+cudaError_t launch_count_not_equal(const int32_t* data, size_t n, int32_t expect, unsigned long long* wrong,
+                                   cudaStream_t stream);
+
+}  // namespace dfccl::test

@@ -1,0 +1,408 @@
+// The engine on 2 GPUs (CUDA executor): total preemption, implicit synchronizations while collectives wait on an
+// absent peer (cudaDeviceSynchronize, cudaFree, cudaMallocHost/cudaFreeHost, cudaHostRegister, the first launch of
+// a lazily loaded kernel), stream ordering of inputs and completions, the disorder stress (500 trials, 0 hangs,
+// 0 wrong) and its blocking-mode twin (hangs, detected and recovered), abort, and device-memory argument checks.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "app_kernels.h"
+#include "group.h"
+
+namespace dfccl::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
+
+// Runs f on another thread; if it does not return within `limit`, the test fails and the process exits (a hung
+// CUDA call cannot be recovered).
+template <class F>
+void must_return(const char* what, std::chrono::milliseconds limit, F&& f) {
+  auto fut = std::async(std::launch::async, std::forward<F>(f));
+  if (fut.wait_for(limit) != std::future_status::ready) {
+    ADD_FAILURE() << what << " did not return within " << limit.count() << " ms";
+    std::fflush(stdout);
+    std::_Exit(1);
+  }
+  fut.get();
+}
+
+// An int32 all-reduce buffer pair on one GPU, inputs set to a byte pattern.
+struct DevBuf {
+  int dev;
+  size_t n;
+  int32_t *in = nullptr, *out = nullptr;
+  DevBuf(int d, size_t count, uint8_t pattern) : dev(d), n(count) {
+    cudaSetDevice(dev);
+    cudaMalloc(&in, n * 4);
+    cudaMalloc(&out, n * 4);
+    cudaMemset(in, pattern, n * 4);
+    cudaMemset(out, 0xff, n * 4);
+  }
+  ~DevBuf() {
+    cudaSetDevice(dev);
+    cudaFree(in);
+    cudaFree(out);
+  }
+  size_t wrong(int32_t expect) const {
+    cudaSetDevice(dev);
+    unsigned long long* w = nullptr;
+    cudaMalloc(&w, sizeof(*w));
+    cudaMemset(w, 0, sizeof(*w));
+    launch_count_not_equal(out, n, expect, w, nullptr);
+    unsigned long long h = 0;
+    cudaMemcpy(&h, w, sizeof(h), cudaMemcpyDeviceToHost);
+    cudaFree(w);
+    return size_t(h);
+  }
+};
+
+int32_t word(uint8_t b) { return int32_t(uint32_t(b) * 0x01010101u); }
+
+TEST(CudaEngine, CollectiveSurvivesDaemonExitsUntilItsPeerArrives) {
+  Group g(2, dfcclExecutorCuda);
+  const size_t n = size_t(16) << 20;  // 64 MiB: rank 0 fills its connection slots and then waits
+  DevBuf b0(0, n, 1), b1(1, n, 2);
+  dfcclRequest_t r0 = nullptr, r1 = nullptr;
+  cudaSetDevice(0);
+  ASSERT_EQ(dfcclAllReduce(b0.in, b0.out, n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &r0), dfcclSuccess);
+  dfcclStats_t st{};
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_EQ(dfcclGetStats(g[0], &st), dfcclSuccess);
+  } while ((st.daemonExitsStuck < 3 || st.daemonLaunches < 4) && Clock::now() < deadline);
+  ASSERT_GE(st.daemonExitsStuck, 3u);
+  cudaSetDevice(1);
+  ASSERT_EQ(dfcclAllReduce(b1.in, b1.out, n, dfcclInt32, dfcclSum, g[1], 0, nullptr, &r1), dfcclSuccess);
+  ASSERT_EQ(dfcclSynchronize(r0, 60000), dfcclSuccess);
+  ASSERT_EQ(dfcclSynchronize(r1, 60000), dfcclSuccess);
+  EXPECT_EQ(b0.wrong(word(1) + word(2)), 0u);
+  EXPECT_EQ(b1.wrong(word(1) + word(2)), 0u);
+  dfcclRequestInfo_t info{};
+  ASSERT_EQ(dfcclRequestGetInfo(r0, &info), dfcclSuccess);
+  EXPECT_GT(info.preemptions, 0u);
+  std::printf("[ gpu      ] total preemption: %lu launches, %lu stuck exits before the peer came; %u preemptions\n",
+              (unsigned long)st.daemonLaunches, (unsigned long)st.daemonExitsStuck, info.preemptions);
+  dfcclRequestFree(r0);
+  dfcclRequestFree(r1);
+}
+
+enum class Sync { DeviceSynchronize, Free, MallocFreeHost, HostRegister, LazyKernel };
+const char* sync_name(Sync s) {
+  static const char* names[] = {"cudaDeviceSynchronize", "cudaFree", "cudaMallocHost/cudaFreeHost",
+                                "cudaHostRegister", "first launch of a lazily loaded kernel"};
+  return names[int(s)];
+}
+
+class ImplicitSync : public ::testing::TestWithParam<Sync> {};
+
+TEST_P(ImplicitSync, ReturnsWhileAPeerIsAbsentAndTheCollectiveCompletes) {
+  Group g(2, dfcclExecutorCuda);
+  const size_t n = size_t(1) << 20;
+  DevBuf b0(0, n, 3), b1(1, n, 4);
+  cudaSetDevice(0);
+  void* victim = nullptr;
+  CUDA_OK(cudaMalloc(&victim, 1 << 20));
+  std::vector<char> host(1 << 20);
+  dfcclRequest_t r0 = nullptr, r1 = nullptr;
+  ASSERT_EQ(dfcclAllReduce(b0.in, b0.out, n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &r0), dfcclSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the collective is running, waiting for rank 1
+  const Sync kind = GetParam();
+  const auto t0 = Clock::now();
+  must_return(sync_name(kind), std::chrono::seconds(20), [&] {
+    cudaSetDevice(0);
+    switch (kind) {
+      case Sync::DeviceSynchronize:
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        break;
+      case Sync::Free:
+        EXPECT_EQ(cudaFree(victim), cudaSuccess);
+        victim = nullptr;
+        break;
+      case Sync::MallocFreeHost: {
+        void* p = nullptr;
+        EXPECT_EQ(cudaMallocHost(&p, 64 << 20), cudaSuccess);
+        EXPECT_EQ(cudaFreeHost(p), cudaSuccess);
+        break;
+      }
+      case Sync::HostRegister:
+        EXPECT_EQ(cudaHostRegister(host.data(), host.size(), cudaHostRegisterDefault), cudaSuccess);
+        EXPECT_EQ(cudaHostUnregister(host.data()), cudaSuccess);
+        break;
+      case Sync::LazyKernel: {
+        float* f = nullptr;
+        EXPECT_EQ(cudaMalloc(&f, 4096), cudaSuccess);
+        EXPECT_EQ(launch_never_loaded_kernel(f, 1024, nullptr), cudaSuccess);
+        EXPECT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+        cudaFree(f);
+        break;
+      }
+    }
+  });
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  int done = 1;
+  ASSERT_EQ(dfcclTest(r0, &done), dfcclSuccess);
+  EXPECT_EQ(done, 0) << "rank 1 has not submitted yet";
+  cudaSetDevice(1);
+  ASSERT_EQ(dfcclAllReduce(b1.in, b1.out, n, dfcclInt32, dfcclSum, g[1], 0, nullptr, &r1), dfcclSuccess);
+  ASSERT_EQ(dfcclSynchronize(r0, 30000), dfcclSuccess);
+  ASSERT_EQ(dfcclSynchronize(r1, 30000), dfcclSuccess);
+  EXPECT_EQ(b0.wrong(word(3) + word(4)), 0u);
+  EXPECT_EQ(b1.wrong(word(3) + word(4)), 0u);
+  std::printf("[ gpu      ] %s returned after %.2f ms with a collective pending on an absent peer\n", sync_name(kind),
+              ms);
+  dfcclRequestFree(r0);
+  dfcclRequestFree(r1);
+  if (victim) cudaFree(victim);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, ImplicitSync,
+                         ::testing::Values(Sync::DeviceSynchronize, Sync::Free, Sync::MallocFreeHost,
+                                           Sync::HostRegister, Sync::LazyKernel));
+
+TEST(CudaEngine, InputsAndCompletionsAreStreamOrdered) {
+  Group g(2, dfcclExecutorCuda);
+  const size_t n = size_t(4) << 20;
+  DevBuf b0(0, n, 0), b1(1, n, 0);
+  cudaStream_t s[2], after[2];
+  dfcclRequest_t req[2];
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(r);
+    CUDA_OK(cudaStreamCreateWithFlags(&s[r], cudaStreamNonBlocking));
+    CUDA_OK(cudaStreamCreateWithFlags(&after[r], cudaStreamNonBlocking));
+  }
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(r);
+    DevBuf& b = r == 0 ? b0 : b1;
+    // The input is written by work queued on s after a 20 ms kernel: the collective must wait for it.
+    CUDA_OK(launch_spin_kernel(20000000, s[r]));
+    CUDA_OK(cudaMemsetAsync(b.in, 5 + r, n * 4, s[r]));
+    ASSERT_EQ(dfcclAllReduce(b.in, b.out, n, dfcclInt32, dfcclSum, g[r], 0, s[r], &req[r]), dfcclSuccess);
+    // The consumer stream waits on the GPU; the host does not block.
+    ASSERT_EQ(dfcclWait(req[r], after[r]), dfcclSuccess);
+  }
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(r);
+    DevBuf& b = r == 0 ? b0 : b1;
+    unsigned long long* w = nullptr;
+    CUDA_OK(cudaMalloc(&w, sizeof(*w)));
+    CUDA_OK(cudaMemsetAsync(w, 0, sizeof(*w), after[r]));
+    CUDA_OK(launch_count_not_equal(b.out, n, word(5) + word(6), w, after[r]));
+    unsigned long long h = 1;
+    CUDA_OK(cudaMemcpyAsync(&h, w, sizeof(h), cudaMemcpyDeviceToHost, after[r]));
+    CUDA_OK(cudaStreamSynchronize(after[r]));
+    EXPECT_EQ(h, 0u) << "rank " << r;
+    cudaFree(w);
+    dfcclRequestFree(req[r]);
+    cudaStreamDestroy(s[r]);
+    cudaStreamDestroy(after[r]);
+  }
+}
+
+// ---- disorder stress on GPUs -----------------------------------------------------------------------------------
+struct GpuWorld {
+  static constexpr int kComms = 3;
+  dfcclComm_t comm[kComms][2] = {};
+  dfcclPersistent_t persistent[kComms][2] = {};
+  cudaStream_t stream[2] = {};
+  std::vector<DevBuf*> bufs[2];  // per rank: kComms * 3 collectives
+  bool aborted = false;
+  static constexpr size_t kCount = 70000;
+
+  explicit GpuWorld(dfcclMode_t mode) {
+    dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+    cfg.executor = dfcclExecutorCuda;
+    cfg.mode = mode;
+    if (dfcclCommInitAllConfig(comm[0], 2, nullptr, &cfg) != dfcclSuccess)
+      throw std::runtime_error(dfcclGetLastError(nullptr));
+    std::vector<std::thread> ts;
+    for (int r = 0; r < 2; ++r)
+      ts.emplace_back([&, r] {
+        cudaSetDevice(r);
+        dfcclCommSplit(comm[0][r], 0, r, &comm[1][r], nullptr);
+        dfcclCommSplit(comm[0][r], 0, r, &comm[2][r], nullptr);
+      });
+    for (auto& t : ts) t.join();
+    for (int r = 0; r < 2; ++r) {
+      cudaSetDevice(r);
+      cudaStreamCreateWithFlags(&stream[r], cudaStreamNonBlocking);
+      for (int g = 0; g < kComms; ++g) {
+        dfcclPrepareAllReduce(kCount, dfcclInt32, dfcclSum, comm[g][r], 0, &persistent[g][r]);
+        for (int k = 0; k < 3; ++k) bufs[r].push_back(new DevBuf(r, kCount, 0));
+      }
+    }
+  }
+  ~GpuWorld() {
+    for (int r = 0; r < 2; ++r) {
+      for (auto* b : bufs[r]) delete b;
+      for (int g = 0; g < kComms; ++g) {
+        if (persistent[g][r]) dfcclPersistentFree(persistent[g][r]);
+        if (!aborted) dfcclCommDestroy(comm[g][r]);
+      }
+      cudaSetDevice(r);
+      cudaStreamDestroy(stream[r]);
+    }
+  }
+  void abort_all() {
+    aborted = true;
+    std::vector<std::thread> ts;
+    for (int g = 0; g < kComms; ++g)
+      for (int r = 0; r < 2; ++r) ts.emplace_back([this, g, r] { dfcclCommAbort(comm[g][r]); });
+    for (auto& t : ts) t.join();
+  }
+};
+
+// Per trial and rank: the 9 collectives (3 per communicator: 2 ordered + the persistent one) in a random order
+// that keeps each communicator's ordered pair in order, with a device synchronization, a pinned allocation or a
+// host registration after each submission with probability 0.3. Returns {hung, wrong}.
+std::pair<bool, size_t> gpu_trial(GpuWorld& w, int trial, std::chrono::milliseconds timeout) {
+  std::vector<std::future<void>> ranks;
+  std::vector<std::string> errors(2);
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(std::async(std::launch::async, [&, r] {
+      cudaSetDevice(r);
+      std::mt19937_64 rng(uint64_t(trial) * 1000003 + uint64_t(r));
+      std::vector<int> order;  // collective k of group g = g*3 + k; k = 2 is the persistent one
+      std::vector<int> head(3, 0);
+      std::vector<int> persistent = {2, 5, 8};
+      while (order.size() < 6) {
+        const int g = int(rng() % 3);
+        if (head[size_t(g)] < 2) order.push_back(g * 3 + head[size_t(g)]++);
+      }
+      for (int p : persistent) order.insert(order.begin() + long(rng() % (order.size() + 1)), p);
+      std::vector<dfcclRequest_t> reqs;
+      for (int c : order) {
+        DevBuf& b = *w.bufs[r][size_t(c)];
+        cudaMemsetAsync(b.in, uint8_t(trial * 3 + c + r * 40), b.n * 4, w.stream[r]);
+        dfcclRequest_t q = nullptr;
+        dfcclResult_t res;
+        if (c % 3 == 2) res = dfcclStart(w.persistent[c / 3][r], b.in, b.out, 0, w.stream[r], &q);
+        else res = dfcclAllReduce(b.in, b.out, b.n, dfcclInt32, dfcclSum, w.comm[c / 3][r], 0, w.stream[r], &q);
+        if (res != dfcclSuccess) errors[size_t(r)] = dfcclGetLastError(nullptr);
+        if (q) reqs.push_back(q);
+        const uint64_t dice = rng() % 100;
+        if (dice < 10) {
+          cudaDeviceSynchronize();
+        } else if (dice < 20) {
+          void* p = nullptr;
+          cudaMallocHost(&p, 1 << 20);
+          cudaFreeHost(p);
+        } else if (dice < 30) {
+          static thread_local std::vector<char> host(1 << 16);
+          cudaHostRegister(host.data(), host.size(), cudaHostRegisterDefault);
+          cudaHostUnregister(host.data());
+        }
+      }
+      for (auto q : reqs) {
+        const dfcclResult_t res = dfcclSynchronize(q, 600000);
+        if (res != dfcclSuccess && errors[size_t(r)].empty()) errors[size_t(r)] = dfcclGetErrorString(res);
+        dfcclRequestFree(q);
+      }
+    }));
+  }
+  bool hung = false;
+  const auto deadline = Clock::now() + timeout;
+  for (auto& f : ranks)
+    if (f.wait_until(deadline) != std::future_status::ready) hung = true;
+  if (hung) w.abort_all();
+  for (auto& f : ranks) {
+    if (f.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      ADD_FAILURE() << "a rank did not return after abort";
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+  }
+  if (hung) return {true, 0};
+  size_t wrong = 0;
+  for (int c = 0; c < 9; ++c) {
+    const int32_t want = word(uint8_t(trial * 3 + c)) + word(uint8_t(trial * 3 + c + 40));
+    for (int r = 0; r < 2; ++r) wrong += w.bufs[r][size_t(c)]->wrong(want);
+  }
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(errors[size_t(r)].empty()) << errors[size_t(r)];
+  return {false, wrong};
+}
+
+TEST(CudaEngine, DisorderStressNeverHangsAndIsExact) {
+  GpuWorld w(dfcclModePreemptive);
+  const int trials = 500;
+  int hung = 0;
+  size_t wrong = 0;
+  const auto t0 = Clock::now();
+  for (int k = 0; k < trials; ++k) {
+    auto [h, bad] = gpu_trial(w, k, std::chrono::seconds(60));
+    ASSERT_FALSE(h) << "trial " << k << " hung";
+    hung += h;
+    wrong += bad;
+  }
+  dfcclStats_t st{};
+  ASSERT_EQ(dfcclGetStats(w.comm[0][0], &st), dfcclSuccess);
+  std::printf("[ gpu      ] stress: %d trials in %.1f s, %d hangs, %zu wrong; GPU 0: %lu collectives, %lu "
+              "preemptions, %lu daemon launches (%lu stuck exits)\n",
+              trials, std::chrono::duration<double>(Clock::now() - t0).count(), hung, wrong,
+              (unsigned long)st.completed, (unsigned long)st.preemptions, (unsigned long)st.daemonLaunches,
+              (unsigned long)st.daemonExitsStuck);
+  EXPECT_EQ(hung, 0);
+  EXPECT_EQ(wrong, 0u);
+}
+
+TEST(CudaEngine, BlockingModeHangsInMostTrials) {
+  const int trials = 8;
+  int hung = 0;
+  for (int k = 0; k < trials; ++k) {
+    GpuWorld w(dfcclModeBlocking);
+    auto [h, bad] = gpu_trial(w, k, std::chrono::milliseconds(1000));
+    hung += h;
+    if (!h) {
+      EXPECT_EQ(bad, 0u);
+    }
+  }
+  std::printf("[ gpu      ] blocking mode: %d of %d trials deadlocked (watchdog + abort recovered each)\n", hung,
+              trials);
+  EXPECT_GT(hung, trials / 2);
+}
+
+TEST(CudaEngine, AbortReturnsWithinASecondWhileThePeerIsAbsent) {
+  Group g(2, dfcclExecutorCuda);
+  DevBuf b0(0, 1 << 20, 1);
+  cudaSetDevice(0);
+  dfcclRequest_t q = nullptr;
+  ASSERT_EQ(dfcclAllReduce(b0.in, b0.out, b0.n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &q), dfcclSuccess);
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  ASSERT_EQ(dfcclWait(q, s), dfcclSuccess);  // a stream waiting on the collective must be released by the abort
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const auto t0 = Clock::now();
+  ASSERT_EQ(dfcclCommAbort(g[0]), dfcclSuccess);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(1));
+  EXPECT_EQ(dfcclSynchronize(q, 5000), dfcclAborted);
+  must_return("a stream waiting on an aborted collective", std::chrono::seconds(10),
+              [&] { EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess); });
+  cudaStreamDestroy(s);
+  dfcclRequestFree(q);
+  g.comms[0] = nullptr;
+}
+
+TEST(CudaEngine, BuffersMustBeDeviceMemoryOfTheCommunicatorsGpu) {
+  Group g(2, dfcclExecutorCuda);
+  std::vector<int32_t> host(1024);
+  DevBuf other(1, 1024, 0), mine(0, 1024, 0);
+  cudaSetDevice(0);
+  EXPECT_EQ(dfcclAllReduce(host.data(), mine.out, 1024, dfcclInt32, dfcclSum, g[0], 0, nullptr, nullptr),
+            dfcclInvalidArgument);
+  EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find("'sendbuff'"), std::string::npos) << dfcclGetLastError(nullptr);
+  EXPECT_EQ(dfcclAllReduce(mine.in, other.out, 1024, dfcclInt32, dfcclSum, g[0], 0, nullptr, nullptr),
+            dfcclInvalidArgument);
+  EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find("'recvbuff'"), std::string::npos) << dfcclGetLastError(nullptr);
+}
+
+}  // namespace
+}  // namespace dfccl::test

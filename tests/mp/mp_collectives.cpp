@@ -1,0 +1,200 @@
+// One rank per MPI process (mpirun): bootstrap over MPI_Bcast of the unique id, the collective matrix on a subset
+// of sizes, and the disorder stress over 3 communicators (world, and two splits), with device synchronizations.
+//   mpirun -np 4 mp_collectives host      (CI: host executor, ranks are processes over shared memory)
+//   mpirun -np 2 mp_collectives cuda      (GPU machine: one GPU per process, CUDA IPC; exit 77 without GPUs)
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dfccl.h"
+#include "reference.h"
+
+using namespace dfccl::test;
+
+namespace {
+
+int g_rank = 0, g_size = 1;
+bool g_cuda = false;
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "rank %d: %s: %s\n", g_rank, what.c_str(), dfcclGetLastError(nullptr));
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+void ok(dfcclResult_t r, const char* what) {
+  if (r != dfcclSuccess) die(std::string(what) + ": " + dfcclGetErrorString(r));
+}
+
+dfcclComm_t make_comm(MPI_Comm mpi, dfcclExecutor_t ex) {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(mpi, &rank);
+  MPI_Comm_size(mpi, &size);
+  dfcclUniqueId id;
+  if (rank == 0) ok(dfcclGetUniqueId(&id), "dfcclGetUniqueId");
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, mpi);
+  dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = ex;
+  cfg.device = g_cuda ? -1 : g_rank;  // CUDA: the current device (set in main); host: one engine per process
+  dfcclComm_t c = nullptr;
+  ok(dfcclCommInitRankConfig(&c, size, id, rank, &cfg), "dfcclCommInitRankConfig");
+  return c;
+}
+
+// Moves a host-side buffer to the executor's memory and back.
+struct Mem {
+  size_t bytes = 0;
+  void* p = nullptr;
+  explicit Mem(size_t b) : bytes(std::max<size_t>(b, 1)) {
+    if (g_cuda) cudaMalloc(&p, bytes);
+    else p = std::malloc(bytes);
+  }
+  ~Mem() {
+    if (g_cuda) cudaFree(p);
+    else std::free(p);
+  }
+  void put(const void* src, size_t b) {
+    if (g_cuda) cudaMemcpy(p, src, b, cudaMemcpyHostToDevice);
+    else std::memcpy(p, src, b);
+  }
+  void get(void* dst, size_t b) const {
+    if (g_cuda) cudaMemcpy(dst, p, b, cudaMemcpyDeviceToHost);
+    else std::memcpy(dst, p, b);
+  }
+};
+
+long matrix(dfcclComm_t comm) {
+  const size_t counts[] = {0, 1, 17, 1009, 262144};
+  const dfcclRedOp_t ops[] = {dfcclSum, dfcclProd, dfcclMax, dfcclMin, dfcclAvg};
+  long wrong = 0, cases = 0;
+  for (int coll = 0; coll < 5; ++coll)
+    for (int t = 0; t < dfcclNumTypes; ++t)
+      for (dfcclRedOp_t op : ops) {
+        if ((coll == int(Coll::AllGather) || coll == int(Coll::Broadcast)) && op != dfcclSum) continue;
+        for (size_t count : counts)
+          for (bool in_place : {false, true}) {
+            const Case c{Coll(coll), dfcclDataType_t(t), op, count, int(count % size_t(g_size)), in_place};
+            Buffers b(c, g_size);
+            auto& rs = b.recv_storage(g_rank);
+            Mem recv(rs.size());
+            recv.put(rs.data(), rs.size());
+            Mem send(in_place ? 1 : b.send_storage(g_rank).size());
+            if (!in_place) send.put(b.send_storage(g_rank).data(), b.send_storage(g_rank).size());
+            const void* sb = static_cast<const char*>(in_place ? recv.p : send.p) + b.send_offset(g_rank);
+            void* rb = static_cast<char*>(recv.p) + b.recv_offset(g_rank);
+            dfcclRequest_t q = nullptr;
+            dfcclResult_t r = dfcclSuccess;
+            switch (c.coll) {
+              case Coll::AllReduce: r = dfcclAllReduce(sb, rb, count, c.type, op, comm, 0, nullptr, &q); break;
+              case Coll::AllGather: r = dfcclAllGather(sb, rb, count, c.type, comm, 0, nullptr, &q); break;
+              case Coll::ReduceScatter: r = dfcclReduceScatter(sb, rb, count, c.type, op, comm, 0, nullptr, &q); break;
+              case Coll::Broadcast: r = dfcclBroadcast(sb, rb, count, c.type, c.root, comm, 0, nullptr, &q); break;
+              case Coll::Reduce: r = dfcclReduce(sb, rb, count, c.type, op, c.root, comm, 0, nullptr, &q); break;
+            }
+            ok(r, describe(c, g_size).c_str());
+            ok(dfcclSynchronize(q, 120000), describe(c, g_size).c_str());
+            dfcclRequestFree(q);
+            recv.get(rs.data(), rs.size());
+            const size_t bad = b.wrong(g_rank);
+            if (bad) std::fprintf(stderr, "rank %d: %s: %zu wrong\n", g_rank, describe(c, g_size).c_str(), bad);
+            wrong += long(bad);
+            ++cases;
+          }
+      }
+  if (g_rank == 0) std::printf("matrix: %ld cases per rank\n", cases);
+  return wrong;
+}
+
+// The stress: world + two splits; per trial each rank submits 2 collectives per communicator in a random
+// interleaving (order kept inside each communicator), with device synchronizations in between.
+long stress(dfcclComm_t comms[3], int trials) {
+  long wrong = 0;
+  const size_t n = 50000;
+  std::vector<Mem*> in, out;
+  for (int k = 0; k < 6; ++k) {
+    in.push_back(new Mem(n * 4));
+    out.push_back(new Mem(n * 4));
+  }
+  int members[3] = {g_size, 0, 0};
+  for (int g = 1; g < 3; ++g) dfcclCommCount(comms[g], &members[g]);
+  std::vector<int32_t> host(n);
+  for (int t = 0; t < trials; ++t) {
+    std::mt19937_64 rng(uint64_t(t) * 7919 + uint64_t(g_rank));
+    std::vector<int> order, head(3, 0);
+    while (order.size() < 6) {
+      const int g = int(rng() % 3);
+      if (head[size_t(g)] < 2) order.push_back(g * 2 + head[size_t(g)]++);
+    }
+    std::vector<dfcclRequest_t> reqs;
+    for (int k : order) {
+      for (size_t i = 0; i < n; ++i) host[i] = int32_t(t * 31 + k * 7 + int(i % 97) + g_rank);
+      in[size_t(k)]->put(host.data(), n * 4);
+      dfcclRequest_t q = nullptr;
+      ok(dfcclAllReduce(in[size_t(k)]->p, out[size_t(k)]->p, n, dfcclInt32, dfcclSum, comms[k / 2], 0, nullptr, &q),
+         "stress all-reduce");
+      reqs.push_back(q);
+      if (rng() % 100 < 30) ok(dfcclDeviceSynchronize(comms[0]), "dfcclDeviceSynchronize");
+    }
+    for (auto q : reqs) {
+      ok(dfcclSynchronize(q, 120000), "stress wait");
+      dfcclRequestFree(q);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    // Expected: sum over the members of the group; the members' ranks in world are known from the split rule.
+    for (int k = 0; k < 6; ++k) {
+      out[size_t(k)]->get(host.data(), n * 4);
+      const int g = k / 2;
+      std::vector<int> ranks;
+      for (int r = 0; r < g_size; ++r)
+        if (g == 0 || (g == 1 && r / 2 == g_rank / 2) || (g == 2 && r % 2 == g_rank % 2)) ranks.push_back(r);
+      for (size_t i = 0; i < n; ++i) {
+        int32_t want = 0;
+        for (int r : ranks) want += int32_t(t * 31 + k * 7 + int(i % 97) + r);
+        wrong += host[i] != want;
+      }
+    }
+  }
+  for (auto* m : in) delete m;
+  for (auto* m : out) delete m;
+  if (g_rank == 0) std::printf("stress: %d trials over 3 communicators\n", trials);
+  return wrong;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  const std::string mode = argc > 1 ? argv[1] : "host";
+  g_cuda = mode == "cuda";
+  if (g_cuda) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < g_size) {
+      if (g_rank == 0) std::printf("skipped: %d GPUs for %d ranks\n", n, g_size);
+      MPI_Finalize();
+      return 77;
+    }
+    cudaSetDevice(g_rank % n);
+  }
+  const dfcclExecutor_t ex = g_cuda ? dfcclExecutorCuda : dfcclExecutorHost;
+  dfcclComm_t world = make_comm(MPI_COMM_WORLD, ex);
+  long wrong = matrix(world);
+  MPI_Comm pairs, strided;
+  MPI_Comm_split(MPI_COMM_WORLD, g_rank / 2, g_rank, &pairs);
+  MPI_Comm_split(MPI_COMM_WORLD, g_rank % 2, g_rank, &strided);
+  dfcclComm_t comms[3] = {world, make_comm(pairs, ex), make_comm(strided, ex)};
+  wrong += stress(comms, argc > 2 ? std::atoi(argv[2]) : 100);
+  for (int g = 2; g >= 0; --g) ok(dfcclCommDestroy(comms[g]), "dfcclCommDestroy");
+  long total = 0;
+  MPI_Allreduce(&wrong, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  if (g_rank == 0) std::printf("%s: %d ranks, %ld wrong elements\n", total ? "FAILED" : "PASSED", g_size, total);
+  MPI_Finalize();
+  return total ? 1 : 0;
+}
