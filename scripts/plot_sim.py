@@ -59,9 +59,16 @@ def errorbars(ax, x, rate, lo, hi, **kw):
     ax.errorbar(x, 100 * rate, yerr=yerr, capsize=2.5, marker="o", markersize=3.5, linewidth=1.2, **kw)
 
 
+YTICKS = [0, 0.5, 1, 2, 5, 10, 20, 50, 100]
+
+
 def style_rate_axis(ax, xlabel):
+    # Symmetric-log y axis: linear below 1 %, logarithmic above, so that 0.2 % and 5 % are both readable.
     ax.set_xscale("log")
-    ax.set_ylim(-3, 103)
+    ax.set_yscale("symlog", linthresh=1.0, linscale=0.6)
+    ax.set_ylim(-0.05, 130)
+    ax.set_yticks(YTICKS)
+    ax.set_yticklabels([f"{t:g}" for t in YTICKS])
     ax.set_xlabel(xlabel)
     ax.grid(True, which="major", alpha=0.3)
     ax.axhline(7, color="0.5", linestyle=":", linewidth=1)
@@ -70,7 +77,8 @@ def style_rate_axis(ax, xlabel):
 def footer(fig, meta, path):
     rev = meta.get("git_revision", "?")
     fig.text(0.01, 0.005, f"{os.path.basename(path)}  dfccl-sim {meta.get('dfccl_version', '?')} ({rev}), "
-             f"{meta.get('date_utc', '?')}; bars: Wilson 95 % intervals; dotted line: 7 %", fontsize=7, color="0.35")
+             f"{meta.get('date_utc', '?')}; bars: Wilson 95 % intervals; dotted line: 7 %; y axis linear below 1 %, "
+             "logarithmic above", fontsize=7, color="0.35")
 
 
 def plot_scale(cols, meta, path, out):
@@ -107,7 +115,8 @@ def plot_scale(cols, meta, path, out):
             ax.set_title(f"{title}\n{fam} layouts", fontsize=9)
             if j == 0:
                 ax.set_ylabel("deadlocked trials (%)")
-            ax.legend(fontsize=6.5, loc="upper left")
+            if j == len(models) - 1:
+                ax.legend(fontsize=7, loc="center left")
     colls = sorted(set(cols["colls"][m]))
     fig.suptitle(f"dfccl-sim: deadlock rate vs disorder/sync probability ({', '.join(map(str, colls))} collectives "
                  "per group per trial)", fontsize=11)
@@ -145,7 +154,8 @@ def plot_grid(cols, meta, path, out):
             ax.set_title(f"{MODEL_TITLE[model]}\n{layout}", fontsize=9)
             if j == 0:
                 ax.set_ylabel("deadlocked trials (%)")
-            ax.legend(fontsize=7, loc="upper left")
+            if j == len(models) - 1:
+                ax.legend(fontsize=7, loc="upper left")
     fig.suptitle("dfccl-sim: disorder and sync probabilities separately", fontsize=11)
     footer(fig, meta, path)
     fig.tight_layout(rect=(0, 0.02, 1, 0.96))
@@ -174,7 +184,7 @@ def plot_limit(cols, meta, path, out):
     style_rate_axis(ax, "p = disorder = sync probability")
     ax.set_ylabel("deadlocked trials (%)")
     ax.set_title(f"resident-collective limit R, {layout}", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center left")
     footer(fig, meta, path)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(os.path.join(out, "deadlock_rate_limit.png"), dpi=110)
@@ -201,7 +211,8 @@ def plot_length(cols, meta, path, out):
         ax.set_title(MODEL_TITLE[model], fontsize=9)
         if j == 0:
             ax.set_ylabel("deadlocked trials (%)")
-        ax.legend(fontsize=7, loc="upper left")
+        if j == len(models) - 1:
+            ax.legend(fontsize=7, loc="center left")
     fig.suptitle("dfccl-sim: trial length (64 GPUs, 32 groups of 4)", fontsize=11)
     footer(fig, meta, path)
     fig.tight_layout(rect=(0, 0.03, 1, 0.94))

@@ -78,8 +78,8 @@ void write_hdf5(const std::string& path, const RunMeta& meta, const std::vector<
   col_s("first_cycle", [](const Row& r) { return r.result.first_cycle; });
   col_i("batch", [](const Row& r) { return r.batch; });
   col_d("seconds", [](const Row& r) { return r.result.seconds; });
-  col_d("model_cpu_seconds", [](const Row& r) { return r.result.model_cpu_seconds; });
-  col_d("generation_cpu_seconds", [](const Row& r) { return r.result.generation_cpu_seconds; });
+  col_d("model_thread_seconds", [](const Row& r) { return r.result.model_thread_seconds; });
+  col_d("generation_thread_seconds", [](const Row& r) { return r.result.generation_thread_seconds; });
 
   if (per_trial) {
     std::vector<int64_t> setting, trial, deadlocked, completed;

@@ -124,8 +124,8 @@ std::vector<SettingResult> run_models(const Scenario& scenario, const std::vecto
     r.mean_stuck_ranks = r.deadlocks ? stuck_sum / static_cast<double>(r.deadlocks) : 0.0;
     r.submissions = scenario.num_submissions() * n;
     r.seconds = wall;
-    r.model_cpu_seconds = model_cpu[mi];
-    r.generation_cpu_seconds = generation_cpu;
+    r.model_thread_seconds = model_cpu[mi];
+    r.generation_thread_seconds = generation_cpu;
   }
   return res;
 }

@@ -28,8 +28,10 @@ struct SettingResult {
   double mean_completed_fraction = 1.0;  // collectives completed / collectives per trial, over all trials
   double mean_stuck_ranks = 0.0;         // over deadlocked trials
   double seconds = 0.0;                  // wall time of the batch (the models run on the same programs together)
-  double model_cpu_seconds = 0.0;        // CPU time of this model's simulation, summed over threads
-  double generation_cpu_seconds = 0.0;   // CPU time of generating the programs, shared by the batch's models
+  // Time the worker threads spent in this model's simulation and in generating the batch's programs (shared by the
+  // batch's models), summed over threads, by a monotonic clock: it includes time a thread was descheduled.
+  double model_thread_seconds = 0.0;
+  double generation_thread_seconds = 0.0;
   int64_t submissions = 0;               // submissions (rank, collective pairs) generated over all trials
   // Per trial (index = trial): 1 if deadlocked; completed collectives.
   std::vector<uint8_t> deadlocked;
