@@ -220,10 +220,71 @@ def plot_length(cols, meta, path, out):
     plt.close(fig)
 
 
+def pct(x):
+    return "0" if x == 0 else f"{100 * x:.3g}"
+
+
+def markdown(cols):
+    """Markdown tables of every block (rates in %), for docs/simulator.md."""
+    out = []
+    m = select(cols, block="scale")
+    if m.any():
+        ps = sorted(set(cols["p_disorder"][m]))
+        out.append("Block `scale`, deadlocked trials in % at p = disorder = sync probability (100 collectives/group):\n")
+        out.append("| model | layout | GPUs | trials | " + " | ".join(f"{p:g}" for p in ps) + " |")
+        out.append("|---" * (4 + len(ps)) + "|")
+        for model in "abcd":
+            for fam in ("random", "megatron"):
+                layouts = sorted({l for l in cols["layout"][m & (cols["model"] == model)] if family(l) == fam},
+                                 key=lambda l: cols["ranks"][m & (cols["layout"] == l)][0])
+                for layout in layouts:
+                    s = m & (cols["model"] == model) & (cols["layout"] == layout)
+                    rate = dict(zip(cols["p_disorder"][s], cols["rate"][s]))
+                    name = model if model != "c" else f"c (R={cols['limit'][s][0]})"
+                    out.append(f"| {name} | `{layout}` | {cols['ranks'][s][0]} | {cols['trials'][s][0]} | "
+                               + " | ".join(pct(rate[p]) if p in rate else "" for p in ps) + " |")
+        out.append("")
+    m = select(cols, block="grid")
+    if m.any():
+        ss = sorted(set(cols["p_sync"][m]))
+        out.append("Block `grid`, deadlocked trials in % (500 trials; rows: model, layout, disorder; columns: sync):\n")
+        out.append("| model | layout | disorder | " + " | ".join(f"sync {x:g}" for x in ss) + " |")
+        out.append("|---" * (3 + len(ss)) + "|")
+        for model in "ab":
+            for layout in dict.fromkeys(cols["layout"][m]):
+                for d in sorted(set(cols["p_disorder"][m])):
+                    s = m & (cols["model"] == model) & (cols["layout"] == layout) & (cols["p_disorder"] == d)
+                    if not s.any():
+                        continue
+                    rate = dict(zip(cols["p_sync"][s], cols["rate"][s]))
+                    out.append(f"| {model} | `{layout}` | {d:g} | " + " | ".join(pct(rate.get(x, 0)) for x in ss) + " |")
+        out.append("")
+    for block, title in (("limit", "Block `limit` (model c per R; a and b for reference)"),
+                         ("length", "Block `length` (collectives per group)")):
+        m = select(cols, block=block)
+        if not m.any():
+            continue
+        ps = sorted(set(cols["p_disorder"][m]))
+        out.append(f"{title}, deadlocked trials in % at p = disorder = sync:\n")
+        out.append("| model | layout | colls | trials | " + " | ".join(f"{p:g}" for p in ps) + " |")
+        out.append("|---" * (4 + len(ps)) + "|")
+        keys = dict.fromkeys(zip(cols["model"][m], cols["limit"][m], cols["layout"][m], cols["colls"][m]))
+        for model, limit, layout, colls in keys:
+            s = m & (cols["model"] == model) & (cols["limit"] == limit) & (cols["layout"] == layout) & \
+                (cols["colls"] == colls)
+            rate = dict(zip(cols["p_disorder"][s], cols["rate"][s]))
+            name = model if model != "c" else f"c (R={limit})"
+            out.append(f"| {name} | `{layout}` | {colls} | {cols['trials'][s][0]} | "
+                       + " | ".join(pct(rate[p]) if p in rate else "" for p in ps) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("h5", help="dfccl-sim results file")
     ap.add_argument("--out", default="results/sim", help="folder for the PNG files")
+    ap.add_argument("--markdown", help="also write Markdown tables of every block to this file")
     a = ap.parse_args()
     cols, meta = read_settings(a.h5)
     if meta.get("tool") != "dfccl-sim":
@@ -233,6 +294,10 @@ def main():
     plot_grid(cols, meta, a.h5, a.out)
     plot_limit(cols, meta, a.h5, a.out)
     plot_length(cols, meta, a.h5, a.out)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(markdown(cols) + "\n")
+        print(f"tables written to {a.markdown}")
     print(f"plots written to {a.out}/")
 
 
