@@ -16,6 +16,7 @@
 //   u64  atomic_add64(u64* p, u64 v)
 //   void atomic_max64(u64* p, u64 v)
 //   u64  atomic_cas64(u64* p, u64 expected, u64 desired)  returns the old value
+//   u32  atomic_exch32(u32* p, u32 v), u64 atomic_exch64(u64* p, u64 v)   returns the old value
 //   u32  shared_inc(u32* p)                     atomic increment of block-shared memory, returns the old value
 //   void fence_device(), fence_system()         memory fences
 //   u64  now_ns()                               a clock in nanoseconds, monotonic, shared by the blocks

@@ -74,25 +74,22 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneS
   cx.status = status;
   if (ls) ls->turn += 1;
   if (status != kStatusOk) X::atomic_max32(&ev.g->status[slot], status);
+  if (cx.preemptions) X::atomic_add(&ev.g->preemptions[slot], cx.preemptions);
+  if (cx.t_start) X::atomic_max64(&ev.g->start_inv[slot], ~cx.t_start);
   X::fence_device();
   const u32 old = X::atomic_add(&ev.g->done_count[slot], 1u);
   if (old + 1 < ev.p.nblocks) return;
+  // The last block: gather what the others left in the slot's words, reset them, publish.
   X::fence_device();
   ev.g->done_count[slot] = 0;
   const u64 now = X::now_ns();
-  u64 t_start = ~u64(0);
-  u32 preemptions = 0;
-  for (u32 k = 0; k < ev.p.nblocks; ++k) {
-    const ChanCtx& o = chan_ctx(ev, slot, k);
-    const u64 t = vload(o.t_start);
-    if (t != 0 && t < t_start) t_start = t;
-    preemptions += vload(o.preemptions);
-  }
-  const u32 final_status = X::atomic_max32(&ev.g->status[slot], 0u);
-  ev.g->status[slot] = 0;
+  const u64 start_inv = X::atomic_exch64(&ev.g->start_inv[slot], 0);
+  const u32 preemptions = X::atomic_exch32(&ev.g->preemptions[slot], 0);
+  const u64 t_start = start_inv ? ~start_inv : now;
+  const u32 final_status = X::atomic_exch32(&ev.g->status[slot], 0u);
   SlotInfo& info = ev.h->info[slot];
   info.seq = cx.desc.seq;
-  info.t_start = t_start == ~u64(0) ? now : t_start;
+  info.t_start = t_start;
   info.t_end = now;
   info.status = final_status;
   info.preemptions = preemptions;
@@ -199,13 +196,22 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   for (u32 r = tid; r < kMaxRings; r += nt) bs.frontier[r] = ev.g->frontier[b][r];
   if (tid == 0) {
     bs.nactive = 0;
+    bs.nnew = 0;
     bs.preemptions = 0;
     bs.switches = 0;
     bs.last_slot = ~0u;
     bs.exit = 0;
-    for (u32 s = 0; s < kMaxSlots; ++s)
-      if (chan_ctx(ev, s, b).state == kCtxActive) insert_active<X>(ev, bs, b, s);
     X::atomic_max64(&ev.g->last_activity_ns, X::now_ns());
+  }
+  X::sync();
+  // Restore: the collectives this block had not finished when the daemon last left (their contexts are intact).
+  for (u32 s = tid; s < kMaxSlots; s += nt)
+    if (chan_ctx(ev, s, b).state == kCtxActive) bs.active[X::shared_inc(&bs.nnew)] = u16(s);
+  X::sync();
+  if (tid == 0) {  // in-place insertion sort: insert_active writes only positions <= k, already read
+    const u32 found = bs.nnew;
+    bs.nactive = 0;
+    for (u32 k = 0; k < found; ++k) insert_active<X>(ev, bs, b, bs.active[k]);
   }
   X::sync();
   for (;;) {

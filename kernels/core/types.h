@@ -142,6 +142,8 @@ struct EngineGlobal {                          // device memory
   u64 complete[kMaxSlots];                     // completion words: seq of the last finished occupant (stream waits)
   u32 done_count[kMaxSlots];                   // blocks finished with the slot's current instance
   u32 status[kMaxSlots];                       // non-zero: some block failed the instance (e.g. aborted)
+  u32 preemptions[kMaxSlots];                  // summed over the blocks of the slot's current instance
+  u64 start_inv[kMaxSlots];                    // ~(earliest block start time), max-combined; 0 = none yet
   u64 cq_tail;                                 // completion queue positions handed out
   u64 last_activity_ns;                        // last time any block made progress or picked up work
   u64 exit_request;                            // epoch << 8 | kExit*: all blocks of that launch leave

@@ -35,6 +35,10 @@ struct CudaExec {
   __device__ static __forceinline__ u64 atomic_cas64(u64* p, u64 expected, u64 desired) {
     return atomicCAS(reinterpret_cast<unsigned long long*>(p), expected, desired);
   }
+  __device__ static __forceinline__ u32 atomic_exch32(u32* p, u32 v) { return atomicExch(p, v); }
+  __device__ static __forceinline__ u64 atomic_exch64(u64* p, u64 v) {
+    return atomicExch(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+  }
   __device__ static __forceinline__ u32 shared_inc(u32* p) { return atomicAdd(p, 1u); }
   __device__ static __forceinline__ void fence_device() { __threadfence(); }
   __device__ static __forceinline__ void fence_system() { __threadfence_system(); }

@@ -37,6 +37,8 @@ struct HostExec {
     __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     return expected;
   }
+  static u32 atomic_exch32(u32* p, u32 v) { return __atomic_exchange_n(p, v, __ATOMIC_ACQ_REL); }
+  static u64 atomic_exch64(u64* p, u64 v) { return __atomic_exchange_n(p, v, __ATOMIC_ACQ_REL); }
   static u32 shared_inc(u32* p) { return (*p)++; }
   static void fence_device() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
   static void fence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }

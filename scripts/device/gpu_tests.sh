@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# GPU test session, run on the GPU machine through the device tool (docs/gpu-runs.md):
+#   scripts/device/gpu_tests.sh [filter]
+# Uses prebuilt binaries from $BIN (default .device/bin, copied there from build/bin), else builds. Each step runs
+# under a timeout; logs go to $OUT (the device tool's result folder); a summary line per step is printed.
+set -u
+cd "$(dirname "$0")/../.."
+export NCCL_NVLS_ENABLE=0
+OUT=${OUT:-/tmp/dfccl-out}
+mkdir -p "$OUT"
+BIN=${BIN:-.device/bin}
+nccl_dir=$(python3 -c "import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))" 2>/dev/null || true)
+[ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$nccl_dir/lib:${LD_LIBRARY_PATH:-}"
+{
+  date -u
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+  nvidia-smi topo -m
+} > "$OUT/machine.txt" 2>&1
+head -4 "$OUT/machine.txt"
+
+step() {  # step <name> <timeout s> <command...>
+  local name=$1 t=$2
+  shift 2
+  local t0=$(date +%s.%N)
+  timeout -k 10 "$t" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  printf '== %-28s rc=%-3s %6.1f s\n' "$name" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)"
+  grep -E '^\[ (gpu|stress) |FAILED|Failure|PASSED|passed|wrong|skipped|rror' "$OUT/$name.log" | head -40
+}
+
+filter=${1:-all}
+mpi=(mpirun --allow-run-as-root --bind-to none -np 2)
+case "$filter" in
+  all | engine) step cuda_engine_test 300 "$BIN/cuda_engine_test" ;;&
+  all | matrix) step cuda_collectives_test 300 "$BIN/cuda_collectives_test" ;;&
+  all | mp) step mp_collectives_cuda 240 "${mpi[@]}" "$BIN/mp_collectives" cuda 500 ;;&
+  *) ;;
+esac
