@@ -138,7 +138,7 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot) {
   }
 
   const LaneView lv = lane_view(c, b, d.lane);
-  const Geometry g = make_geometry(d, c.rank, c.nranks, b, c.slot_bytes);
+  const Geometry g = make_geometry(d, c.rank, c.nranks, b, c.slot_bytes, c.nslots);
   const u64 nops = program_num_ops(g);
   const bool unbounded = ev.p.blocking != 0;
   auto quit = [&]() { return vload(cp->abort) != 0 || vload(ev.g->quit) != 0; };
@@ -183,6 +183,13 @@ DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   bool busy = false;
   for (u32 k = 0; k < ev.p.nblocks; ++k) busy = busy || vload(ev.g->busy[k]) != 0;
   if (busy && ev.p.blocking) return false;  // blocking mode waits, like NCCL: only idleness ends the daemon
+  if (busy && vload(ev.h->waited_pending) != 0) {
+    // A stream waits on a pending collective: a device synchronization cannot finish before it anyway, and leaving
+    // could only delay it (a relaunch may be held back by an implicit synchronization in progress). Stay, and look
+    // again (one read of host memory) after another stuck_ns.
+    X::atomic_max64(&ev.g->last_activity_ns, now);
+    return false;
+  }
   if (now - last <= (busy ? ev.p.stuck_ns : ev.p.idle_ns)) return false;
   const u64 reason = busy ? kExitStuck : kExitIdle;
   if (X::atomic_cas64(&ev.g->exit_request, req, (ev.p.epoch << 8) | reason) == req) ev.h->exit_reason = reason;

@@ -173,6 +173,7 @@ struct EngineHost {                // pinned host memory
   SlotInfo info[kMaxSlots];
   BlockStats stats[kMaxBlocks];
   u64 exit_reason;                 // kExit* of the last daemon run
+  u64 waited_pending;              // host: pending collectives some stream waits on (dfcclWait); read at exit decisions
 };
 
 // Tunables of the daemon, passed by value at each launch (docs/environment.md).

@@ -197,6 +197,8 @@ bool Engine::drain_completions() {
       SlotUse& use = slots_[slot];
       req = std::move(use.req);
       rings_[use.ring].outstanding -= 1;
+      if (use.waited) __atomic_sub_fetch(&h_->waited_pending, 1, __ATOMIC_ACQ_REL);
+      use.waited = false;
       comm_outstanding_[use.comm] -= 1;
       outstanding_ -= 1;
       completed_ += 1;
@@ -285,6 +287,14 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
   if (exec_->kind() == dfcclExecutorHost) {
     wait_request(*r, -1);
     return;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    SlotUse& use = slots_[r->slot];
+    if (use.req == r && !use.waited) {  // still pending: the daemon should not leave it (see should_exit)
+      use.waited = true;
+      __atomic_add_fetch(&h_->waited_pending, 1, __ATOMIC_ACQ_REL);
+    }
   }
   exec_->stream_wait(stream, &g_->complete[r->slot], r->seq);
 }

@@ -80,6 +80,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
     std::shared_ptr<RequestState> req;
     uint32_t comm = 0;
     uint32_t ring = 0;
+    bool waited = false;  // counted in EngineHost::waited_pending
   };
   struct Ring {
     cudaStream_t stream = nullptr;

@@ -17,7 +17,7 @@ const std::vector<EnvVar>& env_table() {
       {"DFCCL_HOST_BLOCKS", "1", "host executor: daemon threads = channels per collective (1..64)"},
       {"DFCCL_SLOT_BYTES", "65536", "CUDA executor: bytes per connection slot (multiple of 16)"},
       {"DFCCL_HOST_SLOT_BYTES", "32768", "host executor: bytes per connection slot (multiple of 16)"},
-      {"DFCCL_SLOTS", "4", "slots per lane (2..64): how far a sender may run ahead of its receiver"},
+      {"DFCCL_SLOTS", "8", "slots per lane (2..64): a sender runs up to this many ahead; a ring step streams half"},
       {"DFCCL_LANES", "4", "sequence lanes per communicator: collectives of one communicator in flight at once"},
       {"DFCCL_MIN_CHAN_BYTES", "131072", "CUDA executor: bytes per data channel below which fewer channels carry data"},
       {"DFCCL_SPIN_MIN_NS", "2000", "CUDA executor: lowest spin budget of a primitive"},

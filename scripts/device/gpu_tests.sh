@@ -5,12 +5,10 @@
 # under a timeout; logs go to $OUT (the device tool's result folder); a summary line per step is printed.
 set -u
 cd "$(dirname "$0")/../.."
-export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/dfccl-out}
 mkdir -p "$OUT"
 BIN=${BIN:-.device/bin}
-nccl_dir=$(python3 -c "import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))" 2>/dev/null || true)
-[ -n "$nccl_dir" ] && export LD_LIBRARY_PATH="$nccl_dir/lib:${LD_LIBRARY_PATH:-}"
+. scripts/device/env.sh
 {
   date -u
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv

@@ -1,6 +1,7 @@
 // The collective programs (kernels/core/collectives), run sequentially without threads: every rank executes its
-// primitives in turn over unbounded FIFOs, so the pairing of sends and receives and the data each program computes
-// are checked for many rank counts, slot sizes and channel counts, against the independent reference.
+// primitives in turn over FIFOs of the lane's capacity (nslots), so the pairing of sends and receives, the absence
+// of credit deadlocks, and the data each program computes are checked for many rank counts, slot sizes, slot
+// counts and channel counts, against the independent reference.
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -18,7 +19,7 @@ using namespace dfccl::core;
 core::Kind kind_of(Coll c) { return core::Kind(int(c)); }
 
 // Runs one case through the programs; returns wrong elements, or -1 if the programs got stuck or left data.
-long run_programs(const Case& c, int n, u32 slot_bytes, u32 nchan) {
+long run_programs(const Case& c, int n, u32 slot_bytes, u32 nslots, u32 nchan) {
   Buffers b(c, n);
   const u32 es = u32(type_size(c.type));
   std::vector<Desc> desc(static_cast<size_t>(n));
@@ -41,7 +42,7 @@ long run_programs(const Case& c, int n, u32 slot_bytes, u32 nchan) {
     std::vector<Geometry> geo;
     std::vector<u64> next_op(size_t(n), 0), nops(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r) {
-      geo.push_back(make_geometry(desc[size_t(r)], r, n, ch, slot_bytes));
+      geo.push_back(make_geometry(desc[size_t(r)], r, n, ch, slot_bytes, nslots));
       nops[size_t(r)] = program_num_ops(geo.back());
     }
     bool progress = true;
@@ -52,6 +53,7 @@ long run_programs(const Case& c, int n, u32 slot_bytes, u32 nchan) {
         const Op op = program_op(geo[size_t(r)], next_op[size_t(r)]);
         auto& in_q = fifo[ch][size_t((r - 1 + n) % n)];
         if ((op.flags & kOpRecv) && in_q.empty()) continue;
+        if ((op.flags & kOpSend) && fifo[ch][size_t(r)].size() >= nslots) continue;  // no free slot at next
         if (op.nelem * es > slot_bytes) return -2;  // a primitive must fit in one slot
         std::vector<uint8_t> slot_in, slot_out(slot_bytes);
         if (op.flags & kOpRecv) {
@@ -79,7 +81,7 @@ long run_programs(const Case& c, int n, u32 slot_bytes, u32 nchan) {
       }
     }
     for (int r = 0; r < n; ++r) {
-      if (next_op[size_t(r)] != nops[size_t(r)]) return -1;  // stuck: sends and receives do not pair up
+      if (next_op[size_t(r)] != nops[size_t(r)]) return -1;  // stuck: unpaired, or a credit deadlock
       if (!fifo[ch][size_t(r)].empty()) return -1;          // data sent but never received
     }
   }
@@ -95,6 +97,7 @@ TEST(CorePrograms, EveryCollectiveRankCountSlotAndChannelCount) {
   for (int coll = 0; coll < 5; ++coll)
     for (int n : {1, 2, 3, 5, 8})
       for (u32 slot : {16u, 48u, 256u, 4096u})
+        for (u32 nslots : {2u, 3u, 8u})
         for (u32 nchan : {1u, 3u})
           for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(100), size_t(1237)})
             for (dfcclDataType_t t : types)
@@ -103,9 +106,9 @@ TEST(CorePrograms, EveryCollectiveRankCountSlotAndChannelCount) {
                 if (!reduces && op != dfcclSum) continue;
                 for (bool in_place : {false, true}) {
                   const Case c{Coll(coll), t, op, count, int(count % size_t(n)), in_place};
-                  const long wrong = run_programs(c, n, slot, nchan);
-                  ASSERT_EQ(wrong, 0) << describe(c, n) << " slot=" << slot << " nchan=" << nchan
-                                      << (wrong == -1 ? " (programs do not pair up)" : "")
+                  const long wrong = run_programs(c, n, slot, nslots, nchan);
+                  ASSERT_EQ(wrong, 0) << describe(c, n) << " slot=" << slot << " nslots=" << nslots << " nchan=" << nchan
+                                      << (wrong == -1 ? " (programs do not pair up, or deadlock on credits)" : "")
                                       << (wrong == -2 ? " (primitive larger than a slot)" : "");
                   ++cases;
                 }

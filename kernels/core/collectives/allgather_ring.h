@@ -1,7 +1,7 @@
 // AllGather, ring algorithm.
 //
 // Purpose: every rank ends with the inputs of all ranks, rank p's block at recvbuff + p*sendcount. Use case: every
-// size. Each round moves one slice of each rank's block; n steps per round:
+// size. Each round moves `pipe` slices of each rank's block; n steps per round, slice by slice:
 //   step 0          copy own slice to own output block (unless in place) and send it
 //   steps 1..n-2    receive rank r-s's slice, write it, send it on
 //   step n-1        receive rank r+1's slice, write it
@@ -13,17 +13,24 @@
 namespace dfccl::core {
 
 struct AllGatherRing {
-  DFCCL_HD static u64 num_ops(const Geometry& g) { return div_up(g.chan.count, g.slice) * u64(g.nranks); }
+  DFCCL_HD static u64 num_ops(const Geometry& g) {
+    return div_up(g.chan.count, g.slice * g.pipe) * u64(g.nranks) * g.pipe;
+  }
   DFCCL_HD static Op op(const Geometry& g, u64 i) {
     const int n = g.nranks, r = g.rank;
-    const u64 round = i / n;
-    const int s = int(i % n);
-    const u64 base = g.chan.begin + round * g.slice;
-    const u64 len = min_of(g.slice, g.chan.begin + g.chan.count - base);
-    if (s == 0) return Op{kOpSrc | kOpSend | (g.in_place ? 0u : kOpDst), base, u64(r) * g.count + base, len};
+    const u64 per = u64(n) * g.pipe;
+    const u64 round = i / per;
+    const int s = int((i % per) / g.pipe);
+    const u64 k = i % g.pipe;
+    const u64 base = g.chan.begin + round * g.slice * g.pipe;
+    const u64 len = min_of(g.slice * g.pipe, g.chan.begin + g.chan.count - base);
+    const Range piece = sub_slice(base, len, g.slice, k);
+    if (s == 0)
+      return Op{kOpSrc | kOpSend | (g.in_place ? 0u : kOpDst), piece.begin, u64(r) * g.count + piece.begin,
+                piece.count};
     const int p = ring_mod(r - s, n);
     const u32 flags = s < n - 1 ? (kOpRecv | kOpDst | kOpSend) : (kOpRecv | kOpDst);
-    return Op{flags, 0, u64(p) * g.count + base, len};
+    return Op{flags, 0, u64(p) * g.count + piece.begin, piece.count};
   }
 };
 

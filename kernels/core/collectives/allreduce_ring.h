@@ -1,7 +1,8 @@
 // AllReduce, ring algorithm.
 //
 // Purpose: every rank ends with op(input of all ranks). Use case: every size (the only all-reduce algorithm so far).
-// Each round covers nranks chunks of at most one slice; 2n-1 steps per round (NCCL's ring):
+// Each round covers nranks chunks of at most `pipe` slices; 2n-1 steps per round (NCCL's ring), each step moving
+// its chunk slice by slice so that consecutive slices of a step are in flight together:
 //   step 0          send chunk r-1 (own input)
 //   steps 1..n-2    receive chunk r-1-s, reduce with own input, send
 //   step n-1        receive chunk r, reduce, finish (avg), write output, send   -> chunk r is final
@@ -15,17 +16,19 @@
 namespace dfccl::core {
 
 struct AllReduceRing {
-  DFCCL_HD static u64 ops_per_round(const Geometry& g) { return 2u * u64(g.nranks) - 1; }
+  DFCCL_HD static u64 ops_per_round(const Geometry& g) { return (2u * u64(g.nranks) - 1) * g.pipe; }
   DFCCL_HD static u64 num_ops(const Geometry& g) {
-    return div_up(g.chan.count, g.slice * g.nranks) * ops_per_round(g);
+    return div_up(g.chan.count, g.slice * g.pipe * g.nranks) * ops_per_round(g);
   }
   DFCCL_HD static Op op(const Geometry& g, u64 i) {
     const int n = g.nranks, r = g.rank;
-    const u64 per = ops_per_round(g);
-    const u64 round = i / per;
-    const int s = int(i % per);
-    const u64 base = g.chan.begin + round * g.slice * n;
-    const u64 len = min_of(g.slice * n, g.chan.begin + g.chan.count - base);
+    const u64 round = i / ops_per_round(g);
+    const u64 rem = i % ops_per_round(g);
+    const int s = int(rem / g.pipe);
+    const u64 k = rem % g.pipe;
+    const u64 round_len = g.slice * g.pipe * n;
+    const u64 base = g.chan.begin + round * round_len;
+    const u64 len = min_of(round_len, g.chan.begin + g.chan.count - base);
     int c;
     u32 flags;
     if (s == 0) {
@@ -44,9 +47,9 @@ struct AllReduceRing {
       c = ring_mod(r + 1, n);
       flags = kOpRecv | kOpDst;
     }
-    const Range piece = split_aligned(len, n, c, align_elems(g.esize));
-    const u64 off = base + piece.begin;
-    return Op{flags, off, off, piece.count};
+    const Range chunk = split_aligned(len, n, c, align_elems(g.esize));
+    const Range piece = sub_slice(base + chunk.begin, chunk.count, g.slice, k);
+    return Op{flags, piece.begin, piece.begin, piece.count};
   }
 };
 

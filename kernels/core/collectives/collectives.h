@@ -28,7 +28,12 @@ DFCCL_HD inline bool in_place(const Desc& d, int rank) {
   }
 }
 
-DFCCL_HD inline Geometry make_geometry(const Desc& d, int rank, int nranks, u32 ch, u32 slot_bytes) {
+// pipe: slices per ring step, half the lane's slots, so that a step never needs more than half the FIFO and two
+// neighbours streaming to each other always leave each other room (core_programs_test checks this with bounded
+// FIFOs).
+DFCCL_HD inline u64 pipe_slices(u32 nslots) { return max_of<u64>(1, nslots / 2); }
+
+DFCCL_HD inline Geometry make_geometry(const Desc& d, int rank, int nranks, u32 ch, u32 slot_bytes, u32 nslots) {
   Geometry g;
   g.kind = d.kind;
   g.redop = d.op;
@@ -38,6 +43,7 @@ DFCCL_HD inline Geometry make_geometry(const Desc& d, int rank, int nranks, u32 
   g.esize = dtype_size(d.dtype);
   g.count = d.count;
   g.slice = slot_bytes / g.esize;
+  g.pipe = pipe_slices(nslots);
   g.chan = channel_range(block_count(d), d.nchan, ch, g.esize);
   g.in_place = in_place(d, rank);
   return g;

@@ -27,6 +27,12 @@ struct Op {
   u64 nelem;  // elements moved (may be 0: the slot still changes hands, keeping both sides in step)
 };
 
+// Slice k of a chunk [begin, begin + count): at most `slice` elements, empty past the end.
+DFCCL_HD inline Range sub_slice(u64 begin, u64 count, u64 slice, u64 k) {
+  const u64 b = min_of(count, k * slice);
+  return Range{begin + b, min_of(slice, count - b)};
+}
+
 struct Geometry {
   Kind kind;
   RedOp redop;
@@ -34,6 +40,7 @@ struct Geometry {
   u32 esize;
   u64 count;       // NCCL's count (see Desc)
   u64 slice;       // elements per slot
+  u64 pipe;        // slices per ring step: a step's slices stream back to back (half the slots of a lane)
   Range chan;      // this channel's part of the per-rank block
   bool in_place;   // the collective's own in-place condition holds
 };
