@@ -183,10 +183,11 @@ DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   bool busy = false;
   for (u32 k = 0; k < ev.p.nblocks; ++k) busy = busy || vload(ev.g->busy[k]) != 0;
   if (busy && ev.p.blocking) return false;  // blocking mode waits, like NCCL: only idleness ends the daemon
-  if (busy && vload(ev.h->waited_pending) != 0) {
-    // A stream waits on a pending collective: a device synchronization cannot finish before it anyway, and leaving
-    // could only delay it (a relaunch may be held back by an implicit synchronization in progress). Stay, and look
-    // again (one read of host memory) after another stuck_ns.
+  if (vload(ev.h->waited_pending) != 0) {
+    // A stream waits on a pending collective (dfcclWait), perhaps one whose doorbell this daemon has not seen yet.
+    // A device synchronization cannot finish before that collective anyway, and leaving could only delay it: an
+    // implicit synchronization in progress (a lazy module load) may hold back the relaunch. Stay, and look again
+    // (one read of host memory) after another idle period.
     X::atomic_max64(&ev.g->last_activity_ns, now);
     return false;
   }

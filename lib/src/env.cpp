@@ -12,10 +12,10 @@ const std::vector<EnvVar>& env_table() {
   static const std::vector<EnvVar> table = {
       {"DFCCL_EXECUTOR", "cuda", "executor when the config leaves it unset: cuda or host"},
       {"DFCCL_MODE", "preemptive", "scheduling when the config leaves it unset: preemptive or blocking (no preemption)"},
-      {"DFCCL_BLOCKS", "16", "CUDA executor: daemon thread blocks = channels per collective (1..64)"},
+      {"DFCCL_BLOCKS", "32", "CUDA executor: daemon thread blocks = channels per collective (1..64)"},
       {"DFCCL_THREADS", "512", "CUDA executor: threads per daemon block (64..512, multiple of 32)"},
       {"DFCCL_HOST_BLOCKS", "1", "host executor: daemon threads = channels per collective (1..64)"},
-      {"DFCCL_SLOT_BYTES", "65536", "CUDA executor: bytes per connection slot (multiple of 16)"},
+      {"DFCCL_SLOT_BYTES", "131072", "CUDA executor: bytes per connection slot (multiple of 16)"},
       {"DFCCL_HOST_SLOT_BYTES", "32768", "host executor: bytes per connection slot (multiple of 16)"},
       {"DFCCL_SLOTS", "8", "slots per lane (2..64): a sender runs up to this many ahead; a ring step streams half"},
       {"DFCCL_LANES", "4", "sequence lanes per communicator: collectives of one communicator in flight at once"},

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The GPU campaign whose results are committed under results/gpu/ (docs/gpu-runs.md): GPU engine tests, the sweep
+# with dfccl and NCCL in the same run, the stress on dfccl (1000 trials) and on NCCL (deadlocks expected).
+cd "$(dirname "$0")/../.."
+. scripts/device/env.sh
+step() {  # step <name> <timeout s> <command...>
+  local name=$1 t=$2
+  shift 2
+  local t0=$SECONDS
+  timeout -k 10 "$t" "$@" > "$OUT/$name.log" 2>&1
+  echo "== $name rc=$? $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
+}
+H=("${MPIRUN[@]}" "$BIN/dfccl-harness")
+step engine 80 "$BIN/cuda_engine_test"
+step sweep 180 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,nccl --iters 10 --warmup 3 --out "$OUT/sweep.h5"
+step stress_dfccl 170 "${H[@]}" --workload workloads/stress.toml --backend dfccl --trials 1000 --iters 1 --tp 2 \
+  --out "$OUT/stress_dfccl.h5"
+step stress_nccl 100 "${H[@]}" --workload workloads/stress.toml --backend nccl --trials 5 --iters 1 --timeout 3 --tp 2 \
+  --out "$OUT/stress_nccl.h5"
+grep -E "gpu   |PASSED|FAILED" "$OUT/engine.log" | tee -a "$OUT/summary.txt"
+for f in sweep stress_dfccl stress_nccl; do grep -E "^# (dfccl|nccl)( |:)|trials:" "$OUT/$f.log" | tail -3 | tee -a "$OUT/summary.txt"; done
