@@ -13,23 +13,16 @@
 namespace dfccl::core {
 
 struct AllGatherRing {
-  DFCCL_HD static u64 num_ops(const Geometry& g) {
-    return div_up(g.chan.count, g.slice * g.pipe) * u64(g.nranks) * g.pipe;
-  }
+  DFCCL_HD static u64 num_ops(const Geometry& g) { return block_ring_num_ops(g); }
   DFCCL_HD static Op op(const Geometry& g, u64 i) {
     const int n = g.nranks, r = g.rank;
-    const u64 per = u64(n) * g.pipe;
-    const u64 round = i / per;
-    const int s = int((i % per) / g.pipe);
-    const u64 k = i % g.pipe;
-    const u64 base = g.chan.begin + round * g.slice * g.pipe;
-    const u64 len = min_of(g.slice * g.pipe, g.chan.begin + g.chan.count - base);
-    const Range piece = sub_slice(base, len, g.slice, k);
-    if (s == 0)
+    const BlockStep st = block_ring_step(g, i);
+    const Range piece = st.piece;
+    if (st.step == 0)
       return Op{kOpSrc | kOpSend | (g.in_place ? 0u : kOpDst), piece.begin, u64(r) * g.count + piece.begin,
                 piece.count};
-    const int p = ring_mod(r - s, n);
-    const u32 flags = s < n - 1 ? (kOpRecv | kOpDst | kOpSend) : (kOpRecv | kOpDst);
+    const int p = ring_mod(r - st.step, n);
+    const u32 flags = st.step < n - 1 ? (kOpRecv | kOpDst | kOpSend) : (kOpRecv | kOpDst);
     return Op{flags, 0, u64(p) * g.count + piece.begin, piece.count};
   }
 };

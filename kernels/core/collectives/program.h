@@ -45,4 +45,23 @@ struct Geometry {
   bool in_place;   // the collective's own in-place condition holds
 };
 
+// The rounds of the block-wise rings (AllGather, ReduceScatter): round r covers `pipe` slices of each rank's block in
+// this channel; op i is slice k of step s of its round.
+struct BlockStep {
+  int step;
+  Range piece;  // elements of the block (offsets inside one rank's block)
+};
+
+DFCCL_HD inline u64 block_ring_num_ops(const Geometry& g) {
+  return div_up(g.chan.count, g.slice * g.pipe) * u64(g.nranks) * g.pipe;
+}
+
+DFCCL_HD inline BlockStep block_ring_step(const Geometry& g, u64 i) {
+  const u64 per = u64(g.nranks) * g.pipe;
+  const u64 round = i / per;
+  const u64 base = g.chan.begin + round * g.slice * g.pipe;
+  const u64 len = min_of(g.slice * g.pipe, g.chan.begin + g.chan.count - base);
+  return BlockStep{int((i % per) / g.pipe), sub_slice(base, len, g.slice, i % g.pipe)};
+}
+
 }  // namespace dfccl::core

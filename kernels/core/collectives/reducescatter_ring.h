@@ -13,22 +13,14 @@
 namespace dfccl::core {
 
 struct ReduceScatterRing {
-  DFCCL_HD static u64 num_ops(const Geometry& g) {
-    return div_up(g.chan.count, g.slice * g.pipe) * u64(g.nranks) * g.pipe;
-  }
+  DFCCL_HD static u64 num_ops(const Geometry& g) { return block_ring_num_ops(g); }
   DFCCL_HD static Op op(const Geometry& g, u64 i) {
     const int n = g.nranks, r = g.rank;
-    const u64 per = u64(n) * g.pipe;
-    const u64 round = i / per;
-    const int s = int((i % per) / g.pipe);
-    const u64 k = i % g.pipe;
-    const u64 base = g.chan.begin + round * g.slice * g.pipe;
-    const u64 len = min_of(g.slice * g.pipe, g.chan.begin + g.chan.count - base);
-    const Range piece = sub_slice(base, len, g.slice, k);
-    const int p = ring_mod(r - 1 - s, n);
-    const u64 src = u64(p) * g.count + piece.begin;
-    if (s == 0) return Op{kOpSrc | kOpSend, src, 0, piece.count};
-    if (s < n - 1) return Op{kOpRecv | kOpSrc | kOpSend, src, 0, piece.count};
+    const BlockStep st = block_ring_step(g, i);
+    const Range piece = st.piece;
+    const u64 src = u64(ring_mod(r - 1 - st.step, n)) * g.count + piece.begin;
+    if (st.step == 0) return Op{kOpSrc | kOpSend, src, 0, piece.count};
+    if (st.step < n - 1) return Op{kOpRecv | kOpSrc | kOpSend, src, 0, piece.count};
     return Op{kOpRecv | kOpSrc | kOpDst | kOpFinish, src, piece.begin, piece.count};
   }
 };

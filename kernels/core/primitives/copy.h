@@ -97,44 +97,11 @@ DFCCL_UNROLL
   }
 }
 
+// A plain copy is the one-input case of reduce_copy on bytes (16 bytes per vector, no operator applied).
 template <class X>
 DFCCL_DEV void copy_bytes(const void* in, void* out0, void* out1, u64 bytes) {
-  const u64 tid = X::tid(), nt = X::nthreads();
-  const bool vec = aligned16(in) && aligned16(out0) && (!out1 || aligned16(out1));
-  u64 done = 0;
-  if (vec) {
-    constexpr u64 kUnroll = 4;
-    const u64 npacks = bytes / 16;
-    const Pack* a = static_cast<const Pack*>(in);
-    Pack* o0 = static_cast<Pack*>(out0);
-    Pack* o1 = static_cast<Pack*>(out1);
-    u64 i = tid;
-    for (; i + (kUnroll - 1) * nt < npacks; i += kUnroll * nt) {
-      Pack v[kUnroll];
-DFCCL_UNROLL
-      for (u64 u = 0; u < kUnroll; ++u) v[u] = X::ld16(a + i + u * nt);
-DFCCL_UNROLL
-      for (u64 u = 0; u < kUnroll; ++u) X::st16(o0 + i + u * nt, v[u]);
-      if (o1) {
-DFCCL_UNROLL
-        for (u64 u = 0; u < kUnroll; ++u) X::st16(o1 + i + u * nt, v[u]);
-      }
-    }
-    for (; i < npacks; i += nt) {
-      Pack v = X::ld16(a + i);
-      X::st16(o0 + i, v);
-      if (o1) X::st16(o1 + i, v);
-    }
-    done = npacks * 16;
-  }
-  const u8* src = static_cast<const u8*>(in);
-  u8* d0 = static_cast<u8*>(out0);
-  u8* d1 = static_cast<u8*>(out1);
-  for (u64 i = done + tid; i < bytes; i += nt) {
-    u8 v = src[i];
-    d0[i] = v;
-    if (d1) d1[i] = v;
-  }
+  reduce_copy<X, uint8_t, RedOp::Sum>(static_cast<const uint8_t*>(in), nullptr, static_cast<uint8_t*>(out0),
+                                      static_cast<uint8_t*>(out1), bytes, 0);
 }
 
 }  // namespace dfccl::core
