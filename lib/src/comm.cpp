@@ -25,6 +25,12 @@ struct RankInfo {
   uint32_t pid;
   uint32_t pad;
   uint64_t host_hash;
+};
+
+// What each rank publishes once the transport is chosen.
+struct RegionInfo {
+  int32_t p2p_ok;  // this rank reaches both ring neighbours' GPUs directly (and DFCCL_P2P_DISABLE is 0)
+  int32_t pad;
   RegionBlob region;
 };
 
@@ -134,8 +140,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     const TransportParams& tp = e.transport();
     const uint32_t nlanes = tp.seq_lanes + tp.persistent_lanes;
 
-    // 1. Agree on the transport and publish my connection region.
-    c->region = ex.alloc_region(core::region_bytes(tp.nchan, nlanes, tp.nslots, tp.slot_bytes));
+    // 1. Agree on the transport.
     RankInfo mine{};
     mine.nranks = nranks;
     mine.executor = cfg.executor;
@@ -149,16 +154,28 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     mine.min_chan_bytes = e.params().min_chan_bytes;
     mine.pid = uint32_t(getpid());
     mine.host_hash = host_hash();
-    mine.region = c->region;
     std::vector<RankInfo> all(static_cast<size_t>(nranks));
     c->bootstrap->allgather(&mine, sizeof(mine), all.data());
     c->bootstrap->unlink();  // everybody has the segment mapped
     check_agreement(all, rank);
 
-    // 2. Map the ring neighbours' regions.
+    // 2. Where the connection regions live: the GPUs' memory when every rank reaches its ring neighbours directly,
+    // else shared host memory for the whole communicator.
     const int next = (rank + 1) % nranks, prev = (rank - 1 + nranks) % nranks;
-    c->next_blob = all[size_t(next)].region;
-    c->prev_blob = all[size_t(prev)].region;
+    RegionInfo my_region{};
+    my_region.p2p_ok = env_int("DFCCL_P2P_DISABLE") == 0 && ex.peer_access(all[size_t(next)].device) &&
+                       ex.peer_access(all[size_t(prev)].device);
+    std::vector<RegionInfo> regions(static_cast<size_t>(nranks));
+    c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
+    bool host_path = false;
+    for (const auto& r : regions) host_path = host_path || !r.p2p_ok;
+    c->region = ex.alloc_region(core::region_bytes(tp.nchan, nlanes, tp.nslots, tp.slot_bytes), host_path);
+    my_region.region = c->region;
+    c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
+
+    // Map the ring neighbours' regions.
+    c->next_blob = regions[size_t(next)].region;
+    c->prev_blob = regions[size_t(prev)].region;
     c->next_ptr = ex.map_region(c->next_blob);
     c->prev_ptr = (prev == next) ? c->next_ptr : ex.map_region(c->prev_blob);
     c->bootstrap->barrier();

@@ -35,6 +35,7 @@ const std::vector<EnvVar>& env_table() {
       {"DFCCL_HOST_STUCK_NS", "5000000", "host executor: daemon exits after this long without progress"},
       {"DFCCL_HOST_RELAUNCH_NS", "200000", "host executor: first relaunch back-off"},
       {"DFCCL_HOST_RELAUNCH_MAX_NS", "20000000", "host executor: relaunch back-off ceiling"},
+      {"DFCCL_P2P_DISABLE", "0", "1: connection regions in shared host memory even where GPUs reach each other directly"},
       {"DFCCL_INIT_TIMEOUT_MS", "60000", "how long communicator init waits for the other ranks"},
       {"DFCCL_DESTROY_TIMEOUT_MS", "30000", "how long dfcclCommDestroy waits for outstanding collectives and peers"},
       {"DFCCL_ABORT_TIMEOUT_MS", "1000", "how long dfcclCommAbort waits for the daemon to drop the collectives"},

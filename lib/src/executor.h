@@ -19,8 +19,10 @@ namespace dfccl {
 struct RegionBlob {
   uint32_t pid;
   int32_t device;
-  uint64_t ptr;        // the owner's address (same process: usable directly)
+  uint64_t ptr;         // the owner's address (same process: usable directly)
   uint64_t bytes;
+  uint32_t host_memory;  // 1: POSIX shared memory named by handle (host executor, or GPUs without peer access)
+  uint32_t pad;
   char handle[96];     // CUDA IPC handle (64 bytes) or shared-memory name
 };
 
@@ -52,8 +54,10 @@ class Executor {
   virtual bool exited() = 0;
   virtual void device_synchronize() = 0;
 
-  // Transport regions: allocate mine (zero-filled), map a peer's, release.
-  virtual RegionBlob alloc_region(size_t bytes) = 0;
+  // Transport regions: allocate mine (zero-filled), map a peer's, release. host_memory: put it in shared host
+  // memory (the CUDA executor's path between GPUs without peer access; the host executor always does).
+  virtual bool peer_access(int peer_device) = 0;
+  virtual RegionBlob alloc_region(size_t bytes, bool host_memory) = 0;
   virtual void* map_region(const RegionBlob& blob) = 0;
   virtual void unmap_region(void* p, const RegionBlob& blob) = 0;
   virtual void free_region(const RegionBlob& blob) = 0;

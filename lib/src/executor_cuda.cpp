@@ -12,6 +12,7 @@
 #include "env.h"
 #include "error.h"
 #include "executor.h"
+#include "shm_region.h"
 
 namespace dfccl {
 namespace {
@@ -136,7 +137,21 @@ class CudaExecutor final : public Executor {
     DFCCL_CUDA(cudaDeviceSynchronize());
   }
 
-  RegionBlob alloc_region(size_t bytes) override {
+  bool peer_access(int peer_device) override {
+    if (peer_device == device_) return true;
+    int can = 0;
+    DFCCL_CUDA(cudaDeviceCanAccessPeer(&can, device_, peer_device));
+    return can != 0;
+  }
+
+  RegionBlob alloc_region(size_t bytes, bool host_memory) override {
+    if (host_memory) {
+      // No peer access: the region lives in shared host memory that every GPU of the host maps (slower: PCIe, and
+      // receivers poll host memory; documented in docs/design.md).
+      RegionBlob blob = shm_region_create(device_, bytes, "CUDA executor (host path)");
+      register_host(reinterpret_cast<void*>(blob.ptr), bytes);
+      return blob;
+    }
     RegionBlob blob{};
     void* p = alloc_device(bytes);
     cudaIpcMemHandle_t h;
@@ -151,15 +166,15 @@ class CudaExecutor final : public Executor {
   }
   void* map_region(const RegionBlob& blob) override {
     DFCCL_CUDA(cudaSetDevice(device_));
-    if (blob.device != device_) {
-      int can = 0;
-      DFCCL_CUDA(cudaDeviceCanAccessPeer(&can, device_, blob.device));
-      if (!can)
-        throw Error(dfcclNotSupported,
-                    fmt::format("GPU {} cannot access GPU {} directly (no NVLink/PCIe peer access); the host "
-                                "shared-memory path is not implemented yet",
-                                device_, blob.device));
+    if (blob.host_memory) {
+      void* p = shm_region_map(blob, "CUDA executor (host path)");
+      register_host(p, blob.bytes);
+      return p;
     }
+    if (!peer_access(blob.device))
+      throw Error(dfcclInternalError, fmt::format("GPU {} cannot access GPU {}: the communicator should have chosen the "
+                                                  "host path",
+                                                  device_, blob.device));
     if (blob.pid == uint32_t(getpid())) {
       if (blob.device != device_) {
         const cudaError_t e = cudaDeviceEnablePeerAccess(blob.device, 0);
@@ -175,15 +190,34 @@ class CudaExecutor final : public Executor {
     return p;
   }
   void unmap_region(void* p, const RegionBlob& blob) override {
-    if (blob.pid != uint32_t(getpid())) {
-      cudaSetDevice(device_);
+    cudaSetDevice(device_);
+    if (blob.host_memory) {
+      cudaHostUnregister(p);
+      shm_region_unmap(p, blob);
+    } else if (blob.pid != uint32_t(getpid())) {
       cudaIpcCloseMemHandle(p);
     }
   }
-  void free_region(const RegionBlob& blob) override { free_device(reinterpret_cast<void*>(blob.ptr)); }
-  void region_mapped_by_all(const RegionBlob&) override {}
+  void free_region(const RegionBlob& blob) override {
+    if (blob.host_memory) {
+      cudaSetDevice(device_);
+      cudaHostUnregister(reinterpret_cast<void*>(blob.ptr));
+      shm_region_free(blob);
+    } else {
+      free_device(reinterpret_cast<void*>(blob.ptr));
+    }
+  }
+  void region_mapped_by_all(const RegionBlob& blob) override {
+    if (blob.host_memory) shm_region_unlink(blob);
+  }
 
  private:
+  // Registers host memory for device access; with unified addressing its host address is its device address.
+  void register_host(void* p, size_t bytes) {
+    DFCCL_CUDA(cudaSetDevice(device_));
+    DFCCL_CUDA(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  }
+
   int device_;
   unsigned threads_ = 512;
   cudaStream_t daemon_stream_ = nullptr, control_stream_ = nullptr;

@@ -1,8 +1,6 @@
 // The host executor: the daemon's blocks are CPU threads; "device memory" is process memory; connection regions
 // are POSIX shared memory so that ranks may be threads of one process or separate (MPI) processes.
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +14,7 @@
 #include "../../kernels/host/exec_host.h"
 #include "error.h"
 #include "executor.h"
+#include "shm_region.h"
 
 namespace dfccl {
 namespace {
@@ -90,49 +89,13 @@ class HostExecutor final : public Executor {
     cv_.wait(lk, [&] { return finished_ >= target; });
   }
 
-  RegionBlob alloc_region(size_t bytes) override {
-    static std::atomic<uint64_t> counter{0};
-    RegionBlob blob{};
-    const std::string name = fmt::format("/dfccl-rg-{}-{}-{}", getpid(), device_, counter.fetch_add(1));
-    int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) throw_system("host executor: shm_open " + name);
-    if (ftruncate(fd, off_t(bytes)) != 0) {
-      close(fd);
-      shm_unlink(name.c_str());
-      throw_system("host executor: ftruncate " + name);
-    }
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-      shm_unlink(name.c_str());
-      throw_system("host executor: mmap " + name);
-    }
-    blob.pid = uint32_t(getpid());
-    blob.device = device_;
-    blob.ptr = reinterpret_cast<uint64_t>(p);
-    blob.bytes = bytes;
-    std::snprintf(blob.handle, sizeof(blob.handle), "%s", name.c_str());
-    return blob;
-  }
-
+  bool peer_access(int) override { return true; }
+  RegionBlob alloc_region(size_t bytes, bool) override { return shm_region_create(device_, bytes, "host executor"); }
   // Always a mapping of our own, also inside one process: the owner may unmap its region (abort) while we run.
-  void* map_region(const RegionBlob& blob) override {
-    int fd = shm_open(blob.handle, O_RDWR, 0600);
-    if (fd < 0) throw_system(fmt::format("host executor: shm_open {} (peer region)", blob.handle));
-    void* p = mmap(nullptr, blob.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) throw_system(fmt::format("host executor: mmap {} (peer region)", blob.handle));
-    return p;
-  }
-
-  void unmap_region(void* p, const RegionBlob& blob) override { munmap(p, blob.bytes); }
-
-  void free_region(const RegionBlob& blob) override {
-    munmap(reinterpret_cast<void*>(blob.ptr), blob.bytes);
-    shm_unlink(blob.handle);
-  }
-
-  void region_mapped_by_all(const RegionBlob& blob) override { shm_unlink(blob.handle); }
+  void* map_region(const RegionBlob& blob) override { return shm_region_map(blob, "host executor"); }
+  void unmap_region(void* p, const RegionBlob& blob) override { shm_region_unmap(p, blob); }
+  void free_region(const RegionBlob& blob) override { shm_region_free(blob); }
+  void region_mapped_by_all(const RegionBlob& blob) override { shm_region_unlink(blob); }
 
  private:
   void join() {

@@ -391,6 +391,29 @@ TEST(CudaEngine, AbortReturnsWithinASecondWhileThePeerIsAbsent) {
   g.comms[0] = nullptr;
 }
 
+// GPUs without peer access use connection regions in shared host memory; DFCCL_P2P_DISABLE=1 forces that path.
+TEST(CudaEngine, HostMemoryPathWithoutPeerAccess) {
+  setenv("DFCCL_P2P_DISABLE", "1", 1);
+  {
+    Group g(2, dfcclExecutorCuda);
+    const size_t n = size_t(4) << 20;
+    DevBuf b0(0, n, 7), b1(1, n, 8);
+    dfcclRequest_t r[2];
+    for (int rank = 0; rank < 2; ++rank) {
+      cudaSetDevice(rank);
+      DevBuf& b = rank == 0 ? b0 : b1;
+      ASSERT_EQ(dfcclAllReduce(b.in, b.out, n, dfcclInt32, dfcclSum, g[rank], 0, nullptr, &r[rank]), dfcclSuccess);
+    }
+    for (auto q : r) {
+      ASSERT_EQ(dfcclSynchronize(q, 60000), dfcclSuccess);
+      dfcclRequestFree(q);
+    }
+    EXPECT_EQ(b0.wrong(word(7) + word(8)), 0u);
+    EXPECT_EQ(b1.wrong(word(7) + word(8)), 0u);
+  }
+  unsetenv("DFCCL_P2P_DISABLE");
+}
+
 TEST(CudaEngine, BuffersMustBeDeviceMemoryOfTheCommunicatorsGpu) {
   Group g(2, dfcclExecutorCuda);
   std::vector<int32_t> host(1024);
