@@ -81,12 +81,15 @@ class DfcclBackend final : public Backend {
     }
   }
 
+  // All communicators at once, one thread each: in blocking mode the daemon drops an aborted communicator's
+  // collectives only when they reach the head of its queue, so aborting one communicator while another one's
+  // collective blocks the head waits DFCCL_ABORT_TIMEOUT_MS (1 s); one after the other, a deadlocked trial cost up to
+  // 1 s per communicator before its communicators were rebuilt.
   void abort_comms() override {
+    std::vector<std::thread> threads;
     for (auto& c : comms_)
-      if (c) {
-        dfcclCommAbort(c);
-        c = nullptr;
-      }
+      if (c) threads.emplace_back([c] { dfcclCommAbort(c); });
+    for (auto& t : threads) t.join();
     comms_.clear();
   }
 
