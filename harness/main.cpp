@@ -18,6 +18,7 @@
 #include "harness_build_info.h"
 #include "output/layout_check.h"
 #include "output/writer.h"
+#include "replay/replay.h"
 #include "runtime/driver.h"
 #include "runtime/mpi_env.h"
 
@@ -99,7 +100,11 @@ RunInfo collect_run_info(const Workload& w, const MpiWorld& world, const std::st
   r.command_line = command_line;
   r.config_toml = w.resolved_toml;
   r.workload = w.name;
-  r.workload_kind = w.kind == Workload::Kind::Sweep ? "sweep" : w.kind == Workload::Kind::Mix ? "mix" : "step";
+  r.workload_kind = w.kind == Workload::Kind::Sweep  ? "sweep"
+                    : w.kind == Workload::Kind::Mix  ? "mix"
+                    : w.kind == Workload::Kind::Step ? "step"
+                                                     : "replay";
+  if (w.kind == Workload::Kind::Replay) r.replay = replay::Replay(w).info();
   r.workload_description = w.description;
   r.workload_source = w.source;
   r.nranks = world.size;
@@ -231,6 +236,7 @@ int main(int argc, char** argv) {
   MpiWorld world;
   try {
     world = MpiWorld::create(w.tp, w.dp, w.pp);
+    replay::check_world(w, world.size);
   } catch (const WorkloadError& e) {
     if (root) fmt::print(stderr, "dfccl-harness: {}\n", e.what());
     return finish(2);

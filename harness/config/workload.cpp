@@ -13,6 +13,8 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "scenario.h"  // sim/: the simulator's layouts, for a replay
+
 namespace dfccl::harness {
 namespace {
 
@@ -43,7 +45,8 @@ const Setting kSettings[] = {
     {"name", Type::String, "''", "workload name (default: the file name without .toml)"},
     {"description", Type::String, "''", "what the workload is"},
     {"source", Type::String, "''", "where its sizes come from"},
-    {"kind", Type::String, "''", "sweep | mix | step (default: step if [[step]] entries exist, mix if [mix], else sweep)"},
+    {"kind", Type::String, "''",
+     "sweep | mix | step | replay (default: step if [[step]] entries exist, mix if [mix], replay if [sim], else sweep)"},
     {"run.backend", Type::StringList, "['auto']",
      "backends to run, in order: dfccl, nccl, host, host-blocking; auto = dfccl,nccl with GPUs, else host"},
     {"run.iterations", Type::Int, "20", "timed iterations per trial (nccl-tests -n)"},
@@ -74,6 +77,15 @@ const Setting kSettings[] = {
     {"mix.groups", Type::StringList, "['world']", "groups the mix draws from (uniformly)"},
     {"mix.per_trial", Type::Bool, "true", "draw a new step for every trial (else one step for the whole run)"},
     {"mix.priority_max", Type::Int, "0", "each collective gets a random priority in [0, priority_max]"},
+    {"sim.layout", Type::String, "''",
+     "replay: the simulator's layout (megatron:TPxDPxPP, random:NxKxM[@S], groups:0,1;1,2;...; docs/simulator.md)"},
+    {"sim.colls", Type::Int, "10", "replay: collectives per group per trial (dfccl-sim --colls)"},
+    {"sim.disorder", Type::Float, "0.0", "replay: disorder probability of the scenarios (dfccl-sim --disorder)"},
+    {"sim.sync", Type::Float, "0.0", "replay: sync probability after each submission (dfccl-sim --sync)"},
+    {"sim.seed", Type::Int, "1", "replay: the scenarios' base seed (dfccl-sim --seed)"},
+    {"sim.first_trial", Type::Int, "0", "replay: harness trial t replays the scenario's trial first_trial + t"},
+    {"sim.coll", Type::String, "'all_reduce'", "replay: the collective every submission posts"},
+    {"sim.bytes", Type::Bytes, "64", "replay: size S in bytes of every replayed collective"},
     {"order.probability", Type::Float, "0.0",
      "per rank and iteration: probability of a random interleaving of the groups' collectives (each group's own "
      "order is kept)"},
@@ -401,6 +413,7 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   }
 
   const bool file_has_mix = root.contains("mix");
+  const bool file_has_sim = root.contains("sim");
 
   // 2. Overrides from the command line.
   for (const auto& [raw_key, value] : overrides) {
@@ -521,6 +534,18 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   w.mix_per_trial = r.get_bool(node("mix.per_trial"), "mix.per_trial");
   w.mix_priority_max = positive("mix.priority_max", 0);
 
+  w.sim_layout = get_string("sim.layout");
+  w.sim_colls = positive("sim.colls", 1);
+  w.sim_disorder = probability(r, root, "sim.disorder");
+  w.sim_sync = probability(r, root, "sim.sync");
+  int64_t sim_seed = get_int("sim.seed");
+  if (sim_seed < 0) fail(origin, "sim.seed", "must not be negative");
+  w.sim_seed = static_cast<uint64_t>(sim_seed);
+  w.sim_first_trial = static_cast<uint64_t>(positive("sim.first_trial", 0));
+  w.sim_coll = parse_coll_at("sim.coll", get_string("sim.coll"));
+  w.sim_bytes = r.get_bytes(node("sim.bytes"), "sim.bytes");
+  store(root, "sim.bytes", static_cast<int64_t>(w.sim_bytes));
+
   w.order_probability = probability(r, root, "order.probability");
   w.sync_probability = probability(r, root, "sync.probability");
   std::string placement = get_string("sync.placement");
@@ -571,7 +596,7 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
 
   std::string kind = get_string("kind");
   if (kind.empty()) {
-    kind = !w.step.empty() ? "step" : (file_has_mix ? "mix" : "sweep");
+    kind = !w.step.empty() ? "step" : file_has_mix ? "mix" : file_has_sim ? "replay" : "sweep";
     store(root, "kind", kind);
   }
   if (kind == "sweep") {
@@ -586,10 +611,25 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   } else if (kind == "step") {
     w.kind = Workload::Kind::Step;
     if (w.step.empty()) fail(origin, "kind", "is step but the file has no [[step]] entry");
+  } else if (kind == "replay") {
+    w.kind = Workload::Kind::Replay;
+    if (w.sim_layout.empty()) fail(origin, "sim.layout", "is required for a replay (e.g. 'megatron:2x2x2')");
+    // The layout must parse, and every group must get at least one element per rank of the collective.
+    try {
+      sim::Layout layout = sim::Layout::parse(w.sim_layout, w.sim_colls);
+      for (const auto& g : layout.groups) {
+        const int n = static_cast<int>(g.size());
+        if (w.sim_coll->count_from_bytes(w.sim_bytes, n, type_size(w.dtype)) == 0)
+          fail(origin, "sim.bytes",
+               fmt::format("{} bytes give a count of 0 for {} on a group of {} ranks", w.sim_bytes, w.sim_coll->name, n));
+      }
+    } catch (const std::invalid_argument& e) {
+      fail(origin, "sim.layout", e.what());
+    }
   } else {
-    fail(origin, "kind", fmt::format("'{}' is not sweep, mix or step", kind));
+    fail(origin, "kind", fmt::format("'{}' is not sweep, mix, step or replay", kind));
   }
-  if (w.kind != Workload::Kind::Step && w.sizes().empty())
+  if (w.kind != Workload::Kind::Step && w.kind != Workload::Kind::Replay && w.sizes().empty())
     fail(origin, "sizes.begin", "the size range is empty");
 
   std::ostringstream os;

@@ -35,6 +35,7 @@ struct StepEntry {
   int root = 0;
   int priority = 0;
   std::string label;
+  int sim_group = -1;  // replay: the scenario's group (its communicator); -1 in other workloads
 };
 
 enum class HostAllocKind : int { MallocHost = 0, FreeHost = 1, HostRegister = 2 };
@@ -65,8 +66,8 @@ struct Workload {
   int root = 0;
   int priority = 0;
 
-  // Exactly one of sweep, mix, step.
-  enum class Kind { Sweep, Mix, Step } kind = Kind::Sweep;
+  // Exactly one of sweep, mix, step, replay.
+  enum class Kind { Sweep, Mix, Step, Replay } kind = Kind::Sweep;
 
   // [sweep]
   std::vector<const Collective*> sweep_collectives;
@@ -83,6 +84,16 @@ struct Workload {
 
   // [[step]]
   std::vector<StepEntry> step;
+
+  // [sim]: a replay of the simulator's scenarios (sim/scenario.h, docs/simulator.md): rank r of harness trial t runs
+  // Scenario::program(r, sim_first_trial + t) of (sim_layout, sim_colls, sim_disorder, sim_sync, sim_seed).
+  std::string sim_layout;
+  int sim_colls = 10;
+  double sim_disorder = 0, sim_sync = 0;
+  uint64_t sim_seed = 1;
+  uint64_t sim_first_trial = 0;
+  const Collective* sim_coll = nullptr;  // every replayed collective (default all_reduce)
+  uint64_t sim_bytes = 64;               // its size S
 
   // [order]
   double order_probability = 0;

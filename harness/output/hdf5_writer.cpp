@@ -60,6 +60,7 @@ class Hdf5Writer final : public Writer {
     {
       auto f = h5::File::create(tmp);
       write_root(f, status);
+      write_replay(f);
       write_summary(f);
       for (const auto& b : backends_) write_backend(f, b);
     }
@@ -90,6 +91,35 @@ class Hdf5Writer final : public Writer {
     f.set_attr("/", "mpi_version", run_.mpi_version);
     f.set_attr("/", "mpi_library", run_.mpi_library);
     f.set_attr("/", "backends", join(run_.backends, ","));
+  }
+
+  // A replay of the simulator's scenarios: its parameters (/replay) and its groups (/replay/groups).
+  void write_replay(h5::File& f) {
+    const ReplayInfo& r = run_.replay;
+    if (!r.present) return;
+    const std::string g = "replay";
+    f.write_column(g + "/groups", "group", [&] {
+      std::vector<int64_t> v;
+      for (size_t i = 0; i < r.group_names.size(); ++i) v.push_back(static_cast<int64_t>(i));
+      return v;
+    }());
+    f.write_column(g + "/groups", "name", r.group_names);
+    f.write_column(g + "/groups", "kind", r.group_kinds);
+    f.write_column(g + "/groups", "ranks", r.group_sizes);
+    f.write_column(g + "/groups", "colls", r.group_colls);
+    f.set_attr(g, "layout", r.layout);
+    f.set_attr(g, "layout_spec", r.layout_spec);
+    f.set_attr(g, "ranks", r.ranks);
+    f.set_attr(g, "groups", r.groups);
+    f.set_attr(g, "colls", r.colls);
+    f.set_attr(g, "collectives", r.collectives);
+    f.set_attr(g, "submissions", r.submissions);
+    f.set_attr(g, "p_disorder", r.p_disorder);
+    f.set_attr(g, "p_sync", r.p_sync);
+    f.set_attr(g, "seed", r.seed);
+    f.set_attr(g, "first_trial", r.first_trial);
+    f.set_attr(g, "coll", r.coll);
+    f.set_attr(g, "bytes", r.bytes);
   }
 
   void write_summary(h5::File& f) {
@@ -211,6 +241,34 @@ class Hdf5Writer final : public Writer {
       f.write_column(g, "reordered", reordered);
       f.write_column(g, "syncs", syncs);
       f.write_column(g, "message", message);
+    }
+    if (run_.replay.present) {  // one row per trial, in the order of /trials
+      const std::string g = base + "/replay";
+      std::vector<int64_t> trial, scenario_trial, steps, submissions, syncs, disordered, executed;
+      std::vector<std::string> status;
+      for (const auto& t : b.trials) {
+        trial.push_back(t.trial);
+        scenario_trial.push_back(t.scenario_trial);
+        status.push_back(t.status);
+        steps.push_back(t.program_steps);
+        submissions.push_back(t.program_submissions);
+        syncs.push_back(t.program_syncs);
+        disordered.push_back(t.disordered_ranks);
+        executed.push_back(t.executed_steps);
+      }
+      f.write_column(g, "trial", trial);
+      f.write_column(g, "scenario_trial", scenario_trial);
+      f.write_column(g, "status", status);
+      f.write_column(g, "deadlocked", [&] {
+        std::vector<int64_t> v;
+        for (const auto& s : status) v.push_back(s == "deadlocked" ? 1 : 0);
+        return v;
+      }());
+      f.write_column(g, "program_steps", steps);
+      f.write_column(g, "program_submissions", submissions);
+      f.write_column(g, "program_syncs", syncs);
+      f.write_column(g, "disordered_ranks", disordered);
+      f.write_column(g, "executed_steps", executed);
     }
     {
       const std::string g = base + "/iterations";

@@ -22,6 +22,12 @@ const char* kCollectiveCols[] = {"case", "entry", "coll", "group", "label", "dty
 const char* kTrialCols[] = {"case", "trial", "status", "elapsed_s", "detect_s", "preemptions", "daemon_launches",
                             "wrong", "reordered", "syncs", "message"};
 const char* kIterationCols[] = {"row", "iteration", "time_us"};
+// Replay workloads (workload_kind = replay) only.
+const char* kReplayAttrs[] = {"layout", "layout_spec", "ranks", "groups", "colls", "collectives", "submissions",
+                              "p_disorder", "p_sync", "seed", "first_trial", "coll", "bytes"};
+const char* kReplayGroupCols[] = {"group", "name", "kind", "ranks", "colls"};
+const char* kReplayTrialCols[] = {"trial", "scenario_trial", "status", "deadlocked", "program_steps",
+                                  "program_submissions", "program_syncs", "disordered_ranks", "executed_steps"};
 const char* kBackendAttrs[] = {"backend", "executor", "mode", "completion", "timing", "available", "skip_reason"};
 
 // Length of a column whatever its type.
@@ -70,6 +76,16 @@ std::vector<std::string> check_layout(const std::string& path) {
     if (f.has_attr("/", "layout_version") && f.attr_string("/", "layout_version") != kHarnessLayoutVersion)
       problems.push_back("unknown layout_version " + f.attr_string("/", "layout_version"));
     check_table(f, "summary", kSummaryCols, problems);
+    const bool replay = f.has_attr("/", "workload_kind") && f.attr_string("/", "workload_kind") == "replay";
+    if (replay) {
+      if (!f.has("replay")) {
+        problems.push_back("a replay workload without /replay");
+      } else {
+        for (const char* a : kReplayAttrs)
+          if (!f.has_attr("replay", a)) problems.push_back(fmt::format("/replay: missing attribute {}", a));
+        check_table(f, "replay/groups", kReplayGroupCols, problems);
+      }
+    }
     if (f.has("summary/backend")) {
       for (const auto& b : f.read_strings("summary", "backend")) {
         std::string base = "backends/" + b;
@@ -82,6 +98,8 @@ std::vector<std::string> check_layout(const std::string& path) {
         check_table(f, base + "/collectives", kCollectiveCols, problems);
         check_table(f, base + "/trials", kTrialCols, problems);
         check_table(f, base + "/iterations", kIterationCols, problems);
+        if (replay && f.has_attr(base, "available") && f.attr_int(base, "available") != 0)
+          check_table(f, base + "/replay", kReplayTrialCols, problems);
       }
     }
   } catch (const std::exception& e) {

@@ -12,6 +12,19 @@ namespace dfccl::harness {
 
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+// A replay of the simulator's scenarios (workload kind `replay`): the scenario's parameters, for /replay.
+struct ReplayInfo {
+  bool present = false;
+  std::string layout, layout_spec;  // as written in sim.layout; normalized by the simulator's parser
+  int64_t ranks = 0, groups = 0, colls = 0, collectives = 0, submissions = 0;  // per trial (all ranks)
+  double p_disorder = 0, p_sync = 0;
+  int64_t seed = 0, first_trial = 0;  // seed: the uint64's bit pattern
+  std::string coll;                   // the collective every submission posts
+  int64_t bytes = 0;                  // its size S
+  std::vector<std::string> group_names, group_kinds;  // per group: "g3(tp:2,3)", "tp"
+  std::vector<int64_t> group_sizes, group_colls;
+};
+
 struct RunInfo {
   std::string dfccl_version, git_revision, date_utc, command_line, config_toml;
   std::string workload, workload_kind, workload_description, workload_source;
@@ -21,6 +34,7 @@ struct RunInfo {
   int nranks = 1;
   std::string layout;  // "tp=1 dp=4 pp=1"
   std::vector<std::string> backends;
+  ReplayInfo replay;
 };
 
 struct BackendInfo {
@@ -65,6 +79,11 @@ struct TrialRow {
   int64_t reordered = 0;  // rank-iterations that drew a random order
   int64_t syncs = 0;      // forced and implicit synchronizations executed, summed over ranks
   std::string message;    // first error, if any
+  // Replay workloads only (/backends/<b>/replay): the scenario's trial and its programs, summed over ranks.
+  int64_t scenario_trial = -1;
+  int64_t program_steps = 0, program_submissions = 0, program_syncs = 0;  // in one replay of the trial
+  int64_t disordered_ranks = 0;  // ranks whose submissions are not in their canonical order
+  int64_t executed_steps = 0;    // steps the worker threads returned from, over all iterations of the trial
 };
 
 struct BackendSummary {

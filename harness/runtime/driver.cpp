@@ -9,8 +9,10 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
+#include "replay/replay.h"
 #include "scenario/scenario.h"
 #include "stats/stats.h"
 
@@ -27,9 +29,11 @@ struct Case {
   std::vector<StepEntry> step;  // empty for a mix
 };
 
-std::vector<Case> make_cases(const Workload& w) {
+std::vector<Case> make_cases(const Workload& w, const replay::Replay* rp) {
   std::vector<Case> cases;
-  if (w.kind == Workload::Kind::Sweep) {
+  if (rp) {
+    cases.push_back(Case{0, rp->step()});
+  } else if (w.kind == Workload::Kind::Sweep) {
     for (const Collective* c : w.sweep_collectives)
       for (uint64_t bytes : w.sizes()) {
         StepEntry e;
@@ -63,11 +67,32 @@ class Campaign {
   Campaign(const Workload& w, MpiWorld& world, Writer& writer) : w_(w), world_(world), writer_(writer) {}
 
   DriverResult run() {
+    if (w_.kind == Workload::Kind::Replay) make_replay_comms();
     for (const auto& name : w_.backends) run_backend(name);
+    for (auto& s : replay_slots_)
+      if (s.mpi != MPI_COMM_NULL) MPI_Comm_free(&s.mpi);
+    replay_slots_.clear();
     return result_;
   }
 
  private:
+  // A replay: the scenario, and one MPI communicator per group of its layout (MPI_COMM_NULL where this rank is not a
+  // member), ordered by world rank as the group's members are.
+  void make_replay_comms() {
+    replay_ = std::make_unique<replay::Replay>(w_);
+    for (int g = 0; g < replay_->num_groups(); ++g) {
+      const bool member = replay_->rank_in_group(g, world_.rank) >= 0;
+      CommSlot slot;
+      MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, world_.rank, &slot.mpi);
+      if (slot.mpi != MPI_COMM_NULL) {
+        MPI_Comm_rank(slot.mpi, &slot.rank);
+        MPI_Comm_size(slot.mpi, &slot.size);
+      }
+      slot.name = replay_->group_name(g);
+      replay_slots_.push_back(slot);
+    }
+  }
+
   // ---------------------------------------------------------------------------------------------------------------
   void run_backend(const std::string& name) {
     auto t0 = Clock::now();
@@ -80,9 +105,10 @@ class Campaign {
       error = e.what();
     }
     error = agree_error(error);
-    cases_ = make_cases(w_);
+    cases_ = make_cases(w_, replay_.get());
     std::erase_if(cases_, [&](const Case& c) {  // sizes too small for one element per rank (nccl-tests' count 0)
       return std::any_of(c.step.begin(), c.step.end(), [&](const StepEntry& e) {
+        if (e.sim_group >= 0) return false;  // a replay: checked when the workload was read (sim.bytes)
         int n = world_.memberships[static_cast<int>(e.group)].size;
         return e.coll->count_from_bytes(e.bytes, n, type_size(e.dtype)) == 0;
       });
@@ -152,6 +178,7 @@ class Campaign {
   }
 
   std::vector<CommSlot> used_slots() const {
+    if (replay_) return replay_slots_;  // one per group of the scenario's layout
     std::vector<bool> used(kNumGroupKinds, false);
     if (w_.kind == Workload::Kind::Sweep) used[static_cast<int>(w_.sweep_group)] = true;
     for (const auto& e : w_.step) used[static_cast<int>(e.group)] = true;
@@ -190,23 +217,34 @@ class Campaign {
     std::vector<EntryPlan> plans;
     for (size_t i = 0; i < step.size(); ++i) {
       const StepEntry& e = step[i];
-      const Membership& m = world_.memberships[static_cast<int>(e.group)];
       EntryPlan p;
       p.entry = static_cast<int>(i);
       p.coll = e.coll;
-      p.slot = static_cast<int>(e.group);
-      p.group_rank = m.rank;
-      p.group_size = m.size;
+      uint64_t group_key[2];
+      if (e.sim_group >= 0) {  // a replay: the scenario's group; ranks outside it do not take part
+        const int g = e.sim_group, r = replay_->rank_in_group(g, world_.rank);
+        p.slot = r >= 0 ? g : -1;
+        p.group_rank = std::max(r, 0);
+        p.group_size = static_cast<int>(replay_->members(g).size());
+        group_key[0] = 0x5EED;
+        group_key[1] = static_cast<uint64_t>(g);
+      } else {
+        const Membership& m = world_.memberships[static_cast<int>(e.group)];
+        p.slot = static_cast<int>(e.group);
+        p.group_rank = m.rank;
+        p.group_size = m.size;
+        group_key[0] = static_cast<uint64_t>(m.kind);
+        group_key[1] = static_cast<uint64_t>(m.color);
+      }
       p.dtype = e.dtype;
       p.op = e.op;
-      p.root = e.root % m.size;
+      p.root = e.root % p.group_size;
       p.priority = e.priority;
-      p.count = e.coll->count_from_bytes(e.bytes, m.size, type_size(e.dtype));
-      p.send_elems = e.coll->send_elems(p.count, m.size);
-      p.recv_elems = e.coll->recv_elems(p.count, m.size);
+      p.count = e.coll->count_from_bytes(e.bytes, p.group_size, type_size(e.dtype));
+      p.send_elems = e.coll->send_elems(p.count, p.group_size);
+      p.recv_elems = e.coll->recv_elems(p.count, p.group_size);
       p.data_seed = scenario::Rng::seed_of({w_.seed, 0xDA7A, static_cast<uint64_t>(case_index), generation,
-                                            static_cast<uint64_t>(i), static_cast<uint64_t>(m.kind),
-                                            static_cast<uint64_t>(m.color)});
+                                            static_cast<uint64_t>(i), group_key[0], group_key[1]});
       plans.push_back(p);
     }
     return plans;
@@ -245,6 +283,14 @@ class Campaign {
       TrialRow row;
       row.case_index = c.index;
       row.trial = trial;
+      if (replay_) {
+        row.scenario_trial = static_cast<int64_t>(replay_->scenario_trial(trial));
+        auto st = replay_->trial_stats(replay_->scenario_trial(trial));
+        row.program_steps = st.steps;
+        row.program_submissions = st.submissions;
+        row.program_syncs = st.syncs;
+        row.disordered_ranks = st.disordered_ranks;
+      }
       if (broken_) {
         row.status = "skipped";
         row.message = "backend unusable after a worker could not be released";
@@ -287,6 +333,7 @@ class Campaign {
   }
 
   std::string row_key(const StepEntry& e, size_t index) const {
+    if (e.sim_group >= 0) return fmt::format("g{:08}", e.sim_group);  // a replay: one row per group
     if (w_.kind == Workload::Kind::Mix)
       return fmt::format("{}|{}|{}|{}", e.coll->name, group_name(e.group), e.bytes, e.priority);
     return fmt::format("{:08}", index);
@@ -305,6 +352,7 @@ class Campaign {
       std::string error;
       std::vector<IterationTiming> timings;
       std::atomic<int64_t> last_progress_ns{0};
+      std::atomic<int64_t> executed{0};  // program operations returned from (submissions, synchronizations)
       int64_t reordered = 0, syncs = 0;
       std::vector<StepEntry> step;
       std::vector<EntryPlan> plans;
@@ -323,8 +371,11 @@ class Campaign {
     const int rank = world_.rank;
     const uint64_t trial = static_cast<uint64_t>(row.trial) + (static_cast<uint64_t>(row.case_index) << 32);
     const Workload* wp = &w_;
+    // A replay runs the scenario's program of this trial in every iteration.
+    std::optional<replay::Replay::Program> replayed;
+    if (replay_) replayed = replay_->program(rank, replay_->scenario_trial(row.trial));
 
-    std::thread worker([sh, &b, wp, t0, rank, trial, iterations] {
+    std::thread worker([sh, &b, wp, t0, rank, trial, iterations, replayed] {
       const Workload& w = *wp;
       auto progress = [&] {
         sh->last_progress_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
@@ -334,8 +385,14 @@ class Campaign {
         b.worker_begin(sh->cancel);
         for (int it = 0; it < iterations; ++it) {
           if (w.check && it == iterations - 1) b.poison_outputs();
-          auto prog = scenario::rank_program(sh->step, w, rank, trial, static_cast<uint64_t>(it));
-          if (!scenario::in_step_order(prog)) ++sh->reordered;
+          std::vector<scenario::Op> prog;
+          if (replayed) {
+            prog = replayed->ops;
+            if (replayed->disordered) ++sh->reordered;
+          } else {
+            prog = scenario::rank_program(sh->step, w, rank, trial, static_cast<uint64_t>(it));
+            if (!scenario::in_step_order(prog)) ++sh->reordered;
+          }
           b.start_iteration(it);
           for (const auto& op : prog) {
             if (sh->cancel.load()) throw BackendError("cancelled by the watchdog");
@@ -350,6 +407,7 @@ class Campaign {
               case scenario::OpKind::Compute: b.compute(w.compute_us); break;
               case scenario::OpKind::WaitAll: break;
             }
+            sh->executed.fetch_add(1);
             progress();
           }
           b.end_iteration();
@@ -413,10 +471,11 @@ class Campaign {
       } else if (!create_comms(b)) {
         broken_ = true;
       }
-      int64_t counts[2] = {joined ? sh->reordered : 0, joined ? sh->syncs : 0};
-      gentle_allreduce(counts, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+      int64_t counts[3] = {joined ? sh->reordered : 0, joined ? sh->syncs : 0, sh->executed.load()};
+      gentle_allreduce(counts, 3, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
       row.reordered = counts[0];
       row.syncs = counts[1];
+      row.executed_steps = counts[2];
       row.preemptions = row.daemon_launches = -1;
       return;
     }
@@ -429,10 +488,11 @@ class Campaign {
     } catch (...) {
     }
     const std::vector<IterationTiming>& timings = sh->timings;
-    int64_t counts[5] = {sh->reordered, sh->syncs, after.valid && before.valid ? after.preemptions - before.preemptions : 0,
+    int64_t counts[6] = {sh->reordered, sh->syncs, after.valid && before.valid ? after.preemptions - before.preemptions : 0,
                          after.valid && before.valid ? after.daemon_launches - before.daemon_launches : 0,
-                         after.valid && before.valid ? 0 : 1};
-    gentle_allreduce(counts, 5, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+                         after.valid && before.valid ? 0 : 1, sh->executed.load()};
+    gentle_allreduce(counts, 6, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    row.executed_steps = counts[5];
     row.status = "completed";
     summary_.completed++;
     row.reordered = counts[0];
@@ -485,11 +545,12 @@ class Campaign {
       if (inserted) {
         order.push_back(key);
         const EntryPlan& p = plans[e];
-        a.row.entry = w_.kind == Workload::Kind::Mix ? -1 : static_cast<int64_t>(e);
+        const int sg = step[e].sim_group;
+        a.row.entry = w_.kind == Workload::Kind::Mix || sg >= 0 ? -1 : static_cast<int64_t>(e);
         a.row.case_index = row.case_index;
         a.row.coll = std::string(step[e].coll->name);
-        a.row.group = std::string(group_name(step[e].group));
-        a.row.label = step[e].label;
+        a.row.group = sg >= 0 ? replay_->group_kind(sg) : std::string(group_name(step[e].group));
+        a.row.label = sg >= 0 ? replay_->group_name(sg) : step[e].label;
         a.row.dtype = std::string(type_name(p.dtype));
         a.row.op = step[e].coll->has_op ? std::string(op_name(p.op)) : "none";
         a.row.root = step[e].coll->has_root ? p.root : -1;
@@ -564,6 +625,8 @@ class Campaign {
   Writer& writer_;
   DriverResult result_;
   std::vector<Case> cases_;
+  std::unique_ptr<replay::Replay> replay_;  // a replay workload's scenario
+  std::vector<CommSlot> replay_slots_;      // its groups' MPI communicators
   BackendSummary summary_;
   std::vector<double> busbw_;
   int64_t total_trials_ = 0, done_trials_ = 0;

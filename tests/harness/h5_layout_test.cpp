@@ -12,7 +12,8 @@ using namespace dfccl::harness;
 
 namespace {
 
-std::string write_sample(const std::string& name) {
+// replay: a replay workload's file (workload_kind replay); with_replay_info = false leaves /replay out (broken).
+std::string write_sample(const std::string& name, bool replay = false, bool with_replay_info = true) {
   std::string path = (std::filesystem::temp_directory_path() / name).string();
   auto w = make_hdf5_writer(path);
   RunInfo run;
@@ -28,6 +29,25 @@ std::string write_sample(const std::string& name) {
   run.nranks = 2;
   run.layout = "tp=1 dp=2 pp=1";
   run.backends = {"host", "host-blocking"};
+  if (replay) {
+    run.workload_kind = "replay";
+    run.replay.present = with_replay_info;
+    run.replay.layout = run.replay.layout_spec = "groups:0,1";
+    run.replay.ranks = 2;
+    run.replay.groups = 1;
+    run.replay.colls = 3;
+    run.replay.collectives = 3;
+    run.replay.submissions = 6;
+    run.replay.p_disorder = 0.5;
+    run.replay.seed = 7;
+    run.replay.first_trial = 40;
+    run.replay.coll = "all_reduce";
+    run.replay.bytes = 64;
+    run.replay.group_names = {"g0(g:0,1)"};
+    run.replay.group_kinds = {"g"};
+    run.replay.group_sizes = {2};
+    run.replay.group_colls = {3};
+  }
   w->begin_run(run);
   for (const char* b : {"host", "host-blocking"}) {
     w->begin_backend(BackendInfo{b, "host", "preemptive", "host", "host clock", true, ""});
@@ -49,6 +69,14 @@ std::string write_sample(const std::string& name) {
     TrialRow t;
     t.status = std::string(b) == "host" ? "completed" : "deadlocked";
     t.detect_s = 1.5;
+    if (replay) {
+      t.scenario_trial = 40;
+      t.program_steps = 7;
+      t.program_submissions = 6;
+      t.program_syncs = 1;
+      t.disordered_ranks = 1;
+      t.executed_steps = 5;
+    }
     w->add_trial(t);
     BackendSummary s;
     s.backend = b;
@@ -92,6 +120,33 @@ TEST(HarnessH5, WrittenFileFollowsTheLayoutAndReadsBack) {
   EXPECT_EQ(check_expectations(counters, {"speed>3"}).size(), 1u);            // no such counter
   EXPECT_EQ(check_expectations(counters, {"wrong"}).size(), 1u);              // no comparison
   std::filesystem::remove(path);
+}
+
+TEST(HarnessH5, ReplayFilesHaveTheScenarioAndOneRowPerTrial) {
+  std::string path = write_sample("dfccl_harness_replay_test.h5", true);
+  auto problems = check_layout(path);
+  for (const auto& p : problems) ADD_FAILURE() << p;
+  auto f = dfccl::h5::File::open_read(path);
+  EXPECT_EQ(f.attr_string("/", "workload_kind"), "replay");
+  EXPECT_EQ(f.attr_string("replay", "layout_spec"), "groups:0,1");
+  EXPECT_EQ(f.attr_int("replay", "first_trial"), 40);
+  EXPECT_DOUBLE_EQ(f.attr_double("replay", "p_disorder"), 0.5);
+  EXPECT_EQ(f.read_strings("replay/groups", "name"), std::vector<std::string>{"g0(g:0,1)"});
+  EXPECT_EQ(f.read_ints("backends/host-blocking/replay", "scenario_trial"), std::vector<int64_t>{40});
+  EXPECT_EQ(f.read_ints("backends/host-blocking/replay", "deadlocked"), std::vector<int64_t>{1});
+  EXPECT_EQ(f.read_ints("backends/host/replay", "deadlocked"), std::vector<int64_t>{0});
+  EXPECT_EQ(f.read_ints("backends/host/replay", "executed_steps"), std::vector<int64_t>{5});
+  std::filesystem::remove(path);
+
+  // Other workloads have no replay tables; a replay file without /replay is reported.
+  std::string plain = write_sample("dfccl_harness_plain_test.h5");
+  EXPECT_FALSE(dfccl::h5::File::open_read(plain).has("backends/host/replay"));
+  std::filesystem::remove(plain);
+  std::string broken = write_sample("dfccl_harness_replay_broken_test.h5", true, false);
+  problems = check_layout(broken);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems.front().find("/replay"), std::string::npos) << problems.front();
+  std::filesystem::remove(broken);
 }
 
 TEST(HarnessH5, BrokenFilesAreReported) {

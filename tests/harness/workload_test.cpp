@@ -136,7 +136,7 @@ TEST(Workload, ErrorsNameTheKey) {
 TEST(Workload, ShippedWorkloadsParse) {
   std::filesystem::path dir = std::filesystem::path(DFCCL_SOURCE_DIR) / "workloads";
   int n = 0;
-  for (const char* name : {"sweep", "stress", "resnet50-dp", "gpt2-3d"}) {
+  for (const char* name : {"sweep", "stress", "resnet50-dp", "gpt2-3d", "replay-ring4", "replay-megatron8"}) {
     auto path = dir / (std::string(name) + ".toml");
     ASSERT_TRUE(std::filesystem::exists(path)) << path;
     Workload w = load_workload(path.string(), {});
@@ -145,7 +145,7 @@ TEST(Workload, ShippedWorkloadsParse) {
     EXPECT_FALSE(w.source.empty()) << name << ": every shipped workload says where its sizes come from";
     ++n;
   }
-  EXPECT_EQ(n, 4);
+  EXPECT_EQ(n, 6);
 }
 
 TEST(Workload, SettingsAreDescribed) {
