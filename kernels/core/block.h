@@ -5,13 +5,15 @@
 
 namespace dfccl::core {
 
+inline constexpr u32 kAcceptPerRing = 8;  // submissions a block takes from one ring in one pass
+
 // What one block shares between its threads (CUDA: __shared__; host: the thread's own).
 struct BlockShared {
   u64 frontier[kMaxRings];      // next position of each submission ring
   u16 active[kMaxSlots];        // slots this block runs, in scheduling order
   u32 nactive;
   u32 nnew;                     // new submissions found in this pass
-  u16 fresh[kMaxRings];
+  u16 fresh[kMaxRings * kAcceptPerRing];  // new slots found in this pass
   u64 sent, recvd;              // positions of the lane used by the current attempt
   u64 waited;                   // spin time of the last wait
   u32 ok;                       // broadcast of a decision of thread 0

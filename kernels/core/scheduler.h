@@ -99,9 +99,10 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneS
   X::store_release(&ev.h->cq[pos % kCqEntries], ((pos + 1) << 16) | slot);
 }
 
-// All threads: run channel b of the collective in `slot` until it ends or would block.
+// All threads: run channel b of the collective in `slot` until it ends or would block. only_if_aborted: finish it
+// if its communicator was aborted, else leave it untouched (blocking mode's queue behind its head).
 template <class X>
-DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot) {
+DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, bool only_if_aborted = false) {
   ChanCtx& cx = chan_ctx(ev, slot, b);
   const Desc d = cx.desc;
   CommDev* cp = vload(ev.g->comms[d.comm]);
@@ -114,7 +115,7 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot) {
     u32 decision = kRun;
     if (vload(cp->abort) != 0) {
       decision = kAbort;
-    } else if (vload(ls->turn) != d.turn) {
+    } else if (only_if_aborted || vload(ls->turn) != d.turn) {
       decision = kWaitTurn;
     } else {
       bs.sent = ls->sent;
@@ -141,7 +142,12 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot) {
   const Geometry g = make_geometry(d, c.rank, c.nranks, b, c.slot_bytes, c.nslots);
   const u64 nops = program_num_ops(g);
   const bool unbounded = ev.p.blocking != 0;
-  auto quit = [&]() { return vload(cp->abort) != 0 || vload(ev.g->quit) != 0; };
+  // A blocking-mode wait also ends when another communicator is aborted, so that the pass can drop that
+  // communicator's collectives queued behind this one.
+  const u64 aborts = vload(ev.g->aborts);
+  auto quit = [&]() {
+    return vload(cp->abort) != 0 || vload(ev.g->quit) != 0 || (unbounded && vload(ev.g->aborts) != aborts);
+  };
   u64 spin = cx.spin_ns;
   u64 i = cx.op;
   bool progressed = false;
@@ -227,9 +233,10 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
     if (tid == 0) bs.nnew = 0;
     X::sync();
     for (u32 r = tid; r < kMaxRings; r += nt) {
-      const u64 pos = bs.frontier[r];
-      const u64 e = X::load_acquire(&ev.g->ring[r][pos % kRingEntries]);
-      if ((e >> 16) == pos + 1) {
+      for (u32 taken = 0; taken < kAcceptPerRing; ++taken) {
+        const u64 pos = bs.frontier[r];
+        const u64 e = X::load_acquire(&ev.g->ring[r][pos % kRingEntries]);
+        if ((e >> 16) != pos + 1) break;
         bs.fresh[X::shared_inc(&bs.nnew)] = u16(e & 0xffffu);
         bs.frontier[r] = pos + 1;
       }
@@ -241,9 +248,11 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
     }
     X::sync();
 
-    // 2. One pass over the runnable collectives.
+    // 2. One pass over the runnable collectives. Blocking mode: first drop the collectives of aborted
+    // communicators wherever they are queued (an abort must not wait behind another communicator's queue head),
+    // then run only the oldest.
     for (u32 k = 0; k < bs.nactive;) {
-      const u32 res = attempt<X>(ev, bs, b, bs.active[k]);
+      const u32 res = attempt<X>(ev, bs, b, bs.active[k], ev.p.blocking != 0);
       if (res == kAttemptDone) {
         if (tid == 0) {
           for (u32 j = k + 1; j < bs.nactive; ++j) bs.active[j - 1] = bs.active[j];
@@ -251,12 +260,21 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
           bs.progressed = 1;
         }
         X::sync();
-        if (ev.p.blocking) break;
         continue;
       }
       if (res == kAttemptProgress && tid == 0) bs.progressed = 1;
-      if (ev.p.blocking) break;  // blocking mode: only the oldest collective runs
       ++k;
+    }
+    if (ev.p.blocking && bs.nactive > 0) {
+      const u32 res = attempt<X>(ev, bs, b, bs.active[0]);
+      if (tid == 0 && res != kAttemptBlocked) bs.progressed = 1;
+      if (res == kAttemptDone) {
+        if (tid == 0) {
+          for (u32 j = 1; j < bs.nactive; ++j) bs.active[j - 1] = bs.active[j];
+          bs.nactive -= 1;
+        }
+        X::sync();
+      }
     }
 
     // 3. Leave?

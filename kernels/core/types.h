@@ -148,6 +148,7 @@ struct EngineGlobal {                          // device memory
   u64 last_activity_ns;                        // last time any block made progress or picked up work
   u64 exit_request;                            // epoch << 8 | kExit*: all blocks of that launch leave
   u64 quit;                                    // host: leave now (engine shutdown)
+  u64 aborts;                                  // host: communicators aborted so far (wakes blocking-mode waits)
   u32 busy[kMaxBlocks];                        // block has collectives pending (exit decisions)
   CommDev* comms[kMaxComms];                   // communicator table
 };

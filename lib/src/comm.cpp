@@ -276,6 +276,7 @@ void comm_abort(dfcclComm* c) {
   if (!c->engine) return;
   const int64_t timeout = env_int("DFCCL_ABORT_TIMEOUT_MS");
   c->engine->exec().write_word(&c->dev->abort, 1);
+  c->engine->note_abort();
   c->async_error = dfcclAborted;
   if (c->engine->wait_comm_idle(c->index, timeout)) {
     // Peers may still write into my region: keep it allocated (host: their mapping keeps it alive anyway).

@@ -320,6 +320,11 @@ uint32_t Engine::outstanding(uint32_t comm_index) {
   return comm_outstanding_[comm_index];
 }
 
+void Engine::note_abort() {
+  std::lock_guard<std::mutex> lk(mu_);
+  exec_->write_word(&g_->aborts, ++aborts_);
+}
+
 dfcclStats_t Engine::stats() {
   dfcclStats_t s{};
   std::lock_guard<std::mutex> lk(mu_);

@@ -66,6 +66,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool wait_comm_idle(uint32_t comm_index, int64_t timeout_ms);
   uint32_t outstanding(uint32_t comm_index);
 
+  // A communicator of this engine was aborted: blocking-mode waits of other communicators look again.
+  void note_abort();
+
   dfcclStats_t stats();
   void device_synchronize() { exec_->device_synchronize(); }
 
@@ -105,7 +108,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::array<uint32_t, core::kMaxComms> comm_outstanding_{};
   std::array<bool, core::kMaxComms> comm_used_{};
   uint32_t outstanding_ = 0;
-  uint64_t seq_ = 0, epoch_ = 0, cq_head_ = 0;
+  uint64_t seq_ = 0, epoch_ = 0, cq_head_ = 0, aborts_ = 0;
   bool running_ = false;
   uint64_t submitted_ = 0, completed_ = 0, launches_ = 0, exits_idle_ = 0, exits_stuck_ = 0, late_doorbells_ = 0;
 
