@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -97,6 +98,19 @@ class Backend {
   // BackendError, once `cancel` is set.
   virtual std::vector<IterationTiming> finish(const std::atomic<bool>& cancel) = 0;
   virtual EngineCounters counters() = 0;
+
+  // Set by the worker before worker_begin: a backend calls it (on the worker thread) whenever it sees a collective
+  // complete while it waits, so that the watchdog counts that as progress (it declares a deadlock after run.timeout
+  // seconds without progress on any rank).
+  void set_progress_hook(std::function<void()> hook) { progress_hook_ = std::move(hook); }
+
+ protected:
+  void report_progress() const {
+    if (progress_hook_) progress_hook_();
+  }
+
+ private:
+  std::function<void()> progress_hook_;
 };
 
 struct BackendContext {

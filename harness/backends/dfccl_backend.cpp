@@ -81,10 +81,9 @@ class DfcclBackend final : public Backend {
     }
   }
 
-  // All communicators at once, one thread each: in blocking mode the daemon drops an aborted communicator's
-  // collectives only when they reach the head of its queue, so aborting one communicator while another one's
-  // collective blocks the head waits DFCCL_ABORT_TIMEOUT_MS (1 s); one after the other, a deadlocked trial cost up to
-  // 1 s per communicator before its communicators were rebuilt.
+  // All communicators at once, one thread each, so that abort times do not add up over communicators (before
+  // 197fdca, in blocking mode, aborting a communicator whose collectives were queued behind another one's stuck
+  // collective waited DFCCL_ABORT_TIMEOUT_MS, 1 s, each).
   void abort_comms() override {
     std::vector<std::thread> threads;
     for (auto& c : comms_)
@@ -288,12 +287,14 @@ class DfcclBackend final : public Backend {
       dfcclResult_t res = dfcclWait(r.req, nullptr);
       if (cancel_ && cancel_->load()) throw BackendError("cancelled by the watchdog");
       dfccl_check(res, "dfcclWait");
+      report_progress();
       return;
     }
     while (true) {
       dfcclResult_t res = dfcclSynchronize(r.req, 100);
       if (res != dfcclTimeout) {
         dfccl_check(res, "dfcclSynchronize");
+        report_progress();
         return;
       }
       if (cancel_ && cancel_->load()) throw BackendError("cancelled by the watchdog");

@@ -52,7 +52,9 @@ const Setting kSettings[] = {
     {"run.iterations", Type::Int, "20", "timed iterations per trial (nccl-tests -n)"},
     {"run.warmup", Type::Int, "5", "untimed warm-up iterations per trial (nccl-tests -w)"},
     {"run.trials", Type::Int, "1", "trials per case; each trial is watched by the watchdog and may deadlock"},
-    {"run.timeout", Type::Float, "60.0", "seconds a trial may take before it is declared deadlocked"},
+    {"run.timeout", Type::Float, "60.0",
+     "seconds without progress on any rank (a program step or a wait returning) before a trial is declared "
+     "deadlocked"},
     {"run.seed", Type::Int, "1", "seed of the data, the mix and every random decision"},
     {"run.check", Type::Bool, "true", "run one more, untimed iteration per trial and count wrong elements"},
     {"run.completion", Type::String, "'stream'",

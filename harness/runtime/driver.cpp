@@ -377,11 +377,12 @@ class Campaign {
 
     std::thread worker([sh, &b, wp, t0, rank, trial, iterations, replayed] {
       const Workload& w = *wp;
-      auto progress = [&] {
+      auto progress = [sh, t0] {
         sh->last_progress_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
       };
       std::string err;
       try {
+        b.set_progress_hook(progress);  // collectives seen complete while the worker waits are progress too
         b.worker_begin(sh->cancel);
         for (int it = 0; it < iterations; ++it) {
           if (w.check && it == iterations - 1) b.poison_outputs();
@@ -425,20 +426,34 @@ class Campaign {
       sh->cv.notify_all();
     });
 
-    // The watchdog.
-    bool finished;
+    // The watchdog: a trial is declared deadlocked once no rank has made progress (returned from a step of its
+    // program) for run.timeout seconds while some rank is not done. A trial that is slow but still progressing (a
+    // loaded machine) gets more time: its steps are finite, so it either completes or falls silent. Every rank waits,
+    // then all agree over MPI on the worst state and on the time of the latest progress of any rank; the decision is
+    // taken from these reduced values only, so that every rank takes the same one.
+    bool finished = false;
     std::string error;
-    {
-      std::unique_lock lock(sh->mu);
-      finished = sh->cv.wait_for(lock, std::chrono::duration<double>(w_.timeout_s), [&] { return sh->done; });
-      if (finished) error = sh->error;
+    double wait_s = w_.timeout_s, decided_s = 0, last = 0;
+    bool any_timeout = false, any_error = false;
+    while (true) {
+      {
+        std::unique_lock lock(sh->mu);
+        finished = sh->cv.wait_for(lock, std::chrono::duration<double>(wait_s), [&] { return sh->done; });
+        if (finished) error = sh->error;
+      }
+      // {still running, failed, latest progress, now}, each the maximum over ranks (seconds since the trial start).
+      double state[4] = {finished ? 0.0 : 1.0, finished && !error.empty() ? 1.0 : 0.0,
+                         static_cast<double>(sh->last_progress_ns.load()) * 1e-9, seconds_since(t0)};
+      gentle_allreduce(state, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      any_timeout = state[0] != 0;
+      any_error = state[1] != 0;
+      last = state[2];
+      decided_s = state[3];
+      if (!any_timeout || any_error) break;
+      const double silent = decided_s - last;
+      if (silent >= w_.timeout_s - 1e-3) break;  // silent for run.timeout: deadlocked
+      wait_s = std::max(w_.timeout_s - silent, 1e-3);
     }
-    // 0: completed, 1: failed, 2: timed out (still running). The worst state over ranks decides.
-    int state[2] = {finished ? 0 : 1, finished && !error.empty() ? 1 : 0};  // {timed out, failed}
-    gentle_allreduce(state, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    const double decided_s = seconds_since(t0);
-    double last = static_cast<double>(sh->last_progress_ns.load()) * 1e-9;  // before the abort wakes the worker
-    const bool any_timeout = state[0] != 0, any_error = state[1] != 0;
     row.elapsed_s = decided_s;
 
     if (any_timeout || any_error) {
@@ -453,7 +468,6 @@ class Campaign {
       gentle_allreduce(&stuck, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
       if (joined) worker.join();
       else worker.detach();  // cannot be released: the backend is unusable from now on
-      gentle_allreduce(&last, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       if (any_error && !any_timeout) {
         row.status = "failed";
         summary_.failed++;
@@ -464,7 +478,7 @@ class Campaign {
       }
       row.message = agree_error(any_error ? error : "");
       if (row.message.empty() && any_timeout)
-        row.message = fmt::format("no completion within run.timeout = {} s", w_.timeout_s);
+        row.message = fmt::format("no progress on any rank for run.timeout = {} s", w_.timeout_s);
       if (stuck) {
         broken_ = true;
         row.message += "; a worker could not be released after the abort";
