@@ -155,7 +155,7 @@ def main():
             return 2
         say()
         say(f"## `{sc['layout']}` ({sc['ranks']} ranks, {sc['groups']} groups), {sc['colls']} collectives per group, "
-            f"disorder {sc['p_disorder']}, sync {sc['p_sync']}, seed {sc['seed']}")
+            f"disorder {sc['p_disorder']}, sync {sc['p_sync']}, seed {sc['seed']}: {', '.join(backends)}")
         say()
         say(f"Harness file `{path}`: {attrs.get('command_line', '?')}")
         say(f"(git {attrs.get('git_revision', '?')}, {attrs.get('date_utc', '?')}, {attrs.get('hostname', '?')}; "
@@ -229,6 +229,18 @@ def main():
             settings.append(row)
             for t, x, y, c, el in zip(trials, hd, sd, comparable, h["elapsed_s"]):
                 trial_rows.append((len(settings) - 1, int(t), int(x) if c else -1, int(y), float(el)))
+    say()
+    say("## Summary")
+    say()
+    say("| layout | ranks | disorder | sync | backend | model | trials | harness deadlocked | harness Wilson 95 % "
+        "| simulator, same trials | per-trial agreement | simulator, independent trials | inside | slowest completed / timeout |")
+    say("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in settings:
+        say(f"| `{r['layout']}` | {r['ranks']} | {r['p_disorder']} | {r['p_sync']} | {r['backend']} | {r['model']} | "
+            f"{r['trials']} | {r['deadlocked']} ({pct(r['rate'])}) | [{pct(r['ci_lo'])}, {pct(r['ci_hi'])}] | "
+            f"{r['sim_deadlocked']} ({pct(r['sim_rate'])}) | {r['agree']}/{r['trials']} | "
+            f"{pct(r['reference_rate'])} of {r['reference_trials']} | {'yes' if r['rate_inside'] else 'NO'} | "
+            f"{r['max_completed_s']:.2f} s / {r['timeout_s']:g} s |")
     say()
     say(f"Result: {'PASS' if all_ok else 'FAIL'}")
 

@@ -5,11 +5,12 @@
 # the simulator on exactly the same trials and compares them trial by trial.
 #
 # Usage: scripts/validate_sim.sh [TRIALS]      (default 1000 trials per setting and backend)
-# Environment: BUILD (default build), OUT (default results/sim), MPIRUN_FLAGS, and the watchdog's timeouts:
-#   TIMEOUT_BLOCKING (default 1.5 s): every deadlocked host-blocking trial costs it; completed trials took at most
-#                    0.47 s on 2 loaded cores (8 ranks), so 1.5 s leaves a 3x margin;
-#   TIMEOUT_HOST (default 10 s): host never deadlocks, so a long timeout costs nothing but keeps slow trials (up to
-#                    0.94 s seen with 8 preemptive ranks on 2 loaded cores) from being declared deadlocked.
+# Environment: BUILD (default build), OUT (default results/sim), MPIRUN_FLAGS, and the watchdog's timeouts (run.timeout:
+# seconds without progress on any rank before a trial is declared deadlocked):
+#   TIMEOUT_BLOCKING (default 1.5 s): every deadlocked host-blocking trial costs it; whole completed trials took at
+#                    most 0.47 s on 2 loaded cores (8 ranks), and their silent gaps are shorter still;
+#   TIMEOUT_HOST (default 10 s): host never deadlocks, so a long timeout costs nothing (8 preemptive ranks on 2 loaded
+#                    cores took up to 0.94 s per trial).
 # Writes OUT/validation-<setting>-<backend>.{h5,log} (the harness runs; the .h5 files, a few MB, are not committed)
 # and OUT/validation.{md,h5,png} (the comparison). About 25 minutes on 2 cores.
 set -euo pipefail
