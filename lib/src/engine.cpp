@@ -254,7 +254,9 @@ void Engine::progress_loop() {
           const uint64_t reason = __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE);
           if (reason == core::kExitStuck) {
             exits_stuck_ += 1;
-            next_launch_ns_ = now + backoff_ns_;
+            // No back-off while a stream waits on pending work (see wait_on_stream).
+            const bool waited = __atomic_load_n(&h_->waited_pending, __ATOMIC_ACQUIRE) != 0;
+            next_launch_ns_ = waited ? now : now + backoff_ns_;
             backoff_ns_ = std::min(backoff_ns_ * 2, relaunch_max_ns_);
           } else {
             exits_idle_ += 1;
@@ -294,6 +296,10 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
     if (use.req == r && !use.waited) {  // still pending: the daemon should not leave it (see should_exit)
       use.waited = true;
       __atomic_add_fetch(&h_->waited_pending, 1, __ATOMIC_ACQ_REL);
+      // The daemon must be up while a stream waits on its work: a launch made later, by the progress thread,
+      // could be held back by an implicit synchronization of this thread (a lazy module load) that itself waits
+      // for that stream.
+      if (!running_) launch_locked(host_now_ns());
     }
   }
   exec_->stream_wait(stream, &g_->complete[r->slot], r->seq);
