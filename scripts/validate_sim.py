@@ -233,7 +233,7 @@ def main():
     say("## Summary")
     say()
     say("| layout | ranks | disorder | sync | backend | model | trials | harness deadlocked | harness Wilson 95 % "
-        "| simulator, same trials | per-trial agreement | simulator, independent trials | inside | slowest completed / timeout |")
+        "| simulator, same trials | per-trial agreement | simulator, independent trials | inside | slowest completed trial / timeout (silence) |")
     say("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in settings:
         say(f"| `{r['layout']}` | {r['ranks']} | {r['p_disorder']} | {r['p_sync']} | {r['backend']} | {r['model']} | "
@@ -277,7 +277,7 @@ def write_h5(path, settings, trial_rows):
         for name, col, dt in (("setting", cols[0], np.int64), ("scenario_trial", cols[1], np.int64),
                               ("harness", cols[2], np.int64), ("simulator", cols[3], np.int64),
                               ("elapsed_s", cols[4], np.float64)):
-            t.create_dataset(name, data=np.array(col, dtype=dt))
+            t.create_dataset(name, data=np.array(col, dtype=dt), compression="gzip", shuffle=True)
 
 
 def plot(path, settings):
