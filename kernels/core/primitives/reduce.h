@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstring>
+#include <type_traits>
 
 #include "../types.h"
 
@@ -82,38 +83,10 @@ DFCCL_HD inline bf16 to_bf16(float f) {
   return bf16{u16(x >> 16)};
 }
 
-// Unsigned twin of an integer type, for wrapping arithmetic.
-template <class T>
-struct Unsigned;
-template <>
-struct Unsigned<int8_t> {
-  using type = uint8_t;
-};
-template <>
-struct Unsigned<uint8_t> {
-  using type = uint8_t;
-};
-template <>
-struct Unsigned<int32_t> {
-  using type = uint32_t;
-};
-template <>
-struct Unsigned<uint32_t> {
-  using type = uint32_t;
-};
-template <>
-struct Unsigned<int64_t> {
-  using type = uint64_t;
-};
-template <>
-struct Unsigned<uint64_t> {
-  using type = uint64_t;
-};
-
 // Reducer<T, OP>::apply(a, b) and ::finish(v, n) (the avg division; identity for the other operators).
 template <class T, RedOp OP>
 struct Reducer {
-  using U = typename Unsigned<T>::type;
+  using U = std::make_unsigned_t<T>;  // integers wrap: compute in the unsigned twin
   DFCCL_HD static DFCCL_FORCEINLINE T apply(T a, T b) {
     if constexpr (OP == RedOp::Sum || OP == RedOp::Avg) return T(U(U(a) + U(b)));
     if constexpr (OP == RedOp::Prod) return T(U(U(a) * U(b)));
