@@ -57,6 +57,8 @@ const Setting kSettings[] = {
      "deadlocked"},
     {"run.seed", Type::Int, "1", "seed of the data, the mix and every random decision"},
     {"run.check", Type::Bool, "true", "run one more, untimed iteration per trial and count wrong elements"},
+    {"run.diagnose", Type::Bool, "false",
+     "on a trial the watchdog stops, print each rank's position in its program and its backend's state to stderr"},
     {"run.completion", Type::String, "'stream'",
      "dfccl on GPU: how the result becomes usable: stream (dfcclWait on the stream) | host (dfcclSynchronize)"},
     {"run.streams", Type::String, "'single'", "GPU backends: single (one stream) | per_group (one per group kind)"},
@@ -121,7 +123,7 @@ const std::map<std::string, std::string> kAliases = {
     {"backend", "run.backend"},      {"backends", "run.backend"},   {"iters", "run.iterations"},
     {"iterations", "run.iterations"}, {"warmup", "run.warmup"},     {"trials", "run.trials"},
     {"timeout", "run.timeout"},      {"seed", "run.seed"},          {"check", "run.check"},
-    {"completion", "run.completion"}, {"streams", "run.streams"},   {"tp", "layout.tp"},
+    {"diagnose", "run.diagnose"},  {"completion", "run.completion"}, {"streams", "run.streams"},   {"tp", "layout.tp"},
     {"dp", "layout.dp"},             {"pp", "layout.pp"},           {"dtype", "data.dtype"},
     {"op", "data.op"},               {"root", "data.root"},         {"priority", "data.priority"},
     {"begin", "sizes.begin"},        {"end", "sizes.end"},          {"factor", "sizes.factor"},
@@ -498,6 +500,7 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   if (seed < 0) fail(origin, "run.seed", "must not be negative");
   w.seed = static_cast<uint64_t>(seed);
   w.check = r.get_bool(node("run.check"), "run.check");
+  w.diagnose = r.get_bool(node("run.diagnose"), "run.diagnose");
   w.completion = get_string("run.completion");
   if (w.completion != "stream" && w.completion != "host")
     fail(origin, "run.completion", fmt::format("'{}' is not stream or host", w.completion));

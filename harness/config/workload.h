@@ -54,6 +54,7 @@ struct Workload {
   double timeout_s = 60;
   uint64_t seed = 1;
   bool check = true;
+  bool diagnose = false;
   std::string completion = "stream";  // dfccl GPU backend: stream | host
   std::string streams = "single";     // GPU backends: single | per_group
 

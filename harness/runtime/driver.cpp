@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <climits>
 #include <cmath>
 #include <condition_variable>
@@ -324,6 +325,34 @@ class Campaign {
     if (multi && !step_acc.times.empty()) emit_row(step_acc, "step");
   }
 
+  // run.diagnose: one line per rank on stderr, rank by rank, about a trial the watchdog is about to stop.
+  void diagnose(Backend& b, int trial, bool done, int iteration, int op, int kind, int64_t executed) {
+    std::string where = done           ? std::string("done")
+                        : op == -3     ? std::string("finish (waiting for the last iteration)")
+                        : op == -2     ? fmt::format("end of iteration {}", iteration)
+                        : op < 0       ? std::string("starting")
+                                       : fmt::format("iteration {}, operation {} ({})", iteration, op,
+                                                     scenario::op_kind_name(static_cast<scenario::OpKind>(kind)));
+    for (int round = 0; round < 2; ++round)
+      for (int r = 0; r < world_.size; ++r) {
+        if (r == world_.rank) {
+          if (round == 0)
+            fmt::print(stderr, "# diagnose trial {} rank {}: worker at {}; {} operations returned\n", trial, r, where,
+                       executed);
+          std::fflush(stderr);
+          std::string state;
+          try {
+            state = b.diagnostics(round);  // may write more lines to stderr itself
+          } catch (const std::exception& e) {
+            state = e.what();
+          }
+          if (!state.empty()) fmt::print(stderr, "# diagnose trial {} rank {}: {}\n", trial, r, state);
+        }
+        std::fflush(stderr);
+        gentle_barrier(MPI_COMM_WORLD);
+      }
+  }
+
   void report_trial(const TrialRow& row, Clock::time_point backend_t0) {
     writer_.add_trial(row);
     ++done_trials_;
@@ -353,6 +382,9 @@ class Campaign {
       std::vector<IterationTiming> timings;
       std::atomic<int64_t> last_progress_ns{0};
       std::atomic<int64_t> executed{0};  // program operations returned from (submissions, synchronizations)
+      // Where the worker is (run.diagnose): iteration, index of the operation in its program (-1: between
+      // programs, -2: end of iteration, -3: finish), its kind.
+      std::atomic<int> at_iteration{-1}, at_op{-1}, at_kind{-1};
       int64_t reordered = 0, syncs = 0;
       std::vector<StepEntry> step;
       std::vector<EntryPlan> plans;
@@ -395,8 +427,12 @@ class Campaign {
             if (!scenario::in_step_order(prog)) ++sh->reordered;
           }
           b.start_iteration(it);
-          for (const auto& op : prog) {
+          sh->at_iteration = it;
+          for (size_t k = 0; k < prog.size(); ++k) {
+            const scenario::Op& op = prog[k];
             if (sh->cancel.load()) throw BackendError("cancelled by the watchdog");
+            sh->at_op = static_cast<int>(k);
+            sh->at_kind = static_cast<int>(op.kind);
             switch (op.kind) {
               case scenario::OpKind::Submit:
                 if (sh->plans[op.entry].slot >= 0) b.submit(op.entry);
@@ -411,9 +447,11 @@ class Campaign {
             sh->executed.fetch_add(1);
             progress();
           }
+          sh->at_op = -2;
           b.end_iteration();
           progress();
         }
+        sh->at_op = -3;
         auto timings = b.finish(sh->cancel);
         std::lock_guard lock(sh->mu);
         sh->timings = std::move(timings);
@@ -457,6 +495,7 @@ class Campaign {
     row.elapsed_s = decided_s;
 
     if (any_timeout || any_error) {
+      if (w_.diagnose) diagnose(b, row.trial, sh->done, sh->at_iteration, sh->at_op, sh->at_kind, sh->executed);
       sh->cancel = true;
       b.abort_comms();  // releases a blocked worker on this rank; peers do the same
       bool joined;

@@ -21,6 +21,7 @@ struct BlockShared {
   u64 preemptions, switches;    // counters of this run
   u32 exit;
   u32 progressed;
+  u64 passes, heartbeat_ns;     // scheduler passes of this launch; last heartbeat written
 };
 
 }  // namespace dfccl::core

@@ -203,6 +203,21 @@ DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   return true;
 }
 
+// Thread 0: about once a millisecond, tell the host (pinned memory) that this block is alive and what it holds.
+template <class X>
+DFCCL_DEV void heartbeat(const EngineView& ev, BlockShared& bs, u32 b) {
+  bs.passes += 1;
+  const u64 now = X::now_ns();
+  if (now - bs.heartbeat_ns < 1000000 && !bs.exit) return;
+  bs.heartbeat_ns = now;
+  Heartbeat& hb = ev.h->heartbeat[b];
+  hb.now_ns = now;
+  hb.epoch = ev.p.epoch;
+  hb.passes = bs.passes;
+  hb.nactive = bs.nactive;
+  hb.first_slot = bs.nactive ? bs.active[0] : ~0u;
+}
+
 // All threads of block b: the daemon's life, from launch to exit.
 template <class X>
 DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
@@ -215,6 +230,8 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
     bs.switches = 0;
     bs.last_slot = ~0u;
     bs.exit = 0;
+    bs.passes = 0;
+    bs.heartbeat_ns = 0;
     X::atomic_max64(&ev.g->last_activity_ns, X::now_ns());
   }
   X::sync();
@@ -278,7 +295,10 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
     }
 
     // 3. Leave?
-    if (tid == 0) bs.exit = should_exit<X>(ev, bs, b) ? 1u : 0u;
+    if (tid == 0) {
+      bs.exit = should_exit<X>(ev, bs, b) ? 1u : 0u;
+      heartbeat<X>(ev, bs, b);
+    }
     X::sync();
     if (bs.exit) break;
   }

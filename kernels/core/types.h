@@ -168,13 +168,24 @@ struct BlockStats {  // accumulated by each block at each exit
   u64 pad;
 };
 
+struct Heartbeat {  // written by each block about once a millisecond while the daemon runs (dfcclDebugDump)
+  u64 now_ns;       // executor clock of the write
+  u64 epoch;        // launch that wrote it
+  u64 passes;       // scheduler passes of this launch so far
+  u32 nactive;      // collectives the block holds
+  u32 first_slot;   // the first of them in scheduling order (~0u if none)
+};
+
 struct EngineHost {                // pinned host memory
   Desc desc[kMaxSlots];
   u64 cq[kCqEntries];              // completion queue: entry = (position + 1) << 16 | slot
   SlotInfo info[kMaxSlots];
   BlockStats stats[kMaxBlocks];
   u64 exit_reason;                 // kExit* of the last daemon run
-  u64 waited_pending;              // host: pending collectives some stream waits on (dfcclWait); read at exit decisions
+  u64 waited_pending;              // host: pending collectives some stream waits on (dfcclWait) and that a device-wide
+                                   // barrier may wait on (see Engine::wait_on_stream); read at exit decisions
+  u64 probe_done;                  // device (probe stream): the last barrier probe that ran
+  Heartbeat heartbeat[kMaxBlocks];
 };
 
 // Tunables of the daemon, passed by value at each launch (docs/environment.md).

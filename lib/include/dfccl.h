@@ -206,8 +206,16 @@ typedef struct {
   uint64_t daemonExitsIdle;  /* voluntary exits: nothing to run */
   uint64_t daemonExitsStuck; /* voluntary exits: every collective stuck on absent peers */
   uint64_t lateDoorbells;    /* relaunches made because submitted work was not seen yet */
+  uint64_t outstanding;      /* now: collectives submitted and not yet seen complete by the host */
+  uint64_t streamWaited;     /* now: pending collectives that some stream waits on (dfcclWait) */
+  int daemonRunning;         /* now: 1 while a daemon kernel is launched and has not been seen to exit */
 } dfcclStats_t;
 dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats);
+/* Writes the state of comm's engine to stderr, for diagnosing a hang: daemon, heartbeats of its blocks, rings and    */
+/* pending collectives (host memory only); with deviceState != 0 also what each block holds for each pending         */
+/* collective and the lanes of the communicators involved (device memory: the reads can block while an implicit     */
+/* synchronization of another thread holds the device).                                                              */
+dfcclResult_t dfcclDebugDump(dfcclComm_t comm, int deviceState);
 
 /* Synchronizes comm's device: cudaDeviceSynchronize for the CUDA executor; for the host executor, an emulation that */
 /* waits for the running daemon to exit (in blocking mode that can hang, exactly like NCCL).                          */

@@ -1,5 +1,6 @@
 // The C API: argument checks (every message names the argument), then the communicator and engine calls. No
 // exception crosses this file's functions (guard in error.h).
+#include <cstdio>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -537,6 +538,14 @@ dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats) {
     dfcclComm* c = check_comm(comm, "dfcclGetStats");
     if (!stats) bad("dfcclGetStats", "argument 'stats' is NULL");
     *stats = c->engine->stats();
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclDebugDump(dfcclComm_t comm, int deviceState) {
+  return guard([&] {
+    dfcclComm* c = check_comm(comm, "dfcclDebugDump");
+    c->engine->debug_dump(stderr, deviceState != 0);
     return dfcclSuccess;
   });
 }

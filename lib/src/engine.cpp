@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <tuple>
 
@@ -197,8 +199,8 @@ bool Engine::drain_completions() {
       SlotUse& use = slots_[slot];
       req = std::move(use.req);
       rings_[use.ring].outstanding -= 1;
-      if (use.waited) __atomic_sub_fetch(&h_->waited_pending, 1, __ATOMIC_ACQ_REL);
-      use.waited = false;
+      if (use.counted) __atomic_sub_fetch(&h_->waited_pending, 1, __ATOMIC_ACQ_REL);
+      use.waited = use.counted = false;  // a stale entry of unconfirmed_ is dropped by confirm_waits_locked
       comm_outstanding_[use.comm] -= 1;
       outstanding_ -= 1;
       completed_ += 1;
@@ -255,7 +257,8 @@ void Engine::progress_loop() {
           if (reason == core::kExitStuck) {
             exits_stuck_ += 1;
             // No back-off while a stream waits on pending work (see wait_on_stream).
-            const bool waited = __atomic_load_n(&h_->waited_pending, __ATOMIC_ACQUIRE) != 0;
+            const bool waited =
+                __atomic_load_n(&h_->waited_pending, __ATOMIC_ACQUIRE) != 0 || !unconfirmed_.empty();
             next_launch_ns_ = waited ? now : now + backoff_ns_;
             backoff_ns_ = std::min(backoff_ns_ * 2, relaunch_max_ns_);
           } else {
@@ -265,6 +268,10 @@ void Engine::progress_loop() {
           }
           busy = true;
         }
+      }
+      if (!unconfirmed_.empty()) {
+        confirm_waits_locked();
+        busy = busy || !unconfirmed_.empty();
       }
       if (!running_ && outstanding_ > 0 && now >= next_launch_ns_) {
         launch_locked(now);
@@ -290,19 +297,38 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
     wait_request(*r, -1);
     return;
   }
+  // While a stream waits on a pending collective, an implicit device-wide synchronization issued later (the first
+  // launch of a lazily loaded kernel: the device holds all later work until every earlier one, the daemon included,
+  // has finished) cannot end before that collective, and holds back any relaunch: the daemon must stay until the
+  // collective is done. But a barrier issued *before* this wait does not wait for it and waits for the daemon to
+  // leave: staying for this wait would deadlock. The barrier probe tells the two apart: it runs at once unless such
+  // a barrier is pending, and the wait counts for the daemon (EngineHost::waited_pending) only once its probe ran
+  // (docs/design.md, "Implicit synchronizations").
   {
     std::lock_guard<std::mutex> lk(mu_);
     SlotUse& use = slots_[r->slot];
-    if (use.req == r && !use.waited) {  // still pending: the daemon should not leave it (see should_exit)
+    if (use.req == r && !use.waited) {
       use.waited = true;
-      __atomic_add_fetch(&h_->waited_pending, 1, __ATOMIC_ACQ_REL);
-      // The daemon must be up while a stream waits on its work: a launch made later, by the progress thread,
-      // could be held back by an implicit synchronization of this thread (a lazy module load) that itself waits
-      // for that stream.
-      if (!running_) launch_locked(host_now_ns());
+      use.probe = ++probes_;
+      exec_->probe(&h_->probe_done, use.probe);
+      unconfirmed_.push_back(r->slot);
+      if (!running_) launch_locked(host_now_ns());  // up before the stream waits (and before any later barrier)
     }
   }
   exec_->stream_wait(stream, &g_->complete[r->slot], r->seq);
+}
+
+// The waits whose barrier probe has run count for the daemon from now on.
+void Engine::confirm_waits_locked() {
+  const uint64_t done = __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE);
+  std::erase_if(unconfirmed_, [&](uint32_t slot) {
+    SlotUse& use = slots_[slot];
+    if (!use.waited || use.counted) return true;  // completed meanwhile (or reused): nothing to count
+    if (use.probe > done) return false;
+    use.counted = true;
+    __atomic_add_fetch(&h_->waited_pending, 1, __ATOMIC_ACQ_REL);
+    return true;
+  });
 }
 
 bool wait_request(RequestState& r, int64_t timeout_ms) {
@@ -344,7 +370,93 @@ dfcclStats_t Engine::stats() {
   s.daemonExitsIdle = exits_idle_;
   s.daemonExitsStuck = exits_stuck_;
   s.lateDoorbells = late_doorbells_;
+  s.outstanding = outstanding_;
+  s.streamWaited = __atomic_load_n(&h_->waited_pending, __ATOMIC_ACQUIRE);
+  s.daemonRunning = running_ ? 1 : 0;
   return s;
+}
+
+// Reads device state through the control stream while the daemon may be running: a snapshot, not atomic.
+void Engine::debug_dump(std::FILE* f, bool device_state) {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::string out = fmt::format(
+      "engine device {}: daemon {} (epoch {}, launches {}, idle exits {}, stuck exits {}), outstanding {}, "
+      "stream-waited {} (+{} behind a barrier: probes issued {}, run {}), exit reason {}\n",
+      exec_->device(), running_ ? "running" : "stopped", epoch_, launches_, exits_idle_, exits_stuck_, outstanding_,
+      __atomic_load_n(&h_->waited_pending, __ATOMIC_ACQUIRE), unconfirmed_.size(), probes_,
+      __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE), __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE));
+  // Pinned memory first (no CUDA call): the blocks' heartbeats, then the pending collectives as the host sees them.
+  const uint32_t nb = params_.nblocks;
+  {
+    std::map<std::tuple<uint64_t, uint32_t, uint32_t>, std::vector<uint32_t>> groups;  // (epoch, nactive, first)
+    uint64_t newest = 0;
+    for (uint32_t b = 0; b < nb; ++b) newest = std::max(newest, h_->heartbeat[b].now_ns);
+    out += fmt::format("  heartbeats (executor clock, newest {} ns):", newest);
+    for (uint32_t b = 0; b < nb; ++b) {
+      const core::Heartbeat& hb = h_->heartbeat[b];
+      out += fmt::format(" b{}:e{}/age {} us/passes {}/active {}/first {}", b, hb.epoch, (newest - hb.now_ns) / 1000,
+                         hb.passes, hb.nactive, int(hb.first_slot));
+    }
+    out += "\n";
+  }
+  for (uint32_t s = 0; s < kMaxSlots; ++s) {
+    if (!slots_[s].req) continue;
+    const core::Desc& d = h_->desc[s];
+    out += fmt::format("  host slot {}: seq {} comm {} lane {} turn {} kind {} count {} priority {} ring {}{}\n", s,
+                       d.seq, d.comm, d.lane, d.turn, int(d.kind), d.count, d.priority, slots_[s].ring,
+                       slots_[s].waited ? " (stream-waited)" : "");
+  }
+  for (uint32_t r = 0; r < kMaxRings; ++r)
+    if (rings_[r].used)
+      out += fmt::format("  ring {}: next position {}, outstanding {}\n", r, rings_[r].next_pos, rings_[r].outstanding);
+  std::fwrite(out.data(), 1, out.size(), f);
+  std::fflush(f);
+  out.clear();
+  if (!device_state) return;
+  out += fmt::format("engine device {}: device state\n", exec_->device());
+  std::vector<core::ChanCtx> cx(nb);
+  std::array<bool, core::kMaxComms> comm_pending{};
+  for (uint32_t s = 0; s < kMaxSlots; ++s) {
+    const SlotUse& use = slots_[s];
+    if (!use.req) continue;
+    comm_pending[use.comm] = true;
+    const core::Desc& d = h_->desc[s];
+    uint64_t complete = 0;
+    exec_->copy_from_device(&complete, &g_->complete[s], sizeof(complete));
+    exec_->copy_from_device(cx.data(), ctx_ + size_t(s) * nb, sizeof(core::ChanCtx) * nb);
+    out += fmt::format("  slot {}: seq {} complete word {}; blocks:", s, d.seq, complete);
+    // Blocks grouped by what they hold for this slot: (seq seen, state, next primitive).
+    for (uint32_t b = 0; b < nb;) {
+      uint32_t e = b + 1;
+      auto same = [&](uint32_t k) {
+        return cx[k].desc.seq == cx[b].desc.seq && cx[k].state == cx[b].state && cx[k].op == cx[b].op;
+      };
+      while (e < nb && same(e)) ++e;
+      out += fmt::format(" [{}-{}: seq {} state {} op {} preempted {}]", b, e - 1, cx[b].desc.seq, cx[b].state,
+                         cx[b].op, cx[b].preemptions);
+      b = e;
+    }
+    out += "\n";
+  }
+  // Lanes of the communicators with pending work: turn (next instance allowed), slots sent and received; channel 0.
+  for (uint32_t i = 0; i < core::kMaxComms; ++i) {
+    if (!comm_pending[i]) continue;
+    uint64_t dev_ptr = 0;
+    exec_->copy_from_device(&dev_ptr, &g_->comms[i], sizeof(dev_ptr));
+    if (!dev_ptr) continue;
+    core::CommDev c{};
+    exec_->copy_from_device(&c, reinterpret_cast<void*>(dev_ptr), sizeof(c));
+    std::vector<core::LaneState> lanes(c.nlanes);
+    exec_->copy_from_device(lanes.data(), c.lanes, sizeof(core::LaneState) * c.nlanes);
+    out += fmt::format("  comm {}: rank {} of {}, abort {}; channel 0 lanes (turn/sent/recvd):", i, c.rank, c.nranks,
+                       c.abort);
+    for (uint32_t l = 0; l < c.nlanes; ++l)
+      if (lanes[l].turn || lanes[l].sent || lanes[l].recvd)
+        out += fmt::format(" {}:{}/{}/{}", l, lanes[l].turn, lanes[l].sent, lanes[l].recvd);
+    out += "\n";
+  }
+  std::fwrite(out.data(), 1, out.size(), f);
+  std::fflush(f);
 }
 
 }  // namespace dfccl

@@ -7,8 +7,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -70,6 +72,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void note_abort();
 
   dfcclStats_t stats();
+  // dfcclDebugDump: the engine's state as the host and the device see it, for diagnosing a hang (lines of text).
+  void debug_dump(std::FILE* f, bool device_state);
   void device_synchronize() { exec_->device_synchronize(); }
 
  private:
@@ -77,13 +81,16 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void progress_loop();
   bool drain_completions();
   void launch_locked(uint64_t now);
+  void confirm_waits_locked();
   uint32_t ring_for_locked(cudaStream_t stream);
 
   struct SlotUse {
     std::shared_ptr<RequestState> req;
     uint32_t comm = 0;
     uint32_t ring = 0;
-    bool waited = false;  // counted in EngineHost::waited_pending
+    bool waited = false;   // a stream waits on it (dfcclWait)
+    bool counted = false;  // counted in EngineHost::waited_pending (its barrier probe ran)
+    uint64_t probe = 0;    // the barrier probe issued with the wait
   };
   struct Ring {
     cudaStream_t stream = nullptr;
@@ -108,7 +115,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::array<uint32_t, core::kMaxComms> comm_outstanding_{};
   std::array<bool, core::kMaxComms> comm_used_{};
   uint32_t outstanding_ = 0;
-  uint64_t seq_ = 0, epoch_ = 0, cq_head_ = 0, aborts_ = 0;
+  uint64_t seq_ = 0, epoch_ = 0, cq_head_ = 0, aborts_ = 0, probes_ = 0;
+  std::vector<uint32_t> unconfirmed_;  // slots waited on whose barrier probe has not run yet
   bool running_ = false;
   uint64_t submitted_ = 0, completed_ = 0, launches_ = 0, exits_idle_ = 0, exits_stuck_ = 0, late_doorbells_ = 0;
 

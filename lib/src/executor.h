@@ -48,6 +48,9 @@ class Executor {
   virtual void stream_write(cudaStream_t stream, uint64_t* dev, uint64_t value) = 0;
   // Stream-ordered wait: work queued on `stream` after it waits until *dev >= value (CUDA only).
   virtual void stream_wait(cudaStream_t stream, const uint64_t* dev, uint64_t value) = 0;
+  // Barrier probe: *host_word = value (pinned memory) as soon as the device runs new work, i.e. once no device-wide
+  // barrier issued before this call (a lazy module load) holds it back. Host executor: at once.
+  virtual void probe(uint64_t* host_word, uint64_t value) = 0;
 
   // The daemon: at most one launch at a time; exited() says whether the last one has finished.
   virtual void launch(const core::EngineView& ev) = 0;

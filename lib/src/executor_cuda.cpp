@@ -52,6 +52,7 @@ class CudaExecutor final : public Executor {
     wait_value_ = driver_entry<WaitValue64Fn>("cuStreamWaitValue64");
     DFCCL_CUDA(cudaStreamCreateWithFlags(&daemon_stream_, cudaStreamNonBlocking));
     DFCCL_CUDA(cudaStreamCreateWithFlags(&control_stream_, cudaStreamNonBlocking));
+    DFCCL_CUDA(cudaStreamCreateWithFlags(&probe_stream_, cudaStreamNonBlocking));
     DFCCL_CUDA(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
     // Load the daemon now: under lazy module loading its first launch would otherwise wait for the device, which
     // can hang behind a pending collective (docs/design.md, "Lazy loading").
@@ -66,6 +67,7 @@ class CudaExecutor final : public Executor {
     cudaStreamSynchronize(daemon_stream_);
     cudaEventDestroy(done_);
     cudaStreamDestroy(control_stream_);
+    cudaStreamDestroy(probe_stream_);
     cudaStreamDestroy(daemon_stream_);
   }
 
@@ -118,6 +120,12 @@ class CudaExecutor final : public Executor {
     check_cu(wait_value_(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(dev), value,
                          CU_STREAM_WAIT_VALUE_GEQ),
              "cuStreamWaitValue64 (completion)");
+  }
+
+  void probe(uint64_t* host_word, uint64_t value) override {
+    DFCCL_CUDA(cudaSetDevice(device_));
+    check_cu(write_value_(reinterpret_cast<CUstream>(probe_stream_), reinterpret_cast<CUdeviceptr>(host_word), value, 0),
+             "cuStreamWriteValue64 (barrier probe)");
   }
 
   void launch(const core::EngineView& ev) override {
@@ -220,7 +228,7 @@ class CudaExecutor final : public Executor {
 
   int device_;
   unsigned threads_ = 512;
-  cudaStream_t daemon_stream_ = nullptr, control_stream_ = nullptr;
+  cudaStream_t daemon_stream_ = nullptr, control_stream_ = nullptr, probe_stream_ = nullptr;
   cudaEvent_t done_ = nullptr;
   WriteValue64Fn write_value_ = nullptr;
   WaitValue64Fn wait_value_ = nullptr;

@@ -19,10 +19,11 @@ head -4 "$OUT/machine.txt"
 step() {  # step <name> <timeout s> <command...>
   local name=$1 t=$2
   shift 2
-  local t0=$(date +%s.%N)
+  local t0=$(date +%s%N)
   timeout -k 10 "$t" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
-  printf '== %-28s rc=%-3s %6.1f s\n' "$name" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)"
+  local ms=$((($(date +%s%N) - t0) / 1000000))
+  printf '== %-28s rc=%-3s %4d.%01d s\n' "$name" "$rc" $((ms / 1000)) $((ms % 1000 / 100))
   grep -E '^\[ (gpu|stress) |FAILED|Failure|PASSED|passed|wrong|skipped|rror' "$OUT/$name.log" | head -40
 }
 

@@ -84,6 +84,7 @@ TEST(ApiErrors, EveryBadArgumentIsNamedAndNothingQueuedIsLost) {
   EXPECT_REJECTS(dfcclCommCount(c, nullptr), inv, "'count'");
   EXPECT_REJECTS(dfcclCommUserRank(c, nullptr), inv, "'rank'");
   EXPECT_REJECTS(dfcclGetStats(c, nullptr), inv, "'stats'");
+  EXPECT_REJECTS(dfcclDebugDump(nullptr, 0), inv, "'comm'");
 
   // Persistent collectives.
   dfcclPersistent_t p = nullptr;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <future>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -58,6 +59,15 @@ TEST_F(HostEngine, CollectiveSurvivesDaemonExitsUntilItsPeerArrives) {
     DFCCL_ASSERT_OK(dfcclGetStats(g[0], &st));
   } while ((st.daemonExitsStuck < 3 || st.daemonLaunches < 4) && Clock::now() < deadline);
   ASSERT_GE(st.daemonExitsStuck, 3u);
+  EXPECT_EQ(st.outstanding, 1u);
+  // The diagnostic dump names the pending collective (its sequence number and communicator) and the daemon's blocks.
+  ::testing::internal::CaptureStderr();
+  DFCCL_ASSERT_OK(dfcclDebugDump(g[0], 1));
+  const std::string dump = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(dump.find("outstanding 1"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("heartbeats"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("host slot"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("device state"), std::string::npos) << dump;
   int done = 1;
   DFCCL_ASSERT_OK(dfcclTest(r0, &done));
   EXPECT_EQ(done, 0);
