@@ -189,15 +189,19 @@ DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   bool busy = false;
   for (u32 k = 0; k < ev.p.nblocks; ++k) busy = busy || vload(ev.g->busy[k]) != 0;
   if (busy && ev.p.blocking) return false;  // blocking mode waits, like NCCL: only idleness ends the daemon
-  if (vload(ev.h->waited_pending) != 0) {
-    // A stream waits on a pending collective (dfcclWait), perhaps one whose doorbell this daemon has not seen yet.
-    // A device synchronization cannot finish before that collective anyway, and leaving could only delay it: an
-    // implicit synchronization in progress (a lazy module load) may hold back the relaunch. Stay, and look again
-    // (one read of host memory) after another idle period.
-    X::atomic_max64(&ev.g->last_activity_ns, now);
-    return false;
-  }
   if (now - last <= (busy ? ev.p.stuck_ns : ev.p.idle_ns)) return false;
+  // A stream waits on an unfinished collective, and no device-wide barrier (a lazy module load) was pending when
+  // that wait was issued (its barrier probe has run): a barrier issued later waits for that collective and holds
+  // any relaunch, so stay (docs/design.md, "Implicit synchronizations"). Host memory, read only here.
+  const u64 nwaits = X::load_acquire(&ev.h->nwaits);
+  const u64 probed = vload(ev.h->probe_done);
+  for (u64 k = 0; k < nwaits; ++k) {
+    const WaitEntry& w = ev.h->waits[k];
+    if (vload(w.probe) <= probed && vload(ev.g->complete[vload(w.slot)]) < vload(w.seq)) {
+      X::atomic_max64(&ev.g->last_activity_ns, now);  // look again after another period
+      return false;
+    }
+  }
   const u64 reason = busy ? kExitStuck : kExitIdle;
   if (X::atomic_cas64(&ev.g->exit_request, req, (ev.p.epoch << 8) | reason) == req) ev.h->exit_reason = reason;
   return true;

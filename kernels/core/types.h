@@ -176,15 +176,21 @@ struct Heartbeat {  // written by each block about once a millisecond while the 
   u32 first_slot;   // the first of them in scheduling order (~0u if none)
 };
 
+struct WaitEntry {  // a stream waits until complete[slot] >= seq; probe: the barrier probe issued with the wait
+  u64 slot;
+  u64 seq;
+  u64 probe;
+};
+
 struct EngineHost {                // pinned host memory
   Desc desc[kMaxSlots];
   u64 cq[kCqEntries];              // completion queue: entry = (position + 1) << 16 | slot
   SlotInfo info[kMaxSlots];
   BlockStats stats[kMaxBlocks];
   u64 exit_reason;                 // kExit* of the last daemon run
-  u64 waited_pending;              // host: pending collectives some stream waits on (dfcclWait) and that a device-wide
-                                   // barrier may wait on (see Engine::wait_on_stream); read at exit decisions
   u64 probe_done;                  // device (probe stream): the last barrier probe that ran
+  u64 nwaits;                      // host: entries of waits[] (released after the entries are written)
+  WaitEntry waits[kMaxSlots];      // host: stream waits (dfcclWait) issued; completed ones are removed lazily
   Heartbeat heartbeat[kMaxBlocks];
 };
 

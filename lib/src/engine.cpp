@@ -199,8 +199,7 @@ bool Engine::drain_completions() {
       SlotUse& use = slots_[slot];
       req = std::move(use.req);
       rings_[use.ring].outstanding -= 1;
-      if (use.counted) __atomic_sub_fetch(&h_->waited_pending, 1, __ATOMIC_ACQ_REL);
-      use.waited = use.counted = false;  // a stale entry of unconfirmed_ is dropped by confirm_waits_locked
+      use.waited = false;  // its entry in EngineHost::waits is removed below
       comm_outstanding_[use.comm] -= 1;
       outstanding_ -= 1;
       completed_ += 1;
@@ -231,6 +230,7 @@ bool Engine::drain_completions() {
   }
   if (any) {
     std::lock_guard<std::mutex> lk(mu_);
+    compact_waits_locked();
     cv_.notify_all();
   }
   return any;
@@ -257,8 +257,7 @@ void Engine::progress_loop() {
           if (reason == core::kExitStuck) {
             exits_stuck_ += 1;
             // No back-off while a stream waits on pending work (see wait_on_stream).
-            const bool waited =
-                __atomic_load_n(&h_->waited_pending, __ATOMIC_ACQUIRE) != 0 || !unconfirmed_.empty();
+            const bool waited = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE) != 0;
             next_launch_ns_ = waited ? now : now + backoff_ns_;
             backoff_ns_ = std::min(backoff_ns_ * 2, relaunch_max_ns_);
           } else {
@@ -268,10 +267,6 @@ void Engine::progress_loop() {
           }
           busy = true;
         }
-      }
-      if (!unconfirmed_.empty()) {
-        confirm_waits_locked();
-        busy = busy || !unconfirmed_.empty();
       }
       if (!running_ && outstanding_ > 0 && now >= next_launch_ns_) {
         launch_locked(now);
@@ -302,33 +297,52 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
   // has finished) cannot end before that collective, and holds back any relaunch: the daemon must stay until the
   // collective is done. But a barrier issued *before* this wait does not wait for it and waits for the daemon to
   // leave: staying for this wait would deadlock. The barrier probe tells the two apart: it runs at once unless such
-  // a barrier is pending, and the wait counts for the daemon (EngineHost::waited_pending) only once its probe ran
-  // (docs/design.md, "Implicit synchronizations").
+  // a barrier is pending. The daemon itself decides, at its exit decisions, from the list of waits (pinned memory),
+  // the probe word and its completion words, so that no host thread has to take part: the host's CUDA calls can be
+  // held by another thread's implicit synchronization (docs/design.md, "Implicit synchronizations").
   {
     std::lock_guard<std::mutex> lk(mu_);
     SlotUse& use = slots_[r->slot];
     if (use.req == r && !use.waited) {
       use.waited = true;
-      use.probe = ++probes_;
-      exec_->probe(&h_->probe_done, use.probe);
-      unconfirmed_.push_back(r->slot);
+      const uint64_t n = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE);
+      if (n >= core::kMaxSlots) compact_waits_locked();  // cannot happen: one entry per occupied slot at most
+      const uint64_t k = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE);
+      h_->waits[k] = core::WaitEntry{r->slot, r->seq, ++probes_};
+      __atomic_store_n(&h_->nwaits, k + 1, __ATOMIC_RELEASE);
+      exec_->probe(&h_->probe_done, probes_);
       if (!running_) launch_locked(host_now_ns());  // up before the stream waits (and before any later barrier)
     }
   }
   exec_->stream_wait(stream, &g_->complete[r->slot], r->seq);
 }
 
-// The waits whose barrier probe has run count for the daemon from now on.
-void Engine::confirm_waits_locked() {
-  const uint64_t done = __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE);
-  std::erase_if(unconfirmed_, [&](uint32_t slot) {
-    SlotUse& use = slots_[slot];
-    if (!use.waited || use.counted) return true;  // completed meanwhile (or reused): nothing to count
-    if (use.probe > done) return false;
-    use.counted = true;
-    __atomic_add_fetch(&h_->waited_pending, 1, __ATOMIC_ACQ_REL);
-    return true;
-  });
+// Drops the waits whose collective the host has seen complete. Entries move only towards the front and the count
+// is lowered last, so a daemon reading concurrently never misses a live entry.
+void Engine::compact_waits_locked() {
+  const uint64_t n = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE);
+  uint64_t kept = 0;
+  for (uint64_t k = 0; k < n; ++k) {
+    const core::WaitEntry w = h_->waits[k];
+    const SlotUse& use = slots_[w.slot];
+    if (!use.req || use.req->seq != w.seq || !use.waited) continue;
+    if (kept != k) h_->waits[kept] = w;
+    ++kept;
+  }
+  __atomic_store_n(&h_->nwaits, kept, __ATOMIC_RELEASE);
+}
+
+// Waits that keep the daemon now: probe run, collective pending (what the daemon computes at its exit decisions).
+uint64_t Engine::waits_holding_locked() {
+  const uint64_t n = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE);
+  const uint64_t probed = __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE);
+  uint64_t holding = 0;
+  for (uint64_t k = 0; k < n; ++k) {
+    const core::WaitEntry& w = h_->waits[k];
+    const SlotUse& use = slots_[w.slot];
+    holding += w.probe <= probed && use.req && use.req->seq == w.seq ? 1 : 0;
+  }
+  return holding;
 }
 
 bool wait_request(RequestState& r, int64_t timeout_ms) {
@@ -371,7 +385,7 @@ dfcclStats_t Engine::stats() {
   s.daemonExitsStuck = exits_stuck_;
   s.lateDoorbells = late_doorbells_;
   s.outstanding = outstanding_;
-  s.streamWaited = __atomic_load_n(&h_->waited_pending, __ATOMIC_ACQUIRE);
+  s.streamWaited = waits_holding_locked();
   s.daemonRunning = running_ ? 1 : 0;
   return s;
 }
@@ -381,9 +395,9 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
   std::lock_guard<std::mutex> lk(mu_);
   std::string out = fmt::format(
       "engine device {}: daemon {} (epoch {}, launches {}, idle exits {}, stuck exits {}), outstanding {}, "
-      "stream-waited {} (+{} behind a barrier: probes issued {}, run {}), exit reason {}\n",
+      "stream waits listed {} (keeping the daemon {}; barrier probes issued {}, run {}), exit reason {}\n",
       exec_->device(), running_ ? "running" : "stopped", epoch_, launches_, exits_idle_, exits_stuck_, outstanding_,
-      __atomic_load_n(&h_->waited_pending, __ATOMIC_ACQUIRE), unconfirmed_.size(), probes_,
+      __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE), waits_holding_locked(), probes_,
       __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE), __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE));
   // Pinned memory first (no CUDA call): the blocks' heartbeats, then the pending collectives as the host sees them.
   const uint32_t nb = params_.nblocks;

@@ -81,16 +81,15 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void progress_loop();
   bool drain_completions();
   void launch_locked(uint64_t now);
-  void confirm_waits_locked();
+  void compact_waits_locked();
+  uint64_t waits_holding_locked();
   uint32_t ring_for_locked(cudaStream_t stream);
 
   struct SlotUse {
     std::shared_ptr<RequestState> req;
     uint32_t comm = 0;
     uint32_t ring = 0;
-    bool waited = false;   // a stream waits on it (dfcclWait)
-    bool counted = false;  // counted in EngineHost::waited_pending (its barrier probe ran)
-    uint64_t probe = 0;    // the barrier probe issued with the wait
+    bool waited = false;  // a stream waits on it (dfcclWait): listed in EngineHost::waits
   };
   struct Ring {
     cudaStream_t stream = nullptr;
@@ -116,7 +115,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::array<bool, core::kMaxComms> comm_used_{};
   uint32_t outstanding_ = 0;
   uint64_t seq_ = 0, epoch_ = 0, cq_head_ = 0, aborts_ = 0, probes_ = 0;
-  std::vector<uint32_t> unconfirmed_;  // slots waited on whose barrier probe has not run yet
   bool running_ = false;
   uint64_t submitted_ = 0, completed_ = 0, launches_ = 0, exits_idle_ = 0, exits_stuck_ = 0, late_doorbells_ = 0;
 
