@@ -3,13 +3,6 @@
 # with dfccl and NCCL in the same run, the stress on dfccl (1000 trials) and on NCCL (deadlocks expected).
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
-step() {  # step <name> <timeout s> <command...>
-  local name=$1 t=$2
-  shift 2
-  local t0=$SECONDS
-  timeout -k 10 "$t" "$@" > "$OUT/$name.log" 2>&1
-  echo "== $name rc=$? $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
-}
 H=("${MPIRUN[@]}" "$BIN/dfccl-harness")
 step engine 80 "$BIN/cuda_engine_test"
 step sweep 180 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,nccl --iters 10 --warmup 3 --out "$OUT/sweep.h5"

@@ -6,3 +6,11 @@ MPIRUN=(mpirun --allow-run-as-root --bind-to none -np "${NP:-2}")
 BIN=${BIN:-.device/bin}
 OUT=${OUT:-/tmp/dfccl-out}
 mkdir -p "$OUT"
+# step <name> <timeout s> <command...>: runs a command into $OUT/<name>.log and appends its status to summary.txt.
+step() {  # step <name> <timeout s> <command...>
+  local name=$1 t=$2
+  shift 2
+  local t0=$SECONDS
+  timeout -k 10 "$t" "$@" > "$OUT/$name.log" 2>&1
+  echo "== $name rc=$? $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
+}

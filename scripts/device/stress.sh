@@ -5,13 +5,6 @@
 #   scripts/device/stress.sh
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
-step() {  # step <name> <timeout s> <command...>
-  local name=$1 t=$2
-  shift 2
-  local t0=$SECONDS
-  timeout -k 10 "$t" "$@" > "$OUT/$name.log" 2>&1
-  echo "== $name rc=$? $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
-}
 H=("${MPIRUN[@]}" "$BIN/dfccl-harness" --workload workloads/stress.toml --tp 2)
 step engine 80 "$BIN/cuda_engine_test"
 step mp 60 "${MPIRUN[@]}" "$BIN/mp_collectives" cuda 500
