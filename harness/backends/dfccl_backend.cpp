@@ -263,22 +263,12 @@ class DfcclBackend final : public Backend {
     return {};
   }
 
-  std::string diagnostics(int round) override {
-    for (auto c : comms_) {
-      if (!c) continue;
-      if (round > 0) {
-        dfcclDebugDump(c, 1);
+  std::string diagnostics(int round) override {  // dfcclDebugDump prints it all (round 1: device memory too)
+    for (auto c : comms_)
+      if (c) {
+        dfcclDebugDump(c, round > 0 ? 1 : 0);
         return "";
       }
-      dfcclStats_t s{};
-      if (dfcclGetStats(c, &s) != dfcclSuccess) return "dfcclGetStats failed";
-      dfcclDebugDump(c, 0);
-      return fmt::format("engine: submitted {} completed {} outstanding {} stream-waited {} daemon {} (launches {}, "
-                         "idle exits {}, stuck exits {}), preemptions {}",
-                         s.submitted, s.completed, s.outstanding, s.streamWaited,
-                         s.daemonRunning ? "running" : "stopped", s.daemonLaunches, s.daemonExitsIdle,
-                         s.daemonExitsStuck, s.preemptions);
-    }
     return "no communicator";
   }
 

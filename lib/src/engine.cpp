@@ -305,8 +305,8 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
     SlotUse& use = slots_[r->slot];
     if (use.req == r && !use.waited) {
       use.waited = true;
-      const uint64_t n = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE);
-      if (n >= core::kMaxSlots) compact_waits_locked();  // cannot happen: one entry per occupied slot at most
+      // At most one entry per occupied slot once compacted, so there is room after compacting.
+      if (__atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE) >= core::kMaxSlots) compact_waits_locked();
       const uint64_t k = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE);
       h_->waits[k] = core::WaitEntry{r->slot, r->seq, ++probes_};
       __atomic_store_n(&h_->nwaits, k + 1, __ATOMIC_RELEASE);
@@ -317,6 +317,12 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
   exec_->stream_wait(stream, &g_->complete[r->slot], r->seq);
 }
 
+// Whether the collective a listed wait is for is still pending as the host sees it (its slot not drained or reused).
+bool Engine::wait_pending_locked(const core::WaitEntry& w) const {
+  const SlotUse& use = slots_[w.slot];
+  return use.waited && use.req && use.req->seq == w.seq;
+}
+
 // Drops the waits whose collective the host has seen complete. Entries move only towards the front and the count
 // is lowered last, so a daemon reading concurrently never misses a live entry.
 void Engine::compact_waits_locked() {
@@ -324,8 +330,7 @@ void Engine::compact_waits_locked() {
   uint64_t kept = 0;
   for (uint64_t k = 0; k < n; ++k) {
     const core::WaitEntry w = h_->waits[k];
-    const SlotUse& use = slots_[w.slot];
-    if (!use.req || use.req->seq != w.seq || !use.waited) continue;
+    if (!wait_pending_locked(w)) continue;
     if (kept != k) h_->waits[kept] = w;
     ++kept;
   }
@@ -339,8 +344,7 @@ uint64_t Engine::waits_holding_locked() {
   uint64_t holding = 0;
   for (uint64_t k = 0; k < n; ++k) {
     const core::WaitEntry& w = h_->waits[k];
-    const SlotUse& use = slots_[w.slot];
-    holding += w.probe <= probed && use.req && use.req->seq == w.seq ? 1 : 0;
+    holding += w.probe <= probed && wait_pending_locked(w) ? 1 : 0;
   }
   return holding;
 }
@@ -394,15 +398,16 @@ dfcclStats_t Engine::stats() {
 void Engine::debug_dump(std::FILE* f, bool device_state) {
   std::lock_guard<std::mutex> lk(mu_);
   std::string out = fmt::format(
-      "engine device {}: daemon {} (epoch {}, launches {}, idle exits {}, stuck exits {}), outstanding {}, "
-      "stream waits listed {} (keeping the daemon {}; barrier probes issued {}, run {}), exit reason {}\n",
-      exec_->device(), running_ ? "running" : "stopped", epoch_, launches_, exits_idle_, exits_stuck_, outstanding_,
+      "engine device {}: daemon {} (epoch {}, launches {}, idle exits {}, stuck exits {}), submitted {}, completed "
+      "{}, outstanding {}, stream waits listed {} (keeping the daemon {}; barrier probes issued {}, run {}), exit "
+      "reason {}\n",
+      exec_->device(), running_ ? "running" : "stopped", epoch_, launches_, exits_idle_, exits_stuck_, submitted_,
+      completed_, outstanding_,
       __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE), waits_holding_locked(), probes_,
       __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE), __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE));
   // Pinned memory first (no CUDA call): the blocks' heartbeats, then the pending collectives as the host sees them.
   const uint32_t nb = params_.nblocks;
   {
-    std::map<std::tuple<uint64_t, uint32_t, uint32_t>, std::vector<uint32_t>> groups;  // (epoch, nactive, first)
     uint64_t newest = 0;
     for (uint32_t b = 0; b < nb; ++b) newest = std::max(newest, h_->heartbeat[b].now_ns);
     out += fmt::format("  heartbeats (executor clock, newest {} ns):", newest);

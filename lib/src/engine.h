@@ -81,6 +81,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void progress_loop();
   bool drain_completions();
   void launch_locked(uint64_t now);
+  bool wait_pending_locked(const core::WaitEntry& w) const;
   void compact_waits_locked();
   uint64_t waits_holding_locked();
   uint32_t ring_for_locked(cudaStream_t stream);

@@ -72,9 +72,14 @@ int main() {
                 returned ? "returned" : "NOT returned", b_done ? "ran" : "not run");
     std::fflush(stdout);
     if (t == 2) {
-      std::thread l([&] { loaded_noop<<<1, 1, 0, c>>>(nullptr); });
+      std::atomic<bool> launched{false};
+      std::thread l([&] {
+        loaded_noop<<<1, 1, 0, c>>>(nullptr);
+        launched = true;
+      });
       bool c_done = done_within(c, 500);
-      std::printf("loaded kernel on stream C %s while P runs; ", c_done ? "ran" : "blocked");
+      std::printf("loaded kernel on stream C: launch %s, stream %s while P runs; ", launched ? "returned" : "NOT returned",
+                  c_done ? "done" : "blocked");
       l.detach();
     } else {
       std::atomic<bool> copied{false};
@@ -103,25 +108,29 @@ int main() {
     std::atomic<bool> returned{false};
     std::thread th([&] { lazy<1><<<1, 1, 0, b>>>(nullptr); returned = true; });
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    bool lazy_returned = th.joinable();
     std::printf("T1: lazy launch thread started; ");
     auto t1 = Clock::now();
-    std::thread w([&] { writer<<<1, 1, 0, c>>>(word); });
+    std::atomic<bool> writer_launched{false};  // an empty stream queries as done: say whether the launch returned
+    std::thread w([&] {
+      writer<<<1, 1, 0, c>>>(word);
+      writer_launched = true;
+    });
     bool c_done = done_within(c, 3000);
     bool a_done = done_within(a, 1000);
     unsigned long long v = 0;
     cudaError_t qa = cudaStreamQuery(a);
     std::thread m([&] { cudaMemcpy(&v, word, 8, cudaMemcpyDeviceToHost); });
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    std::printf("writer stream %s, waiting stream %s (query: %s), lazy call %s, word read back %llu (%.1f ms)\n",
-                c_done ? "done" : "blocked", a_done ? "done" : "blocked", cudaGetErrorName(qa),
+    std::printf("writer launch %s, writer stream %s, waiting stream %s (query: %s), lazy call %s, word read back %llu "
+                "(%.1f ms)\n",
+                writer_launched ? "returned" : "NOT returned", c_done ? "done" : "blocked", a_done ? "done" : "blocked",
+                cudaGetErrorName(qa),
                 returned ? "returned" : "NOT returned", v, ms_since(t1));
     m.detach();
     std::fflush(stdout);
     if (!c_done || !a_done) { std::printf("T1 blocked: stopping here\n"); std::fflush(stdout); std::_Exit(0); }
     th.join();
     w.join();
-    (void)lazy_returned;
   }
   std::_Exit(0);
 }
