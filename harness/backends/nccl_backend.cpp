@@ -1,9 +1,14 @@
-// The NCCL baseline: the same workload on NCCL communicators, created nonblocking (ncclConfig_t.blocking = 0) so that
-// the watchdog can recover a deadlock with ncclCommAbort. NCCL_NVLS_ENABLE=0 is set by main() when unset.
+// The NCCL baseline: the same workload on NCCL communicators. Nonblocking ones (ncclConfig_t.blocking = 0) where a
+// deadlock is expected, so that the watchdog can recover it with ncclCommAbort even inside an enqueue; blocking ones
+// for sweeps (run.nccl_comms). NCCL_NVLS_ENABLE=0 is set by main() when unset.
 #include <fmt/format.h>
 #include <nccl.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <limits>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "backend.h"
@@ -36,6 +41,8 @@ void nccl_wait(ncclComm_t comm, const char* what, const std::atomic<bool>* cance
   }
 }
 
+constexpr double kAbortTimeoutS = 30;
+
 ncclDataType_t nccl_type(DataType t) { return static_cast<ncclDataType_t>(static_cast<int>(t)); }
 ncclRedOp_t nccl_op(RedOp op) { return static_cast<ncclRedOp_t>(static_cast<int>(op == RedOp::None ? RedOp::Sum : op)); }
 
@@ -47,7 +54,7 @@ class NcclBackend final : public Backend {
   BackendInfo info() const override {
     int v = 0;
     ncclGetVersion(&v);
-    return BackendInfo{"nccl", "cuda", fmt::format("nccl {}", v),
+    return BackendInfo{"nccl", "cuda", fmt::format("nccl {}, {} communicators", v, blocking() ? "blocking" : "nonblocking"),
                        "stream order: the result is usable on the collective's stream after the call",
                        "CUDA events around each iteration on stream 0, iterations back to back; e2e = events around "
                        "the call on its stream (includes waiting for peers); no core time",
@@ -64,7 +71,7 @@ class NcclBackend final : public Backend {
       if (slots[i].rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
       MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, slots[i].mpi);
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-      config.blocking = 0;
+      config.blocking = blocking() ? 1 : 0;
       nccl_check(ncclCommInitRankConfig(&comms_[i], slots[i].size, id, slots[i].rank, &config),
                  "ncclCommInitRankConfig");
     }
@@ -72,13 +79,34 @@ class NcclBackend final : public Backend {
       if (c) nccl_wait(c, "ncclCommInitRankConfig", nullptr, 120);
   }
 
+  // Every communicator at once, one thread each. ncclCommAbort sets the communicator's abort flag (its kernels then
+  // leave their wait loops) and frees its resources; freeing device memory waits for the whole device to be idle, so
+  // aborting one communicator after another waits forever on the kernels of those not yet aborted. Bounded: an abort
+  // that does not return within kAbortTimeoutS leaves the backend unusable (the driver stops the campaign's trials).
   void abort_comms() override {
-    for (auto& c : comms_)
-      if (c) {
+    struct Pending {
+      std::mutex mu;
+      std::condition_variable cv;
+      int left = 0;
+    };
+    auto pending = std::make_shared<Pending>();
+    const int device = gpu_.device();
+    for (auto& c : comms_) {
+      if (!c) continue;
+      ++pending->left;
+      std::thread([pending, c, device] {
+        cudaSetDevice(device);
         ncclCommAbort(c);
-        c = nullptr;
-      }
+        std::lock_guard lock(pending->mu);
+        if (--pending->left == 0) pending->cv.notify_all();
+      }).detach();
+      c = nullptr;
+    }
     comms_.clear();
+    std::unique_lock lock(pending->mu);
+    if (!pending->cv.wait_for(lock, std::chrono::duration<double>(kAbortTimeoutS), [&] { return pending->left == 0; }))
+      throw BackendError(fmt::format("ncclCommAbort: {} communicator(s) not aborted after {:.0f} s", pending->left,
+                                     kAbortTimeoutS));
   }
 
   void destroy_comms() override {
@@ -136,7 +164,10 @@ class NcclBackend final : public Backend {
         break;
     }
     nccl_check(r, "nccl collective", comm);
-    if (r == ncclInProgress) nccl_wait(comm, "nccl collective enqueue", cancel_, ctx_.workload->timeout_s);
+    // An enqueue that does not finish is a hang like any other: wait until the watchdog cancels (it then records a
+    // deadlock), not for run.timeout (that recorded a failure: stop 9's GPU stress, trial 2).
+    if (r == ncclInProgress)
+      nccl_wait(comm, "nccl collective enqueue", cancel_, std::numeric_limits<double>::infinity());
     gpu_.entry_end(entry, s);
   }
 
@@ -162,6 +193,13 @@ class NcclBackend final : public Backend {
   EngineCounters counters() override { return {}; }
 
  private:
+  // Blocking communicators for sweeps: nonblocking ones add a host round trip per call (ncclInProgress, then
+  // ncclCommGetAsyncError). ncclCommAbort still releases kernels that hang; only an enqueue that blocks cannot be
+  // interrupted, which an in-order sweep does not risk.
+  bool blocking() const {
+    const Workload& w = *ctx_.workload;
+    return w.nccl_comms == "blocking" || (w.nccl_comms == "auto" && w.kind == Workload::Kind::Sweep);
+  }
   static int select_device(const BackendContext& ctx) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw BackendError("no CUDA device");

@@ -62,6 +62,9 @@ const Setting kSettings[] = {
     {"run.completion", Type::String, "'stream'",
      "dfccl on GPU: how the result becomes usable: stream (dfcclWait on the stream) | host (dfcclSynchronize)"},
     {"run.streams", Type::String, "'single'", "GPU backends: single (one stream) | per_group (one per group kind)"},
+    {"run.nccl_comms", Type::String, "'auto'",
+     "nccl backend: blocking | nonblocking communicators; auto: blocking for sweep workloads (NCCL's fast path), "
+     "nonblocking otherwise (a deadlock is then recoverable even inside an enqueue)"},
     {"layout.tp", Type::Int, "1", "tensor-parallel group size"},
     {"layout.dp", Type::Int, "0", "data-parallel group size (0: world size / (tp * pp))"},
     {"layout.pp", Type::Int, "1", "pipeline-parallel group size"},
@@ -123,7 +126,7 @@ const std::map<std::string, std::string> kAliases = {
     {"backend", "run.backend"},      {"backends", "run.backend"},   {"iters", "run.iterations"},
     {"iterations", "run.iterations"}, {"warmup", "run.warmup"},     {"trials", "run.trials"},
     {"timeout", "run.timeout"},      {"seed", "run.seed"},          {"check", "run.check"},
-    {"diagnose", "run.diagnose"},  {"completion", "run.completion"}, {"streams", "run.streams"},   {"tp", "layout.tp"},
+    {"diagnose", "run.diagnose"},  {"completion", "run.completion"}, {"streams", "run.streams"}, {"nccl_comms", "run.nccl_comms"},   {"tp", "layout.tp"},
     {"dp", "layout.dp"},             {"pp", "layout.pp"},           {"dtype", "data.dtype"},
     {"op", "data.op"},               {"root", "data.root"},         {"priority", "data.priority"},
     {"begin", "sizes.begin"},        {"end", "sizes.end"},          {"factor", "sizes.factor"},
@@ -504,6 +507,9 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   w.completion = get_string("run.completion");
   if (w.completion != "stream" && w.completion != "host")
     fail(origin, "run.completion", fmt::format("'{}' is not stream or host", w.completion));
+  w.nccl_comms = get_string("run.nccl_comms");
+  if (w.nccl_comms != "auto" && w.nccl_comms != "blocking" && w.nccl_comms != "nonblocking")
+    fail(origin, "run.nccl_comms", fmt::format("'{}' is not auto, blocking or nonblocking", w.nccl_comms));
   w.streams = get_string("run.streams");
   if (w.streams != "single" && w.streams != "per_group")
     fail(origin, "run.streams", fmt::format("'{}' is not single or per_group", w.streams));

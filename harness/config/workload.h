@@ -57,6 +57,7 @@ struct Workload {
   bool diagnose = false;
   std::string completion = "stream";  // dfccl GPU backend: stream | host
   std::string streams = "single";     // GPU backends: single | per_group
+  std::string nccl_comms = "auto";    // nccl backend: auto | blocking | nonblocking
 
   // [layout] (dp = 0: the world size divided by tp * pp)
   int tp = 1, dp = 0, pp = 1;

@@ -497,11 +497,16 @@ class Campaign {
     if (any_timeout || any_error) {
       if (w_.diagnose) diagnose(b, row.trial, sh->done, sh->at_iteration, sh->at_op, sh->at_kind, sh->executed);
       sh->cancel = true;
-      b.abort_comms();  // releases a blocked worker on this rank; peers do the same
+      std::string abort_error;
+      try {
+        b.abort_comms();  // releases a blocked worker on this rank; peers do the same
+      } catch (const std::exception& e) {
+        abort_error = e.what();
+      }
       bool joined;
       {
         std::unique_lock lock(sh->mu);
-        joined = sh->cv.wait_for(lock, std::chrono::seconds(20), [&] { return sh->done; });
+        joined = abort_error.empty() && sh->cv.wait_for(lock, std::chrono::seconds(20), [&] { return sh->done; });
       }
       int stuck = joined ? 0 : 1;
       gentle_allreduce(&stuck, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -521,6 +526,7 @@ class Campaign {
       if (stuck) {
         broken_ = true;
         row.message += "; a worker could not be released after the abort";
+        if (!abort_error.empty()) row.message += " (" + abort_error + ")";
       } else if (!create_comms(b)) {
         broken_ = true;
       }

@@ -10,7 +10,7 @@ step engine 80 "$BIN/cuda_engine_test"
 step mp 60 "${MPIRUN[@]}" "$BIN/mp_collectives" cuda 500
 step stress_dfccl "${DFCCL_S:-300}" "${H[@]}" --backend dfccl --trials "${TRIALS:-1000}" --timeout 5 --diagnose true \
   --out "$OUT/stress_dfccl.h5"
-step stress_nccl "${NCCL_S:-150}" "${H[@]}" --backend nccl --trials "${NCCL_TRIALS:-20}" --timeout 3 \
+step stress_nccl "${NCCL_S:-150}" "${H[@]}" --backend nccl --trials "${NCCL_TRIALS:-20}" --timeout 3 --diagnose true \
   --out "$OUT/stress_nccl.h5"
 grep -E "gpu   |PASSED|FAILED" "$OUT/engine.log" | tee -a "$OUT/summary.txt"
 tail -1 "$OUT/mp.log" | tee -a "$OUT/summary.txt"
