@@ -175,6 +175,20 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, bo
   return done ? kAttemptDone : (progressed ? kAttemptProgress : kAttemptBlocked);
 }
 
+// Whether a listed stream wait keeps the daemon: its barrier probe has run (no device-wide barrier was pending when
+// it was issued: a barrier issued later waits for its collective and holds any relaunch) and its collective is not
+// finished (docs/design.md, "Implicit synchronizations"). Host memory, read only at exit decisions.
+template <class X>
+DFCCL_DEV bool kept_by_a_wait(const EngineView& ev) {
+  const u64 nwaits = X::load_acquire(&ev.h->nwaits);
+  const u64 probed = vload(ev.h->probe_done);
+  for (u64 k = 0; k < nwaits; ++k) {
+    const WaitEntry& w = ev.h->waits[k];
+    if (vload(w.probe) <= probed && vload(ev.g->complete[vload(w.slot)]) < vload(w.seq)) return true;
+  }
+  return false;
+}
+
 // Thread 0: should the daemon leave now?
 template <class X>
 DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
@@ -182,7 +196,11 @@ DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   if (bs.progressed) X::atomic_max64(&ev.g->last_activity_ns, now);
   ev.g->busy[b] = bs.nactive > 0 ? 1u : 0u;
   const u64 req = vload(ev.g->exit_request);
-  if ((req >> 8) == ev.p.epoch && (req & 0xff) != kExitNone) return true;
+  if ((req >> 8) == ev.p.epoch) {
+    const u64 r = req & 0xff;
+    if (r == kExitIdle || r == kExitStuck || r == kExitQuit) return true;
+    if (r == kExitPending) return false;  // another block is deciding
+  }
   if (vload(ev.g->quit) != 0) return true;
   const u64 last = vload(ev.g->last_activity_ns);
   if (now <= last || now - last <= min_of(ev.p.idle_ns, ev.p.stuck_ns)) return false;
@@ -190,20 +208,27 @@ DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   for (u32 k = 0; k < ev.p.nblocks; ++k) busy = busy || vload(ev.g->busy[k]) != 0;
   if (busy && ev.p.blocking) return false;  // blocking mode waits, like NCCL: only idleness ends the daemon
   if (now - last <= (busy ? ev.p.stuck_ns : ev.p.idle_ns)) return false;
-  // A stream waits on an unfinished collective, and no device-wide barrier (a lazy module load) was pending when
-  // that wait was issued (its barrier probe has run): a barrier issued later waits for that collective and holds
-  // any relaunch, so stay (docs/design.md, "Implicit synchronizations"). Host memory, read only here.
-  const u64 nwaits = X::load_acquire(&ev.h->nwaits);
-  const u64 probed = vload(ev.h->probe_done);
-  for (u64 k = 0; k < nwaits; ++k) {
-    const WaitEntry& w = ev.h->waits[k];
-    if (vload(w.probe) <= probed && vload(ev.g->complete[vload(w.slot)]) < vload(w.seq)) {
-      X::atomic_max64(&ev.g->last_activity_ns, now);  // look again after another period
-      return false;
-    }
+  if (kept_by_a_wait<X>(ev)) {
+    X::atomic_max64(&ev.g->last_activity_ns, now);  // look again after another period
+    return false;
+  }
+  // Decide in two steps. A host thread confirming a wait (dfcclWait: its probe has run) then reads exit_announced;
+  // this block announces, then scans again: either it sees the confirmed wait and stays, or the host sees the
+  // announcement and launches the next daemon itself (Engine::wait_on_stream).
+  const u64 pending = (ev.p.epoch << 8) | kExitPending;
+  if (X::atomic_cas64(&ev.g->exit_request, req, pending) != req) return false;
+  ev.h->exit_announced = ev.p.epoch;
+  X::fence_system();
+  if (kept_by_a_wait<X>(ev)) {
+    ev.h->exit_announced = 0;
+    X::atomic_max64(&ev.g->last_activity_ns, now);
+    X::fence_system();
+    X::atomic_cas64(&ev.g->exit_request, pending, req);
+    return false;
   }
   const u64 reason = busy ? kExitStuck : kExitIdle;
-  if (X::atomic_cas64(&ev.g->exit_request, req, (ev.p.epoch << 8) | reason) == req) ev.h->exit_reason = reason;
+  ev.h->exit_reason = reason;
+  X::atomic_cas64(&ev.g->exit_request, pending, (ev.p.epoch << 8) | reason);
   return true;
 }
 

@@ -134,7 +134,9 @@ DFCCL_HD inline char* region_slot(char* region, const CommDev& c, u32 ch, u32 la
 
 // ---- the engine ---------------------------------------------------------------------------------------------------
 // Exit requests / reasons.
-enum : u64 { kExitNone = 0, kExitIdle = 1, kExitStuck = 2, kExitQuit = 3 };
+// Exit requests (EngineGlobal::exit_request = epoch << 8 | kExit*). kExitPending: a block is deciding (announced in
+// EngineHost::exit_announced, then the waits are scanned again); the blocks leave only on Idle, Stuck or Quit.
+enum : u64 { kExitNone = 0, kExitIdle = 1, kExitStuck = 2, kExitQuit = 3, kExitPending = 4 };
 
 struct EngineGlobal {                          // device memory
   u64 ring[kMaxRings][kRingEntries];           // submission rings: entry = (position + 1) << 16 | slot
@@ -190,6 +192,7 @@ struct EngineHost {                // pinned host memory
   u64 exit_reason;                 // kExit* of the last daemon run
   u64 probe_done;                  // device (probe stream): the last barrier probe that ran
   u64 nwaits;                      // host: entries of waits[] (released after the entries are written)
+  u64 exit_announced;              // device: epoch of a daemon deciding to leave (0 after it decided to stay)
   WaitEntry waits[kMaxSlots];      // host: stream waits (dfcclWait) issued; completed ones are removed lazily
   Heartbeat heartbeat[kMaxBlocks];
 };

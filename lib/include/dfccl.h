@@ -209,6 +209,8 @@ typedef struct {
   uint64_t outstanding;      /* now: collectives submitted and not yet seen complete by the host */
   uint64_t streamWaited;     /* now: pending collectives that some stream waits on (dfcclWait) */
   int daemonRunning;         /* now: 1 while a daemon kernel is launched and has not been seen to exit */
+  uint64_t standbyLaunches;  /* launches by dfcclWait queued behind a running daemon (it was leaving, or a     */
+                             /* device-wide barrier such as a lazy module load was pending)                   */
 } dfcclStats_t;
 dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats);
 /* Writes the state of comm's engine to stderr, for diagnosing a hang: daemon, heartbeats of its blocks, rings and    */

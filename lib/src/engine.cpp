@@ -24,6 +24,15 @@ uint64_t host_now_ns() {
 
 namespace {
 
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+
 std::mutex registry_mu;
 std::map<std::tuple<int, int, int>, std::weak_ptr<Engine>> registry;
 
@@ -60,6 +69,7 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::mo
   params_.idle_ns = uint64_t(pick("DFCCL_IDLE_NS", "DFCCL_HOST_IDLE_NS"));
   params_.stuck_ns = uint64_t(pick("DFCCL_STUCK_NS", "DFCCL_HOST_STUCK_NS"));
   relaunch_min_ns_ = uint64_t(pick("DFCCL_RELAUNCH_NS", "DFCCL_HOST_RELAUNCH_NS"));
+  probe_spin_ns_ = uint64_t(env_int("DFCCL_PROBE_SPIN_NS"));
   relaunch_max_ns_ = uint64_t(pick("DFCCL_RELAUNCH_MAX_NS", "DFCCL_HOST_RELAUNCH_MAX_NS"));
   backoff_ns_ = relaunch_min_ns_;
   if (params_.spin_min_ns > params_.spin_max_ns || params_.spin_init_ns > params_.spin_max_ns)
@@ -300,6 +310,7 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
   // a barrier is pending. The daemon itself decides, at its exit decisions, from the list of waits (pinned memory),
   // the probe word and its completion words, so that no host thread has to take part: the host's CUDA calls can be
   // held by another thread's implicit synchronization (docs/design.md, "Implicit synchronizations").
+  uint64_t probe = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
     SlotUse& use = slots_[r->slot];
@@ -312,9 +323,37 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
       __atomic_store_n(&h_->nwaits, k + 1, __ATOMIC_RELEASE);
       exec_->probe(&h_->probe_done, probes_);
       if (!running_) launch_locked(host_now_ns());  // up before the stream waits (and before any later barrier)
+      probe = probes_;
     }
   }
+  if (probe != 0) confirm_wait(probe);
   exec_->stream_wait(stream, &g_->complete[r->slot], r->seq);
+}
+
+// After listing a wait: make sure a daemon will run for it without another host call, which an implicit
+// synchronization of another thread could hold (cudaFree holds kernel launches: docs/design.md). Spin until the
+// wait's barrier probe has run, bounded by DFCCL_PROBE_SPIN_NS.
+// - It ran: no barrier is pending. The running daemon stays for the wait unless it had already announced its exit
+//   (EngineHost::exit_announced, read after seeing the probe: see should_exit); then launch the next one now.
+// - It did not run: a barrier is probably pending; the running daemon will leave for it, and the work listed after
+//   it needs a daemon launched after it. Launch one now, from this thread: the call returns once the barrier is
+//   resolved (launches are held meanwhile) and before this thread's own next implicit synchronization.
+// A launch while a daemon runs queues a standby behind it on the daemon stream (it starts when that one leaves).
+void Engine::confirm_wait(uint64_t probe) {
+  const uint64_t t0 = host_now_ns();
+  bool ran = false;
+  for (;;) {
+    ran = __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE) >= probe;
+    if (ran || host_now_ns() - t0 > probe_spin_ns_) break;
+    cpu_relax();
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  std::lock_guard<std::mutex> lk(mu_);
+  const bool leaving = __atomic_load_n(&h_->exit_announced, __ATOMIC_ACQUIRE) == epoch_;
+  if (!running_ || !ran || leaving) {
+    standby_launches_ += running_ ? 1 : 0;
+    launch_locked(host_now_ns());
+  }
 }
 
 // Whether the collective a listed wait is for is still pending as the host sees it (its slot not drained or reused).
@@ -391,12 +430,40 @@ dfcclStats_t Engine::stats() {
   s.outstanding = outstanding_;
   s.streamWaited = waits_holding_locked();
   s.daemonRunning = running_ ? 1 : 0;
+  s.standbyLaunches = standby_launches_;
   return s;
 }
 
 // Reads device state through the control stream while the daemon may be running: a snapshot, not atomic.
+std::string Engine::heartbeats_text() const {
+  const uint32_t nb = params_.nblocks;
+  uint64_t newest = 0;
+  for (uint32_t b = 0; b < nb; ++b) newest = std::max(newest, h_->heartbeat[b].now_ns);
+  std::string out = fmt::format("  heartbeats (executor clock, newest {} ns):", newest);
+  for (uint32_t b = 0; b < nb; ++b) {
+    const core::Heartbeat& hb = h_->heartbeat[b];
+    out += fmt::format(" b{}:e{}/age {} us/passes {}/active {}/first {}", b, hb.epoch, (newest - hb.now_ns) / 1000,
+                       hb.passes, hb.nactive, int(hb.first_slot));
+  }
+  return out + "\n";
+}
+
 void Engine::debug_dump(std::FILE* f, bool device_state) {
-  std::lock_guard<std::mutex> lk(mu_);
+  // The engine lock may be held by a thread whose CUDA call is held by another thread's implicit synchronization:
+  // wait for it at most a second, then print what pinned memory says (no lock, no CUDA call) and stop.
+  std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+  for (int i = 0; i < 1000 && !lk.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!lk.owns_lock()) {
+    std::string out = fmt::format(
+        "engine device {}: engine lock busy for 1 s (a thread inside a CUDA call?); pinned memory: stream waits "
+        "listed {}, barrier probes run {}, exit reason {}\n",
+        exec_->device(), __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE),
+        __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE), __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE));
+    out += heartbeats_text();
+    std::fwrite(out.data(), 1, out.size(), f);
+    std::fflush(f);
+    return;
+  }
   std::string out = fmt::format(
       "engine device {}: daemon {} (epoch {}, launches {}, idle exits {}, stuck exits {}), submitted {}, completed "
       "{}, outstanding {}, stream waits listed {} (keeping the daemon {}; barrier probes issued {}, run {}), exit "
@@ -407,17 +474,7 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
       __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE), __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE));
   // Pinned memory first (no CUDA call): the blocks' heartbeats, then the pending collectives as the host sees them.
   const uint32_t nb = params_.nblocks;
-  {
-    uint64_t newest = 0;
-    for (uint32_t b = 0; b < nb; ++b) newest = std::max(newest, h_->heartbeat[b].now_ns);
-    out += fmt::format("  heartbeats (executor clock, newest {} ns):", newest);
-    for (uint32_t b = 0; b < nb; ++b) {
-      const core::Heartbeat& hb = h_->heartbeat[b];
-      out += fmt::format(" b{}:e{}/age {} us/passes {}/active {}/first {}", b, hb.epoch, (newest - hb.now_ns) / 1000,
-                         hb.passes, hb.nactive, int(hb.first_slot));
-    }
-    out += "\n";
-  }
+  out += heartbeats_text();
   for (uint32_t s = 0; s < kMaxSlots; ++s) {
     if (!slots_[s].req) continue;
     const core::Desc& d = h_->desc[s];

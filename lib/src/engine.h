@@ -74,6 +74,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   dfcclStats_t stats();
   // dfcclDebugDump: the engine's state as the host and the device see it, for diagnosing a hang (lines of text).
   void debug_dump(std::FILE* f, bool device_state);
+  std::string heartbeats_text() const;  // the blocks' heartbeats from pinned memory, one line
   void device_synchronize() { exec_->device_synchronize(); }
 
  private:
@@ -82,6 +83,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool drain_completions();
   void launch_locked(uint64_t now);
   bool wait_pending_locked(const core::WaitEntry& w) const;
+  void confirm_wait(uint64_t probe);  // after listing a wait: a daemon will run for it (see engine.cpp)
   void compact_waits_locked();
   uint64_t waits_holding_locked();
   uint32_t ring_for_locked(cudaStream_t stream);
@@ -106,6 +108,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   core::DaemonParams params_{};
   TransportParams transport_{};
   uint64_t relaunch_min_ns_ = 0, relaunch_max_ns_ = 0, backoff_ns_ = 0, next_launch_ns_ = 0;
+  uint64_t probe_spin_ns_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;  // completions and submissions
@@ -118,6 +121,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   uint64_t seq_ = 0, epoch_ = 0, cq_head_ = 0, aborts_ = 0, probes_ = 0;
   bool running_ = false;
   uint64_t submitted_ = 0, completed_ = 0, launches_ = 0, exits_idle_ = 0, exits_stuck_ = 0, late_doorbells_ = 0;
+  uint64_t standby_launches_ = 0;  // launches by confirm_wait while a daemon was running
 
   std::atomic<bool> stop_{false};
   std::thread progress_;

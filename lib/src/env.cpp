@@ -27,6 +27,8 @@ const std::vector<EnvVar>& env_table() {
       {"DFCCL_IDLE_NS", "500000", "CUDA executor: the daemon exits after this long with nothing to run"},
       {"DFCCL_STUCK_NS", "500000", "CUDA executor: the daemon exits after this long without progress (peers absent)"},
       {"DFCCL_RELAUNCH_NS", "50000", "CUDA executor: first back-off before relaunching a daemon that exited stuck"},
+      {"DFCCL_PROBE_SPIN_NS", "100000",
+       "dfcclWait: how long to wait for its barrier probe before assuming a device-wide barrier is pending"},
       {"DFCCL_RELAUNCH_MAX_NS", "5000000", "CUDA executor: back-off ceiling (doubles after each stuck exit)"},
       {"DFCCL_HOST_SPIN_MIN_NS", "20000", "host executor: lowest spin budget"},
       {"DFCCL_HOST_SPIN_INIT_NS", "200000", "host executor: spin budget of a new collective"},

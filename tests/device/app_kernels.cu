@@ -6,6 +6,10 @@ __global__ void never_loaded_kernel(float* data, size_t n) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) data[i] += 1.0f;
 }
 
+__global__ void second_never_loaded_kernel(float* data, size_t n) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) data[i] *= 2.0f;
+}
+
 __global__ void spin_kernel(uint64_t ns) {
   uint64_t t0;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
@@ -25,6 +29,11 @@ __global__ void count_not_equal(const int32_t* data, size_t n, int32_t expect, u
 
 cudaError_t launch_never_loaded_kernel(float* data, size_t n, cudaStream_t stream) {
   never_loaded_kernel<<<64, 256, 0, stream>>>(data, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_second_never_loaded_kernel(float* data, size_t n, cudaStream_t stream) {
+  second_never_loaded_kernel<<<64, 256, 0, stream>>>(data, n);
   return cudaGetLastError();
 }
 

@@ -11,6 +11,8 @@ namespace dfccl::test {
 
 // First launch of this kernel in the process loads its module (CUDA_MODULE_LOADING=LAZY, the default).
 cudaError_t launch_never_loaded_kernel(float* data, size_t n, cudaStream_t stream);
+// Another one, for a second test that needs a lazy load of its own.
+cudaError_t launch_second_never_loaded_kernel(float* data, size_t n, cudaStream_t stream);
 // Busy for about `ns` nanoseconds on one block.
 cudaError_t launch_spin_kernel(uint64_t ns, cudaStream_t stream);
 // Counts elements of data that differ from `expect` into *wrong (device memory).

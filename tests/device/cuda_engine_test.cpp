@@ -169,6 +169,62 @@ INSTANTIATE_TEST_SUITE_P(Kinds, ImplicitSync,
                          ::testing::Values(Sync::DeviceSynchronize, Sync::Free, Sync::MallocFreeHost,
                                            Sync::HostRegister, Sync::LazyKernel));
 
+// The harness's stress trial 21 (docs/gpu-runs.md, session 3): a lazy load (a device-wide barrier) makes the
+// daemon leave; a collective and its stream wait issued after it need a new daemon, and the thread's next call is
+// cudaFree, which waits for that stream wait and holds every other thread's kernel launch. dfcclWait must have
+// made sure a daemon runs after the barrier (Engine::confirm_wait); the peer arrives 300 ms later.
+TEST(CudaEngine, StreamWaitAfterALazyLoadThenCudaFree) {
+  // The daemon must be running when the lazy load comes (the barrier is then pending until it leaves), so it must
+  // not leave on its own while x waits for rank 0: a stuck threshold of 2 s for the engines of this test.
+  setenv("DFCCL_STUCK_NS", "2000000000", 1);
+  Group g(2, dfcclExecutorCuda);
+  unsetenv("DFCCL_STUCK_NS");
+  const size_t n = size_t(1) << 20;
+  DevBuf x0(0, n, 5), x1(1, n, 6), y0(0, n, 7), y1(1, n, 8);
+  cudaSetDevice(1);
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void* victim = nullptr;
+  float* f = nullptr;
+  CUDA_OK(cudaMalloc(&victim, 1 << 20));
+  CUDA_OK(cudaMalloc(&f, 4096));
+  dfcclRequest_t rx0 = nullptr, rx1 = nullptr, ry0 = nullptr, ry1 = nullptr;
+  ASSERT_EQ(dfcclAllReduce(x1.in, x1.out, n, dfcclInt32, dfcclSum, g[1], 0, s, &rx1), dfcclSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // rank 1's daemon runs, x waits for rank 0
+  std::thread peer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cudaSetDevice(0);
+    EXPECT_EQ(dfcclAllReduce(x0.in, x0.out, n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &rx0), dfcclSuccess);
+    EXPECT_EQ(dfcclAllReduce(y0.in, y0.out, n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &ry0), dfcclSuccess);
+  });
+  const auto t0 = Clock::now();
+  must_return("lazy load, collective, dfcclWait, cudaFree", std::chrono::seconds(20), [&] {
+    cudaSetDevice(1);
+    EXPECT_EQ(launch_second_never_loaded_kernel(f, 1024, s), cudaSuccess);
+    EXPECT_EQ(dfcclAllReduce(y1.in, y1.out, n, dfcclInt32, dfcclSum, g[1], 0, s, &ry1), dfcclSuccess);
+    EXPECT_EQ(dfcclWait(ry1, s), dfcclSuccess);
+    EXPECT_EQ(cudaFree(victim), cudaSuccess);
+  });
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  peer.join();
+  EXPECT_GE(ms, 250.0) << "cudaFree must have waited for the stream wait, hence for rank 0";
+  for (dfcclRequest_t r : {rx0, rx1, ry0, ry1}) ASSERT_EQ(dfcclSynchronize(r, 30000), dfcclSuccess);
+  EXPECT_EQ(x0.wrong(word(5) + word(6)), 0u);
+  EXPECT_EQ(x1.wrong(word(5) + word(6)), 0u);
+  EXPECT_EQ(y0.wrong(word(7) + word(8)), 0u);
+  EXPECT_EQ(y1.wrong(word(7) + word(8)), 0u);
+  dfcclStats_t st{};
+  ASSERT_EQ(dfcclGetStats(g[1], &st), dfcclSuccess);
+  EXPECT_GE(st.standbyLaunches, 1u) << "dfcclWait did not launch a daemon behind the barrier";
+  std::printf("[ gpu      ] lazy load, stream wait, cudaFree: returned after %.1f ms (peer after 300 ms); %lu "
+              "standby launches\n",
+              ms, (unsigned long)st.standbyLaunches);
+  for (dfcclRequest_t r : {rx0, rx1, ry0, ry1}) dfcclRequestFree(r);
+  cudaSetDevice(1);
+  cudaFree(f);
+  cudaStreamDestroy(s);
+}
+
 TEST(CudaEngine, InputsAndCompletionsAreStreamOrdered) {
   Group g(2, dfcclExecutorCuda);
   const size_t n = size_t(4) << 20;
