@@ -3,6 +3,8 @@
 // executor), so that they share one engine. Requests are waited for as late as possible (end of the iteration).
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -93,6 +95,18 @@ class DfcclBackend final : public Backend {
   }
 
   void destroy_comms() override {
+    if (ctx_.workload->diagnose)  // run.diagnose: the engine's life over the whole backend run, one line per rank
+      for (auto c : comms_) {
+        dfcclStats_t s{};
+        if (!c || dfcclGetStats(c, &s) != dfcclSuccess) continue;
+        std::fprintf(stderr,
+                     "# engine rank %d: %llu collectives, %llu daemon launches (%llu standby), exits %llu idle / %llu "
+                     "stuck, %llu preemptions\n",
+                     ctx_.world_rank, (unsigned long long)s.completed, (unsigned long long)s.daemonLaunches,
+                     (unsigned long long)s.standbyLaunches, (unsigned long long)s.daemonExitsIdle,
+                     (unsigned long long)s.daemonExitsStuck, (unsigned long long)s.preemptions);
+        break;
+      }
     for (auto& c : comms_)
       if (c) {
         dfcclCommDestroy(c);

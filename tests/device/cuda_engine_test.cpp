@@ -188,6 +188,11 @@ TEST(CudaEngine, StreamWaitAfterALazyLoadThenCudaFree) {
   float* f = nullptr;
   CUDA_OK(cudaMalloc(&victim, 1 << 20));
   CUDA_OK(cudaMalloc(&f, 4096));
+  // Load the module of the application kernels (another kernel of it): the first launch of a kernel of a module
+  // already loaded is what holds later device work until the daemon leaves; a kernel of a module not yet loaded
+  // did not (session 3, runs 20-21: this test then saw no barrier).
+  CUDA_OK(launch_spin_kernel(1000, s));
+  CUDA_OK(cudaStreamSynchronize(s));
   dfcclRequest_t rx0 = nullptr, rx1 = nullptr, ry0 = nullptr, ry1 = nullptr;
   ASSERT_EQ(dfcclAllReduce(x1.in, x1.out, n, dfcclInt32, dfcclSum, g[1], 0, s, &rx1), dfcclSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(5));  // rank 1's daemon runs, x waits for rank 0
@@ -215,10 +220,10 @@ TEST(CudaEngine, StreamWaitAfterALazyLoadThenCudaFree) {
   EXPECT_EQ(y1.wrong(word(7) + word(8)), 0u);
   dfcclStats_t st{};
   ASSERT_EQ(dfcclGetStats(g[1], &st), dfcclSuccess);
-  EXPECT_GE(st.standbyLaunches, 1u) << "dfcclWait did not launch a daemon behind the barrier";
+  EXPECT_GE(st.standbyLaunches, 1u) << "dfcclWait saw no pending barrier: the test did not reach its case";
   std::printf("[ gpu      ] lazy load, stream wait, cudaFree: returned after %.1f ms (peer after 300 ms); %lu "
-              "standby launches\n",
-              ms, (unsigned long)st.standbyLaunches);
+              "standby launches, %lu launches\n",
+              ms, (unsigned long)st.standbyLaunches, (unsigned long)st.daemonLaunches);
   for (dfcclRequest_t r : {rx0, rx1, ry0, ry1}) dfcclRequestFree(r);
   cudaSetDevice(1);
   cudaFree(f);

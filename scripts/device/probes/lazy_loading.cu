@@ -8,6 +8,8 @@
 //       Then an already-loaded kernel is launched on stream C while P still runs: does it run?
 //   T3: as T2, and after the lazy launch, a device-to-host cudaMemcpyAsync (pageable) on stream C: does it return
 //       before P ends?
+//   T4: as T2, and after the lazy launch, a cuStreamWriteValue64 into mapped host memory on stream C (what the
+//       engine's barrier probe is): does the call return, and does the write land, before P ends?
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -100,6 +102,44 @@ int main() {
                 ms_since(t0));
     std::fflush(stdout);
     th.join();
+  }
+  // T4
+  {
+    using WriteFn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+    WriteFn write_value = nullptr;
+    cudaDriverEntryPointQueryResult wq{};
+    cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", reinterpret_cast<void**>(&write_value), 12000,
+                                     cudaEnableDefault, &wq);
+    unsigned long long* probe_word = nullptr;
+    cudaHostAlloc(&probe_word, 8, cudaHostAllocMapped);
+    *probe_word = 0;
+    *release = 0;
+    persistent<<<1, 32, 0, p>>>(release);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    auto t0 = Clock::now();
+    std::atomic<bool> returned{false}, wrote{false};
+    std::thread th([&] {
+      lazy<4><<<1, 1, 0, b>>>(nullptr);
+      returned = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::thread w([&] {
+      write_value(reinterpret_cast<CUstream>(c), reinterpret_cast<CUdeviceptr>(probe_word), 7, 0);
+      wrote = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const bool landed = __atomic_load_n(probe_word, __ATOMIC_ACQUIRE) == 7;
+    std::printf("T4: lazy launch call %s; stream write call %s, write %s while P runs; ",
+                returned ? "returned" : "NOT returned", wrote ? "returned" : "NOT returned",
+                landed ? "LANDED" : "not landed");
+    *release = 1;
+    bool p_done = done_within(p, 2000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::printf("after releasing P (%s): write %s (%.1f ms)\n", p_done ? "ended" : "still running",
+                __atomic_load_n(probe_word, __ATOMIC_ACQUIRE) == 7 ? "landed" : "not landed", ms_since(t0));
+    std::fflush(stdout);
+    th.join();
+    w.join();
   }
   // T1
   {
