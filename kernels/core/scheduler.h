@@ -61,6 +61,7 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 slot) {
   cx.op = 0;
   cx.spin_ns = u32(ev.p.spin_init_ns);
   cx.preemptions = 0;
+  cx.wait_us = 0;
   cx.status = kStatusOk;
   cx.state = kCtxActive;
   insert_active<X>(ev, bs, b, slot);
@@ -75,6 +76,7 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneS
   if (ls) ls->turn += 1;
   if (status != kStatusOk) X::atomic_max32(&ev.g->status[slot], status);
   if (cx.preemptions) X::atomic_add(&ev.g->preemptions[slot], cx.preemptions);
+  if (cx.wait_us) X::atomic_max32(&ev.g->wait_max_us[slot], cx.wait_us);
   if (cx.t_start) X::atomic_max64(&ev.g->start_inv[slot], ~cx.t_start);
   X::fence_device();
   const u32 old = X::atomic_add(&ev.g->done_count[slot], 1u);
@@ -85,6 +87,7 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneS
   const u64 now = X::now_ns();
   const u64 start_inv = X::atomic_exch64(&ev.g->start_inv[slot], 0);
   const u32 preemptions = X::atomic_exch32(&ev.g->preemptions[slot], 0);
+  const u32 wait_us = X::atomic_exch32(&ev.g->wait_max_us[slot], 0);
   const u64 t_start = start_inv ? ~start_inv : now;
   const u32 final_status = X::atomic_exch32(&ev.g->status[slot], 0u);
   SlotInfo& info = ev.h->info[slot];
@@ -93,6 +96,7 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneS
   info.t_end = now;
   info.status = final_status;
   info.preemptions = preemptions;
+  info.wait_us = wait_us;
   X::fence_system();
   X::store_release(&ev.g->complete[slot], cx.desc.seq);
   const u64 pos = X::atomic_add64(&ev.g->cq_tail, 1);
@@ -151,9 +155,12 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, bo
   u64 spin = cx.spin_ns;
   u64 i = cx.op;
   bool progressed = false;
+  u64 waited_ns = 0;  // thread 0: spin phases of this attempt
   while (i < nops) {
     const Op op = program_op(g, i);
-    if (!run_op<X>(bs, c, lv, d, op, spin, unbounded, quit)) break;
+    const bool ran = run_op<X>(bs, c, lv, d, op, spin, unbounded, quit);
+    if (X::tid() == 0) waited_ns += bs.waited;
+    if (!ran) break;
     ++i;
     progressed = true;
     if (X::tid() == 0 && bs.waited > 0) spin = min_of(ev.p.spin_max_ns, max_of(spin, u64(ev.p.spin_grow) * bs.waited));
@@ -161,6 +168,7 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, bo
   const bool done = i == nops;
   if (X::tid() == 0) {
     cx.op = u32(i);
+    cx.wait_us += u32(waited_ns / 1000);
     ls->sent = bs.sent;
     ls->recvd = bs.recvd;
     if (!done) {

@@ -83,7 +83,7 @@ struct ChanCtx {
   u32 state;        // kCtxFree / kCtxActive / kCtxDone
   u32 preemptions;  // attempts of this channel that ended in preemption
   u32 status;       // kStatusOk or kStatusAborted
-  u32 pad;
+  u32 wait_us;      // time this channel's primitives spent in their spin phase (waiting for peers), microseconds
 };
 static_assert(sizeof(ChanCtx) == 96);
 
@@ -145,6 +145,7 @@ struct EngineGlobal {                          // device memory
   u32 done_count[kMaxSlots];                   // blocks finished with the slot's current instance
   u32 status[kMaxSlots];                       // non-zero: some block failed the instance (e.g. aborted)
   u32 preemptions[kMaxSlots];                  // summed over the blocks of the slot's current instance
+  u32 wait_max_us[kMaxSlots];                  // the longest ChanCtx::wait_us of the instance's channels
   u64 start_inv[kMaxSlots];                    // ~(earliest block start time), max-combined; 0 = none yet
   u64 cq_tail;                                 // completion queue positions handed out
   u64 last_activity_ns;                        // last time any block made progress or picked up work
@@ -161,6 +162,8 @@ struct SlotInfo {  // one per slot, written by the last block of a collective, r
   u64 t_end;
   u32 status;
   u32 preemptions;
+  u32 wait_us;      // the longest time a channel spent waiting for peers
+  u32 pad;
 };
 
 struct BlockStats {  // accumulated by each block at each exit

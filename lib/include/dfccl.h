@@ -191,6 +191,7 @@ typedef struct {
   uint64_t coreStartNs;     /* executor clock when the first block started the collective */
   uint64_t coreEndNs;       /* executor clock when the last block finished it (core time = end - start) */
   uint32_t preemptions;     /* times a block of this collective was preempted */
+  uint32_t waitUs;          /* the longest time one of its channels spent waiting for peers (spin phases), us */
 } dfcclRequestInfo_t;
 dfcclResult_t dfcclRequestGetInfo(dfcclRequest_t request, dfcclRequestInfo_t* info);
 dfcclResult_t dfcclRequestFree(dfcclRequest_t request);

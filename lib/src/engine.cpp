@@ -227,6 +227,7 @@ bool Engine::drain_completions() {
       req->info.coreStartNs = info.t_start;
       req->info.coreEndNs = info.t_end;
       req->info.preemptions = info.preemptions;
+      req->info.waitUs = info.wait_us;
       const int status = info.status == core::kStatusOk ? dfcclSuccess : int(info.status);
       req->info.status = dfcclResult_t(status);
       req->status.store(status, std::memory_order_release);
