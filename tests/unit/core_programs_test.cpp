@@ -136,5 +136,25 @@ TEST(CorePrograms, DataChannelsAndRanges) {
     }
 }
 
+// Each primitive is a handshake with the peer even when its slice is empty: programs run no more slices per ring
+// step than the data needs (docs/performance-log.md, 3), and the full pipe once it does.
+TEST(CorePrograms, SmallCollectivesRunOnlyTheStepsTheirDataNeeds) {
+  auto ops = [](Kind kind, u64 count, int n) {
+    Desc d{};
+    d.kind = kind;
+    d.dtype = DType::F32;
+    d.count = count;
+    d.nchan = 1;
+    return program_num_ops(make_geometry(d, 0, n, 0, /*slot_bytes=*/1024, /*nslots=*/8));
+  };
+  EXPECT_EQ(ops(Kind::AllReduce, 2, 2), 3u);        // 8 bytes on 2 ranks: 2n - 1 primitives
+  EXPECT_EQ(ops(Kind::AllReduce, 2, 4), 7u);
+  EXPECT_EQ(ops(Kind::AllGather, 2, 2), 2u);        // n primitives
+  EXPECT_EQ(ops(Kind::ReduceScatter, 2, 4), 4u);
+  EXPECT_EQ(ops(Kind::AllReduce, 256 * 2, 2), 3u);  // one 1 KiB slice per rank chunk
+  EXPECT_EQ(ops(Kind::AllReduce, 256 * 2 * 4, 2), 3u * 4u);     // 4 slices per chunk: the full pipe
+  EXPECT_EQ(ops(Kind::AllReduce, 256 * 2 * 4 * 3, 2), 3u * 4u * 3u);
+}
+
 }  // namespace
 }  // namespace dfccl::test

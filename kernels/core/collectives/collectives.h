@@ -43,8 +43,12 @@ DFCCL_HD inline Geometry make_geometry(const Desc& d, int rank, int nranks, u32 
   g.esize = dtype_size(d.dtype);
   g.count = d.count;
   g.slice = slot_bytes / g.esize;
-  g.pipe = pipe_slices(nslots);
   g.chan = channel_range(block_count(d), d.nchan, ch, g.esize);
+  // No more slices per step than the data needs: every primitive costs a full handshake with the peer even when
+  // its slice is empty (a small all-reduce on 2 ranks ran 12 primitives instead of 3: docs/performance-log.md, 3).
+  // The same on every rank: it depends only on the descriptor and the channel.
+  const u64 parts = d.kind == Kind::AllReduce ? u64(nranks) : 1;
+  g.pipe = min_of(pipe_slices(nslots), max_of<u64>(1, div_up(g.chan.count, g.slice * parts)));
   g.in_place = in_place(d, rank);
   return g;
 }
