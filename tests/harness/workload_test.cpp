@@ -117,6 +117,8 @@ TEST(Workload, ErrorsNameTheKey) {
   EXPECT_NE(error_of("[sweep]\ncollectives = ['all_reduce', 'alltoall']\n").find("sweep.collectives"),
             std::string::npos);
   EXPECT_NE(error_of("[run]\nbackend = 'mpi'\n").find("run.backend"), std::string::npos);
+  EXPECT_NE(error_of("[run]\nnccl_comms = 'sometimes'\n").find("run.nccl_comms"), std::string::npos);
+  EXPECT_NE(error_of("", {{"nccl_comms", "fast"}}).find("run.nccl_comms"), std::string::npos);
   EXPECT_NE(error_of("[[step]]\ncoll = 'all_reduce'\n").find("step[0].bytes"), std::string::npos);
   EXPECT_NE(error_of("[[step]]\ncoll = 'all_reduce'\nbytes = 8\ngroupp = 'tp'\n").find("step[0].groupp"),
             std::string::npos);
@@ -136,7 +138,7 @@ TEST(Workload, ErrorsNameTheKey) {
 TEST(Workload, ShippedWorkloadsParse) {
   std::filesystem::path dir = std::filesystem::path(DFCCL_SOURCE_DIR) / "workloads";
   int n = 0;
-  for (const char* name : {"sweep", "stress", "resnet50-dp", "gpt2-3d", "replay-ring4", "replay-megatron8"}) {
+  for (const char* name : {"sweep", "stress", "resnet50-dp", "gpt2-3d", "replay-ring4", "replay-megatron8", "burst"}) {
     auto path = dir / (std::string(name) + ".toml");
     ASSERT_TRUE(std::filesystem::exists(path)) << path;
     Workload w = load_workload(path.string(), {});
@@ -145,7 +147,7 @@ TEST(Workload, ShippedWorkloadsParse) {
     EXPECT_FALSE(w.source.empty()) << name << ": every shipped workload says where its sizes come from";
     ++n;
   }
-  EXPECT_EQ(n, 6);
+  EXPECT_EQ(n, 7);
 }
 
 TEST(Workload, SettingsAreDescribed) {
