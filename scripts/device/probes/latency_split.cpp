@@ -4,7 +4,9 @@
 // GPU before synchronizing ("burst"). Prints medians per rank of: core time (first block start -> last block end),
 // wait (the longest time a channel spent in spin phases, i.e. waiting for the peer), start skew between the ranks'
 // core starts (executor clocks of two GPUs: only comparable if their global timers agree), and end-to-end host time.
-// Built here against libdfccl (see docs/performance-log.md for the command), run on the GPU machine:
+// Built here against libdfccl after `cmake --build build`, run on the GPU machine (scripts/device/perf.sh):
+//   nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/latency_split.cpp build/lib/libdfccl.a \
+//        -lfmt -lcuda -o .device/bin/latency_split
 //   latency_split [iters=200]
 #include <cuda_runtime.h>
 
