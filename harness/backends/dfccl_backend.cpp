@@ -1,4 +1,5 @@
-// The dfccl backends: `dfccl` (CUDA executor), `host` and `host-blocking` (the CPU executor, preemptive or blocking).
+// The dfccl backends: `dfccl` and `dfccl-blocking` (CUDA executor, preemptive or blocking), `host` and
+// `host-blocking` (the CPU executor, preemptive or blocking).
 // One communicator per slot, all on this process's device (the node-local rank; a virtual device for the host
 // executor), so that they share one engine. Requests are waited for as late as possible (end of the iteration).
 #include <fmt/format.h>
@@ -363,6 +364,7 @@ class DfcclBackend final : public Backend {
 
 std::unique_ptr<Backend> make_dfccl_backend(const BackendContext& ctx, const std::string& name) {
   if (name == "dfccl") return std::make_unique<DfcclBackend>(ctx, name, true, false);
+  if (name == "dfccl-blocking") return std::make_unique<DfcclBackend>(ctx, name, true, true);
   if (name == "host") return std::make_unique<DfcclBackend>(ctx, name, false, false);
   return std::make_unique<DfcclBackend>(ctx, name, false, true);
 }

@@ -48,7 +48,8 @@ const Setting kSettings[] = {
     {"kind", Type::String, "''",
      "sweep | mix | step | replay (default: step if [[step]] entries exist, mix if [mix], replay if [sim], else sweep)"},
     {"run.backend", Type::StringList, "['auto']",
-     "backends to run, in order: dfccl, nccl, host, host-blocking; auto = dfccl,nccl with GPUs, else host"},
+     "backends to run, in order: dfccl, dfccl-blocking, nccl, host, host-blocking; auto = dfccl,nccl with GPUs, "
+     "else host"},
     {"run.iterations", Type::Int, "20", "timed iterations per trial (nccl-tests -n)"},
     {"run.warmup", Type::Int, "5", "untimed warm-up iterations per trial (nccl-tests -w)"},
     {"run.trials", Type::Int, "1", "trials per case; each trial is watched by the watchdog and may deadlock"},
@@ -487,8 +488,9 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   w.backends = r.get_list(node("run.backend"), "run.backend");
   if (w.backends.empty()) fail(origin, "run.backend", "no backend given");
   for (const auto& b : w.backends)
-    if (b != "auto" && b != "dfccl" && b != "nccl" && b != "host" && b != "host-blocking")
-      fail(origin, "run.backend", fmt::format("unknown backend '{}' (dfccl, nccl, host, host-blocking, auto)", b));
+    if (b != "auto" && b != "dfccl" && b != "dfccl-blocking" && b != "nccl" && b != "host" && b != "host-blocking")
+      fail(origin, "run.backend",
+           fmt::format("unknown backend '{}' (dfccl, dfccl-blocking, nccl, host, host-blocking, auto)", b));
   store(root, "run.backend", [&] {
     toml::array a;
     for (auto& b : w.backends) a.push_back(b);
