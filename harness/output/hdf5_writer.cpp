@@ -20,6 +20,15 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return out;
 }
 
+// One column of group g: get(row) for every row, as T (int64_t, double or std::string).
+template <class T, class Rows, class Get>
+void write_rows(h5::File& f, const std::string& g, const char* name, const Rows& rows, Get get) {
+  std::vector<T> v;
+  v.reserve(rows.size());
+  for (const auto& r : rows) v.push_back(static_cast<T>(get(r)));
+  f.write_column(g, name, v);
+}
+
 class Hdf5Writer final : public Writer {
  public:
   explicit Hdf5Writer(std::string path) : path_(std::move(path)) {}
@@ -123,40 +132,24 @@ class Hdf5Writer final : public Writer {
   }
 
   void write_summary(h5::File& f) {
-    std::vector<std::string> backend, workload;
-    std::vector<int64_t> trials, completed, deadlocked, failed, skipped, wrong;
-    std::vector<double> rate, lo, hi, busbw, wall;
-    for (const auto& b : backends_) {
-      if (!b.has_summary) continue;
-      const auto& s = b.summary;
-      backend.push_back(s.backend);
-      workload.push_back(s.workload);
-      trials.push_back(s.trials);
-      completed.push_back(s.completed);
-      deadlocked.push_back(s.deadlocked);
-      failed.push_back(s.failed);
-      skipped.push_back(s.skipped);
-      wrong.push_back(s.wrong);
-      rate.push_back(s.deadlock_rate);
-      lo.push_back(s.ci_low);
-      hi.push_back(s.ci_high);
-      busbw.push_back(s.busbw_mean_GBs);
-      wall.push_back(s.wall_s);
-    }
+    std::vector<BackendSummary> rows;
+    for (const auto& b : backends_)
+      if (b.has_summary) rows.push_back(b.summary);
     const std::string g = "summary";
-    f.write_column(g, "backend", backend);
-    f.write_column(g, "workload", workload);
-    f.write_column(g, "trials", trials);
-    f.write_column(g, "completed", completed);
-    f.write_column(g, "deadlocked", deadlocked);
-    f.write_column(g, "failed", failed);
-    f.write_column(g, "skipped", skipped);
-    f.write_column(g, "wrong", wrong);
-    f.write_column(g, "deadlock_rate", rate);
-    f.write_column(g, "ci_low", lo);
-    f.write_column(g, "ci_high", hi);
-    f.write_column(g, "busbw_mean_GBs", busbw);
-    f.write_column(g, "wall_s", wall);
+    using S = BackendSummary;
+    write_rows<std::string>(f, g, "backend", rows, [](const S& s) { return s.backend; });
+    write_rows<std::string>(f, g, "workload", rows, [](const S& s) { return s.workload; });
+    write_rows<int64_t>(f, g, "trials", rows, [](const S& s) { return s.trials; });
+    write_rows<int64_t>(f, g, "completed", rows, [](const S& s) { return s.completed; });
+    write_rows<int64_t>(f, g, "deadlocked", rows, [](const S& s) { return s.deadlocked; });
+    write_rows<int64_t>(f, g, "failed", rows, [](const S& s) { return s.failed; });
+    write_rows<int64_t>(f, g, "skipped", rows, [](const S& s) { return s.skipped; });
+    write_rows<int64_t>(f, g, "wrong", rows, [](const S& s) { return s.wrong; });
+    write_rows<double>(f, g, "deadlock_rate", rows, [](const S& s) { return s.deadlock_rate; });
+    write_rows<double>(f, g, "ci_low", rows, [](const S& s) { return s.ci_low; });
+    write_rows<double>(f, g, "ci_high", rows, [](const S& s) { return s.ci_high; });
+    write_rows<double>(f, g, "busbw_mean_GBs", rows, [](const S& s) { return s.busbw_mean_GBs; });
+    write_rows<double>(f, g, "wall_s", rows, [](const S& s) { return s.wall_s; });
   }
 
   void write_backend(h5::File& f, const BackendData& b) {
@@ -171,21 +164,9 @@ class Hdf5Writer final : public Writer {
 
     {
       const std::string g = base + "/collectives";
-      auto col_s = [&](const char* name, auto get) {
-        std::vector<std::string> v;
-        for (const auto& c : b.cases) v.push_back(get(c));
-        f.write_column(g, name, v);
-      };
-      auto col_i = [&](const char* name, auto get) {
-        std::vector<int64_t> v;
-        for (const auto& c : b.cases) v.push_back(get(c));
-        f.write_column(g, name, v);
-      };
-      auto col_d = [&](const char* name, auto get) {
-        std::vector<double> v;
-        for (const auto& c : b.cases) v.push_back(get(c));
-        f.write_column(g, name, v);
-      };
+      auto col_s = [&](const char* name, auto get) { write_rows<std::string>(f, g, name, b.cases, get); };
+      auto col_i = [&](const char* name, auto get) { write_rows<int64_t>(f, g, name, b.cases, get); };
+      auto col_d = [&](const char* name, auto get) { write_rows<double>(f, g, name, b.cases, get); };
       col_i("case", [](const CaseRow& c) { return c.case_index; });
       col_i("entry", [](const CaseRow& c) { return c.entry; });
       col_s("coll", [](const CaseRow& c) { return c.coll; });
@@ -214,61 +195,31 @@ class Hdf5Writer final : public Writer {
     }
     {
       const std::string g = base + "/trials";
-      std::vector<int64_t> case_index, trial, pre, launches, wrong, reordered, syncs;
-      std::vector<std::string> status, message;
-      std::vector<double> elapsed, detect;
-      for (const auto& t : b.trials) {
-        case_index.push_back(t.case_index);
-        trial.push_back(t.trial);
-        status.push_back(t.status);
-        elapsed.push_back(t.elapsed_s);
-        detect.push_back(t.detect_s);
-        pre.push_back(t.preemptions);
-        launches.push_back(t.daemon_launches);
-        wrong.push_back(t.wrong);
-        reordered.push_back(t.reordered);
-        syncs.push_back(t.syncs);
-        message.push_back(t.message);
+      using T = TrialRow;
+      const auto& rows = b.trials;
+      write_rows<int64_t>(f, g, "case", rows, [](const T& t) { return t.case_index; });
+      write_rows<int64_t>(f, g, "trial", rows, [](const T& t) { return t.trial; });
+      write_rows<std::string>(f, g, "status", rows, [](const T& t) { return t.status; });
+      write_rows<double>(f, g, "elapsed_s", rows, [](const T& t) { return t.elapsed_s; });
+      write_rows<double>(f, g, "detect_s", rows, [](const T& t) { return t.detect_s; });
+      write_rows<int64_t>(f, g, "preemptions", rows, [](const T& t) { return t.preemptions; });
+      write_rows<int64_t>(f, g, "daemon_launches", rows, [](const T& t) { return t.daemon_launches; });
+      write_rows<int64_t>(f, g, "wrong", rows, [](const T& t) { return t.wrong; });
+      write_rows<int64_t>(f, g, "reordered", rows, [](const T& t) { return t.reordered; });
+      write_rows<int64_t>(f, g, "syncs", rows, [](const T& t) { return t.syncs; });
+      write_rows<std::string>(f, g, "message", rows, [](const T& t) { return t.message; });
+      if (run_.replay.present) {  // one row per trial, in the order of /trials
+        const std::string r = base + "/replay";
+        write_rows<int64_t>(f, r, "trial", rows, [](const T& t) { return t.trial; });
+        write_rows<int64_t>(f, r, "scenario_trial", rows, [](const T& t) { return t.scenario_trial; });
+        write_rows<std::string>(f, r, "status", rows, [](const T& t) { return t.status; });
+        write_rows<int64_t>(f, r, "deadlocked", rows, [](const T& t) { return t.status == "deadlocked" ? 1 : 0; });
+        write_rows<int64_t>(f, r, "program_steps", rows, [](const T& t) { return t.program_steps; });
+        write_rows<int64_t>(f, r, "program_submissions", rows, [](const T& t) { return t.program_submissions; });
+        write_rows<int64_t>(f, r, "program_syncs", rows, [](const T& t) { return t.program_syncs; });
+        write_rows<int64_t>(f, r, "disordered_ranks", rows, [](const T& t) { return t.disordered_ranks; });
+        write_rows<int64_t>(f, r, "executed_steps", rows, [](const T& t) { return t.executed_steps; });
       }
-      f.write_column(g, "case", case_index);
-      f.write_column(g, "trial", trial);
-      f.write_column(g, "status", status);
-      f.write_column(g, "elapsed_s", elapsed);
-      f.write_column(g, "detect_s", detect);
-      f.write_column(g, "preemptions", pre);
-      f.write_column(g, "daemon_launches", launches);
-      f.write_column(g, "wrong", wrong);
-      f.write_column(g, "reordered", reordered);
-      f.write_column(g, "syncs", syncs);
-      f.write_column(g, "message", message);
-    }
-    if (run_.replay.present) {  // one row per trial, in the order of /trials
-      const std::string g = base + "/replay";
-      std::vector<int64_t> trial, scenario_trial, steps, submissions, syncs, disordered, executed;
-      std::vector<std::string> status;
-      for (const auto& t : b.trials) {
-        trial.push_back(t.trial);
-        scenario_trial.push_back(t.scenario_trial);
-        status.push_back(t.status);
-        steps.push_back(t.program_steps);
-        submissions.push_back(t.program_submissions);
-        syncs.push_back(t.program_syncs);
-        disordered.push_back(t.disordered_ranks);
-        executed.push_back(t.executed_steps);
-      }
-      f.write_column(g, "trial", trial);
-      f.write_column(g, "scenario_trial", scenario_trial);
-      f.write_column(g, "status", status);
-      f.write_column(g, "deadlocked", [&] {
-        std::vector<int64_t> v;
-        for (const auto& s : status) v.push_back(s == "deadlocked" ? 1 : 0);
-        return v;
-      }());
-      f.write_column(g, "program_steps", steps);
-      f.write_column(g, "program_submissions", submissions);
-      f.write_column(g, "program_syncs", syncs);
-      f.write_column(g, "disordered_ranks", disordered);
-      f.write_column(g, "executed_steps", executed);
     }
     {
       const std::string g = base + "/iterations";
