@@ -4,19 +4,12 @@
 
 #include "config/workload.h"
 #include "replay/replay.h"
+#include "workload_error.h"
 
 using namespace dfccl::harness;
+using dfccl::harness::test::error_of;
 
 namespace {
-
-std::string error_of(const std::string& text, const Overrides& o = {}) {
-  try {
-    parse_workload(text, "test.toml", o);
-  } catch (const WorkloadError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 const char* kRing4 =
     "[sim]\nlayout = 'groups:0,1;1,2;2,3;3,0;0,2'\ncolls = 10\ndisorder = 0.01\nsync = 0.05\nseed = 1\n";

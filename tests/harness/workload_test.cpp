@@ -4,21 +4,10 @@
 #include <filesystem>
 
 #include "config/workload.h"
+#include "workload_error.h"
 
 using namespace dfccl::harness;
-
-namespace {
-
-std::string error_of(const std::string& text, const Overrides& o = {}) {
-  try {
-    parse_workload(text, "test.toml", o);
-  } catch (const WorkloadError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
+using dfccl::harness::test::error_of;
 
 TEST(Workload, DefaultsOfAnEmptyFileAreASweep) {
   Workload w = parse_workload("", "empty.toml", {});
