@@ -4,9 +4,8 @@
 // executor), so that they share one engine. Requests are waited for as late as possible (end of the iteration).
 #include <fmt/format.h>
 
-#include <cstdio>
-
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>

@@ -54,7 +54,8 @@ class NcclBackend final : public Backend {
   BackendInfo info() const override {
     int v = 0;
     ncclGetVersion(&v);
-    return BackendInfo{"nccl", "cuda", fmt::format("nccl {}, {} communicators", v, blocking() ? "blocking" : "nonblocking"),
+    return BackendInfo{"nccl", "cuda",
+                       fmt::format("nccl {}, {} communicators", v, blocking() ? "blocking" : "nonblocking"),
                        "stream order: the result is usable on the collective's stream after the call",
                        "CUDA events around each iteration on stream 0, iterations back to back; e2e = events around "
                        "the call on its stream (includes waiting for peers); no core time",

@@ -222,7 +222,7 @@ DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   }
   // Decide in two steps. A host thread confirming a wait (dfcclWait: its probe has run) then reads exit_announced;
   // this block announces, then scans again: either it sees the confirmed wait and stays, or the host sees the
-  // announcement and launches the next daemon itself (Engine::wait_on_stream).
+  // announcement and launches the next daemon itself (Engine::confirm_wait).
   const u64 pending = (ev.p.epoch << 8) | kExitPending;
   if (X::atomic_cas64(&ev.g->exit_request, req, pending) != req) return false;
   ev.h->exit_announced = ev.p.epoch;

@@ -32,7 +32,6 @@ void cpu_relax() {
 #endif
 }
 
-
 std::mutex registry_mu;
 std::map<std::tuple<int, int, int>, std::weak_ptr<Engine>> registry;
 
@@ -435,7 +434,6 @@ dfcclStats_t Engine::stats() {
   return s;
 }
 
-// Reads device state through the control stream while the daemon may be running: a snapshot, not atomic.
 std::string Engine::heartbeats_text() const {
   const uint32_t nb = params_.nblocks;
   uint64_t newest = 0;
@@ -449,6 +447,7 @@ std::string Engine::heartbeats_text() const {
   return out + "\n";
 }
 
+// Reads device state through the control stream while the daemon may be running: a snapshot, not atomic.
 void Engine::debug_dump(std::FILE* f, bool device_state) {
   // The engine lock may be held by a thread whose CUDA call is held by another thread's implicit synchronization:
   // wait for it at most a second, then print what pinned memory says (no lock, no CUDA call) and stop.
