@@ -101,10 +101,17 @@ class DfcclBackend final : public Backend {
         if (!c || dfcclGetStats(c, &s) != dfcclSuccess) continue;
         std::fprintf(stderr,
                      "# engine rank %d: %llu collectives, %llu daemon launches (%llu standby), exits %llu idle / %llu "
-                     "stuck, %llu preemptions\n",
+                     "stuck, %llu preemptions, %llu primitives\n",
                      ctx_.world_rank, (unsigned long long)s.completed, (unsigned long long)s.daemonLaunches,
                      (unsigned long long)s.standbyLaunches, (unsigned long long)s.daemonExitsIdle,
-                     (unsigned long long)s.daemonExitsStuck, (unsigned long long)s.preemptions);
+                     (unsigned long long)s.daemonExitsStuck, (unsigned long long)s.preemptions,
+                     (unsigned long long)s.primitives);
+        if (s.profileNs[6])  // a -DDFCCL_PROFILE=1 build: thread 0's time, summed over blocks, in ms
+          std::fprintf(stderr,
+                       "# engine rank %d profile (ms, all blocks): check %.1f move %.1f post %.1f program %.1f poll "
+                       "%.1f exit %.1f launches %.1f\n",
+                       ctx_.world_rank, s.profileNs[0] / 1e6, s.profileNs[1] / 1e6, s.profileNs[2] / 1e6,
+                       s.profileNs[3] / 1e6, s.profileNs[4] / 1e6, s.profileNs[5] / 1e6, s.profileNs[6] / 1e6);
         break;
       }
     for (auto& c : comms_)

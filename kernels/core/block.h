@@ -7,6 +7,23 @@ namespace dfccl::core {
 
 inline constexpr u32 kAcceptPerRing = 8;  // submissions a block takes from one ring in one pass
 
+// Phase profile (builds with -DDFCCL_PROFILE=1; docs/performance-log.md): thread 0 of each block adds the executor
+// cycles (X::cycles()) it spends in each phase; the sums reach dfcclStats_t at each daemon exit. Off: no clock reads.
+#ifndef DFCCL_PROFILE
+#define DFCCL_PROFILE 0
+#endif
+inline constexpr bool kProfile = DFCCL_PROFILE != 0;
+enum Phase : u32 {
+  kPhaseCheck = 0,  // a primitive's phase 1: conditions (spin) and the barrier after it
+  kPhaseMove,       // phase 2: data movement and the barrier after it
+  kPhasePost,       // phase 3: fence and flag stores
+  kPhaseProgram,    // attempt set-up (communicator, geometry, turn) and program_op of each primitive
+  kPhasePoll,       // scheduler step 1: submission rings and descriptors
+  kPhaseExit,       // scheduler step 3: exit decision and heartbeat
+  kPhaseLaunch,     // the whole launch (the rest is the scheduler's own bookkeeping)
+  kNumPhases
+};
+
 // What one block shares between its threads (CUDA: __shared__; host: the thread's own).
 struct BlockShared {
   u64 frontier[kMaxRings];      // next position of each submission ring
@@ -22,6 +39,20 @@ struct BlockShared {
   u32 exit;
   u32 progressed;
   u64 passes, heartbeat_ns;     // scheduler passes of this launch; last heartbeat written
+  u64 primitives;               // primitives run in this launch
+  u64 prof[kNumPhases];         // kProfile: cycles per phase (thread 0)
 };
+
+// kProfile: start / end of a timed phase (thread 0 only counts). Compiled out otherwise.
+template <class X>
+DFCCL_DEV DFCCL_FORCEINLINE u64 prof_now() {
+  if constexpr (kProfile) return X::cycles();
+  return 0;
+}
+template <class X>
+DFCCL_DEV DFCCL_FORCEINLINE void prof_add(BlockShared& bs, Phase p, u64 t0) {
+  if constexpr (kProfile)
+    if (X::tid() == 0) bs.prof[p] += X::cycles() - t0;
+}
 
 }  // namespace dfccl::core

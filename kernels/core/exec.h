@@ -11,6 +11,10 @@
 //   void store_release(u64* p, u64 v)           release store, system scope (all prior writes of the block
 //                                               that reached this thread through sync() become visible first)
 //   void store_relaxed(u64* p, u64 v)           plain volatile store (device-local bookkeeping)
+//   void fence_release()                        system-scope release fence: the block's writes (through sync())
+//                                               become visible before the flag stores that follow
+//   void fence_credit()                         the block's reads of a slot are done before a credit store
+//   void store_flag(u64* p, u64 v)              relaxed system-scope store of a flag, after one of the fences
 //   u64  load_relaxed(const u64* p)             plain volatile load
 //   u32  atomic_add(u32* p, u32 v)              device-scope atomic add, returns the old value
 //   u64  atomic_add64(u64* p, u64 v)
@@ -20,6 +24,7 @@
 //   u32  shared_inc(u32* p)                     atomic increment of block-shared memory, returns the old value
 //   void fence_device(), fence_system()         memory fences
 //   u64  now_ns()                               a clock in nanoseconds, monotonic, shared by the blocks
+//   u64  cycles()                               a fine clock of this block (phase profile only)
 //   void pause()                                back off inside a polling loop
 #pragma once
 

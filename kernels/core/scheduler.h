@@ -25,6 +25,8 @@
 
 namespace dfccl::core {
 
+static_assert(kNumPhases <= sizeof(BlockStats::prof) / sizeof(u64));
+
 enum : u32 { kAttemptBlocked = 0, kAttemptProgress = 1, kAttemptDone = 2 };
 
 template <class T>
@@ -107,6 +109,7 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneS
 // if its communicator was aborted, else leave it untouched (blocking mode's queue behind its head).
 template <class X>
 DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, bool only_if_aborted = false) {
+  u64 t_prog = prof_now<X>();
   ChanCtx& cx = chan_ctx(ev, slot, b);
   const Desc d = cx.desc;
   CommDev* cp = vload(ev.g->comms[d.comm]);
@@ -135,7 +138,10 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, bo
   X::sync();
   const u32 decision = bs.ok;
   X::sync();
-  if (decision == kWaitTurn) return kAttemptBlocked;
+  if (decision == kWaitTurn) {
+    prof_add<X>(bs, kPhaseProgram, t_prog);
+    return kAttemptBlocked;
+  }
   if (decision == kAbort) {
     if (X::tid() == 0) finish_channel<X>(ev, slot, cx, nullptr, kStatusAborted);
     X::sync();
@@ -157,7 +163,9 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, bo
   bool progressed = false;
   u64 waited_ns = 0;  // thread 0: spin phases of this attempt
   while (i < nops) {
+    if (i != cx.op) t_prog = prof_now<X>();
     const Op op = program_op(g, i);
+    prof_add<X>(bs, kPhaseProgram, t_prog);
     const bool ran = run_op<X>(bs, c, lv, d, op, spin, unbounded, quit);
     if (X::tid() == 0) waited_ns += bs.waited;
     if (!ran) break;
@@ -259,8 +267,11 @@ DFCCL_DEV void heartbeat(const EngineView& ev, BlockShared& bs, u32 b) {
 template <class X>
 DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   const u32 tid = X::tid(), nt = X::nthreads();
+  const u64 t_launch = prof_now<X>(), ns_launch = X::now_ns();
   for (u32 r = tid; r < kMaxRings; r += nt) bs.frontier[r] = ev.g->frontier[b][r];
   if (tid == 0) {
+    bs.primitives = 0;
+    for (u32 k = 0; k < kNumPhases; ++k) bs.prof[k] = 0;
     bs.nactive = 0;
     bs.nnew = 0;
     bs.preemptions = 0;
@@ -284,6 +295,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   X::sync();
   for (;;) {
     // 1. New submissions.
+    u64 t0 = prof_now<X>();
     if (tid == 0) bs.nnew = 0;
     X::sync();
     for (u32 r = tid; r < kMaxRings; r += nt) {
@@ -301,6 +313,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
       bs.progressed = bs.nnew > 0 ? 1u : 0u;
     }
     X::sync();
+    prof_add<X>(bs, kPhasePoll, t0);
 
     // 2. One pass over the runnable collectives. Blocking mode: first drop the collectives of aborted
     // communicators wherever they are queued (an abort must not wait behind another communicator's queue head),
@@ -332,19 +345,27 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
     }
 
     // 3. Leave?
+    t0 = prof_now<X>();
     if (tid == 0) {
       bs.exit = should_exit<X>(ev, bs, b) ? 1u : 0u;
       heartbeat<X>(ev, bs, b);
     }
     X::sync();
+    prof_add<X>(bs, kPhaseExit, t0);
     if (bs.exit) break;
   }
+  prof_add<X>(bs, kPhaseLaunch, t_launch);
   for (u32 r = tid; r < kMaxRings; r += nt) ev.g->frontier[b][r] = bs.frontier[r];
   if (tid == 0) {
     BlockStats& st = ev.h->stats[b];
     st.preemptions += bs.preemptions;
     st.switches += bs.switches;
     st.exits += 1;
+    st.primitives += bs.primitives;
+    if constexpr (kProfile) {
+      for (u32 k = 0; k < kNumPhases; ++k) st.prof[k] += bs.prof[k];
+      st.prof_ns += X::now_ns() - ns_launch;
+    }
   }
 }
 

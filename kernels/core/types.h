@@ -170,7 +170,10 @@ struct BlockStats {  // accumulated by each block at each exit
   u64 preemptions;
   u64 switches;
   u64 exits;
-  u64 pad;
+  u64 primitives;
+  u64 prof[8];       // DFCCL_PROFILE builds: cycles per phase (block.h, Phase)
+  u64 prof_ns;       // DFCCL_PROFILE builds: executor nanoseconds of the launches (converts cycles)
+  u64 pad[3];
 };
 
 struct Heartbeat {  // written by each block about once a millisecond while the daemon runs (dfcclDebugDump)

@@ -16,4 +16,13 @@ cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool pre
   return cudaGetLastError();
 }
 
+cudaError_t resident_blocks(unsigned threads, unsigned* blocks) {
+  int dev = 0, sms = 0, per_sm = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, daemon_kernel, int(threads), 0);
+  *blocks = e == cudaSuccess ? unsigned(sms * per_sm) : 0;
+  return e;
+}
+
 }  // namespace dfccl::cuda

@@ -7,10 +7,17 @@
 
 namespace dfccl::cuda {
 
-inline constexpr unsigned kDaemonThreads = 512;  // threads per daemon block (the kernel's launch bound)
+// Threads per daemon block at most (the kernel's launch bound; -DDFCCL_MAX_THREADS=1024 builds for measurements).
+#ifndef DFCCL_MAX_THREADS
+#define DFCCL_MAX_THREADS 512
+#endif
+inline constexpr unsigned kDaemonThreads = DFCCL_MAX_THREADS;
 
 // Launches the daemon (ev.p.nblocks blocks of `threads` threads) on `stream`. preload: return at once (loads the
 // module, so that no later launch of ours is a lazy-loading implicit synchronization).
 cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool preload, cudaStream_t stream);
+
+// How many daemon blocks of `threads` threads the current device can hold at once.
+cudaError_t resident_blocks(unsigned threads, unsigned* blocks);
 
 }  // namespace dfccl::cuda

@@ -24,6 +24,15 @@ struct CudaExec {
     asm volatile("fence.acq_rel.sys;" ::: "memory");
     asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
   }
+  // A primitive's post (slot_op.h): one system-scope fence before its flag stores, whatever it posts.
+  __device__ static __forceinline__ void fence_release() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+  // Before a receive credit alone (the slot may be overwritten after it): the block's loads of the slot have
+  // returned, since every loaded value was stored before the barrier that precedes the post. No fence, as in NCCL's
+  // receive posts; a system-scope fence here cost 1-3 us per primitive (docs/performance-log.md, 4).
+  __device__ static __forceinline__ void fence_credit() {}
+  __device__ static __forceinline__ void store_flag(u64* p, u64 v) {
+    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  }
   __device__ static __forceinline__ u32 atomic_add(u32* p, u32 v) { return atomicAdd(p, v); }
   __device__ static __forceinline__ u64 atomic_add64(u64* p, u64 v) {
     return atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
@@ -47,6 +56,7 @@ struct CudaExec {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
   }
+  __device__ static __forceinline__ u64 cycles() { return clock64(); }  // SM clock (phase profile)
   __device__ static __forceinline__ void pause() {}
   // Loads at L2 (.cg): slots are rewritten by peers, so L1 must not keep old lines.
   __device__ static __forceinline__ Pack ld16(const Pack* p) {

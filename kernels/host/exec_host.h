@@ -20,6 +20,9 @@ struct HostExec {
   static void sync() {}
   static u64 load_acquire(const u64* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
   static void store_release(u64* p, u64 v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+  static void fence_release() { __atomic_thread_fence(__ATOMIC_RELEASE); }
+  static void fence_credit() { __atomic_thread_fence(__ATOMIC_RELEASE); }
+  static void store_flag(u64* p, u64 v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
   static u32 atomic_add(u32* p, u32 v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
   static u64 atomic_add64(u64* p, u64 v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
   static u32 atomic_max32(u32* p, u32 v) {
@@ -47,6 +50,7 @@ struct HostExec {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return u64(ts.tv_sec) * 1000000000ull + u64(ts.tv_nsec);
   }
+  static u64 cycles() { return now_ns(); }
   static void pause() { sched_yield(); }
   static Pack ld16(const Pack* p) {
     Pack v;

@@ -212,6 +212,11 @@ typedef struct {
   int daemonRunning;         /* now: 1 while a daemon kernel is launched and has not been seen to exit */
   uint64_t standbyLaunches;  /* launches by dfcclWait queued behind a running daemon (it was leaving, or a     */
                              /* device-wide barrier such as a lazy module load was pending)                   */
+  uint64_t primitives;       /* primitives (slot handshakes) run by the blocks of the daemon launches that exited */
+  uint64_t profileNs[7];     /* builds with -DDFCCL_PROFILE=1 only, else 0: time thread 0 of the blocks spent,     */
+                             /* summed over blocks and exited launches, in [0] primitives' condition checks (spin  */
+                             /* phase + barrier), [1] data movement, [2] posts (fence + flags), [3] program set-up */
+                             /* and step arithmetic, [4] submission polling, [5] exit decisions, [6] whole launches */
 } dfcclStats_t;
 dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats);
 /* Writes the state of comm's engine to stderr, for diagnosing a hang: daemon, heartbeats of its blocks, rings and    */

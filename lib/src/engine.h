@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../kernels/core/types.h"
+#include "../../kernels/core/block.h"
 #include "dfccl.h"
 #include "executor.h"
 

@@ -12,6 +12,11 @@
 
 #include "reduce.h"
 
+// 16-byte loads in flight per thread in the vector loop (a build option for measurements: -DDFCCL_COPY_UNROLL=8).
+#ifndef DFCCL_COPY_UNROLL
+#define DFCCL_COPY_UNROLL 4
+#endif
+
 namespace dfccl::core {
 
 struct alignas(16) Pack {
@@ -50,7 +55,7 @@ DFCCL_DEV void reduce_copy(const T* in0, const T* in1, T* out0, T* out1, u64 n, 
   u64 done = 0;
   if (vec) {
     constexpr u64 kElems = 16 / sizeof(T);
-    constexpr u64 kUnroll = 4;
+    constexpr u64 kUnroll = DFCCL_COPY_UNROLL;
     const u64 npacks = n / kElems;
     const Pack* a = reinterpret_cast<const Pack*>(in0);
     const Pack* b = reinterpret_cast<const Pack*>(in1);

@@ -8,7 +8,8 @@
 // collective resumes later at the same step (DESIGN invariant 2).
 // Phase 2 (move): all threads move the slice (copy.h): inputs are the received slot and/or the user input, outputs
 // the user output and/or next's slot; the operator's final step (avg) is applied where the program says.
-// Phase 3 (post): thread 0 publishes the sent slot to next (tail) and frees the consumed slot for prev (head).
+// Phase 3 (post): thread 0 publishes the sent slot to next (tail) and frees the consumed slot for prev (head),
+// behind one fence: a system-scope release when data was sent, none for a receive credit alone (exec.h).
 //
 // Caller: every thread of the block. Positions (sent/received slot counts of the lane) live in BlockShared during
 // an attempt; the scheduler loads them before and saves them after.
@@ -44,6 +45,7 @@ template <class X, class Quit>
 DFCCL_DEV bool run_op(BlockShared& bs, const CommDev& c, const LaneView& lv, const Desc& d, const Op& op,
                       u64 budget_ns, bool unbounded, Quit&& quit) {
   // Phase 1: conditions.
+  u64 t0 = prof_now<X>();
   if (X::tid() == 0) {
     const u64 recvd = bs.recvd, sent = bs.sent;
     auto ready = [&]() {
@@ -56,7 +58,9 @@ DFCCL_DEV bool run_op(BlockShared& bs, const CommDev& c, const LaneView& lv, con
     bs.waited = waited;
   }
   X::sync();
+  prof_add<X>(bs, kPhaseCheck, t0);
   if (!bs.ok) return false;
+  t0 = prof_now<X>();
 
   // Phase 2: move.
   const u32 es = dtype_size(d.dtype);
@@ -80,18 +84,25 @@ DFCCL_DEV bool run_op(BlockShared& bs, const CommDev& c, const LaneView& lv, con
     }
   }
   X::sync();
+  prof_add<X>(bs, kPhaseMove, t0);
 
   // Phase 3: post.
+  t0 = prof_now<X>();
   if (X::tid() == 0) {
     if (op.flags & kOpSend) {
-      X::store_release(&lv.next_ctrl->tail, bs.sent + 1);
+      X::fence_release();
+      X::store_flag(&lv.next_ctrl->tail, bs.sent + 1);
       bs.sent += 1;
+    } else {
+      X::fence_credit();
     }
     if (op.flags & kOpRecv) {
-      X::store_release(&lv.prev_ctrl->head, bs.recvd + 1);
+      X::store_flag(&lv.prev_ctrl->head, bs.recvd + 1);
       bs.recvd += 1;
     }
+    bs.primitives += 1;
   }
+  prof_add<X>(bs, kPhasePost, t0);
   return true;
 }
 

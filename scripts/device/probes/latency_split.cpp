@@ -4,6 +4,8 @@
 // GPU before synchronizing ("burst"). Prints medians per rank of: core time (first block start -> last block end),
 // wait (the longest time a channel spent in spin phases, i.e. waiting for the peer), start skew between the ranks'
 // core starts (executor clocks of two GPUs: only comparable if their global timers agree), and end-to-end host time.
+// Then, per collective and rank, the primitives the daemon ran and, when libdfccl was built with -DDFCCL_PROFILE=1,
+// where thread 0 of an average block spent its time (dfcclStats_t.profileNs; read after the daemon exits idle).
 // Built here against libdfccl after `cmake --build build`, run on the GPU machine (scripts/device/perf.sh):
 //   nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/latency_split.cpp build/lib/libdfccl.a \
 //        -lfmt -lcuda -o .device/bin/latency_split
@@ -11,8 +13,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "dfccl.h"
@@ -32,12 +36,24 @@ static double median(std::vector<double> v) {
     }                                                                    \
   } while (0)
 
+// Per collective and rank: primitives, and the phase profile of an average block (microseconds).
+static void print_stats_delta(const dfcclStats_t& a, const dfcclStats_t& b, double ncoll, int nblocks, int rank) {
+  static const char* names[7] = {"check", "move", "post", "program", "poll", "exit", "launch"};
+  std::printf("    rank %d: %.1f primitives per collective", rank, double(b.primitives - a.primitives) / ncoll);
+  if (b.profileNs[6] > a.profileNs[6]) {
+    std::printf("; per block and collective (us):");
+    for (int k = 0; k < 7; ++k)
+      std::printf(" %s %.2f", names[k], double(b.profileNs[k] - a.profileNs[k]) / 1e3 / ncoll / nblocks);
+  }
+  std::printf("\n");
+}
+
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 200;
   int devs[2] = {0, 1};
   dfcclComm_t comms[2];
   CHECK(dfcclCommInitAll(comms, 2, devs));
-  const size_t max_count = 1 << 20;
+  const size_t max_count = size_t(64) << 20;  // 256 MiB of float32
   float *in[2], *out[2];
   for (int r = 0; r < 2; ++r) {
     cudaSetDevice(r);
@@ -46,8 +62,13 @@ int main(int argc, char** argv) {
     cudaMemset(in[r], 0, max_count * 4);
   }
   for (int burst : {1, 16}) {
-    for (size_t count : {size_t(2), size_t(256), size_t(16384), size_t(262144)}) {
+    for (size_t count : {size_t(2), size_t(256), size_t(16384), size_t(262144), size_t(2) << 20, size_t(64) << 20}) {
+      if (burst > 1 && count > (size_t(1) << 20)) continue;
       std::vector<double> core[2], wait[2], e2e[2], skew;
+      // The daemon adds its statistics when it exits: let it go idle before and after the measurement.
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      dfcclStats_t before[2], after[2];
+      for (int r = 0; r < 2; ++r) CHECK(dfcclGetStats(comms[r], &before[r]));
       for (int it = 0; it < iters + 10; ++it) {
         std::vector<dfcclRequest_t> reqs[2];
         for (int k = 0; k < burst; ++k)
@@ -74,10 +95,17 @@ int main(int argc, char** argv) {
         for (int r = 0; r < 2; ++r)
           for (auto q : reqs[r]) dfcclRequestFree(q);
       }
-      std::printf("%-6s %8zu B: core %7.1f / %7.1f us, wait %6.1f / %6.1f us, e2e %7.1f / %7.1f us, start skew "
-                  "(rank1 - rank0) %7.1f us\n",
+      std::printf("%-6s %9zu B: core %7.1f / %7.1f us, wait %6.1f / %6.1f us, e2e %7.1f / %7.1f us, start skew "
+                  "(rank1 - rank0) %7.1f us, busbw from core %.1f GB/s\n",
                   burst == 1 ? "single" : "burst", count * 4, median(core[0]), median(core[1]), median(wait[0]),
-                  median(wait[1]), median(e2e[0]), median(e2e[1]), median(skew));
+                  median(wait[1]), median(e2e[0]), median(e2e[1]), median(skew),
+                  double(count * 4) / (1e3 * std::max(median(core[0]), median(core[1]))));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const char* blocks = std::getenv("DFCCL_BLOCKS");
+      for (int r = 0; r < 2; ++r) {
+        CHECK(dfcclGetStats(comms[r], &after[r]));
+        print_stats_delta(before[r], after[r], double(iters + 10) * burst, blocks ? std::atoi(blocks) : 32, r);
+      }
       std::fflush(stdout);
     }
   }
