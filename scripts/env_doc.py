@@ -4,7 +4,7 @@ import pathlib
 import re
 
 root = pathlib.Path(__file__).resolve().parent.parent
-rows = re.findall(r'\{"(DFCCL_\w+)", "([^"]*)", "([^"]*)"\}', (root / "lib/src/env.cpp").read_text())
+rows = re.findall(r'\{"(DFCCL_\w+)",\s*"([^"]*)",\s*"([^"]*)"\}', (root / "lib/src/env.cpp").read_text())
 out = [
     "# Environment variables", "",
     "Every `DFCCL_*` variable, its default and its effect. The table is `lib/src/env.cpp` (the only place they are",

@@ -57,8 +57,17 @@ std::shared_ptr<Engine> Engine::acquire(dfcclExecutor_t executor, int device, df
 Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::move(exec)) {
   const bool host = exec_->kind() == dfcclExecutorHost;
   auto pick = [&](const char* cuda_name, const char* host_name) { return env_int(host ? host_name : cuda_name); };
-  params_.nblocks = checked(host ? "DFCCL_HOST_BLOCKS" : "DFCCL_BLOCKS",
-                            env_int(host ? "DFCCL_HOST_BLOCKS" : "DFCCL_BLOCKS"), 1, core::kMaxBlocks);
+  // Every daemon block must be resident at once: the default shrinks to what the device holds, a value set by the
+  // user that does not fit is an error.
+  const char* blocks_name = host ? "DFCCL_HOST_BLOCKS" : "DFCCL_BLOCKS";
+  params_.nblocks = checked(blocks_name, env_int(blocks_name), 1, core::kMaxBlocks);
+  const uint32_t resident = exec_->resident_blocks();
+  if (params_.nblocks > resident) {
+    if (env_is_set(blocks_name))
+      throw Error(dfcclInvalidArgument, fmt::format("{}={}: this device holds at most {} daemon blocks at once",
+                                                    blocks_name, params_.nblocks, resident));
+    params_.nblocks = std::max<uint32_t>(1, resident);
+  }
   params_.blocking = mode == dfcclModeBlocking ? 1 : 0;
   params_.spin_min_ns = uint64_t(pick("DFCCL_SPIN_MIN_NS", "DFCCL_HOST_SPIN_MIN_NS"));
   params_.spin_init_ns = uint64_t(pick("DFCCL_SPIN_INIT_NS", "DFCCL_HOST_SPIN_INIT_NS"));
@@ -79,7 +88,8 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::mo
   transport_.slot_bytes = checked(slot_name, env_int(slot_name), 16, 64 << 20);
   if (transport_.slot_bytes % 16 != 0)
     throw Error(dfcclInvalidArgument, fmt::format("environment variable {} must be a multiple of 16", slot_name));
-  transport_.nslots = checked("DFCCL_SLOTS", env_int("DFCCL_SLOTS"), 2, 64);
+  const char* slots_name = host ? "DFCCL_HOST_SLOTS" : "DFCCL_SLOTS";
+  transport_.nslots = checked(slots_name, env_int(slots_name), 2, 64);
   transport_.seq_lanes = checked("DFCCL_LANES", env_int("DFCCL_LANES"), 1, core::kMaxLanes - DFCCL_MAX_PERSISTENT_IDS);
   transport_.persistent_lanes = DFCCL_MAX_PERSISTENT_IDS;
 
@@ -414,6 +424,8 @@ void Engine::note_abort() {
   exec_->write_word(&g_->aborts, ++aborts_);
 }
 
+static_assert(sizeof(dfcclStats_t::profileNs) / sizeof(uint64_t) == core::kNumPhases);
+
 dfcclStats_t Engine::stats() {
   dfcclStats_t s{};
   std::lock_guard<std::mutex> lk(mu_);
@@ -422,7 +434,20 @@ dfcclStats_t Engine::stats() {
   for (uint32_t b = 0; b < params_.nblocks; ++b) {
     s.preemptions += h_->stats[b].preemptions;
     s.contextSwitches += h_->stats[b].switches;
+    s.primitives += h_->stats[b].primitives;
   }
+  // Phase profile: cycles of the blocks' clocks, converted with the launches' own cycles-per-nanosecond.
+  double cycles = 0, ns = 0;
+  for (uint32_t b = 0; b < params_.nblocks; ++b) {
+    cycles += double(h_->stats[b].prof[core::kPhaseLaunch]);
+    ns += double(h_->stats[b].prof_ns);
+  }
+  if (cycles > 0)
+    for (uint32_t k = 0; k < core::kNumPhases; ++k) {
+      double sum = 0;
+      for (uint32_t b = 0; b < params_.nblocks; ++b) sum += double(h_->stats[b].prof[k]);
+      s.profileNs[k] = uint64_t(sum * ns / cycles);
+    }
   s.daemonLaunches = launches_;
   s.daemonExitsIdle = exits_idle_;
   s.daemonExitsStuck = exits_stuck_;

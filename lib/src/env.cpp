@@ -12,12 +12,15 @@ const std::vector<EnvVar>& env_table() {
   static const std::vector<EnvVar> table = {
       {"DFCCL_EXECUTOR", "cuda", "executor when the config leaves it unset: cuda or host"},
       {"DFCCL_MODE", "preemptive", "scheduling when the config leaves it unset: preemptive or blocking (no preemption)"},
-      {"DFCCL_BLOCKS", "32", "CUDA executor: daemon thread blocks = channels per collective (1..64)"},
+      {"DFCCL_BLOCKS", "64",
+       "CUDA executor: daemon thread blocks = channels per collective (1..64; unset: at most what the GPU holds)"},
       {"DFCCL_THREADS", "512", "CUDA executor: threads per daemon block (64..512, multiple of 32)"},
       {"DFCCL_HOST_BLOCKS", "1", "host executor: daemon threads = channels per collective (1..64)"},
-      {"DFCCL_SLOT_BYTES", "131072", "CUDA executor: bytes per connection slot (multiple of 16)"},
+      {"DFCCL_SLOT_BYTES", "262144", "CUDA executor: bytes per connection slot (multiple of 16)"},
       {"DFCCL_HOST_SLOT_BYTES", "32768", "host executor: bytes per connection slot (multiple of 16)"},
-      {"DFCCL_SLOTS", "8", "slots per lane (2..64): a sender runs up to this many ahead; a ring step streams half"},
+      {"DFCCL_SLOTS", "4",
+       "CUDA executor: slots per lane (2..64): a sender runs up to this many ahead; a ring step streams half"},
+      {"DFCCL_HOST_SLOTS", "8", "host executor: slots per lane (2..64)"},
       {"DFCCL_LANES", "4", "sequence lanes per communicator: collectives of one communicator in flight at once"},
       {"DFCCL_MIN_CHAN_BYTES", "131072", "CUDA executor: bytes per data channel below which fewer channels carry data"},
       {"DFCCL_SPIN_MIN_NS", "2000", "CUDA executor: lowest spin budget of a primitive"},
@@ -55,6 +58,12 @@ std::string env_str(const char* name) {
   const EnvVar& v = find(name);
   const char* s = std::getenv(name);
   return (s && *s) ? std::string(s) : std::string(v.default_value);
+}
+
+bool env_is_set(const char* name) {
+  find(name);
+  const char* s = std::getenv(name);
+  return s && *s;
 }
 
 int64_t env_int(const char* name) {

@@ -19,5 +19,7 @@ const std::vector<EnvVar>& env_table();
 // The variable's value (or its default), parsed as an integer; a malformed value is an error naming the variable.
 int64_t env_int(const char* name);
 std::string env_str(const char* name);
+// Whether the user set the variable (to a non-empty value).
+bool env_is_set(const char* name);
 
 }  // namespace dfccl

@@ -32,6 +32,8 @@ class Executor {
   virtual dfcclExecutor_t kind() const = 0;
   virtual int device() const = 0;
   virtual unsigned threads_per_block() const = 0;
+  // Daemon blocks that can run at once on this device (a persistent daemon needs all of its blocks resident).
+  virtual unsigned resident_blocks() const = 0;
 
   // Memory the daemon sees as its device memory (zero-filled), and pinned host memory both sides see.
   virtual void* alloc_device(size_t bytes) = 0;

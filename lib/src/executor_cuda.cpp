@@ -60,6 +60,7 @@ class CudaExecutor final : public Executor {
     none.p.nblocks = 1;
     DFCCL_CUDA(cuda::launch_daemon(none, threads_, /*preload=*/true, daemon_stream_));
     DFCCL_CUDA(cudaStreamSynchronize(daemon_stream_));
+    DFCCL_CUDA(cuda::resident_blocks(threads_, &resident_));
   }
 
   ~CudaExecutor() override {
@@ -74,6 +75,7 @@ class CudaExecutor final : public Executor {
   dfcclExecutor_t kind() const override { return dfcclExecutorCuda; }
   int device() const override { return device_; }
   unsigned threads_per_block() const override { return threads_; }
+  unsigned resident_blocks() const override { return resident_; }
 
   void* alloc_device(size_t bytes) override {
     DFCCL_CUDA(cudaSetDevice(device_));
@@ -228,6 +230,7 @@ class CudaExecutor final : public Executor {
 
   int device_;
   unsigned threads_ = 512;
+  unsigned resident_ = 0;
   cudaStream_t daemon_stream_ = nullptr, control_stream_ = nullptr, probe_stream_ = nullptr;
   cudaEvent_t done_ = nullptr;
   WriteValue64Fn write_value_ = nullptr;

@@ -33,6 +33,7 @@ class HostExecutor final : public Executor {
   dfcclExecutor_t kind() const override { return dfcclExecutorHost; }
   int device() const override { return device_; }
   unsigned threads_per_block() const override { return 1; }
+  unsigned resident_blocks() const override { return core::kMaxBlocks; }
 
   void* alloc_device(size_t bytes) override {
     void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
