@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Markdown table of dfccl vs NCCL from one harness HDF5 file that ran both backends (the README's headline table).
 
-Usage: scripts/python.sh scripts/compare_table.py FILE.h5 [--coll all_reduce ...] [--sizes 8,1K,1M,...]
-Columns per size: median time of each backend (us), bus bandwidth (GB/s), and the ratio dfccl/NCCL of busbw.
+Usage: scripts/python.sh scripts/compare_table.py FILE.h5 [--coll all_reduce ...] [--sizes 8,1K,1M,...] [--base nccl]
+Columns per size: median time of each backend (us), bus bandwidth (GB/s), and the ratio dfccl/base of busbw (base:
+nccl, or e.g. dfccl-blocking for what preemption costs).
 """
 import argparse
 
@@ -36,11 +37,13 @@ def main():
     ap.add_argument("file")
     ap.add_argument("--coll", nargs="*", default=["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"])
     ap.add_argument("--sizes", default="8,1K,64K,1M,16M,128M,256M,1G")
+    ap.add_argument("--base", default="nccl", help="the backend dfccl is compared with")
     a = ap.parse_args()
     sizes = [parse_size(s) for s in a.sizes.split(",")]
     with h5py.File(a.file, "r") as f:
-        d, n = load(f, "dfccl"), load(f, "nccl")
-    print("| collective | size | dfccl time (us) | NCCL time (us) | dfccl busbw (GB/s) | NCCL busbw (GB/s) | busbw ratio |")
+        d, n = load(f, "dfccl"), load(f, a.base)
+    b = "NCCL" if a.base == "nccl" else a.base
+    print(f"| collective | size | dfccl time (us) | {b} time (us) | dfccl busbw (GB/s) | {b} busbw (GB/s) | busbw ratio |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for c in a.coll:
         for s in sizes:

@@ -1,20 +1,41 @@
 #!/usr/bin/env bash
-# All-reduce bandwidth of dfccl under several transport settings (environment variables), NCCL beside it:
-#   scripts/device/allreduce_configs.sh          (GPU machine; results in $OUT/ar_<config>.h5 and .log)
+# All-reduce bandwidth of dfccl under several transport settings (environment variables) and build variants
+# (binaries built with -DDFCCL_COPY_UNROLL=8 or -DDFCCL_MAX_THREADS=1024, in $BIN/unroll8 and $BIN/threads1024 when
+# present), NCCL beside them. Results in $OUT/ar_<config>.h5 and .log; a table on stdout.
+#   SET=28|29 scripts/device/allreduce_configs.sh          (GPU machine; SET picks the list, default 29)
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
-sweep=(--workload workloads/sweep.toml --collectives all_reduce --begin 1M --end 256M --factor 4 --iters 10 --warmup 3)
-run() {  # run <name> <backend> [VAR=value ...]
-  local name=$1 backend=$2
-  shift 2
-  env "$@" timeout 120 "${MPIRUN[@]}" "$BIN/dfccl-harness" "${sweep[@]}" --backend "$backend" --out "$OUT/ar_$name.h5" \
+sweep=(--workload workloads/sweep.toml --collectives all_reduce --begin 1M --end 1G --factor 4 --iters 10 --warmup 3)
+run() {  # run <name> <binary dir> <backend> [VAR=value ...]
+  local name=$1 bin=$2 backend=$3
+  shift 3
+  [ -x "$bin/dfccl-harness" ] || { echo "== $name: no $bin/dfccl-harness"; return; }
+  env "$@" timeout 120 "${MPIRUN[@]}" "$bin/dfccl-harness" "${sweep[@]}" --backend "$backend" --out "$OUT/ar_$name.h5" \
     > "$OUT/ar_$name.log" 2>&1
   echo "== $name ($backend $*) rc=$?"
   grep -E "^ +all_reduce" "$OUT/ar_$name.log" | awk '{printf "  %12s bytes  %9s us  busbw %7s GB/s\n", $3, $8, $10}'
 }
-run nccl nccl
-run b16_s64k_n8 dfccl DFCCL_BLOCKS=16 DFCCL_SLOT_BYTES=65536 DFCCL_SLOTS=8
-run b32_s64k_n8 dfccl DFCCL_BLOCKS=32 DFCCL_SLOT_BYTES=65536 DFCCL_SLOTS=8
-run b16_s128k_n8 dfccl DFCCL_BLOCKS=16 DFCCL_SLOT_BYTES=131072 DFCCL_SLOTS=8
-run b32_s128k_n8 dfccl DFCCL_BLOCKS=32 DFCCL_SLOT_BYTES=131072 DFCCL_SLOTS=8
-run b16_s64k_n4 dfccl DFCCL_BLOCKS=16 DFCCL_SLOT_BYTES=65536 DFCCL_SLOTS=4
+# Run 28: transport shapes (slot size, slots, blocks) and two build variants; run 29: the shapes near the best.
+if [ "${SET:-29}" = 28 ]; then
+  run nccl "$BIN" nccl
+  run b32_s128k_n8 "$BIN" dfccl DFCCL_BLOCKS=32 DFCCL_SLOT_BYTES=131072 DFCCL_SLOTS=8
+  run b32_s256k_n8 "$BIN" dfccl DFCCL_BLOCKS=32 DFCCL_SLOT_BYTES=262144 DFCCL_SLOTS=8
+  run b32_s512k_n4 "$BIN" dfccl DFCCL_BLOCKS=32 DFCCL_SLOT_BYTES=524288 DFCCL_SLOTS=4
+  run b32_s512k_n8 "$BIN" dfccl DFCCL_BLOCKS=32 DFCCL_SLOT_BYTES=524288 DFCCL_SLOTS=8
+  run b64_s128k_n8 "$BIN" dfccl DFCCL_BLOCKS=64 DFCCL_SLOT_BYTES=131072 DFCCL_SLOTS=8
+  run b64_s256k_n4 "$BIN" dfccl DFCCL_BLOCKS=64 DFCCL_SLOT_BYTES=262144 DFCCL_SLOTS=4
+  run b16_s512k_n8 "$BIN" dfccl DFCCL_BLOCKS=16 DFCCL_SLOT_BYTES=524288 DFCCL_SLOTS=8
+  run u8_b32_s128k_n8 "$BIN/unroll8" dfccl DFCCL_BLOCKS=32 DFCCL_SLOT_BYTES=131072 DFCCL_SLOTS=8
+  run u8_b32_s256k_n8 "$BIN/unroll8" dfccl DFCCL_BLOCKS=32 DFCCL_SLOT_BYTES=262144 DFCCL_SLOTS=8
+  run t1k_b32_s128k_n8 "$BIN/threads1024" dfccl DFCCL_THREADS=1024 DFCCL_BLOCKS=32 DFCCL_SLOT_BYTES=131072 DFCCL_SLOTS=8
+  run t1k_b32_s256k_n8 "$BIN/threads1024" dfccl DFCCL_THREADS=1024 DFCCL_BLOCKS=32 DFCCL_SLOT_BYTES=262144 DFCCL_SLOTS=8
+  run t1k_b16_s256k_n8 "$BIN/threads1024" dfccl DFCCL_THREADS=1024 DFCCL_BLOCKS=16 DFCCL_SLOT_BYTES=262144 DFCCL_SLOTS=8
+else
+  run nccl "$BIN" nccl
+  run b32_s128k_n8 "$BIN" dfccl DFCCL_BLOCKS=32 DFCCL_SLOT_BYTES=131072 DFCCL_SLOTS=8
+  run b32_s256k_n4 "$BIN" dfccl DFCCL_BLOCKS=32 DFCCL_SLOT_BYTES=262144 DFCCL_SLOTS=4
+  run b48_s256k_n4 "$BIN" dfccl DFCCL_BLOCKS=48 DFCCL_SLOT_BYTES=262144 DFCCL_SLOTS=4
+  run b64_s128k_n8 "$BIN" dfccl DFCCL_BLOCKS=64 DFCCL_SLOT_BYTES=131072 DFCCL_SLOTS=8
+  run b64_s256k_n4 "$BIN" dfccl DFCCL_BLOCKS=64 DFCCL_SLOT_BYTES=262144 DFCCL_SLOTS=4
+  run b64_s512k_n4 "$BIN" dfccl DFCCL_BLOCKS=64 DFCCL_SLOT_BYTES=524288 DFCCL_SLOTS=4
+fi
