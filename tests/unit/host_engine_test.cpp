@@ -1,7 +1,8 @@
 // The engine's promises on the host executor: total preemption (a collective survives daemon exits and relaunches
 // while its peer is absent), device synchronization while collectives are pending, persistent collectives in any
 // order inside one communicator, more collectives in flight than lanes, completion paths (test, synchronize with a
-// timeout, callbacks, request info), abort within a second, back-pressure at the slot limit, local destroy.
+// timeout, callbacks, request info), abort within a second, small collectives on many blocks, back-pressure at the
+// slot limit, local destroy.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -239,6 +240,32 @@ TEST_F(HostEngine, TestSynchronizeTimeoutAndCallbacks) {
   EXPECT_EQ(wrong_sum(out0, 2), 0u);
   dfcclRequestFree(r0);
   dfcclRequestFree(r1);
+}
+
+// With more blocks than a small collective has data channels, the other blocks run empty programs but still keep
+// their lane turns and finish the collective: more collectives than the 1024 slots, small ones on one channel mixed
+// with ones on every channel, complete exactly and keep reusing the slots.
+TEST_F(HostEngine, SmallCollectivesOnManyBlocksFreeTheirSlots) {
+  setenv("DFCCL_HOST_BLOCKS", "4", 1);
+  setenv("DFCCL_MIN_CHAN_BYTES", "4096", 1);
+  {
+    Group g(2, dfcclExecutorHost);
+    for (int it = 0; it < 1200; ++it) {  // more than the 1024 slots
+      const size_t n = it % 10 == 9 ? 16384 : 16;  // 64 KiB: 4 channels of data; 64 B: one
+      auto in0 = iota_input(n, 0), in1 = iota_input(n, 1);
+      std::vector<int32_t> out0(n, -1), out1(n, -1);
+      dfcclRequest_t r0 = nullptr, r1 = nullptr;
+      DFCCL_ASSERT_OK(dfcclAllReduce(in0.data(), out0.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &r0));
+      DFCCL_ASSERT_OK(dfcclAllReduce(in1.data(), out1.data(), n, dfcclInt32, dfcclSum, g[1], 0, nullptr, &r1));
+      DFCCL_ASSERT_OK(dfcclSynchronize(r0, 10000));
+      DFCCL_ASSERT_OK(dfcclSynchronize(r1, 10000));
+      ASSERT_EQ(wrong_sum(out0, 2) + wrong_sum(out1, 2), 0u) << "iteration " << it;
+      dfcclRequestFree(r0);
+      dfcclRequestFree(r1);
+    }
+  }
+  unsetenv("DFCCL_HOST_BLOCKS");
+  unsetenv("DFCCL_MIN_CHAN_BYTES");
 }
 
 TEST_F(HostEngine, SlotLimitGivesBackPressureAndLosesNothing) {
