@@ -2,13 +2,15 @@
 # The performance measurements of docs/performance-log.md in one device call (about 6 minutes), each beside its
 # correctness: the one-process latency split, the full sweep (every collective, float32) with dfccl and NCCL, the
 # all-reduce sweep in blocking mode (what preemption costs on an in-order workload, same build) and in bfloat16,
-# then the engine tests, the collective matrix and the dfccl stress.
-# Binaries in $BIN (default .device/bin): dfccl-harness, cuda_engine_test, mp_collectives, latency_split (build
-# command in its header). At most 8 files come back: the HDF5 files, logs.tgz and summary.txt.
+# then the engine tests, the collective matrix and the dfccl stress; first, a GEMM beside an idle engine.
+# Binaries in $BIN (default .device/bin): dfccl-harness, cuda_engine_test, mp_collectives, latency_split and
+# gemm_beside_engine (build commands in the probes' headers). At most 8 files come back: the HDF5 files, logs.tgz and summary.txt.
 #   scripts/device/perf.sh
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
 H=("${MPIRUN[@]}" "$BIN/dfccl-harness")
+step gemm 60 "$BIN/gemm_beside_engine" 3
+step gemm_resident 60 env DFCCL_IDLE_NS=10000000000 "$BIN/gemm_beside_engine" 2
 step latency_split 60 "$BIN/latency_split" 100
 step sweep_float32 300 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,nccl --iters 10 --warmup 3 \
   --out "$OUT/sweep-2xH200.h5"
@@ -20,7 +22,7 @@ step engine 80 "$BIN/cuda_engine_test"
 step matrix 60 "${MPIRUN[@]}" "$BIN/mp_collectives" cuda 100
 step stress 90 "${H[@]}" --workload workloads/stress.toml --tp 2 --backend dfccl --trials 1000 --timeout 5 \
   --diagnose true --out "$OUT/stress-dfccl-2xH200.h5"
-cat "$OUT/latency_split.log" | tee -a "$OUT/summary.txt"
+cat "$OUT/gemm.log" "$OUT/gemm_resident.log" "$OUT/latency_split.log" | tee -a "$OUT/summary.txt"
 grep -E "PASSED|FAILED" "$OUT/engine.log" "$OUT/matrix.log" | tee -a "$OUT/summary.txt"
 grep -E "^# (dfccl|engine)" "$OUT/stress.log" | tee -a "$OUT/summary.txt"
 for t in float32 blocking bfloat16; do

@@ -244,7 +244,7 @@ TEST_F(HostEngine, TestSynchronizeTimeoutAndCallbacks) {
 
 // With more blocks than a small collective has data channels, the other blocks run empty programs but still keep
 // their lane turns and finish the collective: more collectives than the 1024 slots, small ones on one channel mixed
-// with ones on every channel, complete exactly and keep reusing the slots.
+// with ones on every channel, complete exactly, keep reusing the slots and run the primitives their data needs.
 TEST_F(HostEngine, SmallCollectivesOnManyBlocksFreeTheirSlots) {
   setenv("DFCCL_HOST_BLOCKS", "4", 1);
   setenv("DFCCL_MIN_CHAN_BYTES", "4096", 1);
@@ -263,6 +263,16 @@ TEST_F(HostEngine, SmallCollectivesOnManyBlocksFreeTheirSlots) {
       dfcclRequestFree(r0);
       dfcclRequestFree(r1);
     }
+    // Primitives per rank: 3 for each small all-reduce (one channel, 2n-1 steps of one slice: the pipe follows the
+    // data) and 12 for each large one (4 channels x 3); empty channels run none. Counted when the daemon exits.
+    dfcclStats_t st{};
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    do {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      DFCCL_ASSERT_OK(dfcclGetStats(g[0], &st));
+    } while (st.daemonRunning && Clock::now() < deadline);
+    EXPECT_EQ(st.daemonRunning, 0);
+    EXPECT_EQ(st.primitives, 1080u * 3 + 120u * 12);
   }
   unsetenv("DFCCL_HOST_BLOCKS");
   unsetenv("DFCCL_MIN_CHAN_BYTES");
