@@ -163,7 +163,7 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, bo
   bool progressed = false;
   u64 waited_ns = 0;  // thread 0: spin phases of this attempt
   while (i < nops) {
-    if (i != cx.op) t_prog = prof_now<X>();
+    if (i != cx.op) t_prog = prof_now<X>();  // the first primitive's arithmetic counts with the set-up above
     const Op op = program_op(g, i);
     prof_add<X>(bs, kPhaseProgram, t_prog);
     const bool ran = run_op<X>(bs, c, lv, d, op, spin, unbounded, quit);
