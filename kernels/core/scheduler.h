@@ -106,9 +106,11 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneS
 }
 
 // All threads: run channel b of the collective in `slot` until it ends or would block. only_if_aborted: finish it
-// if its communicator was aborted, else leave it untouched (blocking mode's queue behind its head).
+// if its communicator was aborted, else leave it untouched (blocking mode's queue behind its head). aborts_seen:
+// EngineGlobal::aborts as read at the start of the scheduler pass, before its collectives were checked for aborts.
 template <class X>
-DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, bool only_if_aborted = false) {
+DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, u64 aborts_seen,
+                      bool only_if_aborted = false) {
   u64 t_prog = prof_now<X>();
   ChanCtx& cx = chan_ctx(ev, slot, b);
   const Desc d = cx.desc;
@@ -153,10 +155,11 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, bo
   const u64 nops = program_num_ops(g);
   const bool unbounded = ev.p.blocking != 0;
   // A blocking-mode wait also ends when another communicator is aborted, so that the pass can drop that
-  // communicator's collectives queued behind this one.
-  const u64 aborts = vload(ev.g->aborts);
+  // communicator's collectives queued behind this one. The count is the pass's: an abort that came after the pass
+  // checked its queue but before this wait began must end the wait too (read here, the wait would miss it and
+  // hold that abort until its timeout: host_stress_test_4blocks caught it).
   auto quit = [&]() {
-    return vload(cp->abort) != 0 || vload(ev.g->quit) != 0 || (unbounded && vload(ev.g->aborts) != aborts);
+    return vload(cp->abort) != 0 || vload(ev.g->quit) != 0 || (unbounded && vload(ev.g->aborts) != aborts_seen);
   };
   u64 spin = cx.spin_ns;
   u64 i = cx.op;
@@ -317,9 +320,11 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
 
     // 2. One pass over the runnable collectives. Blocking mode: first drop the collectives of aborted
     // communicators wherever they are queued (an abort must not wait behind another communicator's queue head),
-    // then run only the oldest.
+    // then run only the oldest. The host sets a communicator's abort flag before it counts the abort: a count read
+    // first (acquire) guarantees that the checks below see every abort it counts.
+    const u64 aborts_seen = X::load_acquire(&ev.g->aborts);
     for (u32 k = 0; k < bs.nactive;) {
-      const u32 res = attempt<X>(ev, bs, b, bs.active[k], ev.p.blocking != 0);
+      const u32 res = attempt<X>(ev, bs, b, bs.active[k], aborts_seen, ev.p.blocking != 0);
       if (res == kAttemptDone) {
         if (tid == 0) {
           for (u32 j = k + 1; j < bs.nactive; ++j) bs.active[j - 1] = bs.active[j];
@@ -333,7 +338,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
       ++k;
     }
     if (ev.p.blocking && bs.nactive > 0) {
-      const u32 res = attempt<X>(ev, bs, b, bs.active[0]);
+      const u32 res = attempt<X>(ev, bs, b, bs.active[0], aborts_seen);
       if (tid == 0 && res != kAttemptBlocked) bs.progressed = 1;
       if (res == kAttemptDone) {
         if (tid == 0) {
