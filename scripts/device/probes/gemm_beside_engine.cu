@@ -15,23 +15,7 @@
 #include <vector>
 
 #include "dfccl.h"
-
-#define CUDA_CHECK(x)                                                                 \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                   \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
-#define DFCCL_CHECK(x)                                                                \
-  do {                                                                                \
-    dfcclResult_t r_ = (x);                                                           \
-    if (r_ != dfcclSuccess) {                                                         \
-      std::fprintf(stderr, "%s: %s\n", #x, dfcclGetErrorString(r_));                  \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
+#include "probe_check.h"
 
 constexpr int kTile = 64, kK = 16;  // 64 x 64 output tile per block, 256 threads of 4 x 4 outputs
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dfccl.h"
+#include "probe_check.h"
 
 static double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -27,14 +28,6 @@ static double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-#define CHECK(x)                                                         \
-  do {                                                                   \
-    dfcclResult_t r_ = (x);                                              \
-    if (r_ != dfcclSuccess) {                                            \
-      std::fprintf(stderr, "%s: %s\n", #x, dfcclGetErrorString(r_));     \
-      std::exit(1);                                                      \
-    }                                                                    \
-  } while (0)
 
 // Per collective and rank: primitives, and the phase profile of an average block (microseconds).
 static void print_stats_delta(const dfcclStats_t& a, const dfcclStats_t& b, double ncoll, int nblocks, int rank) {
@@ -52,7 +45,7 @@ int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 200;
   int devs[2] = {0, 1};
   dfcclComm_t comms[2];
-  CHECK(dfcclCommInitAll(comms, 2, devs));
+  DFCCL_CHECK(dfcclCommInitAll(comms, 2, devs));
   const size_t max_count = size_t(64) << 20;  // 256 MiB of float32
   float *in[2], *out[2];
   for (int r = 0; r < 2; ++r) {
@@ -68,21 +61,21 @@ int main(int argc, char** argv) {
       // The daemon adds its statistics when it exits: let it go idle before and after the measurement.
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       dfcclStats_t before[2], after[2];
-      for (int r = 0; r < 2; ++r) CHECK(dfcclGetStats(comms[r], &before[r]));
+      for (int r = 0; r < 2; ++r) DFCCL_CHECK(dfcclGetStats(comms[r], &before[r]));
       for (int it = 0; it < iters + 10; ++it) {
         std::vector<dfcclRequest_t> reqs[2];
         for (int k = 0; k < burst; ++k)
           for (int r = 0; r < 2; ++r) {
             dfcclRequest_t q = nullptr;
             cudaSetDevice(r);
-            CHECK(dfcclAllReduce(in[r], out[r], count, dfcclFloat32, dfcclSum, comms[r], 0, nullptr, &q));
+            DFCCL_CHECK(dfcclAllReduce(in[r], out[r], count, dfcclFloat32, dfcclSum, comms[r], 0, nullptr, &q));
             reqs[r].push_back(q);
           }
         for (int r = 0; r < 2; ++r)
-          for (auto q : reqs[r]) CHECK(dfcclSynchronize(q, 10000));
+          for (auto q : reqs[r]) DFCCL_CHECK(dfcclSynchronize(q, 10000));
         for (int k = 0; k < burst; ++k) {
           dfcclRequestInfo_t info[2];
-          for (int r = 0; r < 2; ++r) CHECK(dfcclRequestGetInfo(reqs[r][k], &info[r]));
+          for (int r = 0; r < 2; ++r) DFCCL_CHECK(dfcclRequestGetInfo(reqs[r][k], &info[r]));
           if (it >= 10) {
             for (int r = 0; r < 2; ++r) {
               core[r].push_back((info[r].coreEndNs - info[r].coreStartNs) / 1e3);
@@ -103,7 +96,7 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       const char* blocks = std::getenv("DFCCL_BLOCKS");
       for (int r = 0; r < 2; ++r) {
-        CHECK(dfcclGetStats(comms[r], &after[r]));
+        DFCCL_CHECK(dfcclGetStats(comms[r], &after[r]));
         print_stats_delta(before[r], after[r], double(iters + 10) * burst, blocks ? std::atoi(blocks) : 32, r);
       }
       std::fflush(stdout);
