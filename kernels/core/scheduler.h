@@ -270,7 +270,7 @@ DFCCL_DEV void heartbeat(const EngineView& ev, BlockShared& bs, u32 b) {
 template <class X>
 DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   const u32 tid = X::tid(), nt = X::nthreads();
-  const u64 t_launch = prof_now<X>(), ns_launch = X::now_ns();
+  const u64 t_launch = prof_now<X>(), ns_launch = kProfile ? X::now_ns() : 0;
   for (u32 r = tid; r < kMaxRings; r += nt) bs.frontier[r] = ev.g->frontier[b][r];
   if (tid == 0) {
     bs.primitives = 0;

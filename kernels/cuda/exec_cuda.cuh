@@ -18,13 +18,8 @@ struct CudaExec {
     asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
   }
-  // Cumulative: writes of other threads of the block that precede a __syncthreads() before this call are ordered
-  // before the store (fence.acq_rel at system scope, then the store).
-  __device__ static __forceinline__ void store_release(u64* p, u64 v) {
-    asm volatile("fence.acq_rel.sys;" ::: "memory");
-    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-  }
-  // A primitive's post (slot_op.h): one system-scope fence before its flag stores, whatever it posts.
+  // Cumulative: writes of other threads of the block that precede a __syncthreads() before the fence are ordered
+  // before the stores that follow it. A primitive's post (slot_op.h) puts one fence before all of its flag stores.
   __device__ static __forceinline__ void fence_release() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
   // Before a receive credit alone (the slot may be overwritten after it): the block's loads of the slot have
   // returned, since every loaded value was stored before the barrier that precedes the post. No fence, as in NCCL's
@@ -32,6 +27,11 @@ struct CudaExec {
   __device__ static __forceinline__ void fence_credit() {}
   __device__ static __forceinline__ void store_flag(u64* p, u64 v) {
     asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  }
+  // A release store: the fence, then the relaxed store.
+  __device__ static __forceinline__ void store_release(u64* p, u64 v) {
+    fence_release();
+    store_flag(p, v);
   }
   __device__ static __forceinline__ u32 atomic_add(u32* p, u32 v) { return atomicAdd(p, v); }
   __device__ static __forceinline__ u64 atomic_add64(u64* p, u64 v) {

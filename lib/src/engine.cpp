@@ -431,23 +431,18 @@ dfcclStats_t Engine::stats() {
   std::lock_guard<std::mutex> lk(mu_);
   s.submitted = submitted_;
   s.completed = completed_;
+  double cycles[core::kNumPhases] = {}, ns = 0;
   for (uint32_t b = 0; b < params_.nblocks; ++b) {
     s.preemptions += h_->stats[b].preemptions;
     s.contextSwitches += h_->stats[b].switches;
     s.primitives += h_->stats[b].primitives;
-  }
-  // Phase profile: cycles of the blocks' clocks, converted with the launches' own cycles-per-nanosecond.
-  double cycles = 0, ns = 0;
-  for (uint32_t b = 0; b < params_.nblocks; ++b) {
-    cycles += double(h_->stats[b].prof[core::kPhaseLaunch]);
+    for (uint32_t k = 0; k < core::kNumPhases; ++k) cycles[k] += double(h_->stats[b].prof[k]);
     ns += double(h_->stats[b].prof_ns);
   }
-  if (cycles > 0)
-    for (uint32_t k = 0; k < core::kNumPhases; ++k) {
-      double sum = 0;
-      for (uint32_t b = 0; b < params_.nblocks; ++b) sum += double(h_->stats[b].prof[k]);
-      s.profileNs[k] = uint64_t(sum * ns / cycles);
-    }
+  // Phase profile: cycles of the blocks' clocks, converted with the launches' own cycles per nanosecond.
+  if (cycles[core::kPhaseLaunch] > 0)
+    for (uint32_t k = 0; k < core::kNumPhases; ++k)
+      s.profileNs[k] = uint64_t(cycles[k] * ns / cycles[core::kPhaseLaunch]);
   s.daemonLaunches = launches_;
   s.daemonExitsIdle = exits_idle_;
   s.daemonExitsStuck = exits_stuck_;
