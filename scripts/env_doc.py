@@ -16,5 +16,9 @@ out = [
 ]
 out += [f"| `{n}` | `{d}` | {e} |" for n, d, e in rows]
 out += ["", "The harness reads its own settings from workload files and the command line (`docs/harness.md`); it sets",
-        "`NCCL_NVLS_ENABLE=0` when unset (required on our GPU machines)."]
+        "`NCCL_NVLS_ENABLE=0` when unset (required on our GPU machines).", "",
+        "Build options for measurements (pass them in both CMAKE_CUDA_FLAGS and CMAKE_CXX_FLAGS):",
+        "`-DDFCCL_PROFILE=1` (time per daemon phase in `dfcclStats_t.profileNs`), `-DDFCCL_COPY_UNROLL=N` (16-byte",
+        "loads in flight per thread, default 4), `-DDFCCL_MAX_THREADS=1024` (allows DFCCL_THREADS up to 1024);",
+        "docs/performance-log.md, sections 4 and 5."]
 (root / "docs/environment.md").write_text("\n".join(out) + "\n")
