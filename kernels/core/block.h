@@ -28,9 +28,14 @@ enum Phase : u32 {
 struct BlockShared {
   u64 frontier[kMaxRings];      // next position of each submission ring
   u16 active[kMaxSlots];        // slots this block runs, in scheduling order
+  int32_t active_prio[kMaxSlots];  // their scheduling keys: priority, then submission order
+  u64 active_seq[kMaxSlots];
   u32 nactive;
   u32 nnew;                     // new submissions found in this pass
   u16 fresh[kMaxRings * kAcceptPerRing];  // new slots found in this pass
+  u64 fresh_tag[kMaxRings * kAcceptPerRing];  // their submissions' tags (EngineGlobal::desc_claim)
+  int32_t fresh_prio[kMaxRings * kAcceptPerRing];  // and their keys
+  u64 fresh_seq[kMaxRings * kAcceptPerRing];
   u64 sent, recvd;              // positions of the lane used by the current attempt
   u64 waited;                   // spin time of the last wait
   u32 ok;                       // broadcast of a decision of thread 0

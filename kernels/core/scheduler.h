@@ -34,31 +34,60 @@ DFCCL_HD DFCCL_FORCEINLINE T vload(const T& x) {
   return *const_cast<const volatile T*>(&x);
 }
 
-// Thread 0: insert slot into the block's active list, in scheduling order.
+// Thread 0: insert slot into the block's active list, in scheduling order (its key: priority and seq, kept beside
+// the list in shared memory so that the insertion reads no context from device memory).
 template <class X>
-DFCCL_DEV void insert_active(const EngineView& ev, BlockShared& bs, u32 b, u32 slot) {
-  const Desc& nd = chan_ctx(ev, slot, b).desc;
+DFCCL_DEV void insert_active(const EngineView& ev, BlockShared& bs, u32 slot, int32_t priority, u64 seq) {
   u32 k = bs.nactive;
   while (k > 0) {
-    const Desc& pd = chan_ctx(ev, bs.active[k - 1], b).desc;
-    const bool before = ev.p.blocking
-                            ? nd.seq < pd.seq
-                            : (nd.priority > pd.priority || (nd.priority == pd.priority && nd.seq < pd.seq));
+    const bool before = ev.p.blocking ? seq < bs.active_seq[k - 1]
+                                      : (priority > bs.active_prio[k - 1] ||
+                                         (priority == bs.active_prio[k - 1] && seq < bs.active_seq[k - 1]));
     if (!before) break;
     bs.active[k] = bs.active[k - 1];
+    bs.active_prio[k] = bs.active_prio[k - 1];
+    bs.active_seq[k] = bs.active_seq[k - 1];
     --k;
   }
   bs.active[k] = u16(slot);
+  bs.active_prio[k] = priority;
+  bs.active_seq[k] = seq;
   bs.nactive += 1;
 }
 
-// Thread 0: a new submission for this block; load its static context and reset its dynamic context.
+// Thread 0: remove position k of the active list.
+DFCCL_HD inline void remove_active(BlockShared& bs, u32 k) {
+  for (u32 j = k + 1; j < bs.nactive; ++j) {
+    bs.active[j - 1] = bs.active[j];
+    bs.active_prio[j - 1] = bs.active_prio[j];
+    bs.active_seq[j - 1] = bs.active_seq[j];
+  }
+  bs.nactive -= 1;
+}
+
+// One thread per new submission (they run in parallel): load its static context and reset its dynamic context;
+// its key goes to fresh_prio / fresh_seq. The first block to take a submission copies its descriptor from pinned
+// memory into device memory (EngineGlobal::desc); the others copy it from there once it is ready.
 template <class X>
-DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 slot) {
+DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
+  const u32 slot = bs.fresh[k];
+  const u64 tag = bs.fresh_tag[k];
   ChanCtx& cx = chan_ctx(ev, slot, b);
-  const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
+  constexpr int kPacks = int(sizeof(Desc) / sizeof(Pack));
   Pack* dst = reinterpret_cast<Pack*>(&cx.desc);
-  for (int i = 0; i < int(sizeof(Desc) / sizeof(Pack)); ++i) dst[i] = X::ld16(src + i);
+  Pack* shared = reinterpret_cast<Pack*>(&ev.g->desc[slot]);
+  Pack v[kPacks];
+  if (X::atomic_exch64(&ev.g->desc_claim[slot], tag) != tag) {
+    const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
+    for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);  // all loads first: one round trip
+    for (int i = 0; i < kPacks; ++i) X::st16(shared + i, v[i]);
+    X::fence_device();
+    X::store_relaxed(&ev.g->desc_ready[slot], tag);
+  } else {
+    while (X::load_acquire(&ev.g->desc_ready[slot]) != tag) X::pause();
+    for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(shared + i);
+  }
+  for (int i = 0; i < kPacks; ++i) dst[i] = v[i];
   cx.t_start = 0;
   cx.op = 0;
   cx.spin_ns = u32(ev.p.spin_init_ns);
@@ -66,7 +95,8 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 slot) {
   cx.wait_us = 0;
   cx.status = kStatusOk;
   cx.state = kCtxActive;
-  insert_active<X>(ev, bs, b, slot);
+  bs.fresh_prio[k] = cx.desc.priority;
+  bs.fresh_seq[k] = cx.desc.seq;
 }
 
 // Thread 0, after the block's last data movement for this collective: mark the channel done; the last block to
@@ -92,6 +122,7 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneS
   const u32 wait_us = X::atomic_exch32(&ev.g->wait_max_us[slot], 0);
   const u64 t_start = start_inv ? ~start_inv : now;
   const u32 final_status = X::atomic_exch32(&ev.g->status[slot], 0u);
+  const u64 pos = X::atomic_add64(&ev.g->cq_tail, 1);
   SlotInfo& info = ev.h->info[slot];
   info.seq = cx.desc.seq;
   info.t_start = t_start;
@@ -99,10 +130,11 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneS
   info.status = final_status;
   info.preemptions = preemptions;
   info.wait_us = wait_us;
-  X::fence_system();
-  X::store_release(&ev.g->complete[slot], cx.desc.seq);
-  const u64 pos = X::atomic_add64(&ev.g->cq_tail, 1);
-  X::store_release(&ev.h->cq[pos % kCqEntries], ((pos + 1) << 16) | slot);
+  // One system-scope fence orders everything before both flags: the collective's data (the other blocks' writes
+  // reached this thread through done_count) and the slot info read by the host after it sees the CQ entry.
+  X::fence_release();
+  X::store_flag(&ev.g->complete[slot], cx.desc.seq);
+  X::store_flag(&ev.h->cq[pos % kCqEntries], ((pos + 1) << 16) | slot);
 }
 
 // All threads: run channel b of the collective in `slot` until it ends or would block. only_if_aborted: finish it
@@ -114,22 +146,24 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, u6
   u64 t_prog = prof_now<X>();
   ChanCtx& cx = chan_ctx(ev, slot, b);
   const Desc d = cx.desc;
-  CommDev* cp = vload(ev.g->comms[d.comm]);
-  const CommDev c = *cp;
+  const CommStatic& c = d.cs;
   LaneState* ls = &c.lanes[u64(b) * c.nlanes + d.lane];
 
   // Thread 0 decides, everybody follows: aborted communicator, not this collective's turn on its lane, or run.
+  // Its loads are independent of each other (one round trip): the flag, the lane's turn and positions, the start.
   enum : u32 { kRun = 0, kAbort = 1, kWaitTurn = 2 };
   if (X::tid() == 0) {
+    const u64 aborted = vload(d.cdev->abort), turn = vload(ls->turn), sent = ls->sent, recvd = ls->recvd;
+    const u64 t_start = cx.t_start;
     u32 decision = kRun;
-    if (vload(cp->abort) != 0) {
+    if (aborted != 0) {
       decision = kAbort;
-    } else if (only_if_aborted || vload(ls->turn) != d.turn) {
+    } else if (only_if_aborted || turn != d.turn) {
       decision = kWaitTurn;
     } else {
-      bs.sent = ls->sent;
-      bs.recvd = ls->recvd;
-      if (cx.t_start == 0) cx.t_start = X::now_ns();
+      bs.sent = sent;
+      bs.recvd = recvd;
+      if (t_start == 0) cx.t_start = X::now_ns();
       if (bs.last_slot != slot) {
         bs.switches += bs.last_slot != ~0u ? 1 : 0;
         bs.last_slot = slot;
@@ -159,7 +193,7 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, u6
   // checked its queue but before this wait began must end the wait too (read here, the wait would miss it and
   // hold that abort until its timeout: host_stress_test_4blocks caught it).
   auto quit = [&]() {
-    return vload(cp->abort) != 0 || vload(ev.g->quit) != 0 || (unbounded && vload(ev.g->aborts) != aborts_seen);
+    return vload(d.cdev->abort) != 0 || vload(ev.g->quit) != 0 || (unbounded && vload(ev.g->aborts) != aborts_seen);
   };
   u64 spin = cx.spin_ns;
   u64 i = cx.op;
@@ -214,14 +248,14 @@ DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   const u64 now = X::now_ns();
   if (bs.progressed) X::atomic_max64(&ev.g->last_activity_ns, now);
   ev.g->busy[b] = bs.nactive > 0 ? 1u : 0u;
-  const u64 req = vload(ev.g->exit_request);
+  // Three independent loads, issued together (one round trip to L2 per pass, not three).
+  const u64 req = vload(ev.g->exit_request), quit = vload(ev.g->quit), last = vload(ev.g->last_activity_ns);
   if ((req >> 8) == ev.p.epoch) {
     const u64 r = req & 0xff;
     if (r == kExitIdle || r == kExitStuck || r == kExitQuit) return true;
     if (r == kExitPending) return false;  // another block is deciding
   }
-  if (vload(ev.g->quit) != 0) return true;
-  const u64 last = vload(ev.g->last_activity_ns);
+  if (quit != 0) return true;
   if (now <= last || now - last <= min_of(ev.p.idle_ns, ev.p.stuck_ns)) return false;
   bool busy = false;
   for (u32 k = 0; k < ev.p.nblocks; ++k) busy = busy || vload(ev.g->busy[k]) != 0;
@@ -293,7 +327,10 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   if (tid == 0) {  // in-place insertion sort: insert_active writes only positions <= k, already read
     const u32 found = bs.nnew;
     bs.nactive = 0;
-    for (u32 k = 0; k < found; ++k) insert_active<X>(ev, bs, b, bs.active[k]);
+    for (u32 k = 0; k < found; ++k) {
+      const Desc& d = chan_ctx(ev, bs.active[k], b).desc;
+      insert_active<X>(ev, bs, bs.active[k], d.priority, d.seq);
+    }
   }
   X::sync();
   for (;;) {
@@ -306,13 +343,17 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
         const u64 pos = bs.frontier[r];
         const u64 e = X::load_acquire(&ev.g->ring[r][pos % kRingEntries]);
         if ((e >> 16) != pos + 1) break;
-        bs.fresh[X::shared_inc(&bs.nnew)] = u16(e & 0xffffu);
+        const u32 k = X::shared_inc(&bs.nnew);
+        bs.fresh[k] = u16(e & 0xffffu);
+        bs.fresh_tag[k] = (u64(r + 1) << 48) | e;
         bs.frontier[r] = pos + 1;
       }
     }
     X::sync();
+    for (u32 k = tid; k < bs.nnew; k += nt) accept<X>(ev, bs, b, k);
+    X::sync();
     if (tid == 0) {
-      for (u32 k = 0; k < bs.nnew; ++k) accept<X>(ev, bs, b, bs.fresh[k]);
+      for (u32 k = 0; k < bs.nnew; ++k) insert_active<X>(ev, bs, bs.fresh[k], bs.fresh_prio[k], bs.fresh_seq[k]);
       bs.progressed = bs.nnew > 0 ? 1u : 0u;
     }
     X::sync();
@@ -327,8 +368,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
       const u32 res = attempt<X>(ev, bs, b, bs.active[k], aborts_seen, ev.p.blocking != 0);
       if (res == kAttemptDone) {
         if (tid == 0) {
-          for (u32 j = k + 1; j < bs.nactive; ++j) bs.active[j - 1] = bs.active[j];
-          bs.nactive -= 1;
+          remove_active(bs, k);
           bs.progressed = 1;
         }
         X::sync();
@@ -341,10 +381,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
       const u32 res = attempt<X>(ev, bs, b, bs.active[0], aborts_seen);
       if (tid == 0 && res != kAttemptBlocked) bs.progressed = 1;
       if (res == kAttemptDone) {
-        if (tid == 0) {
-          for (u32 j = 1; j < bs.nactive; ++j) bs.active[j - 1] = bs.active[j];
-          bs.nactive -= 1;
-        }
+        if (tid == 0) remove_active(bs, 0);
         X::sync();
       }
     }

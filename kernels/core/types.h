@@ -53,40 +53,6 @@ DFCCL_HD constexpr u32 dtype_size(DType t) {
 inline constexpr u32 kStatusOk = 0;
 inline constexpr u32 kStatusAborted = 9;
 
-// ---- the static context: one per submitted collective, written by the host into pinned memory ------------------
-struct Desc {
-  u64 seq;           // engine-wide submission number (> 0); also the value written to the completion word
-  u64 count;         // NCCL's count: AllReduce/Broadcast/Reduce count, AllGather sendcount, ReduceScatter recvcount
-  const void* send;  // user buffers (device pointers for the CUDA executor)
-  void* recv;
-  u64 turn;          // this instance's turn on its lane (docs/design.md, "Lanes")
-  u32 comm;          // index in the engine's communicator table
-  u32 lane;          // which lane of the communicator's connections this instance uses
-  Kind kind;
-  DType dtype;
-  RedOp op;
-  u8 pad0;
-  int32_t root;
-  int32_t priority;
-  u32 nchan;         // channels that carry data (the others have empty programs)
-};
-static_assert(sizeof(Desc) == 64, "Desc is read with one 64-byte transaction");
-
-// ---- the dynamic context of one channel of one instance, saved in device memory ----------------------------------
-enum : u32 { kCtxFree = 0, kCtxActive = 1, kCtxDone = 2 };
-
-struct ChanCtx {
-  Desc desc;        // copy of the static context
-  u64 t_start;      // executor clock when this channel ran its first primitive (0: not started)
-  u32 op;           // next primitive of the channel's program: all that is needed to resume
-  u32 spin_ns;      // adaptive spin budget of this channel (stickiness)
-  u32 state;        // kCtxFree / kCtxActive / kCtxDone
-  u32 preemptions;  // attempts of this channel that ended in preemption
-  u32 status;       // kStatusOk or kStatusAborted
-  u32 wait_us;      // time this channel's primitives spent in their spin phase (waiting for peers), microseconds
-};
-static_assert(sizeof(ChanCtx) == 96);
-
 // ---- a communicator as the daemon sees it ----------------------------------------------------------------------
 // Connection region of one rank (docs/design.md, "Transport"): control words then receive buffers,
 //   ctrl[nchan][nlanes] { tail: slots written by prev into my buffers; head: slots of mine consumed by next }
@@ -107,27 +73,71 @@ struct LaneState {
   u64 pad;
 };
 
-struct CommDev {
+// What never changes while the communicator lives. Each descriptor carries a copy (Desc::cs), so that an attempt
+// needs no dependent load of the communicator before it can read its lane (docs/performance-log.md, 7).
+struct CommStatic {
   int32_t rank, nranks, prev, next;  // ring neighbours (the ring follows rank order)
   u32 nchan;                         // channels (= engine blocks)
   u32 nlanes;
   u32 nslots;                        // slots per lane
   u32 slot_bytes;
-  u64 abort;                         // non-zero once dfcclCommAbort was called
   char* self;                        // my connection region
   char* next_region;                 // next rank's region (mapped)
   char* prev_region;                 // previous rank's region (mapped)
   LaneState* lanes;                  // [nchan][nlanes], private
 };
+static_assert(sizeof(CommStatic) == 64);
+
+struct CommDev {
+  CommStatic s;
+  u64 abort;  // non-zero once dfcclCommAbort was called
+};
+
+// ---- the static context: one per submitted collective, written by the host into pinned memory ------------------
+struct Desc {
+  u64 seq;           // engine-wide submission number (> 0); also the value written to the completion word
+  u64 count;         // NCCL's count: AllReduce/Broadcast/Reduce count, AllGather sendcount, ReduceScatter recvcount
+  const void* send;  // user buffers (device pointers for the CUDA executor)
+  void* recv;
+  u64 turn;          // this instance's turn on its lane (docs/design.md, "Lanes")
+  u32 comm;          // index in the engine's communicator table
+  u32 lane;          // which lane of the communicator's connections this instance uses
+  Kind kind;
+  DType dtype;
+  RedOp op;
+  u8 pad0;
+  int32_t root;
+  int32_t priority;
+  u32 nchan;         // channels that carry data (the others have empty programs)
+  CommStatic cs;     // the communicator's fixed part (a copy: no dependent load before the lane's)
+  CommDev* cdev;     // the communicator (its abort flag)
+  u64 pad1;
+};
+static_assert(sizeof(Desc) == 144 && sizeof(Desc) % 16 == 0, "Desc is read in 16-byte loads, all issued at once");
+
+// ---- the dynamic context of one channel of one instance, saved in device memory ----------------------------------
+enum : u32 { kCtxFree = 0, kCtxActive = 1, kCtxDone = 2 };
+
+struct ChanCtx {
+  Desc desc;        // copy of the static context
+  u64 t_start;      // executor clock when this channel ran its first primitive (0: not started)
+  u32 op;           // next primitive of the channel's program: all that is needed to resume
+  u32 spin_ns;      // adaptive spin budget of this channel (stickiness)
+  u32 state;        // kCtxFree / kCtxActive / kCtxDone
+  u32 preemptions;  // attempts of this channel that ended in preemption
+  u32 status;       // kStatusOk or kStatusAborted
+  u32 wait_us;      // time this channel's primitives spent in their spin phase (waiting for peers), microseconds
+};
+static_assert(sizeof(ChanCtx) == 176);
 
 DFCCL_HD inline u64 region_ctrl_bytes(u32 nchan, u32 nlanes) { return u64(nchan) * nlanes * sizeof(LaneCtrl); }
 DFCCL_HD inline u64 region_bytes(u32 nchan, u32 nlanes, u32 nslots, u32 slot_bytes) {
   return region_ctrl_bytes(nchan, nlanes) + u64(nchan) * nlanes * nslots * slot_bytes;
 }
-DFCCL_HD inline LaneCtrl* region_ctrl(char* region, const CommDev& c, u32 ch, u32 lane) {
+DFCCL_HD inline LaneCtrl* region_ctrl(char* region, const CommStatic& c, u32 ch, u32 lane) {
   return reinterpret_cast<LaneCtrl*>(region) + (u64(ch) * c.nlanes + lane);
 }
-DFCCL_HD inline char* region_slot(char* region, const CommDev& c, u32 ch, u32 lane, u64 pos) {
+DFCCL_HD inline char* region_slot(char* region, const CommStatic& c, u32 ch, u32 lane, u64 pos) {
   u64 idx = (u64(ch) * c.nlanes + lane) * c.nslots + pos % c.nslots;
   return region + region_ctrl_bytes(c.nchan, c.nlanes) + idx * c.slot_bytes;
 }
@@ -147,6 +157,12 @@ struct EngineGlobal {                          // device memory
   u32 preemptions[kMaxSlots];                  // summed over the blocks of the slot's current instance
   u32 wait_max_us[kMaxSlots];                  // the longest ChanCtx::wait_us of the instance's channels
   u64 start_inv[kMaxSlots];                    // ~(earliest block start time), max-combined; 0 = none yet
+  // Descriptors copied from pinned memory by the first block that accepts them, for the others: reads of pinned
+  // memory cost about 40-60 ns each on the GPU's link, so 64 blocks reading it all took 14-22 us per collective
+  // (docs/performance-log.md, 7). Tags name a submission: (ring + 1) << 48 | its ring entry.
+  Desc desc[kMaxSlots];
+  u64 desc_claim[kMaxSlots];                   // tag of the submission whose copy a block has taken on
+  u64 desc_ready[kMaxSlots];                   // tag of the submission whose copy is in desc[]
   u64 cq_tail;                                 // completion queue positions handed out
   u64 last_activity_ns;                        // last time any block made progress or picked up work
   u64 exit_request;                            // epoch << 8 | kExit*: all blocks of that launch leave

@@ -28,6 +28,8 @@ struct CudaExec {
   __device__ static __forceinline__ void store_flag(u64* p, u64 v) {
     asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
   }
+  __device__ static __forceinline__ void store_relaxed(u64* p, u64 v) { *reinterpret_cast<volatile u64*>(p) = v; }
+  __device__ static __forceinline__ u64 load_relaxed(const u64* p) { return *reinterpret_cast<const volatile u64*>(p); }
   // A release store: the fence, then the relaxed store.
   __device__ static __forceinline__ void store_release(u64* p, u64 v) {
     fence_release();

@@ -20,6 +20,8 @@ struct HostExec {
   static void sync() {}
   static u64 load_acquire(const u64* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
   static void store_release(u64* p, u64 v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+  static void store_relaxed(u64* p, u64 v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+  static u64 load_relaxed(const u64* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
   static void fence_release() { __atomic_thread_fence(__ATOMIC_RELEASE); }
   static void fence_credit() { __atomic_thread_fence(__ATOMIC_RELEASE); }
   static void store_flag(u64* p, u64 v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }

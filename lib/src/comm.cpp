@@ -184,19 +184,19 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     // 3. The communicator as the daemon sees it.
     c->lanes = static_cast<core::LaneState*>(ex.alloc_device(sizeof(core::LaneState) * tp.nchan * nlanes));
     core::CommDev& d = c->host_dev;
-    d.rank = rank;
-    d.nranks = nranks;
-    d.prev = prev;
-    d.next = next;
-    d.nchan = tp.nchan;
-    d.nlanes = nlanes;
-    d.nslots = tp.nslots;
-    d.slot_bytes = tp.slot_bytes;
+    d.s.rank = rank;
+    d.s.nranks = nranks;
+    d.s.prev = prev;
+    d.s.next = next;
+    d.s.nchan = tp.nchan;
+    d.s.nlanes = nlanes;
+    d.s.nslots = tp.nslots;
+    d.s.slot_bytes = tp.slot_bytes;
+    d.s.self = reinterpret_cast<char*>(c->region.ptr);
+    d.s.next_region = static_cast<char*>(c->next_ptr);
+    d.s.prev_region = static_cast<char*>(c->prev_ptr);
+    d.s.lanes = c->lanes;
     d.abort = 0;
-    d.self = reinterpret_cast<char*>(c->region.ptr);
-    d.next_region = static_cast<char*>(c->next_ptr);
-    d.prev_region = static_cast<char*>(c->prev_ptr);
-    d.lanes = c->lanes;
     c->dev = static_cast<core::CommDev*>(ex.alloc_device(sizeof(core::CommDev)));
     ex.copy_to_device(c->dev, &d, sizeof(d));
     c->index = e.attach(c->dev);
@@ -237,7 +237,7 @@ dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t
 
 // True once next has consumed every slot this rank sent it: after that no peer writes into this rank's region.
 bool peers_caught_up(dfcclComm* c) {
-  const core::CommDev& d = c->host_dev;
+  const core::CommStatic& d = c->host_dev.s;
   const size_t n = size_t(d.nchan) * d.nlanes;
   std::vector<core::LaneCtrl> ctrl(n);
   std::vector<core::LaneState> lanes(n);
@@ -299,6 +299,8 @@ std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persis
     d.turn = c->persistent_turn[persistent_id];
   }
   d.nchan = core::data_channels(d.count * core::dtype_size(d.dtype), tp.nchan, c->engine->params().min_chan_bytes);
+  d.cs = c->host_dev.s;
+  d.cdev = c->dev;
   auto req = c->engine->submit(d, c->index, stream);
   if (persistent_id < 0) c->next_key += 1;  // only once queued: a refused submission must not shift the matching
   else c->persistent_turn[persistent_id] += 1;

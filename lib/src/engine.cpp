@@ -78,6 +78,8 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::mo
   params_.stuck_ns = uint64_t(pick("DFCCL_STUCK_NS", "DFCCL_HOST_STUCK_NS"));
   relaunch_min_ns_ = uint64_t(pick("DFCCL_RELAUNCH_NS", "DFCCL_HOST_RELAUNCH_NS"));
   probe_spin_ns_ = uint64_t(env_int("DFCCL_PROBE_SPIN_NS"));
+  // The host executor's daemon threads need the CPUs: its waits sleep at once.
+  sync_spin_ns_ = host ? 0 : uint64_t(env_int("DFCCL_SYNC_SPIN_NS"));
   relaunch_max_ns_ = uint64_t(pick("DFCCL_RELAUNCH_MAX_NS", "DFCCL_HOST_RELAUNCH_MAX_NS"));
   backoff_ns_ = relaunch_min_ns_;
   if (params_.spin_min_ns > params_.spin_max_ns || params_.spin_init_ns > params_.spin_max_ns)
@@ -400,6 +402,18 @@ uint64_t Engine::waits_holding_locked() {
 
 bool wait_request(RequestState& r, int64_t timeout_ms) {
   if (r.status.load(std::memory_order_acquire) != dfcclInProgress) return true;
+  // A small collective completes within tens of microseconds: poll first, which saves the sleeping thread's wake-up
+  // (about 6 us measured, docs/performance-log.md, 7).
+  uint64_t spin_ns = 0;
+  if (auto e = r.engine.lock()) spin_ns = e->sync_spin_ns();
+  if (timeout_ms >= 0) spin_ns = std::min<uint64_t>(spin_ns, uint64_t(timeout_ms) * 1000000ull);
+  if (spin_ns > 0) {
+    const uint64_t t0 = host_now_ns();
+    while (host_now_ns() - t0 < spin_ns) {
+      if (r.status.load(std::memory_order_acquire) != dfcclInProgress) return true;
+      cpu_relax();
+    }
+  }
   std::unique_lock<std::mutex> lk(r.mu);
   auto done = [&] { return r.status.load(std::memory_order_acquire) != dfcclInProgress; };
   if (timeout_ms < 0) {
@@ -542,11 +556,11 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
     if (!dev_ptr) continue;
     core::CommDev c{};
     exec_->copy_from_device(&c, reinterpret_cast<void*>(dev_ptr), sizeof(c));
-    std::vector<core::LaneState> lanes(c.nlanes);
-    exec_->copy_from_device(lanes.data(), c.lanes, sizeof(core::LaneState) * c.nlanes);
-    out += fmt::format("  comm {}: rank {} of {}, abort {}; channel 0 lanes (turn/sent/recvd):", i, c.rank, c.nranks,
-                       c.abort);
-    for (uint32_t l = 0; l < c.nlanes; ++l)
+    std::vector<core::LaneState> lanes(c.s.nlanes);
+    exec_->copy_from_device(lanes.data(), c.s.lanes, sizeof(core::LaneState) * c.s.nlanes);
+    out += fmt::format("  comm {}: rank {} of {}, abort {}; channel 0 lanes (turn/sent/recvd):", i, c.s.rank,
+                       c.s.nranks, c.abort);
+    for (uint32_t l = 0; l < c.s.nlanes; ++l)
       if (lanes[l].turn || lanes[l].sent || lanes[l].recvd)
         out += fmt::format(" {}:{}/{}/{}", l, lanes[l].turn, lanes[l].sent, lanes[l].recvd);
     out += "\n";

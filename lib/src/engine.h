@@ -55,6 +55,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   dfcclMode_t mode() const { return params_.blocking ? dfcclModeBlocking : dfcclModePreemptive; }
   const core::DaemonParams& params() const { return params_; }
   const TransportParams& transport() const { return transport_; }
+  uint64_t sync_spin_ns() const { return sync_spin_ns_; }
 
   // Communicator table of the daemon.
   uint32_t attach(core::CommDev* dev_comm);
@@ -109,6 +110,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   TransportParams transport_{};
   uint64_t relaunch_min_ns_ = 0, relaunch_max_ns_ = 0, backoff_ns_ = 0, next_launch_ns_ = 0;
   uint64_t probe_spin_ns_ = 0;
+  uint64_t sync_spin_ns_ = 0;  // dfcclSynchronize: poll this long before sleeping (0: host executor)
 
   std::mutex mu_;
   std::condition_variable cv_;  // completions and submissions

@@ -32,6 +32,8 @@ const std::vector<EnvVar>& env_table() {
       {"DFCCL_RELAUNCH_NS", "50000", "CUDA executor: first back-off before relaunching a daemon that exited stuck"},
       {"DFCCL_PROBE_SPIN_NS", "100000",
        "dfcclWait: how long to wait for its barrier probe before assuming a device-wide barrier is pending"},
+      {"DFCCL_SYNC_SPIN_NS", "50000",
+       "CUDA executor: dfcclSynchronize polls for the completion this long before the calling thread sleeps"},
       {"DFCCL_RELAUNCH_MAX_NS", "5000000", "CUDA executor: back-off ceiling (doubles after each stuck exit)"},
       {"DFCCL_HOST_SPIN_MIN_NS", "20000", "host executor: lowest spin budget"},
       {"DFCCL_HOST_SPIN_INIT_NS", "200000", "host executor: spin budget of a new collective"},

@@ -30,7 +30,7 @@ struct LaneView {
   u32 ch, lane;
 };
 
-DFCCL_HD inline LaneView lane_view(const CommDev& c, u32 ch, u32 lane) {
+DFCCL_HD inline LaneView lane_view(const CommStatic& c, u32 ch, u32 lane) {
   LaneView v;
   v.recv_ctrl = region_ctrl(c.self, c, ch, lane);
   v.send_ctrl = v.recv_ctrl;
@@ -42,7 +42,7 @@ DFCCL_HD inline LaneView lane_view(const CommDev& c, u32 ch, u32 lane) {
 }
 
 template <class X, class Quit>
-DFCCL_DEV bool run_op(BlockShared& bs, const CommDev& c, const LaneView& lv, const Desc& d, const Op& op,
+DFCCL_DEV bool run_op(BlockShared& bs, const CommStatic& c, const LaneView& lv, const Desc& d, const Op& op,
                       u64 budget_ns, bool unbounded, Quit&& quit) {
   // Phase 1: conditions.
   u64 t0 = prof_now<X>();

@@ -1,0 +1,234 @@
+// Probe: where does the fixed cost of one small collective go, outside the daemon's own work? One process, one GPU,
+// a communicator of one rank (no peer, no waiting), an 8-byte all-reduce, `iters` times in each of these loops:
+//   stream: submit on a stream, dfcclWait(request, stream) (the harness's default path): host time of each call,
+//           GPU time per iteration (events around the loop);
+//   burst:  `iters` submissions, one dfcclWait at the end: GPU time per collective without a stream wait per op;
+//   host:   submit, dfcclSynchronize: end-to-end host time, core time, and how long the daemon took to start
+//           (coreStartNs - submitNs; %globaltimer against CLOCK_REALTIME, offset measured here);
+//   memops: the floor of the stream path without dfccl: a cuStreamWriteValue64 then a cuStreamWaitValue64 on the
+//           word it wrote, per iteration; and a write to pinned host memory that the host spins on (round trip).
+// Then the engine's counters. Built like the other probes:
+//   nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/overhead_split.cu build/lib/libdfccl.a \
+//        -lfmt -lcuda -o .device/bin/overhead_split
+//   overhead_split [iters=600]
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "dfccl.h"
+#include "probe_check.h"
+
+static uint64_t clock_ns(clockid_t c) {
+  timespec ts;
+  clock_gettime(c, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+static uint64_t mono() { return clock_ns(CLOCK_MONOTONIC); }
+
+// Primitives and, with a -DDFCCL_PROFILE=1 libdfccl, the phase profile per collective (all blocks summed, us).
+static void print_profile(const char* loop, const dfcclStats_t& a, const dfcclStats_t& b, int n) {
+  static const char* names[7] = {"check", "move", "post", "program", "poll", "exit", "launch"};
+  std::printf("  %s: %.1f primitives per collective", loop, double(b.primitives - a.primitives) / n);
+  if (b.profileNs[6] > a.profileNs[6]) {
+    std::printf("; profile per collective, all blocks (us):");
+    for (int k = 0; k < 7; ++k) std::printf(" %s %.2f", names[k], double(b.profileNs[k] - a.profileNs[k]) / 1e3 / n);
+  }
+  std::printf("\n");
+}
+
+static double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+__global__ void read_globaltimer(unsigned long long* out) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  *out = t;
+}
+
+// globaltimer - CLOCK_MONOTONIC, in ns, from the smallest round trip of a few tries.
+static double gpu_minus_mono() {
+  unsigned long long* d = nullptr;
+  CUDA_CHECK(cudaMallocManaged(&d, 8));
+  double best_rtt = 1e18, offset = 0;
+  for (int i = 0; i < 20; ++i) {
+    const uint64_t a = mono();
+    read_globaltimer<<<1, 1>>>(d);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const uint64_t b = mono();
+    if (double(b - a) < best_rtt) {
+      best_rtt = double(b - a);
+      offset = double(*d) - (double(a) + double(b)) / 2;
+    }
+  }
+  cudaFree(d);
+  return offset;
+}
+
+int main(int argc, char** argv) {
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 600;
+  CUDA_CHECK(cudaSetDevice(0));
+  int dev = 0;
+  dfcclComm_t comm;
+  DFCCL_CHECK(dfcclCommInitAll(&comm, 1, &dev));
+  float *in, *out;
+  CUDA_CHECK(cudaMalloc(&in, 4096));
+  CUDA_CHECK(cudaMalloc(&out, 4096));
+  CUDA_CHECK(cudaMemset(in, 0, 4096));
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  const double offset = gpu_minus_mono();
+  std::printf("globaltimer - CLOCK_MONOTONIC: %.0f ns\n", offset);
+  dfcclStats_t st0, st1;
+  std::vector<dfcclRequest_t> reqs(iters);
+
+  for (int round = 0; round < 2; ++round) {  // round 0 warms up
+    // stream
+    std::vector<double> submit_us, wait_us;
+    DFCCL_CHECK(dfcclGetStats(comm, &st0));
+    const uint64_t h0 = mono();
+    CUDA_CHECK(cudaEventRecord(e0, s));
+    for (int i = 0; i < iters; ++i) {
+      const uint64_t a = mono();
+      DFCCL_CHECK(dfcclAllReduce(in, out, 2, dfcclFloat32, dfcclSum, comm, 0, s, &reqs[i]));
+      const uint64_t b = mono();
+      DFCCL_CHECK(dfcclWait(reqs[i], s));
+      const uint64_t c = mono();
+      submit_us.push_back((b - a) / 1e3);
+      wait_us.push_back((c - b) / 1e3);
+    }
+    CUDA_CHECK(cudaEventRecord(e1, s));
+    const uint64_t h1 = mono();
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    std::vector<double> core, start_lat, e2e;
+    for (int i = 0; i < iters; ++i) {
+      dfcclRequestInfo_t info;
+      DFCCL_CHECK(dfcclRequestGetInfo(reqs[i], &info));
+      core.push_back((info.coreEndNs - info.coreStartNs) / 1e3);
+      start_lat.push_back((double(info.coreStartNs) - offset - double(info.submitNs)) / 1e3);
+      dfcclRequestFree(reqs[i]);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    DFCCL_CHECK(dfcclGetStats(comm, &st1));
+    if (round)
+      std::printf("stream: GPU %.2f us per iteration, host loop %.2f us; median submit call %.2f us, dfcclWait call "
+                  "%.2f us; core %.2f us; submit -> core start %.2f us; daemon launches %llu\n",
+                  ms * 1e3 / iters, (h1 - h0) / 1e3 / iters, median(submit_us), median(wait_us), median(core),
+                  median(start_lat), (unsigned long long)(st1.daemonLaunches - st0.daemonLaunches));
+
+    if (round) print_profile("stream", st0, st1, iters);
+
+    // burst
+    DFCCL_CHECK(dfcclGetStats(comm, &st0));
+    CUDA_CHECK(cudaEventRecord(e0, s));
+    const uint64_t b0 = mono();
+    for (int i = 0; i < iters; ++i) {
+      DFCCL_CHECK(dfcclAllReduce(in, out, 2, dfcclFloat32, dfcclSum, comm, 0, s, &reqs[i]));
+      if (i % 64 == 63 || i == iters - 1) {  // at most 64 outstanding (the engine's slot limit is larger)
+        DFCCL_CHECK(dfcclWait(reqs[i], s));
+      }
+    }
+    CUDA_CHECK(cudaEventRecord(e1, s));
+    const uint64_t b1 = mono();
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    std::vector<double> bcore;
+    for (int i = 0; i < iters; ++i) {
+      dfcclRequestInfo_t info;
+      DFCCL_CHECK(dfcclRequestGetInfo(reqs[i], &info));
+      bcore.push_back((info.coreEndNs - info.coreStartNs) / 1e3);
+      dfcclRequestFree(reqs[i]);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    DFCCL_CHECK(dfcclGetStats(comm, &st1));
+    if (round)
+      std::printf("burst (a wait every 64): GPU %.2f us per collective, host %.2f us per submission; core %.2f us\n",
+                  ms * 1e3 / iters, (b1 - b0) / 1e3 / iters, median(bcore));
+    if (round) print_profile("burst", st0, st1, iters);
+
+    // host completion
+    std::vector<double> he2e, hcore, hstart, hwake;
+    for (int i = 0; i < iters; ++i) {
+      dfcclRequest_t q;
+      const uint64_t a = mono();
+      DFCCL_CHECK(dfcclAllReduce(in, out, 2, dfcclFloat32, dfcclSum, comm, 0, nullptr, &q));
+      DFCCL_CHECK(dfcclSynchronize(q, 10000));
+      const uint64_t b = mono();
+      dfcclRequestInfo_t info;
+      DFCCL_CHECK(dfcclRequestGetInfo(q, &info));
+      he2e.push_back((b - a) / 1e3);
+      hcore.push_back((info.coreEndNs - info.coreStartNs) / 1e3);
+      hstart.push_back((double(info.coreStartNs) - offset - double(info.submitNs)) / 1e3);
+      hwake.push_back((double(b) - double(info.completeNs)) / 1e3);
+      dfcclRequestFree(q);
+    }
+    if (round)
+      std::printf("host: end-to-end %.2f us; core %.2f us; submit -> core start %.2f us; core end -> host sees it "
+                  "%.2f us; host sees it -> dfcclSynchronize returns %.2f us\n",
+                  median(he2e), median(hcore), median(hstart),
+                  median(he2e) - median(hstart) - median(hcore) - median(hwake), median(hwake));
+  }
+
+  // memops floor
+  using WriteFn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+  void* fw = nullptr;
+  void* fwt = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fw, 12000, cudaEnableDefault, &q));
+  CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue64", &fwt, 12000, cudaEnableDefault, &q));
+  auto wr = reinterpret_cast<WriteFn>(fw);
+  auto wt = reinterpret_cast<WriteFn>(fwt);
+  uint64_t* word;
+  CUDA_CHECK(cudaMalloc(&word, 8));
+  CUDA_CHECK(cudaMemset(word, 0, 8));
+  for (int round = 0; round < 2; ++round) {
+    CUDA_CHECK(cudaEventRecord(e0, s));
+    const uint64_t a = mono();
+    for (int i = 0; i < iters; ++i) {
+      const uint64_t v = uint64_t(round) * iters + i + 1;
+      if (wr(CUstream(s), CUdeviceptr(word), v, 0) != CUDA_SUCCESS) probe_fail("cuStreamWriteValue64", "");
+      if (wt(CUstream(s), CUdeviceptr(word), v, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS)
+        probe_fail("cuStreamWaitValue64", "");
+    }
+    CUDA_CHECK(cudaEventRecord(e1, s));
+    const uint64_t b = mono();
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (round)
+      std::printf("memops: write + wait on a stream: GPU %.2f us per pair, host %.2f us per pair\n", ms * 1e3 / iters,
+                  (b - a) / 1e3 / iters);
+  }
+  uint64_t* pinned;
+  CUDA_CHECK(cudaHostAlloc(&pinned, 8, cudaHostAllocMapped | cudaHostAllocPortable));
+  *pinned = 0;
+  std::vector<double> rtt;
+  for (int i = 0; i < iters; ++i) {
+    const uint64_t a = mono();
+    if (wr(CUstream(s), CUdeviceptr(pinned), uint64_t(i + 1), 0) != CUDA_SUCCESS) probe_fail("cuStreamWriteValue64", "");
+    while (__atomic_load_n(pinned, __ATOMIC_ACQUIRE) < uint64_t(i + 1)) {
+    }
+    rtt.push_back((mono() - a) / 1e3);
+  }
+  std::printf("memops: write to pinned host memory, host spins until it lands: %.2f us\n", median(rtt));
+  DFCCL_CHECK(dfcclGetStats(comm, &st1));
+  std::printf("engine: launches %llu, idle exits %llu, stuck exits %llu, standby launches %llu\n",
+              (unsigned long long)st1.daemonLaunches, (unsigned long long)st1.daemonExitsIdle,
+              (unsigned long long)st1.daemonExitsStuck, (unsigned long long)st1.standbyLaunches);
+  dfcclCommDestroy(comm);
+  return 0;
+}
