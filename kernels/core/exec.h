@@ -58,10 +58,27 @@ template <class T>
 DFCCL_HD constexpr T max_of(T a, T b) {
   return a < b ? b : a;
 }
+// Unsigned 64-bit division and remainder. On the GPU a 64-bit division is a long software routine (about 1 us of
+// a small collective's set-up went to a dozen of them: docs/performance-log.md, 7); operands that fit in 32 bits,
+// as in nearly every program, take the hardware-assisted 32-bit path.
+DFCCL_HD DFCCL_FORCEINLINE u64 udiv(u64 a, u64 b) {
+#if defined(__CUDA_ARCH__)
+  if (((a | b) >> 32) == 0) return u32(a) / u32(b);
+#endif
+  return a / b;
+}
+DFCCL_HD DFCCL_FORCEINLINE u64 umod(u64 a, u64 b) {
+#if defined(__CUDA_ARCH__)
+  if (((a | b) >> 32) == 0) return u32(a) % u32(b);
+#endif
+  return a % b;
+}
+
 template <class T>
 DFCCL_HD constexpr T div_up(T a, T b) {
   return (a + b - 1) / b;
 }
+DFCCL_HD DFCCL_FORCEINLINE u64 div_up(u64 a, u64 b) { return udiv(a + b - 1, b); }
 template <class T>
 DFCCL_HD constexpr T round_up(T a, T b) {
   return div_up(a, b) * b;

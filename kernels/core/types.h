@@ -138,7 +138,7 @@ DFCCL_HD inline LaneCtrl* region_ctrl(char* region, const CommStatic& c, u32 ch,
   return reinterpret_cast<LaneCtrl*>(region) + (u64(ch) * c.nlanes + lane);
 }
 DFCCL_HD inline char* region_slot(char* region, const CommStatic& c, u32 ch, u32 lane, u64 pos) {
-  u64 idx = (u64(ch) * c.nlanes + lane) * c.nslots + pos % c.nslots;
+  u64 idx = (u64(ch) * c.nlanes + lane) * c.nslots + umod(pos, c.nslots);
   return region + region_ctrl_bytes(c.nchan, c.nlanes) + idx * c.slot_bytes;
 }
 

@@ -16,6 +16,20 @@ cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool pre
   return cudaGetLastError();
 }
 
+__global__ void __launch_bounds__(32) stream_waiter(const uint64_t* word, uint64_t value) {
+  if (threadIdx.x != 0) return;
+  for (;;) {
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(word) : "memory");
+    if (v >= value) return;
+  }
+}
+
+cudaError_t launch_stream_waiter(const uint64_t* word, uint64_t value, cudaStream_t stream) {
+  stream_waiter<<<1, 32, 0, stream>>>(word, value);
+  return cudaGetLastError();
+}
+
 cudaError_t resident_blocks(unsigned threads, unsigned* blocks) {
   int dev = 0, sms = 0, per_sm = 0;
   cudaError_t e = cudaGetDevice(&dev);

@@ -80,6 +80,9 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::mo
   probe_spin_ns_ = uint64_t(env_int("DFCCL_PROBE_SPIN_NS"));
   // The host executor's daemon threads need the CPUs: its waits sleep at once.
   sync_spin_ns_ = host ? 0 : uint64_t(env_int("DFCCL_SYNC_SPIN_NS"));
+  // A waiting kernel holds an SM slot until its collective is done: only where the daemon's blocks and one waiter
+  // per submission ring (at most one runs per stream) fit at once, so that waiters can never keep a daemon out.
+  wait_kernel_ = !host && env_int("DFCCL_WAIT_KERNEL") != 0 && params_.nblocks + kMaxRings <= exec_->resident_blocks();
   relaunch_max_ns_ = uint64_t(pick("DFCCL_RELAUNCH_MAX_NS", "DFCCL_HOST_RELAUNCH_MAX_NS"));
   backoff_ns_ = relaunch_min_ns_;
   if (params_.spin_min_ns > params_.spin_max_ns || params_.spin_init_ns > params_.spin_max_ns)
@@ -339,7 +342,7 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
     }
   }
   if (probe != 0) confirm_wait(probe);
-  exec_->stream_wait(stream, &g_->complete[r->slot], r->seq);
+  exec_->stream_wait(stream, &g_->complete[r->slot], r->seq, wait_kernel_);
 }
 
 // After listing a wait: make sure a daemon will run for it without another host call, which an implicit

@@ -32,6 +32,8 @@ const std::vector<EnvVar>& env_table() {
       {"DFCCL_RELAUNCH_NS", "50000", "CUDA executor: first back-off before relaunching a daemon that exited stuck"},
       {"DFCCL_PROBE_SPIN_NS", "100000",
        "dfcclWait: how long to wait for its barrier probe before assuming a device-wide barrier is pending"},
+      {"DFCCL_WAIT_KERNEL", "1",
+       "CUDA executor: dfcclWait by a polling kernel (1; where DFCCL_BLOCKS + 64 fit) or a stream memory wait (0)"},
       {"DFCCL_SYNC_SPIN_NS", "50000",
        "CUDA executor: dfcclSynchronize polls for the completion this long before the calling thread sleeps"},
       {"DFCCL_RELAUNCH_MAX_NS", "5000000", "CUDA executor: back-off ceiling (doubles after each stuck exit)"},

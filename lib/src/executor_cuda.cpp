@@ -59,6 +59,9 @@ class CudaExecutor final : public Executor {
     core::EngineView none{};
     none.p.nblocks = 1;
     DFCCL_CUDA(cuda::launch_daemon(none, threads_, /*preload=*/true, daemon_stream_));
+    DFCCL_CUDA(cudaMalloc(reinterpret_cast<void**>(&zero_word_), sizeof(uint64_t)));
+    DFCCL_CUDA(cudaMemsetAsync(zero_word_, 0, sizeof(uint64_t), daemon_stream_));
+    DFCCL_CUDA(cuda::launch_stream_waiter(zero_word_, 0, daemon_stream_));  // loads the stream waiter too
     DFCCL_CUDA(cudaStreamSynchronize(daemon_stream_));
     DFCCL_CUDA(cuda::resident_blocks(threads_, &resident_));
   }
@@ -67,6 +70,7 @@ class CudaExecutor final : public Executor {
     cudaSetDevice(device_);
     cudaStreamSynchronize(daemon_stream_);
     cudaEventDestroy(done_);
+    cudaFree(zero_word_);
     cudaStreamDestroy(control_stream_);
     cudaStreamDestroy(probe_stream_);
     cudaStreamDestroy(daemon_stream_);
@@ -118,7 +122,11 @@ class CudaExecutor final : public Executor {
     check_cu(write_value_(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(dev), value, 0),
              "cuStreamWriteValue64 (doorbell)");
   }
-  void stream_wait(cudaStream_t stream, const uint64_t* dev, uint64_t value) override {
+  void stream_wait(cudaStream_t stream, const uint64_t* dev, uint64_t value, bool by_kernel) override {
+    if (by_kernel) {
+      DFCCL_CUDA(cuda::launch_stream_waiter(dev, value, stream));
+      return;
+    }
     check_cu(wait_value_(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(dev), value,
                          CU_STREAM_WAIT_VALUE_GEQ),
              "cuStreamWaitValue64 (completion)");
@@ -233,6 +241,7 @@ class CudaExecutor final : public Executor {
   unsigned resident_ = 0;
   cudaStream_t daemon_stream_ = nullptr, control_stream_ = nullptr, probe_stream_ = nullptr;
   cudaEvent_t done_ = nullptr;
+  uint64_t* zero_word_ = nullptr;  // a word that is 0: the stream waiter's preload launch waits on it
   WriteValue64Fn write_value_ = nullptr;
   WaitValue64Fn wait_value_ = nullptr;
 };

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The performance measurements of docs/performance-log.md in one device call (about 6 minutes), each beside its
 # correctness: the one-process latency split, the full sweep (every collective, float32) with dfccl and NCCL, the
-# all-reduce sweep in blocking mode (what preemption costs on an in-order workload, same build) and in bfloat16,
-# then the engine tests, the collective matrix and the dfccl stress; first, a GEMM beside an idle engine.
+# all-reduce sweep in blocking mode (what preemption costs on an in-order workload, same build), in bfloat16 and
+# with host completion (dfcclSynchronize) up to 64 MiB, then the engine tests, the collective matrix and the dfccl stress; first, a GEMM beside an idle engine.
 # Binaries in $BIN (default .device/bin): dfccl-harness, cuda_engine_test, mp_collectives, latency_split and
 # gemm_beside_engine (build commands in the probes' headers). At most 8 files come back: the HDF5 files, logs.tgz and summary.txt.
 #   scripts/device/perf.sh
@@ -18,6 +18,8 @@ step sweep_blocking 120 "${H[@]}" --workload workloads/sweep.toml --backend dfcc
   --collectives all_reduce --iters 10 --warmup 3 --out "$OUT/sweep-blocking-2xH200.h5"
 step sweep_bfloat16 120 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,nccl --collectives all_reduce \
   --dtype bfloat16 --iters 10 --warmup 3 --out "$OUT/sweep-bfloat16-2xH200.h5"
+step sweep_host 60 "${H[@]}" --workload workloads/sweep.toml --backend dfccl --collectives all_reduce --end 64M \
+  --completion host --iters 20 --warmup 5 --out "$OUT/sweep-host-completion-2xH200.h5"
 step engine 80 "$BIN/cuda_engine_test"
 step matrix 60 "${MPIRUN[@]}" "$BIN/mp_collectives" cuda 100
 step stress 90 "${H[@]}" --workload workloads/stress.toml --tp 2 --backend dfccl --trials 1000 --timeout 5 \
@@ -25,7 +27,7 @@ step stress 90 "${H[@]}" --workload workloads/stress.toml --tp 2 --backend dfccl
 cat "$OUT/gemm.log" "$OUT/gemm_resident.log" "$OUT/latency_split.log" | tee -a "$OUT/summary.txt"
 grep -E "PASSED|FAILED" "$OUT/engine.log" "$OUT/matrix.log" | tee -a "$OUT/summary.txt"
 grep -E "^# (dfccl|engine)" "$OUT/stress.log" | tee -a "$OUT/summary.txt"
-for t in float32 blocking bfloat16; do
+for t in float32 blocking bfloat16 host; do
   grep -E "^ +[a-z_]+ +world +(8|65536|1048576|8388608|134217728|268435456|1073741824) " "$OUT/sweep_$t.log" |
     awk -v t="$t" '{print t, $1, $3, $8, $10}' | tee -a "$OUT/summary.txt"
 done

@@ -22,10 +22,11 @@ struct AllReduceRing {
   }
   DFCCL_HD static Op op(const Geometry& g, u64 i) {
     const int n = g.nranks, r = g.rank;
-    const u64 round = i / ops_per_round(g);
-    const u64 rem = i % ops_per_round(g);
-    const int s = int(rem / g.pipe);
-    const u64 k = rem % g.pipe;
+    const u64 per = ops_per_round(g);
+    const u64 round = udiv(i, per);
+    const u64 rem = i - round * per;
+    const int s = int(udiv(rem, g.pipe));
+    const u64 k = rem - u64(s) * g.pipe;
     const u64 round_len = g.slice * g.pipe * n;
     const u64 base = g.chan.begin + round * round_len;
     const u64 len = min_of(round_len, g.chan.begin + g.chan.count - base);

@@ -58,10 +58,12 @@ DFCCL_HD inline u64 block_ring_num_ops(const Geometry& g) {
 
 DFCCL_HD inline BlockStep block_ring_step(const Geometry& g, u64 i) {
   const u64 per = u64(g.nranks) * g.pipe;
-  const u64 round = i / per;
+  const u64 round = udiv(i, per);
   const u64 base = g.chan.begin + round * g.slice * g.pipe;
   const u64 len = min_of(g.slice * g.pipe, g.chan.begin + g.chan.count - base);
-  return BlockStep{int((i % per) / g.pipe), sub_slice(base, len, g.slice, i % g.pipe)};
+  const u64 rem = i - round * per;
+  const u64 step = udiv(rem, g.pipe);
+  return BlockStep{int(step), sub_slice(base, len, g.slice, rem - step * g.pipe)};
 }
 
 }  // namespace dfccl::core

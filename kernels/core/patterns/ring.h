@@ -14,7 +14,7 @@ struct Range {
   u64 count;
 };
 
-DFCCL_HD inline int ring_mod(long long x, int n) { return int(((x % n) + n) % n); }
+DFCCL_HD inline int ring_mod(int x, int n) { return ((x % n) + n) % n; }
 
 // Piece i of `total` elements cut into `parts` pieces, boundaries on multiples of `align` elements; trailing
 // pieces may be shorter or empty.
@@ -30,7 +30,7 @@ DFCCL_HD inline u64 align_elems(u32 esize) { return kAlignBytes / esize; }
 // How many channels carry data for a collective moving `bytes` (per rank-sized block): at least min_chan_bytes per
 // channel, at most nblocks. Every rank computes the same value from the same arguments.
 DFCCL_HD inline u32 data_channels(u64 bytes, u32 nblocks, u32 min_chan_bytes) {
-  u64 n = bytes / (min_chan_bytes ? min_chan_bytes : 1);
+  u64 n = udiv(bytes, min_chan_bytes ? min_chan_bytes : 1);
   return u32(max_of<u64>(1, min_of<u64>(n, nblocks)));
 }
 
