@@ -147,11 +147,25 @@ TEST(CorePrograms, SmallCollectivesRunOnlyTheStepsTheirDataNeeds) {
     d.nchan = 1;
     return program_num_ops(make_geometry(d, 0, n, 0, /*slot_bytes=*/1024, /*nslots=*/8));
   };
-  EXPECT_EQ(ops(Kind::AllReduce, 2, 2), 3u);        // 8 bytes on 2 ranks: 2n - 1 primitives
+  EXPECT_EQ(ops(Kind::AllReduce, 2, 2), 2u);        // 8 bytes on 2 ranks: one-shot, send then receive
+  EXPECT_EQ(ops(Kind::AllReduce, 2, 3), 5u);        // the ring: 2n - 1 primitives
   EXPECT_EQ(ops(Kind::AllReduce, 2, 4), 7u);
+  EXPECT_EQ(ops(Kind::AllReduce, 256, 2), 2u);      // one-shot while the channel's data fits one 1 KiB slot
   EXPECT_EQ(ops(Kind::AllGather, 2, 2), 2u);        // n primitives
   EXPECT_EQ(ops(Kind::ReduceScatter, 2, 4), 4u);
-  EXPECT_EQ(ops(Kind::AllReduce, 256 * 2, 2), 3u);  // one 1 KiB slice per rank chunk
+  EXPECT_EQ(ops(Kind::AllReduce, 256 + 1, 2), 3u);  // past one slot: the ring, one slice per rank chunk
+  // Past 64 KiB per channel the ring again, even where one slot would hold it (256 KiB slots: 16 Ki floats = 64 KiB).
+  auto ops_big_slot = [](u64 count) {
+    Desc d{};
+    d.kind = Kind::AllReduce;
+    d.dtype = DType::F32;
+    d.count = count;
+    d.nchan = 1;
+    return program_num_ops(make_geometry(d, 0, 2, 0, /*slot_bytes=*/256 * 1024, /*nslots=*/4));
+  };
+  EXPECT_EQ(ops_big_slot(16384), 2u);
+  EXPECT_EQ(ops_big_slot(16384 + 4), 3u);
+  EXPECT_EQ(ops(Kind::AllReduce, 256 * 2, 2), 3u);
   EXPECT_EQ(ops(Kind::AllReduce, 256 * 2 * 4, 2), 3u * 4u);     // 4 slices per chunk: the full pipe
   EXPECT_EQ(ops(Kind::AllReduce, 256 * 2 * 4 * 3, 2), 3u * 4u * 3u);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "allgather_ring.h"
+#include "allreduce_oneshot.h"
 #include "allreduce_ring.h"
 #include "broadcast_chain.h"
 #include "local_copy.h"
@@ -57,7 +58,9 @@ DFCCL_HD inline u64 program_num_ops(const Geometry& g) {
   if (g.chan.count == 0) return 0;
   if (g.nranks == 1) return LocalCopy::num_ops(g);
   switch (g.kind) {
-    case Kind::AllReduce: return AllReduceRing::num_ops(g);
+    case Kind::AllReduce:
+      return AllReduceOneShot::fits(g.nranks, g.chan.count, g.slice, g.esize) ? AllReduceOneShot::num_ops(g)
+                                                                      : AllReduceRing::num_ops(g);
     case Kind::AllGather: return AllGatherRing::num_ops(g);
     case Kind::ReduceScatter: return ReduceScatterRing::num_ops(g);
     case Kind::Broadcast: return BroadcastChain::num_ops(g);
@@ -69,7 +72,9 @@ DFCCL_HD inline u64 program_num_ops(const Geometry& g) {
 DFCCL_HD inline Op program_op(const Geometry& g, u64 i) {
   if (g.nranks == 1) return LocalCopy::op(g, i);
   switch (g.kind) {
-    case Kind::AllReduce: return AllReduceRing::op(g, i);
+    case Kind::AllReduce:
+      return AllReduceOneShot::fits(g.nranks, g.chan.count, g.slice, g.esize) ? AllReduceOneShot::op(g, i)
+                                                                      : AllReduceRing::op(g, i);
     case Kind::AllGather: return AllGatherRing::op(g, i);
     case Kind::ReduceScatter: return ReduceScatterRing::op(g, i);
     case Kind::Broadcast: return BroadcastChain::op(g, i);
