@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The performance measurements of docs/performance-log.md in one device call (about 6 minutes), each beside its
-# correctness: the one-process latency split, the full sweep (every collective, float32) with dfccl and NCCL, the
-# all-reduce sweep in blocking mode (what preemption costs on an in-order workload, same build), in bfloat16 and
-# with host completion (dfcclSynchronize) up to 64 MiB, then the engine tests, the collective matrix and the dfccl stress; first, a GEMM beside an idle engine.
+# correctness: first a GEMM beside an idle engine, then the one-process latency split, the full sweep (every
+# collective, float32) with dfccl and NCCL, the all-reduce sweep in blocking mode (what preemption costs on an
+# in-order workload, same build), in bfloat16 and with host completion (dfcclSynchronize) up to 64 MiB, then the
+# engine tests, the collective matrix and the dfccl stress.
 # Binaries in $BIN (default .device/bin): dfccl-harness, cuda_engine_test, mp_collectives, latency_split and
-# gemm_beside_engine (build commands in the probes' headers). At most 8 files come back: the HDF5 files, logs.tgz and summary.txt.
+# gemm_beside_engine (build commands in the probes' headers). At most 8 files come back: the HDF5 files, logs.tgz
+# and summary.txt.
 #   scripts/device/perf.sh
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh

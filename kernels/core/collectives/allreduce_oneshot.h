@@ -9,9 +9,10 @@
 //          finish (avg), write output
 // Use case: 2 ranks, at most kMaxBytes of data per channel and one slot (up to 4 MiB on 64 channels). Above it the
 // ring's half-size steps overlap better: 16 MiB (256 KiB per channel) took 91.4 us one-shot against 83.7 us with
-// the ring, 8 MiB (128 KiB) 54.3 against 55.1, 4 MiB (64 KiB) 38.7 against 42.8 (docs/performance-log.md, 8).
-// Traffic per rank: the channel's data sent and received once, as in the ring. Both ranks compute peer op mine, which is the same
-// value (every operator is commutative, and a half type rounds the same float result), so outputs agree bit for bit.
+// the ring, 8 MiB (128 KiB) 54.3 against 55.1, 4 MiB (64 KiB) 38.7 against 42.1 (docs/performance-log.md, 8).
+// Traffic per rank: the channel's data sent and received once, as in the ring. Both ranks compute peer op mine,
+// which is the same value (every operator is commutative, and a half type rounds the same float result), so the
+// outputs agree bit for bit.
 #pragma once
 
 #include "program.h"

@@ -219,7 +219,8 @@ int main(int argc, char** argv) {
   std::vector<double> rtt;
   for (int i = 0; i < iters; ++i) {
     const uint64_t a = mono();
-    if (wr(CUstream(s), CUdeviceptr(pinned), uint64_t(i + 1), 0) != CUDA_SUCCESS) probe_fail("cuStreamWriteValue64", "");
+    if (wr(CUstream(s), CUdeviceptr(pinned), uint64_t(i + 1), 0) != CUDA_SUCCESS)
+      probe_fail("cuStreamWriteValue64", "");
     while (__atomic_load_n(pinned, __ATOMIC_ACQUIRE) < uint64_t(i + 1)) {
     }
     rtt.push_back((mono() - a) / 1e3);
