@@ -172,7 +172,8 @@ dfcclResult_t dfcclPersistentFree(dfcclPersistent_t coll);
 
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Completion. A request stays valid until dfcclRequestFree, also after its communicator is destroyed.                */
-/* dfcclWait: stream waits on the GPU for the collective (a stream memory wait); returns at once. Host executor:     */
+/* dfcclWait: stream waits on the GPU for the collective (a one-thread polling kernel, or a stream memory wait        */
+/*   with DFCCL_WAIT_KERNEL=0); returns at once. Host executor:                                                       */
 /*   blocks the calling thread until the collective is done. A device synchronization after dfcclWait waits for      */
 /*   peers again: wait as late as possible.                                                                           */
 dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream);
