@@ -5,7 +5,8 @@
 // wait (the longest time a channel spent in spin phases, i.e. waiting for the peer), start skew between the ranks'
 // core starts (executor clocks of two GPUs: only comparable if their global timers agree), and end-to-end host time.
 // Then, per collective and rank, the primitives the daemon ran and, when libdfccl was built with -DDFCCL_PROFILE=1,
-// where thread 0 of an average block spent its time (dfcclStats_t.profileNs; read after the daemon exits idle).
+// where thread 0 of the blocks spent its time, summed over them (dfcclStats_t.profileNs; read after the daemon exits
+// idle).
 // Built here against libdfccl after `cmake --build build`, run on the GPU machine (scripts/device/perf.sh):
 //   nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/latency_split.cpp build/lib/libdfccl.a \
 //        -lfmt -lcuda -o .device/bin/latency_split
@@ -21,25 +22,7 @@
 
 #include "dfccl.h"
 #include "probe_check.h"
-
-static double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-
-// Per collective and rank: primitives, and the phase profile of an average block (microseconds).
-static void print_stats_delta(const dfcclStats_t& a, const dfcclStats_t& b, double ncoll, int nblocks, int rank) {
-  static const char* names[7] = {"check", "move", "post", "program", "poll", "exit", "launch"};
-  std::printf("    rank %d: %.1f primitives per collective", rank, double(b.primitives - a.primitives) / ncoll);
-  if (b.profileNs[6] > a.profileNs[6]) {
-    std::printf("; per block and collective (us):");
-    for (int k = 0; k < 7; ++k)
-      std::printf(" %s %.2f", names[k], double(b.profileNs[k] - a.profileNs[k]) / 1e3 / ncoll / nblocks);
-  }
-  std::printf("\n");
-}
+#include "probe_stats.h"
 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 200;
@@ -94,10 +77,9 @@ int main(int argc, char** argv) {
                   median(wait[1]), median(e2e[0]), median(e2e[1]), median(skew),
                   double(count * 4) / (1e3 * std::max(median(core[0]), median(core[1]))));
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      const char* blocks = std::getenv("DFCCL_BLOCKS");
       for (int r = 0; r < 2; ++r) {
         DFCCL_CHECK(dfcclGetStats(comms[r], &after[r]));
-        print_stats_delta(before[r], after[r], double(iters + 10) * burst, blocks ? std::atoi(blocks) : 32, r);
+        print_stats_delta(r == 0 ? "rank 0" : "rank 1", before[r], after[r], double(iters + 10) * burst);
       }
       std::fflush(stdout);
     }

@@ -24,6 +24,7 @@
 
 #include "dfccl.h"
 #include "probe_check.h"
+#include "probe_stats.h"
 
 static uint64_t clock_ns(clockid_t c) {
   timespec ts;
@@ -31,23 +32,6 @@ static uint64_t clock_ns(clockid_t c) {
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 static uint64_t mono() { return clock_ns(CLOCK_MONOTONIC); }
-
-// Primitives and, with a -DDFCCL_PROFILE=1 libdfccl, the phase profile per collective (all blocks summed, us).
-static void print_profile(const char* loop, const dfcclStats_t& a, const dfcclStats_t& b, int n) {
-  static const char* names[7] = {"check", "move", "post", "program", "poll", "exit", "launch"};
-  std::printf("  %s: %.1f primitives per collective", loop, double(b.primitives - a.primitives) / n);
-  if (b.profileNs[6] > a.profileNs[6]) {
-    std::printf("; profile per collective, all blocks (us):");
-    for (int k = 0; k < 7; ++k) std::printf(" %s %.2f", names[k], double(b.profileNs[k] - a.profileNs[k]) / 1e3 / n);
-  }
-  std::printf("\n");
-}
-
-static double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 __global__ void read_globaltimer(unsigned long long* out) {
   unsigned long long t;
@@ -130,7 +114,7 @@ int main(int argc, char** argv) {
                   ms * 1e3 / iters, (h1 - h0) / 1e3 / iters, median(submit_us), median(wait_us), median(core),
                   median(start_lat), (unsigned long long)(st1.daemonLaunches - st0.daemonLaunches));
 
-    if (round) print_profile("stream", st0, st1, iters);
+    if (round) print_stats_delta("stream", st0, st1, iters);
 
     // burst
     DFCCL_CHECK(dfcclGetStats(comm, &st0));
@@ -158,7 +142,7 @@ int main(int argc, char** argv) {
     if (round)
       std::printf("burst (a wait every 64): GPU %.2f us per collective, host %.2f us per submission; core %.2f us\n",
                   ms * 1e3 / iters, (b1 - b0) / 1e3 / iters, median(bcore));
-    if (round) print_profile("burst", st0, st1, iters);
+    if (round) print_stats_delta("burst", st0, st1, iters);
 
     // host completion
     std::vector<double> he2e, hcore, hstart, hwake;
