@@ -82,7 +82,7 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::mo
   sync_spin_ns_ = host ? 0 : uint64_t(env_int("DFCCL_SYNC_SPIN_NS"));
   // A waiting kernel holds an SM slot until its collective is done: only where the daemon's blocks and one waiter
   // per submission ring (at most one runs per stream) fit at once, so that waiters can never keep a daemon out.
-  wait_kernel_ = !host && env_int("DFCCL_WAIT_KERNEL") != 0 && params_.nblocks + kMaxRings <= exec_->resident_blocks();
+  wait_kernel_ = !host && env_int("DFCCL_WAIT_KERNEL") != 0 && params_.nblocks + kMaxRings <= resident;
   relaunch_max_ns_ = uint64_t(pick("DFCCL_RELAUNCH_MAX_NS", "DFCCL_HOST_RELAUNCH_MAX_NS"));
   backoff_ns_ = relaunch_min_ns_;
   if (params_.spin_min_ns > params_.spin_max_ns || params_.spin_init_ns > params_.spin_max_ns)

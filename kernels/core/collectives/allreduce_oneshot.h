@@ -21,8 +21,8 @@ namespace dfccl::core {
 
 struct AllReduceOneShot {
   static constexpr u64 kMaxBytes = 64 * 1024;
-  DFCCL_HD static bool fits(int nranks, u64 chan_count, u64 slice, u32 esize) {
-    return nranks == 2 && chan_count <= slice && chan_count * esize <= kMaxBytes;
+  DFCCL_HD static bool fits(const Geometry& g) {
+    return g.nranks == 2 && g.chan.count <= g.slice && g.chan.count * g.esize <= kMaxBytes;
   }
   DFCCL_HD static u64 num_ops(const Geometry&) { return 2; }
   DFCCL_HD static Op op(const Geometry& g, u64 i) {

@@ -59,8 +59,7 @@ DFCCL_HD inline u64 program_num_ops(const Geometry& g) {
   if (g.nranks == 1) return LocalCopy::num_ops(g);
   switch (g.kind) {
     case Kind::AllReduce:
-      return AllReduceOneShot::fits(g.nranks, g.chan.count, g.slice, g.esize) ? AllReduceOneShot::num_ops(g)
-                                                                      : AllReduceRing::num_ops(g);
+      return AllReduceOneShot::fits(g) ? AllReduceOneShot::num_ops(g) : AllReduceRing::num_ops(g);
     case Kind::AllGather: return AllGatherRing::num_ops(g);
     case Kind::ReduceScatter: return ReduceScatterRing::num_ops(g);
     case Kind::Broadcast: return BroadcastChain::num_ops(g);
@@ -73,8 +72,7 @@ DFCCL_HD inline Op program_op(const Geometry& g, u64 i) {
   if (g.nranks == 1) return LocalCopy::op(g, i);
   switch (g.kind) {
     case Kind::AllReduce:
-      return AllReduceOneShot::fits(g.nranks, g.chan.count, g.slice, g.esize) ? AllReduceOneShot::op(g, i)
-                                                                      : AllReduceRing::op(g, i);
+      return AllReduceOneShot::fits(g) ? AllReduceOneShot::op(g, i) : AllReduceRing::op(g, i);
     case Kind::AllGather: return AllGatherRing::op(g, i);
     case Kind::ReduceScatter: return ReduceScatterRing::op(g, i);
     case Kind::Broadcast: return BroadcastChain::op(g, i);
