@@ -113,8 +113,13 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneS
   X::fence_device();
   const u32 old = X::atomic_add(&ev.g->done_count[slot], 1u);
   if (old + 1 < ev.p.nblocks) return;
-  // The last block: gather what the others left in the slot's words, reset them, publish.
+  // The last block: publish to the GPU first, then gather what the others left in the slot's words, reset them, and
+  // publish to the host. The completion word is read on this GPU only (dfcclWait's stream wait, the daemon's exit
+  // decisions), and the collective's data was written by this GPU's blocks, ordered before it by their fences and
+  // done_count: a device-scope fence suffices, and the stream goes on without waiting for the system-scope work
+  // below (pinned stores, one fence), about 1-2 us (docs/performance-log.md, 9).
   X::fence_device();
+  X::store_flag(&ev.g->complete[slot], cx.desc.seq);
   ev.g->done_count[slot] = 0;
   const u64 now = X::now_ns();
   const u64 start_inv = X::atomic_exch64(&ev.g->start_inv[slot], 0);
@@ -130,10 +135,9 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneS
   info.status = final_status;
   info.preemptions = preemptions;
   info.wait_us = wait_us;
-  // One system-scope fence orders everything before both flags: the collective's data (the other blocks' writes
-  // reached this thread through done_count) and the slot info read by the host after it sees the CQ entry.
+  // One system-scope fence orders everything before the CQ entry: the collective's data (the other blocks' writes
+  // reached this thread through done_count) and the slot info read by the host after it sees the entry.
   X::fence_release();
-  X::store_flag(&ev.g->complete[slot], cx.desc.seq);
   X::store_flag(&ev.h->cq[pos % kCqEntries], ((pos + 1) << 16) | slot);
 }
 
