@@ -30,15 +30,18 @@ struct BlockShared {
   u16 active[kMaxSlots];        // slots this block runs, in scheduling order
   int32_t active_prio[kMaxSlots];  // their scheduling keys: priority, then submission order
   u64 active_seq[kMaxSlots];
+  LaneState* active_lane[kMaxSlots];  // and their lane states: an attempt reads its lane without waiting for its context
   u32 nactive;
   u32 nnew;                     // new submissions found in this pass
   u16 fresh[kMaxRings * kAcceptPerRing];  // new slots found in this pass
   u64 fresh_tag[kMaxRings * kAcceptPerRing];  // their submissions' tags (EngineGlobal::desc_claim)
   int32_t fresh_prio[kMaxRings * kAcceptPerRing];  // and their keys
   u64 fresh_seq[kMaxRings * kAcceptPerRing];
+  LaneState* fresh_lane[kMaxRings * kAcceptPerRing];
   u64 sent, recvd;              // positions of the lane used by the current attempt
   u64 waited;                   // spin time of the last wait
   u32 ok;                       // broadcast of a decision of thread 0
+  u32 first_op;                 // broadcast of thread 0: the primitive an attempt resumes at
   u32 last_slot;                // last slot this block ran (context-switch counting)
   u64 preemptions, switches;    // counters of this run
   u32 exit;

@@ -34,10 +34,15 @@ DFCCL_HD DFCCL_FORCEINLINE T vload(const T& x) {
   return *const_cast<const volatile T*>(&x);
 }
 
+// Block b's lane state for a collective (its communicator's lane array, row b).
+DFCCL_HD inline LaneState* lane_state(const Desc& d, u32 b) { return &d.cs.lanes[u64(b) * d.cs.nlanes + d.lane]; }
+
 // Thread 0: insert slot into the block's active list, in scheduling order (its key: priority and seq, kept beside
-// the list in shared memory so that the insertion reads no context from device memory).
+// the list in shared memory with its lane state, so that neither the insertion nor the attempt's first loads wait
+// for the context in device memory).
 template <class X>
-DFCCL_DEV void insert_active(const EngineView& ev, BlockShared& bs, u32 slot, int32_t priority, u64 seq) {
+DFCCL_DEV void insert_active(const EngineView& ev, BlockShared& bs, u32 slot, int32_t priority, u64 seq,
+                             LaneState* lane) {
   u32 k = bs.nactive;
   while (k > 0) {
     const bool before = ev.p.blocking ? seq < bs.active_seq[k - 1]
@@ -47,11 +52,13 @@ DFCCL_DEV void insert_active(const EngineView& ev, BlockShared& bs, u32 slot, in
     bs.active[k] = bs.active[k - 1];
     bs.active_prio[k] = bs.active_prio[k - 1];
     bs.active_seq[k] = bs.active_seq[k - 1];
+    bs.active_lane[k] = bs.active_lane[k - 1];
     --k;
   }
   bs.active[k] = u16(slot);
   bs.active_prio[k] = priority;
   bs.active_seq[k] = seq;
+  bs.active_lane[k] = lane;
   bs.nactive += 1;
 }
 
@@ -61,13 +68,15 @@ DFCCL_HD inline void remove_active(BlockShared& bs, u32 k) {
     bs.active[j - 1] = bs.active[j];
     bs.active_prio[j - 1] = bs.active_prio[j];
     bs.active_seq[j - 1] = bs.active_seq[j];
+    bs.active_lane[j - 1] = bs.active_lane[j];
   }
   bs.nactive -= 1;
 }
 
 // One thread per new submission (they run in parallel): load its static context and reset its dynamic context;
-// its key goes to fresh_prio / fresh_seq. The first block to take a submission copies its descriptor from pinned
-// memory into device memory (EngineGlobal::desc); the others copy it from there once it is ready.
+// its key goes to fresh_prio / fresh_seq, its lane state to fresh_lane. The first block to take a submission copies
+// its descriptor from pinned memory into device memory (EngineGlobal::desc); the others copy it from there once it
+// is ready.
 template <class X>
 DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   const u32 slot = bs.fresh[k];
@@ -76,10 +85,15 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   constexpr int kPacks = int(sizeof(Desc) / sizeof(Pack));
   Pack* dst = reinterpret_cast<Pack*>(&cx.desc);
   Pack* shared = reinterpret_cast<Pack*>(&ev.g->desc[slot]);
+  const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
   Pack v[kPacks];
-  if (X::atomic_exch64(&ev.g->desc_claim[slot], tag) != tag) {
-    const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
+  // Block 0 (channel 0: a small collective's only data channel) issues its reads of pinned memory before it claims,
+  // so that the claim's round trip overlaps theirs; they are wasted when another block claimed first.
+  if (b == 0)
     for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);  // all loads first: one round trip
+  if (X::atomic_exch64(&ev.g->desc_claim[slot], tag) != tag) {
+    if (b != 0)
+      for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);
     for (int i = 0; i < kPacks; ++i) X::st16(shared + i, v[i]);
     X::fence_device();
     X::store_relaxed(&ev.g->desc_ready[slot], tag);
@@ -88,6 +102,8 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
     for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(shared + i);
   }
   for (int i = 0; i < kPacks; ++i) dst[i] = v[i];
+  Desc d;
+  memcpy(&d, v, sizeof(Desc));  // registers: no reload of what was just stored
   cx.t_start = 0;
   cx.op = 0;
   cx.spin_ns = u32(ev.p.spin_init_ns);
@@ -95,21 +111,32 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   cx.wait_us = 0;
   cx.status = kStatusOk;
   cx.state = kCtxActive;
-  bs.fresh_prio[k] = cx.desc.priority;
-  bs.fresh_seq[k] = cx.desc.seq;
+  bs.fresh_prio[k] = d.priority;
+  bs.fresh_seq[k] = d.seq;
+  bs.fresh_lane[k] = lane_state(d, b);
 }
 
-// Thread 0, after the block's last data movement for this collective: mark the channel done; the last block to
-// finish publishes the completion (slot info and CQ entry in pinned memory, completion word in device memory).
+// What one channel of a collective has tallied over its attempts (ChanCtx fields), read by thread 0 at the start of
+// an attempt together with the lane, and handed to finish_channel: the finish reads nothing back.
+struct ChanTally {
+  u64 t_start;
+  u32 preemptions;
+  u32 wait_us;
+};
+
+// Thread 0, after the block's last data movement for this collective: mark the channel done (ls: pass the lane to
+// the collective's next turn, d.turn + 1, which this attempt found current); the last block to finish publishes the
+// completion (completion word in device memory, slot info and CQ entry in pinned memory).
 template <class X>
-DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneState* ls, u32 status) {
+DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, const Desc& d, ChanCtx& cx, LaneState* ls,
+                              const ChanTally& t, u32 status) {
   cx.state = kCtxDone;
   cx.status = status;
-  if (ls) ls->turn += 1;
+  if (ls) ls->turn = d.turn + 1;
   if (status != kStatusOk) X::atomic_max32(&ev.g->status[slot], status);
-  if (cx.preemptions) X::atomic_add(&ev.g->preemptions[slot], cx.preemptions);
-  if (cx.wait_us) X::atomic_max32(&ev.g->wait_max_us[slot], cx.wait_us);
-  if (cx.t_start) X::atomic_max64(&ev.g->start_inv[slot], ~cx.t_start);
+  if (t.preemptions) X::atomic_add(&ev.g->preemptions[slot], t.preemptions);
+  if (t.wait_us) X::atomic_max32(&ev.g->wait_max_us[slot], t.wait_us);
+  if (t.t_start) X::atomic_max64(&ev.g->start_inv[slot], ~t.t_start);
   X::fence_device();
   const u32 old = X::atomic_add(&ev.g->done_count[slot], 1u);
   if (old + 1 < ev.p.nblocks) return;
@@ -119,7 +146,7 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneS
   // done_count: a device-scope fence suffices, and the stream goes on without waiting for the system-scope work
   // below (pinned stores, one fence), about 1-2 us (docs/performance-log.md, 9).
   X::fence_device();
-  X::store_flag(&ev.g->complete[slot], cx.desc.seq);
+  X::store_flag(&ev.g->complete[slot], d.seq);
   ev.g->done_count[slot] = 0;
   const u64 now = X::now_ns();
   const u64 start_inv = X::atomic_exch64(&ev.g->start_inv[slot], 0);
@@ -129,7 +156,7 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneS
   const u32 final_status = X::atomic_exch32(&ev.g->status[slot], 0u);
   const u64 pos = X::atomic_add64(&ev.g->cq_tail, 1);
   SlotInfo& info = ev.h->info[slot];
-  info.seq = cx.desc.seq;
+  info.seq = d.seq;
   info.t_start = t_start;
   info.t_end = now;
   info.status = final_status;
@@ -141,24 +168,30 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, ChanCtx& cx, LaneS
   X::store_flag(&ev.h->cq[pos % kCqEntries], ((pos + 1) << 16) | slot);
 }
 
-// All threads: run channel b of the collective in `slot` until it ends or would block. only_if_aborted: finish it
-// if its communicator was aborted, else leave it untouched (blocking mode's queue behind its head). aborts_seen:
-// EngineGlobal::aborts as read at the start of the scheduler pass, before its collectives were checked for aborts.
+// All threads: run channel b of the collective in `slot` (lane state ls: BlockShared::active_lane) until it ends or
+// would block. only_if_aborted: finish it if its communicator was aborted, else leave it untouched (blocking mode's
+// queue behind its head). aborts_seen: EngineGlobal::aborts as read at the start of the scheduler pass, before its
+// collectives were checked for aborts (0: none was ever aborted, and the communicator's flag is not read).
 template <class X>
-DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, u64 aborts_seen,
+DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, LaneState* ls, u64 aborts_seen,
                       bool only_if_aborted = false) {
   u64 t_prog = prof_now<X>();
   ChanCtx& cx = chan_ctx(ev, slot, b);
-  const Desc d = cx.desc;
-  const CommStatic& c = d.cs;
-  LaneState* ls = &c.lanes[u64(b) * c.nlanes + d.lane];
 
   // Thread 0 decides, everybody follows: aborted communicator, not this collective's turn on its lane, or run.
-  // Its loads are independent of each other (one round trip): the flag, the lane's turn and positions, the start.
+  // Every load here is independent of the others, so the attempt starts after one round trip to memory: the
+  // descriptor (all threads), the lane's turn and positions (its address came with the active list) and the
+  // channel's dynamic context (thread 0). Only after an abort somewhere does the communicator's flag cost a second.
   enum : u32 { kRun = 0, kAbort = 1, kWaitTurn = 2 };
+  const Desc d = cx.desc;
+  u64 spin = 0;   // thread 0: the adaptive spin budget
+  ChanTally tally{};  // thread 0
   if (X::tid() == 0) {
-    const u64 aborted = vload(d.cdev->abort), turn = vload(ls->turn), sent = ls->sent, recvd = ls->recvd;
-    const u64 t_start = cx.t_start;
+    const u64 turn = vload(ls->turn), sent = ls->sent, recvd = ls->recvd;
+    tally = ChanTally{cx.t_start, cx.preemptions, cx.wait_us};
+    spin = cx.spin_ns;
+    const u32 first_op = cx.op;
+    const u64 aborted = aborts_seen != 0 ? vload(d.cdev->abort) : 0;
     u32 decision = kRun;
     if (aborted != 0) {
       decision = kAbort;
@@ -167,7 +200,11 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, u6
     } else {
       bs.sent = sent;
       bs.recvd = recvd;
-      if (t_start == 0) cx.t_start = X::now_ns();
+      bs.first_op = first_op;
+      if (tally.t_start == 0) {
+        tally.t_start = X::now_ns();
+        cx.t_start = tally.t_start;
+      }
       if (bs.last_slot != slot) {
         bs.switches += bs.last_slot != ~0u ? 1 : 0;
         bs.last_slot = slot;
@@ -177,16 +214,18 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, u6
   }
   X::sync();
   const u32 decision = bs.ok;
+  const u64 first = bs.first_op;
   X::sync();
   if (decision == kWaitTurn) {
     prof_add<X>(bs, kPhaseProgram, t_prog);
     return kAttemptBlocked;
   }
   if (decision == kAbort) {
-    if (X::tid() == 0) finish_channel<X>(ev, slot, cx, nullptr, kStatusAborted);
+    if (X::tid() == 0) finish_channel<X>(ev, slot, d, cx, nullptr, tally, kStatusAborted);
     X::sync();
     return kAttemptDone;
   }
+  const CommStatic& c = d.cs;
 
   const LaneView lv = lane_view(c, b, d.lane);
   const Geometry g = make_geometry(d, c.rank, c.nranks, b, c.slot_bytes, c.nslots);
@@ -199,12 +238,11 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, u6
   auto quit = [&]() {
     return vload(d.cdev->abort) != 0 || vload(ev.g->quit) != 0 || (unbounded && vload(ev.g->aborts) != aborts_seen);
   };
-  u64 spin = cx.spin_ns;
-  u64 i = cx.op;
+  u64 i = first;
   bool progressed = false;
   u64 waited_ns = 0;  // thread 0: spin phases of this attempt
   while (i < nops) {
-    if (i != cx.op) t_prog = prof_now<X>();  // the first primitive's arithmetic counts with the set-up above
+    if (i != first) t_prog = prof_now<X>();  // the first primitive's arithmetic counts with the set-up above
     const Op op = program_op(g, i);
     prof_add<X>(bs, kPhaseProgram, t_prog);
     const bool ran = run_op<X>(bs, c, lv, d, op, spin, unbounded, quit);
@@ -215,18 +253,22 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, u6
     if (X::tid() == 0 && bs.waited > 0) spin = min_of(ev.p.spin_max_ns, max_of(spin, u64(ev.p.spin_grow) * bs.waited));
   }
   const bool done = i == nops;
-  if (X::tid() == 0) {
+  if (X::tid() == 0) {  // stores only: what the attempt changed
     cx.op = u32(i);
-    cx.wait_us += u32(waited_ns / 1000);
+    if (waited_ns >= 1000) {
+      tally.wait_us += u32(waited_ns / 1000);
+      cx.wait_us = tally.wait_us;
+    }
     ls->sent = bs.sent;
     ls->recvd = bs.recvd;
     if (!done) {
       bs.preemptions += 1;
-      cx.preemptions += 1;
+      tally.preemptions += 1;
+      cx.preemptions = tally.preemptions;
       if (!progressed) spin = max_of(ev.p.spin_min_ns, spin / 2);
     }
     cx.spin_ns = u32(spin);
-    if (done) finish_channel<X>(ev, slot, cx, ls, kStatusOk);
+    if (done) finish_channel<X>(ev, slot, d, cx, ls, tally, kStatusOk);
   }
   X::sync();
   return done ? kAttemptDone : (progressed ? kAttemptProgress : kAttemptBlocked);
@@ -333,11 +375,13 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
     bs.nactive = 0;
     for (u32 k = 0; k < found; ++k) {
       const Desc& d = chan_ctx(ev, bs.active[k], b).desc;
-      insert_active<X>(ev, bs, bs.active[k], d.priority, d.seq);
+      insert_active<X>(ev, bs, bs.active[k], d.priority, d.seq, lane_state(d, b));
     }
   }
   X::sync();
   for (;;) {
+    // The abort count for step 2, loaded first so that its round trip overlaps step 1's (see below).
+    const u64 aborts_seen = X::load_relaxed(&ev.g->aborts);
     // 1. New submissions.
     u64 t0 = prof_now<X>();
     if (tid == 0) bs.nnew = 0;
@@ -357,7 +401,8 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
     for (u32 k = tid; k < bs.nnew; k += nt) accept<X>(ev, bs, b, k);
     X::sync();
     if (tid == 0) {
-      for (u32 k = 0; k < bs.nnew; ++k) insert_active<X>(ev, bs, bs.fresh[k], bs.fresh_prio[k], bs.fresh_seq[k]);
+      for (u32 k = 0; k < bs.nnew; ++k)
+        insert_active<X>(ev, bs, bs.fresh[k], bs.fresh_prio[k], bs.fresh_seq[k], bs.fresh_lane[k]);
       bs.progressed = bs.nnew > 0 ? 1u : 0u;
     }
     X::sync();
@@ -366,10 +411,11 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
     // 2. One pass over the runnable collectives. Blocking mode: first drop the collectives of aborted
     // communicators wherever they are queued (an abort must not wait behind another communicator's queue head),
     // then run only the oldest. The host sets a communicator's abort flag before it counts the abort: a count read
-    // first (acquire) guarantees that the checks below see every abort it counts.
-    const u64 aborts_seen = X::load_acquire(&ev.g->aborts);
+    // first (then the fence: acquire) guarantees that the checks below see every abort it counts; no count, no abort
+    // to check (the attempts then skip the flag; a later abort still ends every wait through its quit test).
+    if (aborts_seen != 0) X::fence_system();
     for (u32 k = 0; k < bs.nactive;) {
-      const u32 res = attempt<X>(ev, bs, b, bs.active[k], aborts_seen, ev.p.blocking != 0);
+      const u32 res = attempt<X>(ev, bs, b, bs.active[k], bs.active_lane[k], aborts_seen, ev.p.blocking != 0);
       if (res == kAttemptDone) {
         if (tid == 0) {
           remove_active(bs, k);
@@ -382,7 +428,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
       ++k;
     }
     if (ev.p.blocking && bs.nactive > 0) {
-      const u32 res = attempt<X>(ev, bs, b, bs.active[0], aborts_seen);
+      const u32 res = attempt<X>(ev, bs, b, bs.active[0], bs.active_lane[0], aborts_seen);
       if (tid == 0 && res != kAttemptBlocked) bs.progressed = 1;
       if (res == kAttemptDone) {
         if (tid == 0) remove_active(bs, 0);
