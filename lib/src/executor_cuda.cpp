@@ -237,7 +237,7 @@ class CudaExecutor final : public Executor {
   }
 
   int device_;
-  unsigned threads_ = 512;
+  unsigned threads_ = 256;
   unsigned resident_ = 0;
   cudaStream_t daemon_stream_ = nullptr, control_stream_ = nullptr, probe_stream_ = nullptr;
   cudaEvent_t done_ = nullptr;
