@@ -2,7 +2,7 @@
 // context), the dynamic context of one channel of an instance, the communicator as the daemon sees it, and the
 // engine's global state. Everything here is trivially copyable. Where each piece lives and who writes it:
 //
-//   EngineGlobal   device memory   daemon (rings: host, through stream memory writes; quit/comms: host, through the
+//   EngineGlobal   device memory   daemon (rings: host, through stream memory writes; quit, aborts: host, through the
 //                                  engine's control stream)
 //   ChanCtx        device memory   daemon (one per outstanding collective and block: the saved context)
 //   CommDev        device memory   host at init (through the control stream); abort flag: host, control stream
@@ -169,7 +169,6 @@ struct EngineGlobal {                          // device memory
   u64 quit;                                    // host: leave now (engine shutdown)
   u64 aborts;                                  // host: communicators aborted so far (wakes blocking-mode waits)
   u32 busy[kMaxBlocks];                        // block has collectives pending (exit decisions)
-  CommDev* comms[kMaxComms];                   // communicator table
 };
 
 struct SlotInfo {  // one per slot, written by the last block of a collective, read by the host

@@ -127,10 +127,9 @@ Engine::~Engine() {
 uint32_t Engine::attach(core::CommDev* dev_comm) {
   std::lock_guard<std::mutex> lk(mu_);
   for (uint32_t i = 0; i < core::kMaxComms; ++i) {
-    if (!comm_used_[i]) {
-      comm_used_[i] = true;
+    if (!comm_dev_[i]) {
+      comm_dev_[i] = dev_comm;
       comm_outstanding_[i] = 0;
-      exec_->write_word(reinterpret_cast<uint64_t*>(&g_->comms[i]), reinterpret_cast<uint64_t>(dev_comm));
       return i;
     }
   }
@@ -141,8 +140,7 @@ uint32_t Engine::attach(core::CommDev* dev_comm) {
 
 void Engine::detach(uint32_t index) {
   std::lock_guard<std::mutex> lk(mu_);
-  exec_->write_word(reinterpret_cast<uint64_t*>(&g_->comms[index]), 0);
-  comm_used_[index] = false;
+  comm_dev_[index] = nullptr;
 }
 
 uint32_t Engine::ring_for_locked(cudaStream_t stream) {
@@ -554,11 +552,9 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
   // Lanes of the communicators with pending work: turn (next instance allowed), slots sent and received; channel 0.
   for (uint32_t i = 0; i < core::kMaxComms; ++i) {
     if (!comm_pending[i]) continue;
-    uint64_t dev_ptr = 0;
-    exec_->copy_from_device(&dev_ptr, &g_->comms[i], sizeof(dev_ptr));
-    if (!dev_ptr) continue;
+    if (!comm_dev_[i]) continue;
     core::CommDev c{};
-    exec_->copy_from_device(&c, reinterpret_cast<void*>(dev_ptr), sizeof(c));
+    exec_->copy_from_device(&c, comm_dev_[i], sizeof(c));
     std::vector<core::LaneState> lanes(c.s.nlanes);
     exec_->copy_from_device(lanes.data(), c.s.lanes, sizeof(core::LaneState) * c.s.nlanes);
     out += fmt::format("  comm {}: rank {} of {}, abort {}; channel 0 lanes (turn/sent/recvd):", i, c.s.rank,

@@ -119,7 +119,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::array<SlotUse, core::kMaxSlots> slots_{};
   std::array<Ring, core::kMaxRings> rings_{};
   std::array<uint32_t, core::kMaxComms> comm_outstanding_{};
-  std::array<bool, core::kMaxComms> comm_used_{};
+  std::array<core::CommDev*, core::kMaxComms> comm_dev_{};  // attached communicators (device address; null: free)
   uint32_t outstanding_ = 0;
   uint64_t seq_ = 0, epoch_ = 0, cq_head_ = 0, aborts_ = 0, probes_ = 0;
   bool running_ = false;
