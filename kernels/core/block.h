@@ -1,7 +1,7 @@
 // State that the threads of one daemon block share: CUDA shared memory, or the host thread's own memory.
 #pragma once
 
-#include "types.h"
+#include "collectives/program.h"
 
 namespace dfccl::core {
 
@@ -24,8 +24,21 @@ enum Phase : u32 {
   kNumPhases
 };
 
+// The working set of the block's current attempt, written by thread 0 when the attempt starts (scheduler.h,
+// attempt) and by it before each primitive (op), read by every thread from here. Kept in every thread's registers
+// instead (a 144-byte descriptor, the geometry, the lane's addresses), it made the daemon kernel spill at its
+// 128-register cap (docs/performance-log.md, 12).
+struct AttemptShared {
+  Desc desc;      // the collective's static context
+  Geometry geo;   // this channel's part of it
+  LaneView lv;    // the lane's control blocks
+  u64 nops;       // primitives in the channel's program
+  Op op;          // the primitive being run
+};
+
 // What one block shares between its threads (CUDA: __shared__; host: the thread's own).
 struct BlockShared {
+  AttemptShared at;             // the current attempt
   u64 frontier[kMaxRings];      // next position of each submission ring
   u16 active[kMaxSlots];        // slots this block runs, in scheduling order
   int32_t active_prio[kMaxSlots];  // their scheduling keys: priority, then submission order

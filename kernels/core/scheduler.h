@@ -180,24 +180,30 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
 
   // Thread 0 decides, everybody follows: aborted communicator, not this collective's turn on its lane, or run.
   // Every load here is independent of the others, so the attempt starts after one round trip to memory: the
-  // descriptor (all threads), the lane's turn and positions (its address came with the active list) and the
-  // channel's dynamic context (thread 0). Only after an abort somewhere does the communicator's flag cost a second.
+  // descriptor, the lane's turn and positions (its address came with the active list) and the channel's dynamic
+  // context. Only after an abort somewhere does the communicator's flag cost a second. Thread 0 leaves what the
+  // attempt needs in BlockShared::at for the others (the descriptor, the geometry, the lane's addresses).
   enum : u32 { kRun = 0, kAbort = 1, kWaitTurn = 2 };
-  const Desc d = cx.desc;
   u64 spin = 0;   // thread 0: the adaptive spin budget
   ChanTally tally{};  // thread 0
   if (X::tid() == 0) {
+    const Desc d = cx.desc;
     const u64 turn = vload(ls->turn), sent = ls->sent, recvd = ls->recvd;
     tally = ChanTally{cx.t_start, cx.preemptions, cx.wait_us};
     spin = cx.spin_ns;
     const u32 first_op = cx.op;
     const u64 aborted = aborts_seen != 0 ? vload(d.cdev->abort) : 0;
     u32 decision = kRun;
+    bs.at.desc = d;
     if (aborted != 0) {
       decision = kAbort;
     } else if (only_if_aborted || turn != d.turn) {
       decision = kWaitTurn;
     } else {
+      const CommStatic& c = d.cs;
+      bs.at.geo = make_geometry(d, c.rank, c.nranks, b, c.slot_bytes, c.nslots);
+      bs.at.nops = program_num_ops(bs.at.geo);
+      bs.at.lv = lane_view(c, b, d.lane);
       bs.sent = sent;
       bs.recvd = recvd;
       bs.first_op = first_op;
@@ -215,37 +221,33 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
   X::sync();
   const u32 decision = bs.ok;
   const u64 first = bs.first_op;
+  const u64 nops = bs.at.nops;
   X::sync();
   if (decision == kWaitTurn) {
     prof_add<X>(bs, kPhaseProgram, t_prog);
     return kAttemptBlocked;
   }
   if (decision == kAbort) {
-    if (X::tid() == 0) finish_channel<X>(ev, slot, d, cx, nullptr, tally, kStatusAborted);
+    if (X::tid() == 0) finish_channel<X>(ev, slot, bs.at.desc, cx, nullptr, tally, kStatusAborted);
     X::sync();
     return kAttemptDone;
   }
-  const CommStatic& c = d.cs;
+  prof_add<X>(bs, kPhaseProgram, t_prog);
 
-  const LaneView lv = lane_view(c, b, d.lane);
-  const Geometry g = make_geometry(d, c.rank, c.nranks, b, c.slot_bytes, c.nslots);
-  const u64 nops = program_num_ops(g);
   const bool unbounded = ev.p.blocking != 0;
   // A blocking-mode wait also ends when another communicator is aborted, so that the pass can drop that
   // communicator's collectives queued behind this one. The count is the pass's: an abort that came after the pass
   // checked its queue but before this wait began must end the wait too (read here, the wait would miss it and
   // hold that abort until its timeout: host_stress_test_4blocks caught it).
+  CommDev* const cdev = bs.at.desc.cdev;
   auto quit = [&]() {
-    return vload(d.cdev->abort) != 0 || vload(ev.g->quit) != 0 || (unbounded && vload(ev.g->aborts) != aborts_seen);
+    return vload(cdev->abort) != 0 || vload(ev.g->quit) != 0 || (unbounded && vload(ev.g->aborts) != aborts_seen);
   };
   u64 i = first;
   bool progressed = false;
   u64 waited_ns = 0;  // thread 0: spin phases of this attempt
   while (i < nops) {
-    if (i != first) t_prog = prof_now<X>();  // the first primitive's arithmetic counts with the set-up above
-    const Op op = program_op(g, i);
-    prof_add<X>(bs, kPhaseProgram, t_prog);
-    const bool ran = run_op<X>(bs, c, lv, d, op, spin, unbounded, quit);
+    const bool ran = run_op<X>(bs, i, spin, unbounded, quit);
     if (X::tid() == 0) waited_ns += bs.waited;
     if (!ran) break;
     ++i;
@@ -268,7 +270,7 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
       if (!progressed) spin = max_of(ev.p.spin_min_ns, spin / 2);
     }
     cx.spin_ns = u32(spin);
-    if (done) finish_channel<X>(ev, slot, d, cx, ls, tally, kStatusOk);
+    if (done) finish_channel<X>(ev, slot, bs.at.desc, cx, ls, tally, kStatusOk);
   }
   X::sync();
   return done ? kAttemptDone : (progressed ? kAttemptProgress : kAttemptBlocked);

@@ -142,6 +142,26 @@ DFCCL_HD inline char* region_slot(char* region, const CommStatic& c, u32 ch, u32
   return region + region_ctrl_bytes(c.nchan, c.nlanes) + idx * c.slot_bytes;
 }
 
+// The four control blocks one (channel, lane) of a rank touches, and where they are.
+struct LaneView {
+  LaneCtrl* recv_ctrl;  // mine: tail written by prev
+  LaneCtrl* send_ctrl;  // mine: head written by next
+  LaneCtrl* next_ctrl;  // next's: I write its tail
+  LaneCtrl* prev_ctrl;  // prev's: I write its head
+  u32 ch, lane;
+};
+
+DFCCL_HD inline LaneView lane_view(const CommStatic& c, u32 ch, u32 lane) {
+  LaneView v;
+  v.recv_ctrl = region_ctrl(c.self, c, ch, lane);
+  v.send_ctrl = v.recv_ctrl;
+  v.next_ctrl = region_ctrl(c.next_region, c, ch, lane);
+  v.prev_ctrl = region_ctrl(c.prev_region, c, ch, lane);
+  v.ch = ch;
+  v.lane = lane;
+  return v;
+}
+
 // ---- the engine ---------------------------------------------------------------------------------------------------
 // Exit requests / reasons.
 // Exit requests (EngineGlobal::exit_request = epoch << 8 | kExit*). kExitPending: a block is deciding (announced in

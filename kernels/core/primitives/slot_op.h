@@ -1,6 +1,7 @@
 // The two-phase primitive: one step of a collective program on one connection slot.
 //
-//   run_op<X>(...) -> true when the step was done, false when it would block (nothing was changed)
+//   run_op<X>(bs, i, budget_ns, unbounded, quit) -> true when primitive i of the attempt's program (bs.at) was
+//   done, false when it would block (nothing was changed)
 //
 // Phase 1 (spin): thread 0 checks the step's conditions — a filled slot from prev (kOpRecv: the lane's tail is past
 // our receive position) and a free slot at next (kOpSend: fewer than nslots of our slots unconsumed) — polling for
@@ -22,35 +23,21 @@
 
 namespace dfccl::core {
 
-struct LaneView {
-  LaneCtrl* recv_ctrl;  // mine: tail written by prev
-  LaneCtrl* send_ctrl;  // mine: head written by next
-  LaneCtrl* next_ctrl;  // next's: I write its tail
-  LaneCtrl* prev_ctrl;  // prev's: I write its head
-  u32 ch, lane;
-};
-
-DFCCL_HD inline LaneView lane_view(const CommStatic& c, u32 ch, u32 lane) {
-  LaneView v;
-  v.recv_ctrl = region_ctrl(c.self, c, ch, lane);
-  v.send_ctrl = v.recv_ctrl;
-  v.next_ctrl = region_ctrl(c.next_region, c, ch, lane);
-  v.prev_ctrl = region_ctrl(c.prev_region, c, ch, lane);
-  v.ch = ch;
-  v.lane = lane;
-  return v;
-}
-
 template <class X, class Quit>
-DFCCL_DEV bool run_op(BlockShared& bs, const CommStatic& c, const LaneView& lv, const Desc& d, const Op& op,
-                      u64 budget_ns, bool unbounded, Quit&& quit) {
-  // Phase 1: conditions.
+DFCCL_DEV bool run_op(BlockShared& bs, u64 i, u64 budget_ns, bool unbounded, Quit&& quit) {
+  // Phase 1: conditions. Thread 0 computes the primitive for everybody (BlockShared::at).
   u64 t0 = prof_now<X>();
   if (X::tid() == 0) {
-    const u64 recvd = bs.recvd, sent = bs.sent;
+    const Op op = program_op(bs.at.geo, i);
+    bs.at.op = op;
+    prof_add<X>(bs, kPhaseProgram, t0);
+    t0 = prof_now<X>();
+    const u64 recvd = bs.recvd, sent = bs.sent, nslots = bs.at.desc.cs.nslots;
+    const LaneCtrl* recv_ctrl = bs.at.lv.recv_ctrl;
+    const LaneCtrl* send_ctrl = bs.at.lv.send_ctrl;
     auto ready = [&]() {
-      if ((op.flags & kOpRecv) && X::load_acquire(&lv.recv_ctrl->tail) <= recvd) return false;
-      if ((op.flags & kOpSend) && sent - X::load_acquire(&lv.send_ctrl->head) >= c.nslots) return false;
+      if ((op.flags & kOpRecv) && X::load_acquire(&recv_ctrl->tail) <= recvd) return false;
+      if ((op.flags & kOpSend) && sent - X::load_acquire(&send_ctrl->head) >= nslots) return false;
       return true;
     };
     u64 waited = 0;
@@ -63,6 +50,10 @@ DFCCL_DEV bool run_op(BlockShared& bs, const CommStatic& c, const LaneView& lv, 
   t0 = prof_now<X>();
 
   // Phase 2: move.
+  const Op op = bs.at.op;
+  const Desc& d = bs.at.desc;
+  const CommStatic& c = d.cs;
+  const LaneView& lv = bs.at.lv;
   const u32 es = dtype_size(d.dtype);
   const char* slot_in = (op.flags & kOpRecv) ? region_slot(c.self, c, lv.ch, lv.lane, bs.recvd) : nullptr;
   char* slot_out = (op.flags & kOpSend) ? region_slot(c.next_region, c, lv.ch, lv.lane, bs.sent) : nullptr;
@@ -89,15 +80,16 @@ DFCCL_DEV bool run_op(BlockShared& bs, const CommStatic& c, const LaneView& lv, 
   // Phase 3: post.
   t0 = prof_now<X>();
   if (X::tid() == 0) {
-    if (op.flags & kOpSend) {
+    const u32 flags = bs.at.op.flags;
+    if (flags & kOpSend) {
       X::fence_release();
-      X::store_flag(&lv.next_ctrl->tail, bs.sent + 1);
+      X::store_flag(&bs.at.lv.next_ctrl->tail, bs.sent + 1);
       bs.sent += 1;
     } else {
       X::fence_credit();
     }
-    if (op.flags & kOpRecv) {
-      X::store_flag(&lv.prev_ctrl->head, bs.recvd + 1);
+    if (flags & kOpRecv) {
+      X::store_flag(&bs.at.lv.prev_ctrl->head, bs.recvd + 1);
       bs.recvd += 1;
     }
     bs.primitives += 1;
