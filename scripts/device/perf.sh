@@ -4,6 +4,8 @@
 # collective, float32) with dfccl and NCCL, the all-reduce sweep in blocking mode (what preemption costs on an
 # in-order workload, same build), in bfloat16 and with host completion (dfcclSynchronize) up to 64 MiB, then the
 # engine tests, the collective matrix and the dfccl stress.
+# The sweeps run 20 warm-up iterations per case: in the first cases of a process both backends, NCCL as well, show
+# iterations of about 120 us for up to ten iterations (docs/performance-log.md, 12; scripts/device/first_case.sh).
 # Binaries in $BIN (default .device/bin): dfccl-harness, cuda_engine_test, mp_collectives, latency_split and
 # gemm_beside_engine (build commands in the probes' headers). At most 8 files come back: the HDF5 files, logs.tgz
 # and summary.txt.
@@ -14,14 +16,14 @@ H=("${MPIRUN[@]}" "$BIN/dfccl-harness")
 step gemm 60 "$BIN/gemm_beside_engine" 3
 step gemm_resident 60 env DFCCL_IDLE_NS=10000000000 "$BIN/gemm_beside_engine" 2
 step latency_split 60 "$BIN/latency_split" 100
-step sweep_float32 300 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,nccl --iters 10 --warmup 3 \
+step sweep_float32 300 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,nccl --iters 20 --warmup 20 \
   --out "$OUT/sweep-2xH200.h5"
 step sweep_blocking 120 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,dfccl-blocking \
-  --collectives all_reduce --iters 10 --warmup 3 --out "$OUT/sweep-blocking-2xH200.h5"
+  --collectives all_reduce --iters 20 --warmup 20 --out "$OUT/sweep-blocking-2xH200.h5"
 step sweep_bfloat16 120 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,nccl --collectives all_reduce \
-  --dtype bfloat16 --iters 10 --warmup 3 --out "$OUT/sweep-bfloat16-2xH200.h5"
+  --dtype bfloat16 --iters 20 --warmup 20 --out "$OUT/sweep-bfloat16-2xH200.h5"
 step sweep_host 60 "${H[@]}" --workload workloads/sweep.toml --backend dfccl --collectives all_reduce --end 64M \
-  --completion host --iters 20 --warmup 5 --out "$OUT/sweep-host-completion-2xH200.h5"
+  --completion host --iters 20 --warmup 20 --out "$OUT/sweep-host-completion-2xH200.h5"
 step engine 80 "$BIN/cuda_engine_test"
 step matrix 60 "${MPIRUN[@]}" "$BIN/mp_collectives" cuda 100
 step stress 90 "${H[@]}" --workload workloads/stress.toml --tp 2 --backend dfccl --trials 1000 --timeout 5 \
