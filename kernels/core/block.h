@@ -33,7 +33,8 @@ struct AttemptShared {
   Geometry geo;   // this channel's part of it
   LaneView lv;    // the lane's control blocks
   u64 nops;       // primitives in the channel's program
-  Op op;          // the primitive being run
+  u32 ll;         // 1: the program's primitives use the LL protocol (primitives/ll.h)
+  Op op;          // the primitive being run (Simple protocol)
 };
 
 // What one block shares between its threads (CUDA: __shared__; host: the thread's own).

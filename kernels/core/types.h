@@ -130,9 +130,17 @@ struct ChanCtx {
 };
 static_assert(sizeof(ChanCtx) == 176);
 
+// A connection region: the lanes' counters, the Simple protocol's slots (every channel), and the LL protocol's
+// slots (channel 0 only, the one channel of a collective small enough for LL: primitives/ll.h).
+inline constexpr u32 kLLMaxBytes = 8192;               // data per LL slot
+inline constexpr u32 kLLSlotBytes = 2 * kLLMaxBytes;   // an LL line carries 8 data bytes in 16
 DFCCL_HD inline u64 region_ctrl_bytes(u32 nchan, u32 nlanes) { return u64(nchan) * nlanes * sizeof(LaneCtrl); }
+DFCCL_HD inline u64 region_simple_bytes(u32 nchan, u32 nlanes, u32 nslots, u32 slot_bytes) {
+  return u64(nchan) * nlanes * nslots * slot_bytes;
+}
 DFCCL_HD inline u64 region_bytes(u32 nchan, u32 nlanes, u32 nslots, u32 slot_bytes) {
-  return region_ctrl_bytes(nchan, nlanes) + u64(nchan) * nlanes * nslots * slot_bytes;
+  return region_ctrl_bytes(nchan, nlanes) + region_simple_bytes(nchan, nlanes, nslots, slot_bytes) +
+         u64(nlanes) * nslots * kLLSlotBytes;
 }
 DFCCL_HD inline LaneCtrl* region_ctrl(char* region, const CommStatic& c, u32 ch, u32 lane) {
   return reinterpret_cast<LaneCtrl*>(region) + (u64(ch) * c.nlanes + lane);
@@ -141,8 +149,7 @@ DFCCL_HD inline char* region_slot(char* region, const CommStatic& c, u32 ch, u32
   u64 idx = (u64(ch) * c.nlanes + lane) * c.nslots + umod(pos, c.nslots);
   return region + region_ctrl_bytes(c.nchan, c.nlanes) + idx * c.slot_bytes;
 }
-
-// The four control blocks one (channel, lane) of a rank touches, and where they are.
+// A lane's four counters as one rank sees them (Simple and LL primitives).
 struct LaneView {
   LaneCtrl* recv_ctrl;  // mine: tail written by prev
   LaneCtrl* send_ctrl;  // mine: head written by next
@@ -160,6 +167,12 @@ DFCCL_HD inline LaneView lane_view(const CommStatic& c, u32 ch, u32 lane) {
   v.ch = ch;
   v.lane = lane;
   return v;
+}
+
+DFCCL_HD inline char* region_ll(char* region, const CommStatic& c, u32 lane, u64 pos) {
+  const u64 idx = u64(lane) * c.nslots + umod(pos, c.nslots);
+  return region + region_ctrl_bytes(c.nchan, c.nlanes) +
+         region_simple_bytes(c.nchan, c.nlanes, c.nslots, c.slot_bytes) + idx * kLLSlotBytes;
 }
 
 // ---- the engine ---------------------------------------------------------------------------------------------------

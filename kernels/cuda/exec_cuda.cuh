@@ -68,6 +68,26 @@ struct CudaExec {
     out.hi = (u64(v.w) << 32) | v.z;
     return out;
   }
+  __device__ static __forceinline__ bool sync_and(bool v) { return __syncthreads_and(v) != 0; }
+  __device__ static __forceinline__ bool sync_or(bool v) { return __syncthreads_or(v) != 0; }
+  // LL lines (primitives/ll.h): a vector of two u64 is two 8-byte accesses, each single-copy atomic; volatile
+  // accesses are relaxed at system scope (the peer GPU polls them), and bypass L1.
+  __device__ static __forceinline__ void st_ll(Pack* p, Pack v) {
+    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(v.lo), "l"(v.hi) : "memory");
+  }
+  __device__ static __forceinline__ Pack ld_ll(const Pack* p) {
+    Pack v;
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(v.lo), "=l"(v.hi) : "l"(p) : "memory");
+    return v;
+  }
+  __device__ static __forceinline__ u64 ld_elem(const char* p, u32 es) {
+    switch (es) {
+      case 1: return __ldcg(reinterpret_cast<const unsigned char*>(p));
+      case 2: return __ldcg(reinterpret_cast<const unsigned short*>(p));
+      case 4: return __ldcg(reinterpret_cast<const unsigned int*>(p));
+      default: return __ldcg(reinterpret_cast<const unsigned long long*>(p));
+    }
+  }
   __device__ static __forceinline__ void st16(Pack* p, Pack v) {
     uint4 w = make_uint4(u32(v.lo), u32(v.lo >> 32), u32(v.hi), u32(v.hi >> 32));
     __stcg(reinterpret_cast<uint4*>(p), w);

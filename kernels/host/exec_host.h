@@ -60,6 +60,23 @@ struct HostExec {
     return v;
   }
   static void st16(Pack* p, Pack v) { memcpy(p, &v, sizeof(v)); }
+  static u64 ld_elem(const char* p, u32 es) {
+    u64 v = 0;
+    memcpy(&v, p, es);  // little-endian: the element in the low bytes
+    return v;
+  }
+  static bool sync_and(bool v) { return v; }
+  static bool sync_or(bool v) { return v; }
+  static void st_ll(Pack* p, Pack v) {
+    __atomic_store_n(&p->lo, v.lo, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->hi, v.hi, __ATOMIC_RELAXED);
+  }
+  static Pack ld_ll(const Pack* p) {
+    Pack v;
+    v.lo = __atomic_load_n(&p->lo, __ATOMIC_RELAXED);
+    v.hi = __atomic_load_n(&p->hi, __ATOMIC_RELAXED);
+    return v;
+  }
 };
 
 // Runs block b of the daemon on the calling thread until the daemon decides to leave.

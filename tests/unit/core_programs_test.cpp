@@ -170,5 +170,30 @@ TEST(CorePrograms, SmallCollectivesRunOnlyTheStepsTheirDataNeeds) {
   EXPECT_EQ(ops(Kind::AllReduce, 256 * 2 * 4 * 3, 2), 3u * 4u * 3u);
 }
 
+// The one-shot goes through the LL protocol while the whole collective is channel 0's and fits kLLMaxBytes, on every
+// rank alike (the flag depends on the descriptor only), and through Simple past it or when channels share the data.
+TEST(CorePrograms, OneShotUsesLLOnlyForOneSmallChannel) {
+  auto flags = [](u64 count, DType t, u32 nchan, u32 ch, int rank) {
+    Desc d{};
+    d.kind = Kind::AllReduce;
+    d.dtype = t;
+    d.count = count;
+    d.nchan = nchan;
+    const Geometry g = make_geometry(d, rank, 2, ch, /*slot_bytes=*/256 * 1024, /*nslots=*/4);
+    EXPECT_EQ(program_num_ops(g), 2u);
+    return std::pair<u32, u32>{program_op(g, 0).flags, program_op(g, 1).flags};
+  };
+  for (int rank : {0, 1}) {
+    auto [f0, f1] = flags(kLLMaxBytes / 4, DType::F32, 1, 0, rank);
+    EXPECT_EQ(f0, kOpSrc | kOpSend | kOpLL);
+    EXPECT_EQ(f1, kOpRecv | kOpSrc | kOpDst | kOpFinish | kOpLL);
+    EXPECT_EQ(flags(1, DType::I8, 1, 0, rank).first & kOpLL, kOpLL);
+    EXPECT_EQ(flags(kLLMaxBytes / 8, DType::F64, 1, 0, rank).second & kOpLL, kOpLL);
+    EXPECT_EQ(flags(kLLMaxBytes / 4 + 4, DType::F32, 1, 0, rank).first & kOpLL, 0u);  // past 8 KiB: Simple
+    EXPECT_EQ(flags(2 * 1024, DType::F32, 2, 0, rank).first & kOpLL, 0u);             // two channels: Simple
+    EXPECT_EQ(flags(2 * 1024, DType::F32, 2, 1, rank).first & kOpLL, 0u);
+  }
+}
+
 }  // namespace
 }  // namespace dfccl::test

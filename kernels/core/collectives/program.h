@@ -17,7 +17,8 @@ enum : u32 {
   kOpSend = 2u,    // produce one slot for next
   kOpSrc = 4u,     // read the user input (reduced with the received slot when both are present)
   kOpDst = 8u,     // write the user output
-  kOpFinish = 16u  // apply the operator's final step (avg: divide by nranks)
+  kOpFinish = 16u,  // apply the operator's final step (avg: divide by nranks)
+  kOpLL = 32u       // through the LL protocol (primitives/ll.h): channel 0's data fits kLLMaxBytes
 };
 
 struct Op {

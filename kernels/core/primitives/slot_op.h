@@ -19,12 +19,14 @@
 #include "../block.h"
 #include "../collectives/program.h"
 #include "copy.h"
+#include "ll.h"
 #include "wait.h"
 
 namespace dfccl::core {
 
 template <class X, class Quit>
 DFCCL_DEV bool run_op(BlockShared& bs, u64 i, u64 budget_ns, bool unbounded, Quit&& quit) {
+  if (bs.at.ll) return ll_op<X>(bs, i, budget_ns, unbounded, quit);
   // Phase 1: conditions. Thread 0 computes the primitive for everybody (BlockShared::at).
   u64 t0 = prof_now<X>();
   if (X::tid() == 0) {
