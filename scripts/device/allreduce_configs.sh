@@ -15,31 +15,36 @@ run() {  # run <name> <binary dir> <backend> [VAR=value ...]
   echo "== $name ($backend $*) rc=$?"
   grep -E "^ +all_reduce" "$OUT/ar_$name.log" | awk '{printf "  %12s bytes  %9s us  busbw %7s GB/s\n", $3, $8, $10}'
 }
-# SET=57: how many channels carry an all-reduce of 1-64 MiB (DFCCL_MIN_CHAN_BYTES; 128 blocks, the defaults).
-if [ "${SET:-29}" = 57 ]; then
-  sweep=(--workload workloads/sweep.toml --collectives all_reduce --begin 1M --end 64M --factor 2 --iters 20 --warmup 5)
+# Session 7 (runs 57-59), all-reduce at 128 blocks x 256 threads: NCCL, then dfccl with one variable at each value.
+ar_sweep() {  # ar_sweep <begin> <end> <factor> <warm-up iterations>
+  sweep=(--workload workloads/sweep.toml --collectives all_reduce --begin "$1" --end "$2" --factor "$3" --iters 20
+    --warmup "$4")
+}
+one_var() {  # one_var <VAR> <name prefix> <value...>
+  local var=$1 prefix=$2 v
+  shift 2
   run nccl "$BIN" nccl
-  for m in 32768 65536 131072 262144 16384; do run "minchan$m" "$BIN" dfccl DFCCL_MIN_CHAN_BYTES=$m; done
-  exit 0
-fi
-# SET=58: slots per lane and lanes at 128 blocks x 128 KiB (run 52's defaults: 4 slots, 4 lanes).
-if [ "${SET:-29}" = 58 ]; then
-  sweep=(--workload workloads/sweep.toml --collectives all_reduce --begin 4M --end 1G --factor 4 --iters 20 --warmup 10)
-  run nccl "$BIN" nccl
-  run slots4 "$BIN" dfccl
-  run slots8 "$BIN" dfccl DFCCL_SLOTS=8
-  run slots8_lanes2 "$BIN" dfccl DFCCL_SLOTS=8 DFCCL_LANES=2
-  run slots6 "$BIN" dfccl DFCCL_SLOTS=6
-  run slots4_again "$BIN" dfccl
-  exit 0
-fi
-# SET=59: slot size at 128 blocks x 4 slots (run 52's default: 128 KiB).
-if [ "${SET:-29}" = 59 ]; then
-  sweep=(--workload workloads/sweep.toml --collectives all_reduce --begin 16M --end 1G --factor 4 --iters 20 --warmup 10)
-  run nccl "$BIN" nccl
-  for b in 131072 65536 98304 196608 131072; do run "slot$b" "$BIN" dfccl DFCCL_SLOT_BYTES=$b; done
-  exit 0
-fi
+  for v in "$@"; do run "$prefix$v" "$BIN" dfccl "$var=$v"; done
+}
+case "${SET:-29}" in
+  57)  # how many channels carry 1-64 MiB (DFCCL_MIN_CHAN_BYTES)
+    ar_sweep 1M 64M 2 5
+    one_var DFCCL_MIN_CHAN_BYTES minchan 32768 65536 131072 262144 16384
+    exit 0 ;;
+  58)  # slots per lane and lanes (run 52's defaults: 4 slots, 4 lanes)
+    ar_sweep 4M 1G 4 10
+    run nccl "$BIN" nccl
+    run slots4 "$BIN" dfccl
+    run slots8 "$BIN" dfccl DFCCL_SLOTS=8
+    run slots8_lanes2 "$BIN" dfccl DFCCL_SLOTS=8 DFCCL_LANES=2
+    run slots6 "$BIN" dfccl DFCCL_SLOTS=6
+    run slots4_again "$BIN" dfccl
+    exit 0 ;;
+  59)  # slot size (run 52's default: 128 KiB)
+    ar_sweep 16M 1G 4 10
+    one_var DFCCL_SLOT_BYTES slot 131072 65536 98304 196608 131072
+    exit 0 ;;
+esac
 # Run 28: transport shapes (slot size, slots, blocks) and two build variants; run 29: the shapes near the best.
 if [ "${SET:-29}" = 28 ]; then
   run nccl "$BIN" nccl
