@@ -94,6 +94,9 @@ DFCCL_DEV bool ll_op(BlockShared& bs, u64 i_op, u64 budget_ns, bool unbounded, Q
   const bool recv = (op.flags & kOpRecv) != 0, send = (op.flags & kOpSend) != 0;
 
   // Phase 1: conditions. The lines first (every thread), then the credit (thread 0).
+  // Every thread reads the receive position here, before any barrier of this step: thread 0 advances it in the
+  // previous step's post, after that step's last barrier. Only a receiving step moves it, and no LL program has two
+  // receiving steps in a row within one attempt (the one-shot: send, then receive; an attempt ends with a barrier).
   u64 t0 = prof_now<X>();
   const Pack* in_lines = recv ? reinterpret_cast<const Pack*>(region_ll(c.self, c, lv.lane, bs.recvd)) : nullptr;
   const u32 in_flag = u32(bs.recvd + 1);
