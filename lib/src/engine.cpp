@@ -339,8 +339,10 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
       probe = probes_;
     }
   }
-  if (probe != 0) confirm_wait(probe);
+  // The stream's wait first: its host call (a kernel launch, about 2-3 us) overlaps the probe's round trip through
+  // the GPU (docs/performance-log.md, 14). Both run only after any pending barrier, whichever is issued first.
   exec_->stream_wait(stream, &g_->complete[r->slot], r->seq, wait_kernel_);
+  if (probe != 0) confirm_wait(probe);
 }
 
 // After listing a wait: make sure a daemon will run for it without another host call, which an implicit
