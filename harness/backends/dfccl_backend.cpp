@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "dfccl.h"
 #include "gpu/gpu_context.h"
+#include "timing/timing_plan.h"
 #include "verify/verifiable.h"
 
 namespace dfccl::harness {
@@ -35,7 +36,11 @@ void dfccl_check(dfcclResult_t r, const char* what, dfcclComm_t comm = nullptr) 
 class DfcclBackend final : public Backend {
  public:
   DfcclBackend(const BackendContext& ctx, std::string name, bool on_gpu, bool blocking)
-      : ctx_(ctx), name_(std::move(name)), on_gpu_(on_gpu), blocking_(blocking) {
+      : ctx_(ctx),
+        name_(std::move(name)),
+        on_gpu_(on_gpu),
+        blocking_(blocking),
+        timing_(TimingPlan::of(*ctx.workload)) {
     if (on_gpu_) {
       int n = 0;
       if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw BackendError("no CUDA device");
@@ -53,15 +58,16 @@ class DfcclBackend final : public Backend {
     b.mode = blocking_ ? "blocking" : "preemptive";
     if (!on_gpu_) {
       b.completion = "host: dfcclWait blocks the worker thread until the collective is done";
-      b.timing = "host clock around each iteration; e2e and core from dfcclRequestGetInfo";
+      b.timing = timing_.describe("host clock", "") + "; e2e and core from dfcclRequestGetInfo";
     } else if (host_completion_) {
       b.completion = "host: dfcclSynchronize(request) on the worker thread, per request at the end of the iteration";
-      b.timing = "host clock around each iteration; e2e (submit -> completion seen by the host) and core from "
-                 "dfcclRequestGetInfo";
+      b.timing = timing_.describe("host clock", "") +
+                 "; e2e (submit -> completion seen by the host) and core from dfcclRequestGetInfo";
     } else {
       b.completion = "stream: dfcclWait(request, stream) at the end of the iteration (the stream waits on the GPU)";
-      b.timing = "CUDA events around each iteration on stream 0, iterations back to back; e2e (submit -> completion "
-                 "seen by the host) and core from dfcclRequestGetInfo";
+      b.timing = timing_.describe("CUDA events", "on stream 0") +
+                 ", iterations back to back; e2e (submit -> completion seen by the host) and core from "
+                 "dfcclRequestGetInfo";
     }
     return b;
   }
@@ -149,10 +155,10 @@ class DfcclBackend final : public Backend {
   void worker_begin(const std::atomic<bool>& cancel) override {
     cancel_ = &cancel;
     free_requests();
-    timings_.clear();
+    host_spans_.clear();
     if (gpu_) {
       gpu_->make_current();
-      gpu_->begin_timing();
+      gpu_->begin_timing(timing_);
     }
   }
 
@@ -161,10 +167,14 @@ class DfcclBackend final : public Backend {
     for (auto& r : host_recv_) std::memset(r.data(), verify::kPoisonByte, r.size());
   }
 
-  void start_iteration(int) override {
+  void start_iteration(int iteration) override {
     iter_reqs_.emplace_back();
-    iter_start_ns_ = now_ns();
-    if (gpu_ && !host_completion_) gpu_->iteration_start();
+    iteration_ = iteration;
+    if (gpu_ && !host_completion_) return gpu_->iteration_start(iteration);
+    if (timing_.opens(iteration)) {
+      span_first_ = iteration;
+      span_start_ns_ = now_ns();
+    }
   }
 
   void submit(int entry) override {
@@ -237,9 +247,8 @@ class DfcclBackend final : public Backend {
       return;
     }
     for (auto& r : reqs) wait_request(r);
-    IterationTiming t;
-    t.time_us = static_cast<double>(now_ns() - iter_start_ns_) / 1000.0;
-    timings_.push_back(std::move(t));
+    if (timing_.closes(iteration_))
+      host_spans_.push_back({span_first_, iteration_, static_cast<double>(now_ns() - span_start_ns_) / 1000.0});
   }
 
   std::vector<IterationTiming> finish(const std::atomic<bool>& cancel) override {
@@ -250,7 +259,8 @@ class DfcclBackend final : public Backend {
       for (auto& t : out)  // the stream times of the events are not the collectives' (dfccl does not join the stream)
         for (auto& e : t.entries) e.e2e_us = kNaN;
     } else {
-      out = std::move(timings_);
+      for (double t : TimingPlan::per_iteration_times(host_spans_, static_cast<int>(iter_reqs_.size())))
+        out.push_back(IterationTiming{t, {}});
     }
     if (gpu_) gpu_->release_host_allocations();
     for (size_t i = 0; i < iter_reqs_.size() && i < out.size(); ++i) {
@@ -355,14 +365,17 @@ class DfcclBackend final : public Backend {
   BackendContext ctx_;
   std::string name_;
   bool on_gpu_, blocking_;
+  TimingPlan timing_;
   bool host_completion_ = true;
   std::optional<GpuContext> gpu_;
   std::vector<dfcclComm_t> comms_;
   std::vector<EntryPlan> plans_;
   std::vector<std::vector<char>> host_send_, host_recv_;
   std::vector<std::vector<Req>> iter_reqs_;
-  std::vector<IterationTiming> timings_;
-  uint64_t iter_start_ns_ = 0;
+  // Host-clock timing (host executor, run.completion = host): the spans measured, the one open.
+  std::vector<TimedSpan> host_spans_;
+  int iteration_ = -1, span_first_ = 0;
+  uint64_t span_start_ns_ = 0;
   const std::atomic<bool>* cancel_ = nullptr;
 };
 

@@ -13,6 +13,7 @@
 
 #include "backend.h"
 #include "gpu/gpu_context.h"
+#include "timing/timing_plan.h"
 
 namespace dfccl::harness {
 namespace {
@@ -49,7 +50,9 @@ ncclRedOp_t nccl_op(RedOp op) { return static_cast<ncclRedOp_t>(static_cast<int>
 class NcclBackend final : public Backend {
  public:
   explicit NcclBackend(const BackendContext& ctx)
-      : ctx_(ctx), gpu_(select_device(ctx), ctx.workload->streams == "per_group" ? kNumGroupKinds : 1) {}
+      : ctx_(ctx),
+        timing_(TimingPlan::of(*ctx.workload)),
+        gpu_(select_device(ctx), ctx.workload->streams == "per_group" ? kNumGroupKinds : 1) {}
 
   BackendInfo info() const override {
     int v = 0;
@@ -57,8 +60,11 @@ class NcclBackend final : public Backend {
     return BackendInfo{"nccl", "cuda",
                        fmt::format("nccl {}, {} communicators", v, blocking() ? "blocking" : "nonblocking"),
                        "stream order: the result is usable on the collective's stream after the call",
-                       "CUDA events around each iteration on stream 0, iterations back to back; e2e = events around "
-                       "the call on its stream (includes waiting for peers); no core time",
+                       fmt::format("{}, iterations back to back; {}; no core time",
+                                   timing_.describe("CUDA events", "on stream 0"),
+                                   timing_.per_entry_marks()
+                                       ? "e2e = events around the call on its stream (includes waiting for peers)"
+                                       : "no e2e (no events around the calls with batch timing)"),
                        true, ""};
   }
 
@@ -135,10 +141,10 @@ class NcclBackend final : public Backend {
   void worker_begin(const std::atomic<bool>& cancel) override {
     cancel_ = &cancel;
     gpu_.make_current();
-    gpu_.begin_timing();
+    gpu_.begin_timing(timing_);
   }
   void poison_outputs() override { gpu_.poison(); }
-  void start_iteration(int) override { gpu_.iteration_start(); }
+  void start_iteration(int iteration) override { gpu_.iteration_start(iteration); }
 
   void submit(int entry) override {
     const EntryPlan& p = plans_.at(entry);
@@ -211,6 +217,7 @@ class NcclBackend final : public Backend {
   }
 
   BackendContext ctx_;
+  TimingPlan timing_;
   GpuContext gpu_;
   std::vector<CommSlot> slots_;
   std::vector<ncclComm_t> comms_;

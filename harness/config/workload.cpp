@@ -66,6 +66,10 @@ const Setting kSettings[] = {
     {"run.nccl_comms", Type::String, "'auto'",
      "nccl backend: blocking | nonblocking communicators; auto: blocking for sweep workloads (NCCL's fast path), "
      "nonblocking otherwise (a deadlock is then recoverable even inside an enqueue)"},
+    {"run.timing", Type::String, "'iteration'",
+     "iteration (a timing mark before and after every iteration) | batch (nccl-tests' method: marks only around "
+     "batches of run.batch timed iterations; each iteration gets its batch's mean)"},
+    {"run.batch", Type::Int, "10", "batch timing: timed iterations per batch (the last batch may be shorter)"},
     {"layout.tp", Type::Int, "1", "tensor-parallel group size"},
     {"layout.dp", Type::Int, "0", "data-parallel group size (0: world size / (tp * pp))"},
     {"layout.pp", Type::Int, "1", "pipeline-parallel group size"},
@@ -127,8 +131,10 @@ const std::map<std::string, std::string> kAliases = {
     {"backend", "run.backend"},      {"backends", "run.backend"},   {"iters", "run.iterations"},
     {"iterations", "run.iterations"}, {"warmup", "run.warmup"},     {"trials", "run.trials"},
     {"timeout", "run.timeout"},      {"seed", "run.seed"},          {"check", "run.check"},
-    {"diagnose", "run.diagnose"},  {"completion", "run.completion"}, {"streams", "run.streams"}, {"nccl_comms", "run.nccl_comms"},   {"tp", "layout.tp"},
-    {"dp", "layout.dp"},             {"pp", "layout.pp"},           {"dtype", "data.dtype"},
+    {"diagnose", "run.diagnose"},    {"completion", "run.completion"}, {"streams", "run.streams"},
+    {"nccl_comms", "run.nccl_comms"}, {"timing", "run.timing"},     {"batch", "run.batch"},
+    {"tp", "layout.tp"},             {"dp", "layout.dp"},           {"pp", "layout.pp"},
+    {"dtype", "data.dtype"},
     {"op", "data.op"},               {"root", "data.root"},         {"priority", "data.priority"},
     {"begin", "sizes.begin"},        {"end", "sizes.end"},          {"factor", "sizes.factor"},
     {"collectives", "sweep.collectives"},
@@ -515,6 +521,10 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   w.streams = get_string("run.streams");
   if (w.streams != "single" && w.streams != "per_group")
     fail(origin, "run.streams", fmt::format("'{}' is not single or per_group", w.streams));
+  w.timing = get_string("run.timing");
+  if (w.timing != "iteration" && w.timing != "batch")
+    fail(origin, "run.timing", fmt::format("'{}' is not iteration or batch", w.timing));
+  w.batch = positive("run.batch", 1);
 
   w.tp = positive("layout.tp", 1);
   w.dp = positive("layout.dp", 0);

@@ -58,6 +58,8 @@ struct Workload {
   std::string completion = "stream";  // dfccl GPU backend: stream | host
   std::string streams = "single";     // GPU backends: single | per_group
   std::string nccl_comms = "auto";    // nccl backend: auto | blocking | nonblocking
+  std::string timing = "iteration";   // iteration (a time per iteration) | batch (nccl-tests': per batch, averaged)
+  int batch = 10;                     // timed iterations per batch (batch timing)
 
   // [layout] (dp = 0: the world size divided by tp * pp)
   int tp = 1, dp = 0, pp = 1;

@@ -134,47 +134,59 @@ cudaEvent_t GpuContext::event() {
   return pool_[pool_used_++];
 }
 
-void GpuContext::begin_timing() {
-  pool_used_ = 0;
-  iters_.clear();
+cudaEvent_t GpuContext::record(int stream_index) {
+  cudaEvent_t e = event();
+  cuda_check(cudaEventRecord(e, stream(stream_index)), "cudaEventRecord");
+  return e;
 }
 
-void GpuContext::iteration_start() {
-  IterEvents it;
-  it.start = event();
-  cuda_check(cudaEventRecord(it.start, streams_[0]), "cudaEventRecord");
+void GpuContext::begin_timing(const TimingPlan& plan) {
+  plan_ = plan;
+  pool_used_ = 0;
+  iteration_ = -1;
+  spans_.clear();
+  entry_events_.clear();
+}
+
+void GpuContext::iteration_start(int iteration) {
+  iteration_ = iteration;
+  entry_events_.emplace_back();
+  cudaEvent_t start = nullptr;  // the point of stream 0 where the iteration starts
+  if (plan_.opens(iteration)) {
+    start = record(0);
+    spans_.push_back(Span{iteration, iteration, start, nullptr});
+  } else if (streams_.size() > 1) {
+    start = record(0);  // only for the join below, not timed
+  }
   for (size_t s = 1; s < streams_.size(); ++s)
-    cuda_check(cudaStreamWaitEvent(streams_[s], it.start, 0), "cudaStreamWaitEvent");
-  iters_.push_back(std::move(it));
+    cuda_check(cudaStreamWaitEvent(streams_[s], start, 0), "cudaStreamWaitEvent");
 }
 
 void GpuContext::entry_start(int entry, int stream_index) {
-  auto& it = iters_.back();
-  if (it.entries.size() <= static_cast<size_t>(entry)) it.entries.resize(entry + 1, {nullptr, nullptr});
-  it.entries[entry].first = event();
-  cuda_check(cudaEventRecord(it.entries[entry].first, stream(stream_index)), "cudaEventRecord");
+  if (!plan_.per_entry_marks()) return;
+  auto& entries = entry_events_.back();
+  if (entries.size() <= static_cast<size_t>(entry)) entries.resize(entry + 1, {nullptr, nullptr});
+  entries[entry].first = record(stream_index);
 }
 
 void GpuContext::entry_end(int entry, int stream_index) {
-  auto& it = iters_.back();
-  it.entries[entry].second = event();
-  cuda_check(cudaEventRecord(it.entries[entry].second, stream(stream_index)), "cudaEventRecord");
+  if (!plan_.per_entry_marks()) return;
+  entry_events_.back()[entry].second = record(stream_index);
 }
 
 void GpuContext::iteration_end() {
-  auto& it = iters_.back();
-  for (size_t s = 1; s < streams_.size(); ++s) {
-    cudaEvent_t e = event();
-    cuda_check(cudaEventRecord(e, streams_[s]), "cudaEventRecord");
-    cuda_check(cudaStreamWaitEvent(streams_[0], e, 0), "cudaStreamWaitEvent");
+  for (size_t s = 1; s < streams_.size(); ++s)
+    cuda_check(cudaStreamWaitEvent(streams_[0], record(static_cast<int>(s)), 0), "cudaStreamWaitEvent");
+  if (plan_.closes(iteration_)) {
+    Span& span = spans_.back();
+    span.last = iteration_;
+    span.end = record(0);
   }
-  it.end = event();
-  cuda_check(cudaEventRecord(it.end, streams_[0]), "cudaEventRecord");
 }
 
 void GpuContext::wait_all(const std::atomic<bool>& cancel) {
-  if (iters_.empty()) return;
-  cudaEvent_t last = iters_.back().end;
+  // An event of its own after everything: with batch timing the last iterations (the checked one) have none.
+  cudaEvent_t last = record(0);
   while (true) {
     cudaError_t err = cudaEventQuery(last);
     if (err == cudaSuccess) return;
@@ -185,17 +197,22 @@ void GpuContext::wait_all(const std::atomic<bool>& cancel) {
 }
 
 std::vector<IterationTiming> GpuContext::timings(int num_entries) {
-  std::vector<IterationTiming> out;
-  for (const auto& it : iters_) {
-    IterationTiming t;
-    t.entries.resize(num_entries);
+  auto elapsed_us = [](cudaEvent_t a, cudaEvent_t b) {
     float ms = 0;
-    if (it.start && it.end && cudaEventElapsedTime(&ms, it.start, it.end) == cudaSuccess) t.time_us = ms * 1000.0;
-    for (size_t e = 0; e < it.entries.size() && e < static_cast<size_t>(num_entries); ++e) {
-      auto [a, b] = it.entries[e];
-      if (a && b && cudaEventElapsedTime(&ms, a, b) == cudaSuccess) t.entries[e].e2e_us = ms * 1000.0;
-    }
-    out.push_back(std::move(t));
+    return a && b && cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? ms * 1000.0 : kNaN;
+  };
+  std::vector<TimedSpan> spans;
+  for (const Span& s : spans_) spans.push_back(TimedSpan{s.first, s.last, elapsed_us(s.start, s.end)});
+  const int count = static_cast<int>(entry_events_.size());
+  const std::vector<double> times = TimingPlan::per_iteration_times(spans, count);
+  std::vector<IterationTiming> out(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    IterationTiming& t = out[static_cast<size_t>(i)];
+    t.time_us = times[static_cast<size_t>(i)];
+    t.entries.resize(num_entries);
+    const auto& entries = entry_events_[static_cast<size_t>(i)];
+    for (size_t e = 0; e < entries.size() && e < static_cast<size_t>(num_entries); ++e)
+      t.entries[e].e2e_us = elapsed_us(entries[e].first, entries[e].second);
   }
   return out;
 }

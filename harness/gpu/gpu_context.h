@@ -1,6 +1,7 @@
 // What the two GPU backends (dfccl, nccl) share: the device, streams, device buffers of a step, CUDA-event timing of
-// iterations, and the application-side operations of a scenario (forced device synchronization, host allocations,
-// cudaFree, the first launch of a lazily loaded kernel, compute kernels).
+// iterations (each one, or batches of them: timing/timing_plan.h), and the application-side operations of a scenario
+// (forced device synchronization, host allocations, cudaFree, the first launch of a lazily loaded kernel, compute
+// kernels).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "timing/timing_plan.h"
 
 namespace dfccl::harness {
 
@@ -44,13 +46,14 @@ class GpuContext {
   void compute(double us);
   void release_host_allocations();  // frees the malloc_host allocations kept during a step
 
-  // Iteration timing with events on stream 0; the other streams join stream 0 at both ends.
-  void begin_timing();  // forgets earlier iterations
-  void iteration_start();
-  void entry_start(int entry, int stream_index);
+  // Timing with events on stream 0, where the plan opens and closes a span; the other streams join stream 0 at both
+  // ends of every iteration whatever the plan (that orders the streams' work; it is not timing).
+  void begin_timing(const TimingPlan& plan);  // forgets earlier iterations
+  void iteration_start(int iteration);
+  void entry_start(int entry, int stream_index);  // per-entry events: only where the plan has per-entry marks
   void entry_end(int entry, int stream_index);
   void iteration_end();
-  // Waits (polling, cancellable) until the last recorded event has completed.
+  // Waits (polling, cancellable) until stream 0 has done everything enqueued so far.
   void wait_all(const std::atomic<bool>& cancel);
   // Per iteration: time and per-entry stream times (NaN where not recorded).
   std::vector<IterationTiming> timings(int num_entries);
@@ -65,11 +68,16 @@ class GpuContext {
   int next_lazy_ = 0;
   std::vector<cudaEvent_t> pool_;
   size_t pool_used_ = 0;
-  struct IterEvents {
-    cudaEvent_t start = nullptr, end = nullptr;
-    std::vector<std::pair<cudaEvent_t, cudaEvent_t>> entries;  // per entry (null when not submitted)
+  cudaEvent_t record(int stream_index);  // a pool event recorded on the stream
+  TimingPlan plan_;
+  int iteration_ = -1;  // the iteration between iteration_start and iteration_end
+  struct Span {
+    int first = 0, last = 0;
+    cudaEvent_t start = nullptr, end = nullptr;  // end: null until the span is closed
   };
-  std::vector<IterEvents> iters_;
+  std::vector<Span> spans_;
+  // Per iteration started, per entry (null when not submitted or the plan has no per-entry marks).
+  std::vector<std::vector<std::pair<cudaEvent_t, cudaEvent_t>>> entry_events_;
 };
 
 }  // namespace dfccl::harness

@@ -595,7 +595,9 @@ class Campaign {
     verify_error = agree_error(verify_error);
     if (!verify_error.empty()) row.message = "verification: " + verify_error;
 
-    // Accumulate (timed iterations only: after the warm-up, before the checked one).
+    // Accumulate (timed iterations only: after the warm-up, before the checked one). With batch timing each of them
+    // has its batch's mean (equal on a rank, so the MAX over ranks is equal within a batch too); the untimed ones,
+    // NaN, are left out here.
     const size_t first = static_cast<size_t>(w_.warmup), end_timed = first + static_cast<size_t>(w_.iterations);
     for (size_t e = 0; e < E; ++e) {
       std::string key = row_key(step[e], e);

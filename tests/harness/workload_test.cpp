@@ -124,6 +124,34 @@ TEST(Workload, ErrorsNameTheKey) {
   EXPECT_NE(error_of("", {{"kind", "step"}}).find("kind"), std::string::npos);
 }
 
+TEST(Workload, TimingModeAndBatch) {
+  Workload def = parse_workload("", "t.toml", {});
+  EXPECT_EQ(def.timing, "iteration");
+  EXPECT_EQ(def.batch, 10);
+  Workload file = parse_workload("[run]\ntiming = 'batch'\nbatch = 4\n", "t.toml", {});
+  EXPECT_EQ(file.timing, "batch");
+  EXPECT_EQ(file.batch, 4);
+  Workload cli = parse_workload("[run]\nbatch = 4\n", "t.toml", {{"timing", "batch"}, {"batch", "5"}});
+  EXPECT_EQ(cli.timing, "batch");
+  EXPECT_EQ(cli.batch, 5);
+  // Stored with the run (the HDF5 root attribute `config`).
+  EXPECT_NE(cli.resolved_toml.find("timing = 'batch'"), std::string::npos) << cli.resolved_toml;
+  EXPECT_NE(cli.resolved_toml.find("batch = 5"), std::string::npos) << cli.resolved_toml;
+  EXPECT_EQ(parse_workload(cli.resolved_toml, "again.toml", {}).batch, 5);
+
+  // Bad values name the argument.
+  EXPECT_NE(error_of("", {{"timing", "foo"}}).find("'run.timing': 'foo' is not iteration or batch"), std::string::npos)
+      << error_of("", {{"timing", "foo"}});
+  EXPECT_NE(error_of("", {{"batch", "0"}}).find("'run.batch': 0 is less than 1"), std::string::npos);
+  EXPECT_NE(error_of("", {{"batch", "-3"}}).find("'run.batch': -3 is less than 1"), std::string::npos);
+  EXPECT_NE(error_of("", {{"batch", "x"}}).find("'run.batch': 'x' is not an integer"), std::string::npos)
+      << error_of("", {{"batch", "x"}});
+  EXPECT_NE(error_of("", {{"run.batch", "2.5"}}).find("run.batch"), std::string::npos);
+  EXPECT_NE(error_of("[run]\ntiming = 'batches'\n").find("run.timing"), std::string::npos);
+  EXPECT_NE(error_of("[run]\nbatch = 0\n").find("run.batch"), std::string::npos);
+  EXPECT_NE(error_of("[run]\nbatch = '10'\n").find("run.batch"), std::string::npos);
+}
+
 TEST(Workload, ShippedWorkloadsParse) {
   std::filesystem::path dir = std::filesystem::path(DFCCL_SOURCE_DIR) / "workloads";
   int n = 0;
@@ -142,6 +170,7 @@ TEST(Workload, ShippedWorkloadsParse) {
 TEST(Workload, SettingsAreDescribed) {
   std::string d = describe_settings();
   for (const char* key : {"run.iterations", "sizes.begin", "order.probability", "host_alloc.kinds",
-                          "implicit.lazy_kernel_probability", "compute.duration_us", "run.timeout"})
+                          "implicit.lazy_kernel_probability", "compute.duration_us", "run.timeout", "run.timing",
+                          "run.batch", "--timing=run.timing", "--batch=run.batch"})
     EXPECT_NE(d.find(key), std::string::npos) << key;
 }
