@@ -6,29 +6,35 @@
 # engine tests, the collective matrix and the dfccl stress.
 # The sweeps run 20 warm-up iterations per case: in the first cases of a process both backends, NCCL as well, show
 # iterations of about 120 us for up to ten iterations (docs/performance-log.md, 12; scripts/device/first_case.sh).
-# Binaries in $BIN (default .device/bin): dfccl-harness, cuda_engine_test, mp_collectives, latency_split and
-# gemm_beside_engine (build commands in the probes' headers). At most 8 files come back: the HDF5 files, logs.tgz
-# and summary.txt.
+# They are timed as nccl-tests does (`--timing batch`: events only around batches of 20 iterations; an event between
+# small operations costs about 3 us of the GPU's timeline, docs/performance-log.md, 14); the host-completion sweep
+# keeps a host clock around every iteration (its latency, no events). `stream_loop` puts both timings side by side
+# for dfccl and NCCL at 8 B and 64 KiB.
+# Binaries in $BIN (default .device/bin): dfccl-harness, cuda_engine_test, mp_collectives, latency_split,
+# stream_loop and gemm_beside_engine (build commands in the probes' headers). At most 8 files come back: the HDF5
+# files, logs.tgz and summary.txt.
 #   scripts/device/perf.sh
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
 H=("${MPIRUN[@]}" "$BIN/dfccl-harness")
+T=(--timing batch --batch 20 --iters 40 --warmup 20)
 step gemm 60 "$BIN/gemm_beside_engine" 3
 step gemm_resident 60 env DFCCL_IDLE_NS=10000000000 "$BIN/gemm_beside_engine" 2
 step latency_split 60 "$BIN/latency_split" 100
-step sweep_float32 300 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,nccl --iters 20 --warmup 20 \
+step stream_loop 60 "$BIN/stream_loop" 2000
+step sweep_float32 360 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,nccl "${T[@]}" \
   --out "$OUT/sweep-2xH200.h5"
 step sweep_blocking 120 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,dfccl-blocking \
-  --collectives all_reduce --iters 20 --warmup 20 --out "$OUT/sweep-blocking-2xH200.h5"
+  --collectives all_reduce "${T[@]}" --out "$OUT/sweep-blocking-2xH200.h5"
 step sweep_bfloat16 120 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,nccl --collectives all_reduce \
-  --dtype bfloat16 --iters 20 --warmup 20 --out "$OUT/sweep-bfloat16-2xH200.h5"
+  --dtype bfloat16 "${T[@]}" --out "$OUT/sweep-bfloat16-2xH200.h5"
 step sweep_host 60 "${H[@]}" --workload workloads/sweep.toml --backend dfccl --collectives all_reduce --end 64M \
   --completion host --iters 20 --warmup 20 --out "$OUT/sweep-host-completion-2xH200.h5"
 step engine 80 "$BIN/cuda_engine_test"
 step matrix 60 "${MPIRUN[@]}" "$BIN/mp_collectives" cuda 100
 step stress 90 "${H[@]}" --workload workloads/stress.toml --tp 2 --backend dfccl --trials 1000 --timeout 5 \
   --diagnose true --out "$OUT/stress-dfccl-2xH200.h5"
-cat "$OUT/gemm.log" "$OUT/gemm_resident.log" "$OUT/latency_split.log" | tee -a "$OUT/summary.txt"
+cat "$OUT/gemm.log" "$OUT/gemm_resident.log" "$OUT/latency_split.log" "$OUT/stream_loop.log" | tee -a "$OUT/summary.txt"
 grep -E "PASSED|FAILED" "$OUT/engine.log" "$OUT/matrix.log" | tee -a "$OUT/summary.txt"
 grep -E "^# (dfccl|engine)" "$OUT/stress.log" | tee -a "$OUT/summary.txt"
 for t in float32 blocking bfloat16 host; do
