@@ -74,9 +74,11 @@ DFCCL_HD inline void remove_active(BlockShared& bs, u32 k) {
 }
 
 // One thread per new submission (they run in parallel): load its static context and reset its dynamic context;
-// its key goes to fresh_prio / fresh_seq, its lane state to fresh_lane. The first block to take a submission copies
-// its descriptor from pinned memory into device memory (EngineGlobal::desc); the others copy it from there once it
-// is ready.
+// its key goes to fresh_prio / fresh_seq, its lane state to fresh_lane. Block 0 (channel 0: a small collective's
+// only data channel) reads the descriptor from pinned memory itself and goes on; of the other blocks, the first to
+// take a submission copies the descriptor from pinned memory into device memory (EngineGlobal::desc) for the rest,
+// which copy it from there once it is ready. Block 0 thus never waits for that copy's fence (about 0.5 us on a small
+// collective's critical path: docs/performance-log.md, 15), at the price of a second read of pinned memory.
 template <class X>
 DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   const u32 slot = bs.fresh[k];
@@ -87,19 +89,23 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   Pack* shared = reinterpret_cast<Pack*>(&ev.g->desc[slot]);
   const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
   Pack v[kPacks];
-  // Block 0 (channel 0: a small collective's only data channel) issues its reads of pinned memory before it claims,
-  // so that the claim's round trip overlaps theirs; they are wasted when another block claimed first.
-  if (b == 0)
+  if (b == 0) {
     for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);  // all loads first: one round trip
-  if (X::atomic_exch64(&ev.g->desc_claim[slot], tag) != tag) {
-    if (b != 0)
-      for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);
-    for (int i = 0; i < kPacks; ++i) X::st16(shared + i, v[i]);
-    X::fence_device();
-    X::store_relaxed(&ev.g->desc_ready[slot], tag);
   } else {
-    while (X::load_acquire(&ev.g->desc_ready[slot]) != tag) X::pause();
-    for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(shared + i);
+    // Block 1 issues its reads of pinned memory before it claims, so that the claim's round trip overlaps theirs
+    // (it is usually the first to claim); they are wasted when another block claimed first.
+    if (b == 1)
+      for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);
+    if (X::atomic_exch64(&ev.g->desc_claim[slot], tag) != tag) {
+      if (b != 1)
+        for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);
+      for (int i = 0; i < kPacks; ++i) X::st16(shared + i, v[i]);
+      X::fence_device();
+      X::store_relaxed(&ev.g->desc_ready[slot], tag);
+    } else {
+      while (X::load_acquire(&ev.g->desc_ready[slot]) != tag) X::pause();
+      for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(shared + i);
+    }
   }
   for (int i = 0; i < kPacks; ++i) dst[i] = v[i];
   Desc d;
