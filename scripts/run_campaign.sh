@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The standard campaign (`make run`): runs the shipped workloads on what this machine has and plots the results.
-#   GPUs present: every workload on dfccl and nccl, one rank per GPU.
+#   GPUs present: every workload on dfccl and nccl, one rank per GPU (the sweep with batch timing).
 #   no GPU:       the host executor (host, host-blocking): sweep and stress, CI-sized; DFCCL_CAMPAIGN=full adds the
 #                 model workloads.
 # Usage: scripts/run_campaign.sh [results dir]   (default results/campaign-<UTC time>)
@@ -47,7 +47,9 @@ run() {  # run <workload> [overrides...]
 
 echo "run_campaign: $np ranks, $ngpu GPUs, backends $backends, campaign $campaign, results in $out"
 if [ "$ngpu" -gt 0 ]; then
-  run sweep
+  # Timed as nccl-tests does (events around batches of 20 iterations), as the README's tables: an event per
+  # iteration inflates small sizes, NCCL's more than dfccl's (docs/harness.md, "Timing").
+  run sweep --timing batch --batch 20 --iters 40 --warmup 20
   run stress --tp "$tp"
   run resnet50-dp
   pp=1
