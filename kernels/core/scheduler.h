@@ -89,15 +89,15 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   Pack* shared = reinterpret_cast<Pack*>(&ev.g->desc[slot]);
   const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
   Pack v[kPacks];
-  if (b == 0) {
-    for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);  // all loads first: one round trip
-  } else {
-    // Block 1 issues its reads of pinned memory before it claims, so that the claim's round trip overlaps theirs
-    // (it is usually the first to claim); they are wasted when another block claimed first.
-    if (b == 1)
-      for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);
+  // Blocks 0 and 1 read pinned memory at once (all loads first: one round trip). Block 0 keeps what it read; block 1
+  // reads before it claims, so that the claim's round trip overlaps the read (it is usually the first to claim; the
+  // read is wasted when another block claimed first).
+  const bool read_first = b <= 1;
+  if (read_first)
+    for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);
+  if (b != 0) {
     if (X::atomic_exch64(&ev.g->desc_claim[slot], tag) != tag) {
-      if (b != 1)
+      if (!read_first)
         for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);
       for (int i = 0; i < kPacks; ++i) X::st16(shared + i, v[i]);
       X::fence_device();
