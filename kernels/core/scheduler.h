@@ -73,6 +73,44 @@ DFCCL_HD inline void remove_active(BlockShared& bs, u32 k) {
   bs.nactive -= 1;
 }
 
+// A thread of a block >= 1: take on the copy of a submission's descriptor for the other blocks if no block has yet
+// (an exchange on EngineGlobal::desc_claim): read it from pinned memory unless `loaded` (v holds it), copy it into
+// EngineGlobal::desc and flag it ready. Returns false, v untouched, when another block had claimed it.
+template <class X>
+DFCCL_DEV bool claim_and_publish(const EngineView& ev, u32 slot, u64 tag, Pack* v, bool loaded) {
+  constexpr int kPacks = int(sizeof(Desc) / sizeof(Pack));
+  if (X::atomic_exch64(&ev.g->desc_claim[slot], tag) == tag) return false;
+  const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
+  Pack* shared = reinterpret_cast<Pack*>(&ev.g->desc[slot]);
+  if (!loaded)
+    for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);
+  for (int i = 0; i < kPacks; ++i) X::st16(shared + i, v[i]);
+  X::fence_device();
+  X::store_relaxed(&ev.g->desc_ready[slot], tag);
+  return true;
+}
+
+// Thread 0 of block 1, once per pass: copy the descriptors of submissions the host has posted but whose doorbells
+// this block has not seen yet (EngineHost::post_log), so that at the doorbell the other blocks find the copy ready
+// instead of waiting for block 1's read of pinned memory and its fence (docs/performance-log.md, next levers). At
+// most kPublishEarly entries per pass, each read with acquire semantics (an entry may be rewritten for a later
+// submission while it is read; acquire makes that submission's descriptor visible with it). A submission this
+// block has not picked up cannot have completed (every block takes part in every completion), so its slot and
+// descriptor are still the ones its tag names; the others are skipped (their doorbells took care of them).
+inline constexpr u32 kPublishEarly = 2;
+template <class X>
+DFCCL_DEV void publish_early(const EngineView& ev, BlockShared& bs) {
+  const u64 posted = X::load_acquire(&ev.h->posted);
+  if (posted - bs.post_next > kMaxSlots) bs.post_next = posted - kMaxSlots;  // overwritten entries
+  for (u32 n = 0; n < kPublishEarly && bs.post_next < posted; ++n, ++bs.post_next) {
+    const u64 tag = X::load_acquire(&ev.h->post_log[bs.post_next % kMaxSlots]);
+    const u64 r = (tag >> 48) - 1, pos = ((tag & ((u64(1) << 48) - 1)) >> 16) - 1;
+    if (tag == 0 || r >= kMaxRings || pos < bs.frontier[r]) continue;
+    Pack v[sizeof(Desc) / sizeof(Pack)];
+    claim_and_publish<X>(ev, u32(tag & 0xffffu), tag, v, false);
+  }
+}
+
 // One thread per new submission (they run in parallel): load its static context and reset its dynamic context;
 // its key goes to fresh_prio / fresh_seq, its lane state to fresh_lane. Block 0 (channel 0: a small collective's
 // only data channel) reads the descriptor from pinned memory itself and goes on; of the other blocks, the first to
@@ -90,19 +128,13 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
   Pack v[kPacks];
   // Blocks 0 and 1 read pinned memory at once (all loads first: one round trip). Block 0 keeps what it read; block 1
-  // reads before it claims, so that the claim's round trip overlaps the read (it is usually the first to claim; the
-  // read is wasted when another block claimed first).
+  // reads before it claims, so that the claim's round trip overlaps the read (it is usually the first to claim, or
+  // claimed early: publish_early; the read is wasted when another block claimed first).
   const bool read_first = b <= 1;
   if (read_first)
     for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);
   if (b != 0) {
-    if (X::atomic_exch64(&ev.g->desc_claim[slot], tag) != tag) {
-      if (!read_first)
-        for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);
-      for (int i = 0; i < kPacks; ++i) X::st16(shared + i, v[i]);
-      X::fence_device();
-      X::store_relaxed(&ev.g->desc_ready[slot], tag);
-    } else {
+    if (!claim_and_publish<X>(ev, slot, tag, v, read_first)) {
       while (X::load_acquire(&ev.g->desc_ready[slot]) != tag) X::pause();
       for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(shared + i);
     }
@@ -362,6 +394,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   const u64 t_launch = prof_now<X>(), ns_launch = kProfile ? X::now_ns() : 0;
   for (u32 r = tid; r < kMaxRings; r += nt) bs.frontier[r] = ev.g->frontier[b][r];
   if (tid == 0) {
+    bs.post_next = ev.g->post_next;
     bs.primitives = 0;
     for (u32 k = 0; k < kNumPhases; ++k) bs.prof[k] = 0;
     bs.nactive = 0;
@@ -391,8 +424,9 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   for (;;) {
     // The abort count for step 2, loaded first so that its round trip overlaps step 1's (see below).
     const u64 aborts_seen = X::load_relaxed(&ev.g->aborts);
-    // 1. New submissions.
+    // 1. New submissions: block 1 first copies descriptors posted ahead of their doorbells.
     u64 t0 = prof_now<X>();
+    if (tid == 0 && b == 1) publish_early<X>(ev, bs);
     if (tid == 0) bs.nnew = 0;
     X::sync();
     for (u32 r = tid; r < kMaxRings; r += nt) {
@@ -458,6 +492,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   prof_add<X>(bs, kPhaseLaunch, t_launch);
   for (u32 r = tid; r < kMaxRings; r += nt) ev.g->frontier[b][r] = bs.frontier[r];
   if (tid == 0) {
+    if (b == 1) ev.g->post_next = bs.post_next;
     BlockStats& st = ev.h->stats[b];
     st.preemptions += bs.preemptions;
     st.switches += bs.switches;

@@ -196,6 +196,7 @@ struct EngineGlobal {                          // device memory
   Desc desc[kMaxSlots];
   u64 desc_claim[kMaxSlots];                   // tag of the submission whose copy a block has taken on
   u64 desc_ready[kMaxSlots];                   // tag of the submission whose copy is in desc[]
+  u64 post_next;                               // block 1: the next EngineHost::post_log entry to copy early
   u64 cq_tail;                                 // completion queue positions handed out
   u64 last_activity_ns;                        // last time any block made progress or picked up work
   u64 exit_request;                            // epoch << 8 | kExit*: all blocks of that launch leave
@@ -248,6 +249,10 @@ struct EngineHost {                // pinned host memory
   u64 nwaits;                      // host: entries of waits[] (released after the entries are written)
   u64 exit_announced;              // device: epoch of a daemon deciding to leave (0 after it decided to stay)
   WaitEntry waits[kMaxSlots];      // host: stream waits (dfcclWait) issued; completed ones are removed lazily
+  // Submissions as the host posts them, before their doorbells (scheduler.h, publish_early): entry n % kMaxSlots =
+  // the tag of the n-th submission; `posted` counts them (released after the entry and its descriptor).
+  u64 post_log[kMaxSlots];
+  u64 posted;
   Heartbeat heartbeat[kMaxBlocks];
 };
 

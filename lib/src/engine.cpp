@@ -186,8 +186,13 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
   outstanding_ += 1;
   comm_outstanding_[comm_index] += 1;
   submitted_ += 1;
+  // Posted before the doorbell, so that the daemon can copy the descriptor ahead of it (scheduler.h,
+  // publish_early): the entry, then the count with release semantics (the descriptor and the entry before it).
+  const uint64_t entry = ((pos + 1) << 16) | slot;
+  h_->post_log[posted_ % core::kMaxSlots] = (uint64_t(ring + 1) << 48) | entry;
+  __atomic_store_n(&h_->posted, ++posted_, __ATOMIC_RELEASE);
   std::atomic_thread_fence(std::memory_order_release);
-  exec_->stream_write(stream, &g_->ring[ring][pos % core::kRingEntries], ((pos + 1) << 16) | slot);
+  exec_->stream_write(stream, &g_->ring[ring][pos % core::kRingEntries], entry);
   if (!running_) launch_locked(host_now_ns());
   cv_.notify_all();
   return req;
