@@ -90,24 +90,29 @@ DFCCL_DEV bool claim_and_publish(const EngineView& ev, u32 slot, u64 tag, Pack* 
   return true;
 }
 
-// Thread 0 of block 1, once per pass: copy the descriptors of submissions the host has posted but whose doorbells
-// this block has not seen yet (EngineHost::post_log), so that at the doorbell the other blocks find the copy ready
-// instead of waiting for block 1's read of pinned memory and its fence (docs/performance-log.md, next levers). At
-// most kPublishEarly entries per pass, each read with acquire semantics (an entry may be rewritten for a later
-// submission while it is read; acquire makes that submission's descriptor visible with it). A submission this
-// block has not picked up cannot have completed (every block takes part in every completion), so its slot and
-// descriptor are still the ones its tag names; the others are skipped (their doorbells took care of them).
+// Thread 0 of block 1, in a pass that found nothing new and has nothing to run: copy the descriptor of the next
+// submission the host has posted (EngineHost::post_log) before its doorbell, so that at the doorbell the other
+// blocks find the copy ready instead of waiting for block 1's read of pinned memory and its fence
+// (docs/performance-log.md, 16). `posted` was loaded at the start of the pass. Only the submission whose doorbell
+// comes next on its ring (pos == frontier) is copied: copying further ahead delayed this block's pick-up of the
+// doorbells that did come (run 76). At most kPublishEarly log entries are read per pass (each a round trip over
+// PCIe), with acquire semantics: an entry may be rewritten for a later submission while it is read, and acquire makes
+// that submission's descriptor visible with it. A submission this block has not picked up cannot have completed
+// (every block takes part in every completion), so its slot and descriptor are still the ones its tag names; the
+// entries of those it has picked up are skipped.
 inline constexpr u32 kPublishEarly = 2;
 template <class X>
-DFCCL_DEV void publish_early(const EngineView& ev, BlockShared& bs) {
-  const u64 posted = X::load_acquire(&ev.h->posted);
+DFCCL_DEV void publish_early(const EngineView& ev, BlockShared& bs, u64 posted) {
   if (posted - bs.post_next > kMaxSlots) bs.post_next = posted - kMaxSlots;  // overwritten entries
-  for (u32 n = 0; n < kPublishEarly && bs.post_next < posted; ++n, ++bs.post_next) {
+  for (u32 n = 0; n < kPublishEarly && bs.post_next < posted; ++n) {
     const u64 tag = X::load_acquire(&ev.h->post_log[bs.post_next % kMaxSlots]);
     const u64 r = (tag >> 48) - 1, pos = ((tag & ((u64(1) << 48) - 1)) >> 16) - 1;
-    if (tag == 0 || r >= kMaxRings || pos < bs.frontier[r]) continue;
+    if (tag != 0 && r < kMaxRings && pos > bs.frontier[r]) return;  // a doorbell of its ring comes first
+    ++bs.post_next;
+    if (tag == 0 || r >= kMaxRings || pos < bs.frontier[r]) continue;  // picked up already
     Pack v[sizeof(Desc) / sizeof(Pack)];
     claim_and_publish<X>(ev, u32(tag & 0xffffu), tag, v, false);
+    return;
   }
 }
 
@@ -127,17 +132,12 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   Pack* shared = reinterpret_cast<Pack*>(&ev.g->desc[slot]);
   const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
   Pack v[kPacks];
-  // Blocks 0 and 1 read pinned memory at once (all loads first: one round trip). Block 0 keeps what it read; block 1
-  // reads before it claims, so that the claim's round trip overlaps the read (it is usually the first to claim, or
-  // claimed early: publish_early; the read is wasted when another block claimed first).
-  const bool read_first = b <= 1;
-  if (read_first)
-    for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);
-  if (b != 0) {
-    if (!claim_and_publish<X>(ev, slot, tag, v, read_first)) {
-      while (X::load_acquire(&ev.g->desc_ready[slot]) != tag) X::pause();
-      for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(shared + i);
-    }
+  if (b == 0) {
+    for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);  // all loads first: one round trip
+  } else if (X::load_acquire(&ev.g->desc_ready[slot]) == tag || !claim_and_publish<X>(ev, slot, tag, v, false)) {
+    // Copied already (usually ahead of the doorbell: publish_early), or another block is copying it.
+    while (X::load_acquire(&ev.g->desc_ready[slot]) != tag) X::pause();
+    for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(shared + i);
   }
   for (int i = 0; i < kPacks; ++i) dst[i] = v[i];
   Desc d;
@@ -424,9 +424,11 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   for (;;) {
     // The abort count for step 2, loaded first so that its round trip overlaps step 1's (see below).
     const u64 aborts_seen = X::load_relaxed(&ev.g->aborts);
-    // 1. New submissions: block 1 first copies descriptors posted ahead of their doorbells.
+    // Block 1: the count of submissions posted ahead of their doorbells, for step 1's end (publish_early); its round
+    // trip over PCIe overlaps the ring scan.
+    const u64 posted = tid == 0 && b == 1 ? X::load_relaxed(&ev.h->posted) : 0;
+    // 1. New submissions.
     u64 t0 = prof_now<X>();
-    if (tid == 0 && b == 1) publish_early<X>(ev, bs);
     if (tid == 0) bs.nnew = 0;
     X::sync();
     for (u32 r = tid; r < kMaxRings; r += nt) {
@@ -447,6 +449,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
       for (u32 k = 0; k < bs.nnew; ++k)
         insert_active<X>(ev, bs, bs.fresh[k], bs.fresh_prio[k], bs.fresh_seq[k], bs.fresh_lane[k]);
       bs.progressed = bs.nnew > 0 ? 1u : 0u;
+      if (b == 1 && bs.nactive == 0) publish_early<X>(ev, bs, posted);
     }
     X::sync();
     prof_add<X>(bs, kPhasePoll, t0);
