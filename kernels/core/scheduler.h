@@ -94,8 +94,8 @@ DFCCL_DEV bool claim_and_publish(const EngineView& ev, u32 slot, u64 tag, Pack* 
 // submission the host has posted (EngineHost::post_log) before its doorbell, so that at the doorbell the other
 // blocks find the copy ready instead of waiting for block 1's read of pinned memory and its fence
 // (docs/performance-log.md, 16). `posted` was loaded at the start of the pass. Only the submission whose doorbell
-// comes next on its ring (pos == frontier) is copied: copying further ahead delayed this block's pick-up of the
-// doorbells that did come (run 76). At most kPublishEarly log entries are read per pass (each a round trip over
+// comes next on its ring (pos == frontier) is copied: copying further ahead, in every pass, delayed this block's
+// pick-up of the doorbells that did come. At most kPublishEarly log entries are read per pass (each a round trip over
 // PCIe), with acquire semantics: an entry may be rewritten for a later submission while it is read, and acquire makes
 // that submission's descriptor visible with it. A submission this block has not picked up cannot have completed
 // (every block takes part in every completion), so its slot and descriptor are still the ones its tag names; the
@@ -118,10 +118,10 @@ DFCCL_DEV void publish_early(const EngineView& ev, BlockShared& bs, u64 posted) 
 
 // One thread per new submission (they run in parallel): load its static context and reset its dynamic context;
 // its key goes to fresh_prio / fresh_seq, its lane state to fresh_lane. Block 0 (channel 0: a small collective's
-// only data channel) reads the descriptor from pinned memory itself and goes on; of the other blocks, the first to
-// take a submission copies the descriptor from pinned memory into device memory (EngineGlobal::desc) for the rest,
-// which copy it from there once it is ready. Block 0 thus never waits for that copy's fence (about 0.5 us on a small
-// collective's critical path: docs/performance-log.md, 15), at the price of a second read of pinned memory.
+// only data channel) reads the descriptor from pinned memory itself and goes on: it never waits for a copy's fence
+// (about 0.5 us on a small collective's critical path: docs/performance-log.md, 15). The other blocks take the copy
+// in device memory (EngineGlobal::desc) when it is ready, which it usually is: block 1 made it ahead of the doorbell
+// (publish_early); otherwise the first of them to claim the submission makes it, and the rest wait for it.
 template <class X>
 DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   const u32 slot = bs.fresh[k];
