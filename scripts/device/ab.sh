@@ -28,8 +28,14 @@ for side in A B; do
       awk -v s="$side" '{print s, $1, $3, $8}'
   done
 done | sort -k2,2 -k3,3n -k1,1 -k4,4g | awk '
-  function med(side,   n) { n = cnt[side]; return n % 2 ? v[side, (n + 1) / 2] : (v[side, n / 2] + v[side, n / 2 + 1]) / 2 }
-  function flush() { if (key != "") printf "  median %-14s %10s B  A %9.2f  B %9.2f us  B-A %+7.2f\n", c, sz, med("A"), med("B"), med("B") - med("A") }
+  function med(side,   n) {
+    n = cnt[side]
+    return n % 2 ? v[side, (n + 1) / 2] : (v[side, n / 2] + v[side, n / 2 + 1]) / 2
+  }
+  function flush() {
+    if (key != "")
+      printf "  median %-14s %10s B  A %9.2f  B %9.2f us  B-A %+7.2f\n", c, sz, med("A"), med("B"), med("B") - med("A")
+  }
   { k = $2 " " $3; if (k != key) { flush(); key = k; c = $2; sz = $3; cnt["A"] = cnt["B"] = 0 } v[$1, ++cnt[$1]] = $4 }
   END { flush() }'
 
