@@ -13,7 +13,7 @@
 // Built like the other probes (NCCL's header from the CUDA toolkit, its library from PyTorch's package at run time):
 //   nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/stream_loop.cu build/lib/libdfccl.a \
 //        -lfmt -lcuda -lnccl -o .device/bin/stream_loop
-//   stream_loop [iters=2000] [pad_us=0]
+//   [NGPUS=1] stream_loop [iters=2000] [pad_us=0]
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -155,22 +155,25 @@ int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 2000;
   const double pad = argc > 2 ? std::atof(argv[2]) : 0.0;
   host_calls();
+  // NGPUS=1: one GPU with one-rank communicators (no peer): the host's calls and the stream path alone.
+  const int ngpus = std::getenv("NGPUS") ? std::atoi(std::getenv("NGPUS")) : 2;
+  if (ngpus != 1 && ngpus != 2) probe_fail("NGPUS", "must be 1 or 2");
   int devs[2] = {0, 1};
-  dfcclComm_t dcomms[2];
-  DFCCL_CHECK(dfcclCommInitAll(dcomms, 2, devs));
-  ncclComm_t ncomms[2];
-  NCCL_CHECK(ncclCommInitAll(ncomms, 2, devs));
+  std::vector<dfcclComm_t> dcomms(ngpus);
+  DFCCL_CHECK(dfcclCommInitAll(dcomms.data(), ngpus, devs));
+  std::vector<ncclComm_t> ncomms(ngpus);
+  NCCL_CHECK(ncclCommInitAll(ncomms.data(), ngpus, devs));
   for (int kind : {0, 1})
     for (size_t count : {size_t(2), size_t(16384)})
       for (bool per_iter : {false, true})
         for (bool nccl : {false, true}) {
           const Case c{nccl, kind, count, per_iter, pad};
-          LoopResult res[2];
-          std::thread t0([&] { res[0] = run_loop(0, dcomms[0], ncomms[0], c, iters); });
-          std::thread t1([&] { res[1] = run_loop(1, dcomms[1], ncomms[1], c, iters); });
-          t0.join();
-          t1.join();
-          for (int r = 0; r < 2; ++r) {
+          std::vector<LoopResult> res(ngpus);
+          std::vector<std::thread> threads;
+          for (int r = 0; r < ngpus; ++r)
+            threads.emplace_back([&, r] { res[r] = run_loop(r, dcomms[r], ncomms[r], c, iters); });
+          for (auto& t : threads) t.join();
+          for (int r = 0; r < ngpus; ++r) {
             std::printf("%-5s %s %7zu B %-8s pad %4.1f us rank %d: GPU %6.2f us/iter, host loop %6.2f us/iter",
                         nccl ? "nccl" : "dfccl", kind == 0 ? "all_reduce" : "all_gather", count * 4,
                         per_iter ? "per-iter" : "batch", pad, r, res[r].gpu_us, res[r].host_us);
