@@ -109,6 +109,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   core::DaemonParams params_{};
   TransportParams transport_{};
   uint64_t relaunch_min_ns_ = 0, relaunch_max_ns_ = 0, backoff_ns_ = 0, next_launch_ns_ = 0;
+  static constexpr uint64_t kExitQueryNs = 200000;  // progress_loop: the executor's exit query without a word from it
+  uint64_t last_exit_query_ns_ = 0;
   uint64_t probe_spin_ns_ = 0;
   uint64_t sync_spin_ns_ = 0;  // dfcclSynchronize: poll this long before sleeping (0: host executor)
   bool wait_kernel_ = false;   // dfcclWait on a stream by a polling kernel (see Executor::stream_wait)
