@@ -134,10 +134,16 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   Pack v[kPacks];
   if (b == 0) {
     for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);  // all loads first: one round trip
-  } else if (X::load_acquire(&ev.g->desc_ready[slot]) == tag || !claim_and_publish<X>(ev, slot, tag, v, false)) {
-    // Copied already (usually ahead of the doorbell: publish_early), or another block is copying it.
-    while (X::load_acquire(&ev.g->desc_ready[slot]) != tag) X::pause();
-    for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(shared + i);
+  } else {
+    u64 ready = X::load_acquire(&ev.g->desc_ready[slot]);
+    if (ready == tag || !claim_and_publish<X>(ev, slot, tag, v, false)) {
+      // Copied already (usually ahead of the doorbell: publish_early), or another block is copying it.
+      while (ready != tag) {
+        X::pause();
+        ready = X::load_acquire(&ev.g->desc_ready[slot]);
+      }
+      for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(shared + i);
+    }
   }
   for (int i = 0; i < kPacks; ++i) dst[i] = v[i];
   Desc d;
@@ -424,9 +430,10 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   for (;;) {
     // The abort count for step 2, loaded first so that its round trip overlaps step 1's (see below).
     const u64 aborts_seen = X::load_relaxed(&ev.g->aborts);
-    // Block 1: the count of submissions posted ahead of their doorbells, for step 1's end (publish_early); its round
-    // trip over PCIe overlaps the ring scan.
-    const u64 posted = tid == 0 && b == 1 ? X::load_relaxed(&ev.h->posted) : 0;
+    // Block 1 with nothing to run: the count of submissions posted ahead of their doorbells, for step 1's end
+    // (publish_early, which runs only if the block still has nothing to run then: step 1 only adds); its round trip
+    // over PCIe overlaps the ring scan.
+    const u64 posted = tid == 0 && b == 1 && bs.nactive == 0 ? X::load_relaxed(&ev.h->posted) : 0;
     // 1. New submissions.
     u64 t0 = prof_now<X>();
     if (tid == 0) bs.nnew = 0;

@@ -275,9 +275,8 @@ void Engine::progress_loop() {
       // Whether the daemon has left is a CUDA call (an event query), which competes for the driver's locks with the
       // application's calls and this engine's submissions and waits. Ask only once the daemon has said that it
       // leaves (exit_reason), or every kExitQueryNs otherwise (a launch that failed, a fault, a quit).
-      const bool said_leaving =
-          running_ && __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE) != uint64_t(core::kExitNone);
-      if (running_ && (said_leaving || now - last_exit_query_ns_ >= kExitQueryNs)) {
+      if (running_ && (__atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE) != uint64_t(core::kExitNone) ||
+                       now - last_exit_query_ns_ >= kExitQueryNs)) {
         last_exit_query_ns_ = now;
         bool gone = false;
         try {
