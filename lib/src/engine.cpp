@@ -212,19 +212,29 @@ void Engine::launch_locked(uint64_t now) {
   next_launch_ns_ = now;
 }
 
+// The completions the daemon queued since the last call: the slots' bookkeeping under one hold of the engine's lock
+// (the application's submissions and waits take it too), then each request's result outside it. A slot's info is
+// read before the slot is freed: a new collective in the slot rewrites it when it completes.
 bool Engine::drain_completions() {
-  bool any = false;
-  for (;;) {
+  const auto ready = [&] {
     const uint64_t e = __atomic_load_n(&h_->cq[cq_head_ % core::kCqEntries], __ATOMIC_ACQUIRE);
-    if ((e >> 16) != cq_head_ + 1) break;
-    ++cq_head_;
-    any = true;
-    const uint32_t slot = uint32_t(e & 0xffffu);
+    return (e >> 16) == cq_head_ + 1 ? e : 0;
+  };
+  if (!ready()) return false;
+  struct Done {
     std::shared_ptr<RequestState> req;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
+    core::SlotInfo info;
+  };
+  std::array<Done, 32> done;
+  size_t n = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (uint64_t e = ready(); e != 0 && n < done.size(); e = ready()) {
+      ++cq_head_;
+      const uint32_t slot = uint32_t(e & 0xffffu);
       SlotUse& use = slots_[slot];
-      req = std::move(use.req);
+      done[n].info = h_->info[slot];
+      done[n++].req = std::move(use.req);
       rings_[use.ring].outstanding -= 1;
       use.waited = false;  // its entry in EngineHost::waits is removed below
       comm_outstanding_[use.comm] -= 1;
@@ -233,8 +243,13 @@ bool Engine::drain_completions() {
       free_slots_.push_back(slot);
       backoff_ns_ = relaunch_min_ns_;  // progress: the next stuck exit starts a new back-off
     }
+    compact_waits_locked();
+    cv_.notify_all();
+  }
+  for (size_t k = 0; k < n; ++k) {
+    const std::shared_ptr<RequestState>& req = done[k].req;
     if (!req) continue;
-    const core::SlotInfo info = h_->info[slot];
+    const core::SlotInfo& info = done[k].info;
     dfcclCallback_t cb = nullptr;
     void* arg = nullptr;
     dfcclRequest_t handle = nullptr;
@@ -256,12 +271,7 @@ bool Engine::drain_completions() {
     }
     if (cb) cb(handle, dfcclResult_t(req->status.load()), arg);
   }
-  if (any) {
-    std::lock_guard<std::mutex> lk(mu_);
-    compact_waits_locked();
-    cv_.notify_all();
-  }
-  return any;
+  return true;
 }
 
 void Engine::progress_loop() {
@@ -269,7 +279,12 @@ void Engine::progress_loop() {
   uint32_t quiet = 0;
   while (!stop_) {
     bool busy = drain_completions();
-    {
+    // While the daemon runs and has not said that it leaves, nothing below is due until the next exit query: leave
+    // the engine's lock to the application's submissions and waits instead of taking it in every turn.
+    const bool quiet_run = running_ &&
+                           __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE) == uint64_t(core::kExitNone) &&
+                           host_now_ns() - last_exit_query_ns_ < kExitQueryNs;
+    if (!quiet_run) {
       std::unique_lock<std::mutex> lk(mu_);
       const uint64_t now = host_now_ns();
       // Whether the daemon has left is a CUDA call (an event query), which competes for the driver's locks with the

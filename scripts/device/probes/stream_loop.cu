@@ -9,11 +9,12 @@
 // loop's time per iteration, and for dfccl the median submit and dfcclWait calls. `pad` us of host busy-wait after
 // every iteration tells whether the host bounds the loop (the GPU time moves at once) or has slack.
 // First, the host cost of the CUDA calls such a loop makes (medians): cudaPointerGetAttributes (the argument
-// checks), cudaEventRecord, and the launch of an empty kernel (the stream waiter is one).
+// checks), cudaEventRecord, the launch of an empty kernel (the stream waiter is one) and cuStreamWriteValue64.
 // Built like the other probes (NCCL's header from the CUDA toolkit, its library from PyTorch's package at run time):
 //   nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/stream_loop.cu build/lib/libdfccl.a \
 //        -lfmt -lcuda -lnccl -o .device/bin/stream_loop
 //   [NGPUS=1] stream_loop [iters=2000] [pad_us=0]
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -66,9 +67,21 @@ static void host_calls() {
   CUDA_CHECK(cudaStreamSynchronize(s));
   const double launch_us = call_us(1000, [&] { empty_kernel<<<1, 1, 0, s>>>(); });
   CUDA_CHECK(cudaStreamSynchronize(s));
+  // The doorbell's and the barrier probe's call (dfccl's submit and dfcclWait each make one).
+  using WriteFn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000, cudaEnableDefault, &q));
+  if (!fn) probe_fail("cuStreamWriteValue64", "not found");
+  uint64_t v = 0;
+  const double write_us = call_us(1000, [&] {
+    if (reinterpret_cast<WriteFn>(fn)(CUstream(s), CUdeviceptr(p), ++v, 0) != CUDA_SUCCESS)
+      probe_fail("cuStreamWriteValue64", "host calls");
+  });
+  CUDA_CHECK(cudaStreamSynchronize(s));
   std::printf("host calls (median of 1000): cudaPointerGetAttributes %.2f us, cudaEventRecord %.2f us, empty kernel "
-              "launch %.2f us\n",
-              attr_us, event_us, launch_us);
+              "launch %.2f us, cuStreamWriteValue64 %.2f us\n",
+              attr_us, event_us, launch_us, write_us);
   cudaEventDestroy(e);
   cudaStreamDestroy(s);
   cudaFree(p);
