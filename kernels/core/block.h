@@ -41,7 +41,6 @@ struct AttemptShared {
 struct BlockShared {
   AttemptShared at;             // the current attempt
   u64 frontier[kMaxRings];      // next position of each submission ring
-  u64 post_next;                // block 1: next EngineHost::post_log entry to look at (publish_early)
   u16 active[kMaxSlots];        // slots this block runs, in scheduling order
   int32_t active_prio[kMaxSlots];  // their scheduling keys: priority, then submission order
   u64 active_seq[kMaxSlots];

@@ -74,54 +74,67 @@ DFCCL_HD inline void remove_active(BlockShared& bs, u32 k) {
 }
 
 // A thread of a block >= 1: take on the copy of a submission's descriptor for the other blocks if no block has yet
-// (an exchange on EngineGlobal::desc_claim): read it from pinned memory unless `loaded` (v holds it), copy it into
-// EngineGlobal::desc and flag it ready. Returns false, v untouched, when another block had claimed it.
+// (an exchange on EngineGlobal::desc_claim): read it from pinned memory into v, copy it into EngineGlobal::desc and
+// flag it ready. Returns false, v untouched, when another block had claimed it.
 template <class X>
-DFCCL_DEV bool claim_and_publish(const EngineView& ev, u32 slot, u64 tag, Pack* v, bool loaded) {
+DFCCL_DEV bool claim_and_publish(const EngineView& ev, u32 slot, u64 tag, Pack* v) {
   constexpr int kPacks = int(sizeof(Desc) / sizeof(Pack));
   if (X::atomic_exch64(&ev.g->desc_claim[slot], tag) == tag) return false;
   const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
   Pack* shared = reinterpret_cast<Pack*>(&ev.g->desc[slot]);
-  if (!loaded)
-    for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);
+  for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);
   for (int i = 0; i < kPacks; ++i) X::st16(shared + i, v[i]);
   X::fence_device();
   X::store_relaxed(&ev.g->desc_ready[slot], tag);
   return true;
 }
 
-// Thread 0 of block 1, in a pass that found nothing new and has nothing to run: copy the descriptor of the next
-// submission the host has posted (EngineHost::post_log) before its doorbell, so that at the doorbell the other
-// blocks find the copy ready instead of waiting for block 1's read of pinned memory and its fence
-// (docs/performance-log.md, 16). `posted` was loaded at the start of the pass. Only the submission whose doorbell
-// comes next on its ring (pos == frontier) is copied: copying further ahead, in every pass, delayed this block's
-// pick-up of the doorbells that did come. At most kPublishEarly log entries are read per pass (each a round trip over
-// PCIe), with acquire semantics: an entry may be rewritten for a later submission while it is read, and acquire makes
-// that submission's descriptor visible with it. A submission this block has not picked up cannot have completed
-// (every block takes part in every completion), so its slot and descriptor are still the ones its tag names; the
-// entries of those it has picked up are skipped.
-inline constexpr u32 kPublishEarly = 2;
+// The prefetcher: thread 0 of one more block after the channels' (when the device holds it: DaemonParams::prefetch),
+// which takes part in no collective. It copies each descriptor the host has posted (EngineHost::post_log, counted by
+// `posted`, both written before the doorbell) from pinned memory into device memory (EngineGlobal::pre_desc, by slot),
+// in posting order, as soon as it is posted, so that at the doorbell every block, block 0 included, finds it there
+// (two round trips to L2 instead of reading pinned memory: 1.6-2.4 us, or waiting for another block's copy:
+// docs/performance-log.md, 18 and 20). Block 1 did this in its idle passes before (section 16), three round trips over
+// PCIe after its own part of the previous collective: too late for the next doorbell in a dependent loop.
+// A submission's seq is its posting number + 1 (Engine::submit), so the copy can tell whether the slot still holds
+// that submission; a later occupant means this one completed, and is skipped. A copy made too late for a submission
+// that has already completed is harmless: its tag is never looked for again, and the slot's next submission is copied
+// after it (posting order). Leaves with the other blocks (exit request of this launch, or quit).
 template <class X>
-DFCCL_DEV void publish_early(const EngineView& ev, BlockShared& bs, u64 posted) {
-  if (posted - bs.post_next > kMaxSlots) bs.post_next = posted - kMaxSlots;  // overwritten entries
-  for (u32 n = 0; n < kPublishEarly && bs.post_next < posted; ++n) {
-    const u64 tag = X::load_acquire(&ev.h->post_log[bs.post_next % kMaxSlots]);
-    const u64 r = (tag >> 48) - 1, pos = ((tag & ((u64(1) << 48) - 1)) >> 16) - 1;
-    if (tag != 0 && r < kMaxRings && pos > bs.frontier[r]) return;  // a doorbell of its ring comes first
-    ++bs.post_next;
-    if (tag == 0 || r >= kMaxRings || pos < bs.frontier[r]) continue;  // picked up already
-    Pack v[sizeof(Desc) / sizeof(Pack)];
-    claim_and_publish<X>(ev, u32(tag & 0xffffu), tag, v, false);
-    return;
+DFCCL_DEV void prefetch_descs(const EngineView& ev) {
+  if (X::tid() != 0) return;
+  constexpr int kPacks = int(sizeof(Desc) / sizeof(Pack));
+  u64 next = ev.g->pre_next;
+  for (;;) {
+    const u64 req = vload(ev.g->exit_request), quit = vload(ev.g->quit);
+    const u64 posted = X::load_acquire(&ev.h->posted);
+    const u64 r = req & 0xff;
+    if (quit != 0 || ((req >> 8) == ev.p.epoch && (r == kExitIdle || r == kExitStuck || r == kExitQuit))) break;
+    if (posted - next > kMaxSlots) next = posted - kMaxSlots;  // overwritten log entries
+    for (; next < posted; ++next) {
+      const u64 tag = X::load_acquire(&ev.h->post_log[next % kMaxSlots]);
+      const u32 slot = u32(tag & 0xffffu);
+      if (slot >= kMaxSlots) continue;
+      const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
+      Pack v[kPacks];
+      for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);  // all loads first: one round trip
+      if (v[0].lo != next + 1) continue;  // Desc::seq: the slot holds a later submission
+      Pack* dst = reinterpret_cast<Pack*>(&ev.g->pre_desc[slot]);
+      for (int i = 0; i < kPacks; ++i) X::st16(dst + i, v[i]);
+      X::fence_device();
+      X::store_relaxed(&ev.g->pre_ready[slot], tag);
+    }
+    X::pause();
   }
+  ev.g->pre_next = next;
 }
 
 // One thread per new submission (they run in parallel): load its static context and reset its dynamic context;
-// its key goes to fresh_prio / fresh_seq, its lane state to fresh_lane. Block 0 (channel 0: a small collective's
-// only data channel) reads the descriptor from pinned memory itself and goes on: it never waits for a copy's fence
-// (about 0.5 us on a small collective's critical path: docs/performance-log.md, 15). The other blocks take the copy
-// in device memory (EngineGlobal::desc) when it is ready, which it usually is: block 1 made it ahead of the doorbell
-// (publish_early); otherwise the first of them to claim the submission makes it, and the rest wait for it.
+// its key goes to fresh_prio / fresh_seq, its lane state to fresh_lane. Every block takes the prefetcher's copy when
+// it is there (usually: the host posts ahead of the stream). Otherwise block 0 (channel 0: a small collective's only
+// data channel) reads the descriptor from pinned memory itself and goes on: it never waits for a copy's fence (about
+// 0.5 us on a small collective's critical path: docs/performance-log.md, 15); of the other blocks, the first to claim
+// the submission copies it into device memory (EngineGlobal::desc), and the rest wait for that copy.
 template <class X>
 DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   const u32 slot = bs.fresh[k];
@@ -132,12 +145,15 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   Pack* shared = reinterpret_cast<Pack*>(&ev.g->desc[slot]);
   const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
   Pack v[kPacks];
-  if (b == 0) {
+  const Pack* pre = reinterpret_cast<const Pack*>(&ev.g->pre_desc[slot]);
+  if (X::load_acquire(&ev.g->pre_ready[slot]) == tag) {
+    for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(pre + i);  // the prefetcher's copy
+  } else if (b == 0) {
     for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);  // all loads first: one round trip
   } else {
     u64 ready = X::load_acquire(&ev.g->desc_ready[slot]);
-    if (ready == tag || !claim_and_publish<X>(ev, slot, tag, v, false)) {
-      // Copied already (usually ahead of the doorbell: publish_early), or another block is copying it.
+    if (ready == tag || !claim_and_publish<X>(ev, slot, tag, v)) {
+      // Another block copied it or is copying it.
       while (ready != tag) {
         X::pause();
         ready = X::load_acquire(&ev.g->desc_ready[slot]);
@@ -396,11 +412,14 @@ DFCCL_DEV void heartbeat(const EngineView& ev, BlockShared& bs, u32 b) {
 // All threads of block b: the daemon's life, from launch to exit.
 template <class X>
 DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
+  if (b >= ev.p.nblocks) {
+    prefetch_descs<X>(ev);
+    return;
+  }
   const u32 tid = X::tid(), nt = X::nthreads();
   const u64 t_launch = prof_now<X>(), ns_launch = kProfile ? X::now_ns() : 0;
   for (u32 r = tid; r < kMaxRings; r += nt) bs.frontier[r] = ev.g->frontier[b][r];
   if (tid == 0) {
-    bs.post_next = ev.g->post_next;
     bs.primitives = 0;
     for (u32 k = 0; k < kNumPhases; ++k) bs.prof[k] = 0;
     bs.nactive = 0;
@@ -430,10 +449,6 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   for (;;) {
     // The abort count for step 2, loaded first so that its round trip overlaps step 1's (see below).
     const u64 aborts_seen = X::load_relaxed(&ev.g->aborts);
-    // Block 1 with nothing to run: the count of submissions posted ahead of their doorbells, for step 1's end
-    // (publish_early, which runs only if the block still has nothing to run then: step 1 only adds); its round trip
-    // over PCIe overlaps the ring scan.
-    const u64 posted = tid == 0 && b == 1 && bs.nactive == 0 ? X::load_relaxed(&ev.h->posted) : 0;
     // 1. New submissions.
     u64 t0 = prof_now<X>();
     if (tid == 0) bs.nnew = 0;
@@ -456,7 +471,6 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
       for (u32 k = 0; k < bs.nnew; ++k)
         insert_active<X>(ev, bs, bs.fresh[k], bs.fresh_prio[k], bs.fresh_seq[k], bs.fresh_lane[k]);
       bs.progressed = bs.nnew > 0 ? 1u : 0u;
-      if (b == 1 && bs.nactive == 0) publish_early<X>(ev, bs, posted);
     }
     X::sync();
     prof_add<X>(bs, kPhasePoll, t0);
@@ -502,7 +516,6 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   prof_add<X>(bs, kPhaseLaunch, t_launch);
   for (u32 r = tid; r < kMaxRings; r += nt) ev.g->frontier[b][r] = bs.frontier[r];
   if (tid == 0) {
-    if (b == 1) ev.g->post_next = bs.post_next;
     BlockStats& st = ev.h->stats[b];
     st.preemptions += bs.preemptions;
     st.switches += bs.switches;

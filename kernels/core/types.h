@@ -196,7 +196,10 @@ struct EngineGlobal {                          // device memory
   Desc desc[kMaxSlots];
   u64 desc_claim[kMaxSlots];                   // tag of the submission whose copy a block has taken on
   u64 desc_ready[kMaxSlots];                   // tag of the submission whose copy is in desc[]
-  u64 post_next;                               // block 1: the next EngineHost::post_log entry to copy early
+  // The prefetcher's copies (scheduler.h, prefetch_descs), by slot, and the tag of the submission each holds.
+  Desc pre_desc[kMaxSlots];
+  u64 pre_ready[kMaxSlots];
+  u64 pre_next;                                // the prefetcher: next EngineHost::post_log entry to copy
   u64 cq_tail;                                 // completion queue positions handed out
   u64 last_activity_ns;                        // last time any block made progress or picked up work
   u64 exit_request;                            // epoch << 8 | kExit*: all blocks of that launch leave
@@ -249,8 +252,9 @@ struct EngineHost {                // pinned host memory
   u64 nwaits;                      // host: entries of waits[] (released after the entries are written)
   u64 exit_announced;              // device: epoch of a daemon deciding to leave (0 after it decided to stay)
   WaitEntry waits[kMaxSlots];      // host: stream waits (dfcclWait) issued; completed ones are removed lazily
-  // Submissions as the host posts them, before their doorbells (scheduler.h, publish_early): entry n % kMaxSlots =
-  // the tag of the n-th submission; `posted` counts them (released after the entry and its descriptor).
+  // Submissions as the host posts them, before their doorbells (scheduler.h, prefetch_descs): entry n % kMaxSlots =
+  // the tag of the n-th submission, whose seq is n + 1; `posted` counts them (released after the entry and its
+  // descriptor).
   u64 post_log[kMaxSlots];
   u64 posted;
   Heartbeat heartbeat[kMaxBlocks];
@@ -268,6 +272,8 @@ struct DaemonParams {
   u32 min_chan_bytes;  // bytes per data channel below which fewer channels carry data
   u64 idle_ns;         // exit after this long with nothing to run
   u64 stuck_ns;        // exit after this long without progress while collectives are pending
+  u32 prefetch;        // 1: block nblocks is the descriptor prefetcher (scheduler.h, prefetch_descs)
+  u32 pad;
 };
 
 struct EngineView {

@@ -12,7 +12,7 @@ __global__ void __launch_bounds__(kDaemonThreads, 1) daemon_kernel(const core::E
 }
 
 cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool preload, cudaStream_t stream) {
-  daemon_kernel<<<ev.p.nblocks, threads, 0, stream>>>(ev, preload);
+  daemon_kernel<<<ev.p.nblocks + ev.p.prefetch, threads, 0, stream>>>(ev, preload);
   return cudaGetLastError();
 }
 

@@ -13,8 +13,9 @@ namespace dfccl::cuda {
 #endif
 inline constexpr unsigned kDaemonThreads = DFCCL_MAX_THREADS;
 
-// Launches the daemon (ev.p.nblocks blocks of `threads` threads) on `stream`. preload: return at once (loads the
-// module, so that no later launch of ours is a lazy-loading implicit synchronization).
+// Launches the daemon (ev.p.nblocks blocks of `threads` threads, and the prefetcher block if ev.p.prefetch) on
+// `stream`. preload: return at once (loads the module, so that no later launch of ours is a lazy-loading implicit
+// synchronization).
 cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool preload, cudaStream_t stream);
 
 // Makes `stream` wait until *word >= value: one thread polls the word (system-scope acquire loads). A stream

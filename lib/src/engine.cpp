@@ -83,6 +83,9 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::mo
   // A waiting kernel holds an SM slot until its collective is done: only where the daemon's blocks and one waiter
   // per submission ring (at most one runs per stream) fit at once, so that waiters can never keep a daemon out.
   wait_kernel_ = !host && env_int("DFCCL_WAIT_KERNEL") != 0 && params_.nblocks + kMaxRings <= resident;
+  // The descriptor prefetcher is one more block (scheduler.h, prefetch_descs), only where it leaves the waiters
+  // their room.
+  params_.prefetch = params_.nblocks + 1 + (wait_kernel_ ? kMaxRings : 0) <= resident ? 1 : 0;
   relaunch_max_ns_ = uint64_t(pick("DFCCL_RELAUNCH_MAX_NS", "DFCCL_HOST_RELAUNCH_MAX_NS"));
   backoff_ns_ = relaunch_min_ns_;
   if (params_.spin_min_ns > params_.spin_max_ns || params_.spin_init_ns > params_.spin_max_ns)
@@ -186,11 +189,12 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
   outstanding_ += 1;
   comm_outstanding_[comm_index] += 1;
   submitted_ += 1;
-  // Posted before the doorbell, so that the daemon can copy the descriptor ahead of it (scheduler.h,
-  // publish_early): the entry, then the count with release semantics (the descriptor and the entry before it).
+  // Posted before the doorbell, so that the daemon's prefetcher can copy the descriptor ahead of it (scheduler.h,
+  // prefetch_descs): the entry of posting number seq - 1, then the count with release semantics (the descriptor and
+  // the entry before it).
   const uint64_t entry = ((pos + 1) << 16) | slot;
-  h_->post_log[posted_ % core::kMaxSlots] = (uint64_t(ring + 1) << 48) | entry;
-  __atomic_store_n(&h_->posted, ++posted_, __ATOMIC_RELEASE);
+  h_->post_log[(d.seq - 1) % core::kMaxSlots] = (uint64_t(ring + 1) << 48) | entry;
+  __atomic_store_n(&h_->posted, d.seq, __ATOMIC_RELEASE);
   std::atomic_thread_fence(std::memory_order_release);
   exec_->stream_write(stream, &g_->ring[ring][pos % core::kRingEntries], entry);
   if (!running_) launch_locked(host_now_ns());

@@ -65,9 +65,9 @@ class HostExecutor final : public Executor {
   void launch(const core::EngineView& ev) override {
     join();
     std::lock_guard<std::mutex> lk(mu_);
-    running_blocks_ = ev.p.nblocks;
+    running_blocks_ = ev.p.nblocks + ev.p.prefetch;
     ++launched_;
-    for (uint32_t b = 0; b < ev.p.nblocks; ++b) {
+    for (uint32_t b = 0; b < ev.p.nblocks + ev.p.prefetch; ++b) {
       threads_.emplace_back([this, ev, b] {
         host::run_daemon_block(ev, b);
         std::lock_guard<std::mutex> lk2(mu_);
