@@ -87,21 +87,12 @@ using WriteFn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 using WaitFn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 using BatchFn = CUresult (*)(CUstream, unsigned int, CUstreamBatchMemOpParams*, unsigned int);
 
-template <class Fn>
-static Fn entry(const char* name) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q;
-  CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q));
-  if (!fn) probe_fail(name, "not found");
-  return reinterpret_cast<Fn>(fn);
-}
-
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 200;
   CUDA_CHECK(cudaSetDevice(0));
-  const auto write64 = entry<WriteFn>("cuStreamWriteValue64");
-  const auto wait64 = entry<WaitFn>("cuStreamWaitValue64");
-  const auto batch = entry<BatchFn>("cuStreamBatchMemOp");
+  const auto write64 = driver_entry<WriteFn>("cuStreamWriteValue64");
+  const auto wait64 = driver_entry<WaitFn>("cuStreamWaitValue64");
+  const auto batch = driver_entry<BatchFn>("cuStreamBatchMemOp");
   unsigned long long *bell, *done, *gate, *ddesc, *hdesc, *stats;
   CUDA_CHECK(cudaMalloc(&bell, 8));
   CUDA_CHECK(cudaMalloc(&done, 8));

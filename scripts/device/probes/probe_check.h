@@ -23,3 +23,13 @@
     const cudaError_t e_ = (x);                                    \
     if (e_ != cudaSuccess) probe_fail(#x, cudaGetErrorString(e_)); \
   } while (0)
+
+// A CUDA driver function by name, through the runtime (the probes do not link libcuda's symbols by version).
+template <class Fn>
+Fn driver_entry(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q));
+  if (!fn) probe_fail(name, "not found");
+  return reinterpret_cast<Fn>(fn);
+}

@@ -69,13 +69,10 @@ static void host_calls() {
   CUDA_CHECK(cudaStreamSynchronize(s));
   // The doorbell's and the barrier probe's call (dfccl's submit and dfcclWait each make one).
   using WriteFn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q;
-  CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &fn, 12000, cudaEnableDefault, &q));
-  if (!fn) probe_fail("cuStreamWriteValue64", "not found");
+  const auto write64 = driver_entry<WriteFn>("cuStreamWriteValue64");
   uint64_t v = 0;
   const double write_us = call_us(1000, [&] {
-    if (reinterpret_cast<WriteFn>(fn)(CUstream(s), CUdeviceptr(p), ++v, 0) != CUDA_SUCCESS)
+    if (write64(CUstream(s), CUdeviceptr(p), ++v, 0) != CUDA_SUCCESS)
       probe_fail("cuStreamWriteValue64", "host calls");
   });
   CUDA_CHECK(cudaStreamSynchronize(s));
