@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "probe_check.h"
+#include "stream_ops.cuh"
 
 constexpr int kWords = 18;  // 144 bytes
 
@@ -76,15 +77,6 @@ __global__ void daemon_like(const unsigned long long* bell, const unsigned long 
   }
 }
 
-__global__ void waiter(const unsigned long long* word, unsigned long long v) {
-  unsigned long long x;
-  do {
-    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(x) : "l"(word) : "memory");
-  } while (x < v);
-}
-
-using WriteFn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
-using WaitFn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 using BatchFn = CUresult (*)(CUstream, unsigned int, CUstreamBatchMemOpParams*, unsigned int);
 
 int main(int argc, char** argv) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "probe_check.h"
+#include "stream_ops.cuh"
 
 __global__ void daemon_like(const unsigned long long* bell, unsigned long long* done, unsigned long long n) {
   for (unsigned long long i = 1; i <= n; ++i) {
@@ -33,15 +34,6 @@ __global__ void bell_kernel(unsigned long long* bell, unsigned long long v) {
   asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(bell), "l"(v) : "memory");
 }
 
-__global__ void waiter(const unsigned long long* word, unsigned long long v) {
-  unsigned long long x;
-  do {
-    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(x) : "l"(word) : "memory");
-  } while (x < v);
-}
-
-using WriteFn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
-using WaitFn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 100;
