@@ -26,6 +26,7 @@
 //   u64  now_ns()                               a clock in nanoseconds, monotonic, shared by the blocks
 //   u64  cycles()                               a fine clock of this block (phase profile only)
 //   void pause()                                back off inside a polling loop
+//   void idle()                                 back off in a loop that found nothing to do (the prefetcher)
 //   bool sync_and(bool v), sync_or(bool v)      barrier of the block that also combines one value of every thread
 //   void st_ll(Pack* p, Pack v)                 LL line store: two 8-byte words, each single-copy atomic, no order
 //   Pack ld_ll(const Pack* p)                   LL line load: two 8-byte words, each single-copy atomic, not cached

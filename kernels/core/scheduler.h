@@ -110,6 +110,10 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
     const u64 posted = X::load_acquire(&ev.h->posted);
     const u64 r = req & 0xff;
     if (quit != 0 || ((req >> 8) == ev.p.epoch && (r == kExitIdle || r == kExitStuck || r == kExitQuit))) break;
+    if (next == posted) {
+      X::idle();
+      continue;
+    }
     if (posted - next > kMaxSlots) next = posted - kMaxSlots;  // overwritten log entries
     for (; next < posted; ++next) {
       const u64 tag = X::load_acquire(&ev.h->post_log[next % kMaxSlots]);
@@ -124,7 +128,6 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
       X::fence_device();
       X::store_relaxed(&ev.g->pre_ready[slot], tag);
     }
-    X::pause();
   }
   ev.g->pre_next = next;
 }

@@ -60,6 +60,7 @@ struct CudaExec {
   }
   __device__ static __forceinline__ u64 cycles() { return clock64(); }  // SM clock (phase profile)
   __device__ static __forceinline__ void pause() {}
+  __device__ static __forceinline__ void idle() {}
   // Loads at L2 (.cg): slots are rewritten by peers, so L1 must not keep old lines.
   __device__ static __forceinline__ Pack ld16(const Pack* p) {
     const uint4 v = __ldcg(reinterpret_cast<const uint4*>(p));

@@ -5,7 +5,9 @@
 #include <sched.h>
 #include <time.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "../core/primitives/copy.h"
 
@@ -54,6 +56,8 @@ struct HostExec {
   }
   static u64 cycles() { return now_ns(); }
   static void pause() { sched_yield(); }
+  // The prefetcher's empty turns: a CPU thread of its own would take the daemon threads' cores (CI has two).
+  static void idle() { std::this_thread::sleep_for(std::chrono::microseconds(20)); }
   static Pack ld16(const Pack* p) {
     Pack v;
     memcpy(&v, p, sizeof(v));
