@@ -73,19 +73,30 @@ DFCCL_HD inline void remove_active(BlockShared& bs, u32 k) {
   bs.nactive -= 1;
 }
 
+// A descriptor as nine 16-byte packs: all loads issued first (one round trip), and a copy published for other blocks
+// (the stores, a device-scope fence, then the ready flag naming the submission).
+inline constexpr int kDescPacks = int(sizeof(Desc) / sizeof(Pack));
+template <class X>
+DFCCL_DEV DFCCL_FORCEINLINE void load_desc(const Desc& d, Pack* v) {
+  const Pack* src = reinterpret_cast<const Pack*>(&d);
+  for (int i = 0; i < kDescPacks; ++i) v[i] = X::ld16(src + i);
+}
+template <class X>
+DFCCL_DEV DFCCL_FORCEINLINE void publish_desc(Desc& d, const Pack* v, u64* ready, u64 tag) {
+  Pack* dst = reinterpret_cast<Pack*>(&d);
+  for (int i = 0; i < kDescPacks; ++i) X::st16(dst + i, v[i]);
+  X::fence_device();
+  X::store_relaxed(ready, tag);
+}
+
 // A thread of a block >= 1: take on the copy of a submission's descriptor for the other blocks if no block has yet
 // (an exchange on EngineGlobal::desc_claim): read it from pinned memory into v, copy it into EngineGlobal::desc and
 // flag it ready. Returns false, v untouched, when another block had claimed it.
 template <class X>
 DFCCL_DEV bool claim_and_publish(const EngineView& ev, u32 slot, u64 tag, Pack* v) {
-  constexpr int kPacks = int(sizeof(Desc) / sizeof(Pack));
   if (X::atomic_exch64(&ev.g->desc_claim[slot], tag) == tag) return false;
-  const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
-  Pack* shared = reinterpret_cast<Pack*>(&ev.g->desc[slot]);
-  for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);
-  for (int i = 0; i < kPacks; ++i) X::st16(shared + i, v[i]);
-  X::fence_device();
-  X::store_relaxed(&ev.g->desc_ready[slot], tag);
+  load_desc<X>(ev.h->desc[slot], v);
+  publish_desc<X>(ev.g->desc[slot], v, &ev.g->desc_ready[slot], tag);
   return true;
 }
 
@@ -103,7 +114,6 @@ DFCCL_DEV bool claim_and_publish(const EngineView& ev, u32 slot, u64 tag, Pack* 
 template <class X>
 DFCCL_DEV void prefetch_descs(const EngineView& ev) {
   if (X::tid() != 0) return;
-  constexpr int kPacks = int(sizeof(Desc) / sizeof(Pack));
   u64 next = ev.g->pre_next;
   for (;;) {
     const u64 req = vload(ev.g->exit_request), quit = vload(ev.g->quit);
@@ -119,14 +129,10 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
       const u64 tag = X::load_acquire(&ev.h->post_log[next % kMaxSlots]);
       const u32 slot = u32(tag & 0xffffu);
       if (slot >= kMaxSlots) continue;
-      const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
-      Pack v[kPacks];
-      for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);  // all loads first: one round trip
+      Pack v[kDescPacks];
+      load_desc<X>(ev.h->desc[slot], v);
       if (v[0].lo != next + 1) continue;  // Desc::seq: the slot holds a later submission
-      Pack* dst = reinterpret_cast<Pack*>(&ev.g->pre_desc[slot]);
-      for (int i = 0; i < kPacks; ++i) X::st16(dst + i, v[i]);
-      X::fence_device();
-      X::store_relaxed(&ev.g->pre_ready[slot], tag);
+      publish_desc<X>(ev.g->pre_desc[slot], v, &ev.g->pre_ready[slot], tag);
     }
   }
   ev.g->pre_next = next;
@@ -143,16 +149,12 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   const u32 slot = bs.fresh[k];
   const u64 tag = bs.fresh_tag[k];
   ChanCtx& cx = chan_ctx(ev, slot, b);
-  constexpr int kPacks = int(sizeof(Desc) / sizeof(Pack));
   Pack* dst = reinterpret_cast<Pack*>(&cx.desc);
-  Pack* shared = reinterpret_cast<Pack*>(&ev.g->desc[slot]);
-  const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
-  Pack v[kPacks];
-  const Pack* pre = reinterpret_cast<const Pack*>(&ev.g->pre_desc[slot]);
+  Pack v[kDescPacks];
   if (X::load_acquire(&ev.g->pre_ready[slot]) == tag) {
-    for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(pre + i);  // the prefetcher's copy
+    load_desc<X>(ev.g->pre_desc[slot], v);  // the prefetcher's copy
   } else if (b == 0) {
-    for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(src + i);  // all loads first: one round trip
+    load_desc<X>(ev.h->desc[slot], v);  // pinned memory
   } else {
     u64 ready = X::load_acquire(&ev.g->desc_ready[slot]);
     if (ready == tag || !claim_and_publish<X>(ev, slot, tag, v)) {
@@ -161,10 +163,10 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
         X::pause();
         ready = X::load_acquire(&ev.g->desc_ready[slot]);
       }
-      for (int i = 0; i < kPacks; ++i) v[i] = X::ld16(shared + i);
+      load_desc<X>(ev.g->desc[slot], v);
     }
   }
-  for (int i = 0; i < kPacks; ++i) dst[i] = v[i];
+  for (int i = 0; i < kDescPacks; ++i) dst[i] = v[i];
   Desc d;
   memcpy(&d, v, sizeof(Desc));  // registers: no reload of what was just stored
   cx.t_start = 0;

@@ -283,19 +283,17 @@ void Engine::progress_loop() {
   uint32_t quiet = 0;
   while (!stop_) {
     bool busy = drain_completions();
-    // While the daemon runs and has not said that it leaves, nothing below is due until the next exit query: leave
-    // the engine's lock to the application's submissions and waits instead of taking it in every turn.
-    const bool quiet_run = running_ &&
-                           __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE) == uint64_t(core::kExitNone) &&
-                           host_now_ns() - last_exit_query_ns_ < kExitQueryNs;
-    if (!quiet_run) {
+    // Whether the daemon has left is a CUDA call (an event query), which competes for the driver's locks with the
+    // application's calls and this engine's submissions and waits. Ask only once the daemon has said that it leaves
+    // (exit_reason), or every kExitQueryNs otherwise (a launch that failed, a fault, a quit).
+    const uint64_t now = host_now_ns();
+    const bool query_due = __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE) != uint64_t(core::kExitNone) ||
+                           now - last_exit_query_ns_ >= kExitQueryNs;
+    // While the daemon runs and no query is due, nothing below is due either: leave the engine's lock to the
+    // application's submissions and waits instead of taking it in every turn.
+    if (!running_ || query_due) {
       std::unique_lock<std::mutex> lk(mu_);
-      const uint64_t now = host_now_ns();
-      // Whether the daemon has left is a CUDA call (an event query), which competes for the driver's locks with the
-      // application's calls and this engine's submissions and waits. Ask only once the daemon has said that it
-      // leaves (exit_reason), or every kExitQueryNs otherwise (a launch that failed, a fault, a quit).
-      if (running_ && (__atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE) != uint64_t(core::kExitNone) ||
-                       now - last_exit_query_ns_ >= kExitQueryNs)) {
+      if (running_ && query_due) {
         last_exit_query_ns_ = now;
         bool gone = false;
         try {
