@@ -2,6 +2,9 @@
 // of sizes, and the disorder stress over 3 communicators (world, and two splits), with device synchronizations.
 //   mpirun -np 4 mp_collectives host      (CI: host executor, ranks are processes over shared memory)
 //   mpirun -np 2 mp_collectives cuda      (GPU machine: one GPU per process, CUDA IPC; exit 77 without GPUs)
+//   mpirun -np 2 mp_collectives cuda-shared
+//                                         (ranks share the GPUs there are, rank r on GPU r % n: two ranks on one GPU,
+//                                          under MPS so that both daemons run at once; scripts/device/two_ranks_one_gpu.sh)
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
@@ -173,10 +176,16 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   const std::string mode = argc > 1 ? argv[1] : "host";
-  g_cuda = mode == "cuda";
+  const bool share = mode == "cuda-shared";
+  g_cuda = mode == "cuda" || share;
+  if (!g_cuda && mode != "host") {
+    if (g_rank == 0) std::fprintf(stderr, "mp_collectives: mode '%s': expected host, cuda or cuda-shared\n", mode.c_str());
+    MPI_Finalize();
+    return 2;
+  }
   if (g_cuda) {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < g_size) {
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < (share ? 1 : g_size)) {
       if (g_rank == 0) std::printf("skipped: %d GPUs for %d ranks\n", n, g_size);
       MPI_Finalize();
       return 77;
