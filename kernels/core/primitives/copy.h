@@ -6,8 +6,8 @@
 //   copy_bytes<X>(in, out0, out1, bytes)
 //
 // Caller: every thread of the block, between two X::sync(). Result valid after the next X::sync().
-// 16-byte vectors with 4 independent loads in flight per thread when every pointer is 16-byte aligned; element by
-// element otherwise.
+// 16-byte vectors with 4 independent loads in flight per thread (8 for a plain copy, copy_bytes) when every pointer
+// is 16-byte aligned; element by element otherwise.
 #pragma once
 
 #include "reduce.h"
@@ -48,42 +48,50 @@ DFCCL_UNROLL
   return a;
 }
 
-template <class X, class T, RedOp OP>
+// The vector loop over whole groups of kUnroll packs per thread; returns the first pack index it left to the caller.
+template <class X, class T, RedOp OP, u64 kUnroll>
+DFCCL_DEV DFCCL_FORCEINLINE u64 reduce_copy_groups(const Pack* a, const Pack* b, Pack* o0, Pack* o1, u64 npacks,
+                                                   int divisor) {
+  const u64 nt = X::nthreads();
+  u64 i = X::tid();
+  for (; i + (kUnroll - 1) * nt < npacks; i += kUnroll * nt) {
+    Pack v[kUnroll];
+DFCCL_UNROLL
+    for (u64 u = 0; u < kUnroll; ++u) v[u] = X::ld16(a + i + u * nt);
+    if (b) {
+      Pack w[kUnroll];
+DFCCL_UNROLL
+      for (u64 u = 0; u < kUnroll; ++u) w[u] = X::ld16(b + i + u * nt);
+DFCCL_UNROLL
+      for (u64 u = 0; u < kUnroll; ++u) v[u] = reduce_pack<T, OP>(v[u], w[u]);
+    }
+    if (divisor > 0) {
+DFCCL_UNROLL
+      for (u64 u = 0; u < kUnroll; ++u) v[u] = finish_pack<T, OP>(v[u], divisor);
+    }
+DFCCL_UNROLL
+    for (u64 u = 0; u < kUnroll; ++u) X::st16(o0 + i + u * nt, v[u]);
+    if (o1) {
+DFCCL_UNROLL
+      for (u64 u = 0; u < kUnroll; ++u) X::st16(o1 + i + u * nt, v[u]);
+    }
+  }
+  return i;
+}
+
+template <class X, class T, RedOp OP, u64 kUnroll = DFCCL_COPY_UNROLL>
 DFCCL_DEV void reduce_copy(const T* in0, const T* in1, T* out0, T* out1, u64 n, int divisor) {
   const u64 tid = X::tid(), nt = X::nthreads();
   const bool vec = aligned16(in0) && (!in1 || aligned16(in1)) && aligned16(out0) && (!out1 || aligned16(out1));
   u64 done = 0;
   if (vec) {
     constexpr u64 kElems = 16 / sizeof(T);
-    constexpr u64 kUnroll = DFCCL_COPY_UNROLL;
     const u64 npacks = n / kElems;
     const Pack* a = reinterpret_cast<const Pack*>(in0);
     const Pack* b = reinterpret_cast<const Pack*>(in1);
     Pack* o0 = reinterpret_cast<Pack*>(out0);
     Pack* o1 = reinterpret_cast<Pack*>(out1);
-    u64 i = tid;
-    for (; i + (kUnroll - 1) * nt < npacks; i += kUnroll * nt) {
-      Pack v[kUnroll];
-DFCCL_UNROLL
-      for (u64 u = 0; u < kUnroll; ++u) v[u] = X::ld16(a + i + u * nt);
-      if (b) {
-        Pack w[kUnroll];
-DFCCL_UNROLL
-        for (u64 u = 0; u < kUnroll; ++u) w[u] = X::ld16(b + i + u * nt);
-DFCCL_UNROLL
-        for (u64 u = 0; u < kUnroll; ++u) v[u] = reduce_pack<T, OP>(v[u], w[u]);
-      }
-      if (divisor > 0) {
-DFCCL_UNROLL
-        for (u64 u = 0; u < kUnroll; ++u) v[u] = finish_pack<T, OP>(v[u], divisor);
-      }
-DFCCL_UNROLL
-      for (u64 u = 0; u < kUnroll; ++u) X::st16(o0 + i + u * nt, v[u]);
-      if (o1) {
-DFCCL_UNROLL
-        for (u64 u = 0; u < kUnroll; ++u) X::st16(o1 + i + u * nt, v[u]);
-      }
-    }
+    u64 i = reduce_copy_groups<X, T, OP, kUnroll>(a, b, o0, o1, npacks, divisor);
     for (; i < npacks; i += nt) {
       Pack v = X::ld16(a + i);
       if (b) v = reduce_pack<T, OP>(v, X::ld16(b + i));
@@ -102,11 +110,13 @@ DFCCL_UNROLL
   }
 }
 
-// A plain copy is the one-input case of reduce_copy on bytes (16 bytes per vector, no operator applied).
+// A plain copy is the one-input case of reduce_copy on bytes (16 bytes per vector, no operator applied), with twice
+// the loads in flight: the registers of the second input are free (docs/performance-log.md, next levers).
 template <class X>
 DFCCL_DEV void copy_bytes(const void* in, void* out0, void* out1, u64 bytes) {
-  reduce_copy<X, uint8_t, RedOp::Sum>(static_cast<const uint8_t*>(in), nullptr, static_cast<uint8_t*>(out0),
-                                      static_cast<uint8_t*>(out1), bytes, 0);
+  reduce_copy<X, uint8_t, RedOp::Sum, 2 * DFCCL_COPY_UNROLL>(static_cast<const uint8_t*>(in), nullptr,
+                                                             static_cast<uint8_t*>(out0), static_cast<uint8_t*>(out1),
+                                                             bytes, 0);
 }
 
 }  // namespace dfccl::core
