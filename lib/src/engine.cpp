@@ -578,6 +578,21 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
     }
     out += "\n";
   }
+  // Doorbells: how far each ring's stream writes have reached on the device (they run in stream order).
+  for (uint32_t r = 0; r < kMaxRings; ++r) {
+    if (!rings_[r].used || rings_[r].next_pos == 0) continue;
+    std::array<uint64_t, core::kRingEntries> ring{};
+    exec_->copy_from_device(ring.data(), g_->ring[r], sizeof(ring));
+    const uint64_t next = rings_[r].next_pos, lo = next > core::kRingEntries ? next - core::kRingEntries : 0;
+    uint64_t rung = lo;  // one past the newest position whose doorbell the device holds
+    for (uint64_t p = next; p > lo; --p)
+      if ((ring[(p - 1) % core::kRingEntries] >> 16) == p) {
+        rung = p;
+        break;
+      }
+    out += fmt::format("  ring {}: doorbells on the device up to position {} of {}{}\n", r, rung, next,
+                       rung < next ? " (the rest not rung yet: held in their streams)" : "");
+  }
   // Lanes of the communicators with pending work: turn (next instance allowed), slots sent and received; channel 0.
   for (uint32_t i = 0; i < core::kMaxComms; ++i) {
     if (!comm_pending[i]) continue;
