@@ -1,36 +1,50 @@
 #!/usr/bin/env bash
-# Two ranks on ONE GPU: the two-rank GPU checks for when only the one-GPU kind is lent (docs/gpu-runs.md, session 11).
-# Both processes run on GPU 0 (the harness and `mp_collectives cuda-shared` put rank r on GPU r % n), their buffers
-# mapped into each other through CUDA IPC as between two GPUs. Under MPS (started here with private pipe and log
-# folders, stopped on exit) both daemons are resident at once, as on two GPUs; without it the GPU time-slices the two
-# processes, and every exchange waits for a slice (the first step measures whether that still completes).
-# What this covers: the two-rank protocol, the scheduler and the prefetcher with a real peer, preemption, exactness
-# (odd element counts, float32 and bfloat16). What it does not: NVLink, another GPU's memory ordering (both ranks
-# share one L2), any figure of speed; NCCL refuses two ranks on one GPU, so there is no NCCL beside it.
-#   scripts/device/two_ranks_one_gpu.sh          ($BIN: dfccl-harness, mp_collectives; logs and HDF5 files in $OUT)
+# Several ranks on ONE GPU: the multi-rank GPU checks for when only the one-GPU kind is lent (docs/gpu-runs.md,
+# session 11). All NP processes run on GPU 0 (the harness and `mp_collectives cuda-shared` put rank r on GPU r % n),
+# their buffers mapped into each other through CUDA IPC as between GPUs; each process has its own CUDA context, and
+# the GPU time-slices the contexts, so every exchange between ranks waits for a time slice: slow, but each context
+# keeps the semantics it has on a GPU of its own (its implicit synchronizations hold only its own work).
+# MPS=1 runs the processes under MPS instead (started here with private pipe and log folders, stopped on exit): the
+# daemons are then resident together and it is much faster, but MPS couples the clients (a client's work can be
+# held by another's), which separate GPUs never do: with 4 ranks the stress workload deadlocks there in 0.2-6 % of
+# the trials while it completes every trial time-sliced (docs/gpu-runs.md, runs 102-107). Use MPS=1 with NP=2 only.
+# What this covers: the ring and its protocol with real peers (NP = 2, 4 or 8: rings of more than two ranks on the
+# CUDA executor), the scheduler and the prefetcher, preemption under the stress workload's disorder and implicit
+# synchronizations, exactness at sizes that are not multiples of 16 B (float32, bfloat16), the gpt2-3d layout with
+# NP = 4 or 8. What it does not: NVLink, memory ordering between GPUs (all ranks share one L2), any figure of speed;
+# NCCL refuses two ranks on one GPU, so there is no NCCL beside it.
+#   NP=4 scripts/device/ranks_on_one_gpu.sh     ($BIN: dfccl-harness, mp_collectives; logs and HDF5 files in $OUT)
+# TRIALS (stress, default 1000), MATRIX_TRIALS (mp_collectives' stress, 200), ODD_END (100M), SWEEP_END (256M).
+# With NP > 2 each daemon gets 128 / NP blocks (DFCCL_BLOCKS).
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
-M2=(mpirun --allow-run-as-root --bind-to none -np 2)
-H=("${M2[@]}" "$BIN/dfccl-harness")
-TRIALS=${TRIALS:-1000}
-step timesliced_matrix 120 "${M2[@]}" "$BIN/mp_collectives" cuda-shared 20
-if ! command -v nvidia-cuda-mps-control > /dev/null; then
-  echo "no nvidia-cuda-mps-control: only the time-sliced step ran" | tee -a "$OUT/summary.txt"
-  exit 0
+NP=${NP:-2}
+[ "$NP" -gt 2 ] && export DFCCL_BLOCKS=$((128 / NP))
+M=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$NP" -x DFCCL_BLOCKS)
+H=("${M[@]}" "$BIN/dfccl-harness")
+X=(--expect "wrong==0" --expect "skipped==0" --expect "deadlocked==0" --expect "failed==0")
+tag=${NP}ranks-1gpu
+if [ "${MPS:-0}" = 1 ]; then
+  tag=$tag-mps
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/dfccl-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/dfccl-mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d || { echo "MPS did not start" | tee -a "$OUT/summary.txt"; exit 1; }
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
 fi
-export CUDA_MPS_PIPE_DIRECTORY=/tmp/dfccl-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/dfccl-mps-log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-nvidia-cuda-mps-control -d || { echo "MPS did not start" | tee -a "$OUT/summary.txt"; exit 1; }
-trap 'echo quit | nvidia-cuda-mps-control' EXIT
-step mps_matrix 300 "${M2[@]}" "$BIN/mp_collectives" cuda-shared 500
-step mps_stress 300 "${H[@]}" --workload workloads/stress.toml --tp 2 --backend dfccl --trials "$TRIALS" --timeout 5 \
-  --diagnose true --expect "deadlocked==0" --expect "wrong==0" --expect "skipped==0" --out "$OUT/stress-2ranks-1gpu.h5"
+step "$tag-matrix" 300 "${M[@]}" "$BIN/mp_collectives" cuda-shared "${MATRIX_TRIALS:-200}"
+step "$tag-stress" 600 "${H[@]}" --workload workloads/stress.toml --tp 2 --backend dfccl --trials "${TRIALS:-1000}" \
+  --timeout 5 --diagnose true "${X[@]}" --out "$OUT/stress-$tag.h5"
+if [ "$NP" -ge 4 ]; then
+  pp=$((NP >= 8 ? 2 : 1))
+  step "$tag-gpt2" 300 "${H[@]}" --workload workloads/gpt2-3d.toml --backend dfccl --tp 2 --pp "$pp" "${X[@]}" \
+    --out "$OUT/gpt2-3d-$tag.h5"
+fi
 for t in float32 bfloat16; do
-  # 12 B x 3^k, 12 B to 57 MiB: no size a multiple of 16 B; every collective, each size checked once
-  step "mps_odd_$t" 300 "${H[@]}" --workload workloads/sweep.toml --backend dfccl --dtype "$t" --begin 12 \
-    --factor 3 --end 100M --iters 3 --warmup 1 --expect "wrong==0" --expect "skipped==0" --out "$OUT/odd-$t-2ranks-1gpu.h5"
+  # 12 B x 3^k: no size a multiple of 16 B; every collective, each size checked once
+  step "$tag-odd-$t" 300 "${H[@]}" --workload workloads/sweep.toml --backend dfccl --dtype "$t" --begin 12 \
+    --factor 3 --end "${ODD_END:-100M}" --iters 3 --warmup 1 "${X[@]}" --out "$OUT/odd-$t-$tag.h5"
 done
-step mps_sweep 300 "${H[@]}" --workload workloads/sweep.toml --backend dfccl --end 256M --iters 5 --warmup 2 \
-  --expect "wrong==0" --expect "skipped==0" --out "$OUT/sweep-2ranks-1gpu.h5"
-for s in timesliced_matrix mps_matrix; do tail -1 "$OUT/$s.log" | tee -a "$OUT/summary.txt"; done
-grep -hE "^# (dfccl|engine|Expectations)|expectation" "$OUT"/mps_*.log | tee -a "$OUT/summary.txt"
+step "$tag-sweep" 300 "${H[@]}" --workload workloads/sweep.toml --backend dfccl --end "${SWEEP_END:-256M}" --iters 5 \
+  --warmup 2 "${X[@]}" --out "$OUT/sweep-$tag.h5"
+tail -qn1 "$OUT/$tag-matrix.log" | tee -a "$OUT/summary.txt"
+grep -hE "^# (dfccl-harness|dfccl:|engine|Expectations)|xpectation" "$OUT/$tag"-*.log | tee -a "$OUT/summary.txt"

@@ -4,7 +4,7 @@
 //   mpirun -np 2 mp_collectives cuda      (GPU machine: one GPU per process, CUDA IPC; exit 77 without GPUs)
 //   mpirun -np 2 mp_collectives cuda-shared
 //                                         (ranks share the GPUs there are, rank r on GPU r % n: two ranks on one GPU,
-//                                          under MPS so that both daemons run at once; scripts/device/two_ranks_one_gpu.sh)
+//                                          under MPS so that both daemons run at once; scripts/device/ranks_on_one_gpu.sh)
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
