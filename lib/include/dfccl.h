@@ -195,6 +195,8 @@ typedef struct {
   uint32_t waitUs;          /* the longest time one of its channels spent waiting for peers (spin phases), us */
 } dfcclRequestInfo_t;
 dfcclResult_t dfcclRequestGetInfo(dfcclRequest_t request, dfcclRequestInfo_t* info);
+/* After it returns, the request's callback is not running and never will (a running one is waited for, unless
+ * dfcclRequestFree is called from that callback itself): its userArg may be released. */
 dfcclResult_t dfcclRequestFree(dfcclRequest_t request);
 
 /* ------------------------------------------------------------------------------------------------------------------ */

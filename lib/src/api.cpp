@@ -523,9 +523,12 @@ dfcclResult_t dfcclRequestFree(dfcclRequest_t request) {
   return guard([&] {
     dfcclRequest* r = check_request(request, "dfcclRequestFree");
     {
-      std::lock_guard<std::mutex> lk(r->state->mu);
-      r->state->callback = nullptr;  // nobody is left to be called back with this handle
-      r->state->handle = nullptr;
+      RequestState& s = *r->state;
+      std::unique_lock<std::mutex> lk(s.mu);
+      s.callback = nullptr;  // nobody is left to be called back with this handle
+      s.handle = nullptr;
+      // A callback already taken by the progress thread: wait until it returns, unless this is that callback.
+      if (s.callback_thread != std::this_thread::get_id()) s.cv.wait(lk, [&] { return !s.callback_running; });
     }
     r->magic = 0;
     delete r;

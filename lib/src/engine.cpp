@@ -271,9 +271,18 @@ bool Engine::drain_completions() {
       arg = req->callback_arg;
       handle = req->handle;
       req->callback = nullptr;
+      if (cb) {
+        req->callback_running = true;
+        req->callback_thread = std::this_thread::get_id();
+      }
       req->cv.notify_all();
     }
-    if (cb) cb(handle, dfcclResult_t(req->status.load()), arg);
+    if (cb) {
+      cb(handle, dfcclResult_t(req->status.load()), arg);
+      std::lock_guard<std::mutex> lk(req->mu);
+      req->callback_running = false;
+      req->cv.notify_all();
+    }
   }
   return true;
 }

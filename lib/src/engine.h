@@ -34,6 +34,10 @@ struct RequestState {
   dfcclCallback_t callback = nullptr;
   void* callback_arg = nullptr;
   dfcclRequest_t handle = nullptr;  // passed to the callback
+  // The callback taken by the progress thread and not yet returned: dfcclRequestFree waits for it (unless called
+  // from the callback itself), so that nothing is called back after the free returns.
+  bool callback_running = false;
+  std::thread::id callback_thread{};
 };
 
 // Transport geometry that every communicator of an engine uses (and that all ranks must agree on).

@@ -245,6 +245,57 @@ TEST_F(HostEngine, TestSynchronizeTimeoutAndCallbacks) {
   dfcclRequestFree(r1);
 }
 
+// dfcclRequestFree promises that nobody is called back afterwards: a free that races with a running callback returns
+// only once the callback has returned (its argument may be destroyed right after), and a callback may free its own
+// request without waiting for itself.
+TEST_F(HostEngine, FreeWaitsForARunningCallbackAndACallbackMayFreeItsRequest) {
+  Group g(2, dfcclExecutorHost);
+  const size_t n = 64;
+  auto in0 = iota_input(n, 0), in1 = iota_input(n, 1);
+  std::vector<int32_t> out0(n), out1(n), out2(n), out3(n);
+  struct Slow {
+    std::atomic<int> started{0};
+    std::atomic<int> finished{0};
+  } slow;
+  auto slow_cb = [](dfcclRequest_t, dfcclResult_t, void* arg) {
+    auto* s = static_cast<Slow*>(arg);
+    s->started = 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    s->finished = 1;
+  };
+  dfcclRequest_t r0 = nullptr, r1 = nullptr;
+  DFCCL_ASSERT_OK(dfcclAllReduce(in0.data(), out0.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &r0));
+  DFCCL_ASSERT_OK(dfcclRequestSetCallback(r0, slow_cb, &slow));
+  DFCCL_ASSERT_OK(dfcclAllReduce(in1.data(), out1.data(), n, dfcclInt32, dfcclSum, g[1], 0, nullptr, &r1));
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (slow.started == 0 && Clock::now() < deadline) std::this_thread::yield();
+  ASSERT_EQ(slow.started, 1);
+  DFCCL_ASSERT_OK(dfcclRequestFree(r0));  // the callback is sleeping on the engine's thread
+  EXPECT_EQ(slow.finished, 1) << "dfcclRequestFree returned while the request's callback was still running";
+  DFCCL_ASSERT_OK(dfcclSynchronize(r1, 30000));
+  dfcclRequestFree(r1);
+
+  // A callback that frees its own request (on the engine's thread) must not wait for itself.
+  struct SelfFree {
+    dfcclRequest_t req = nullptr;
+    std::atomic<int> result{-1};
+  } self;
+  auto free_cb = [](dfcclRequest_t req, dfcclResult_t, void* arg) {
+    static_cast<SelfFree*>(arg)->result = dfcclRequestFree(req);
+  };
+  dfcclRequest_t r2 = nullptr, r3 = nullptr;
+  DFCCL_ASSERT_OK(dfcclAllReduce(in0.data(), out2.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &r2));
+  self.req = r2;
+  DFCCL_ASSERT_OK(dfcclRequestSetCallback(r2, free_cb, &self));
+  DFCCL_ASSERT_OK(dfcclAllReduce(in1.data(), out3.data(), n, dfcclInt32, dfcclSum, g[1], 0, nullptr, &r3));
+  DFCCL_ASSERT_OK(dfcclSynchronize(r3, 30000));
+  while (self.result == -1 && Clock::now() < deadline) std::this_thread::yield();
+  EXPECT_EQ(self.result, dfcclSuccess);
+  dfcclRequestFree(r3);
+  EXPECT_EQ(wrong_sum(out0, 2), 0u);
+  EXPECT_EQ(wrong_sum(out2, 2), 0u);
+}
+
 // With more blocks than a small collective has data channels, the other blocks run empty programs but still keep
 // their lane turns and finish the collective: more collectives than the 1024 slots, small ones on one channel mixed
 // with ones on every channel, complete exactly, keep reusing the slots and run the primitives their data needs.
