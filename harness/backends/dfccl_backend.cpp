@@ -4,10 +4,13 @@
 // executor), so that they share one engine. Requests are waited for as late as possible (end of the iteration).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -45,8 +48,9 @@ class DfcclBackend final : public Backend {
       int n = 0;
       if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw BackendError("no CUDA device");
       gpu_.emplace(ctx.local_rank % n, ctx.workload->streams == "per_group" ? kNumGroupKinds : 1);
-      host_completion_ = ctx.workload->completion == "host";
+      host_completion_ = ctx.workload->completion != "stream";
     }
+    callback_completion_ = ctx.workload->completion == "callback";
   }
 
   ~DfcclBackend() override { free_requests(); }
@@ -56,7 +60,12 @@ class DfcclBackend final : public Backend {
     b.name = name_;
     b.executor = on_gpu_ ? "cuda" : "host";
     b.mode = blocking_ ? "blocking" : "preemptive";
-    if (!on_gpu_) {
+    if (callback_completion_) {
+      b.completion = "callback: dfcclRequestSetCallback at submission; the worker thread polls a flag the callback "
+                     "sets (on dfccl's progress thread), per request at the end of the iteration";
+      b.timing = timing_.describe("host clock", "") +
+                 "; e2e (submit -> callback) and core from dfcclRequestGetInfo and the callback's host clock";
+    } else if (!on_gpu_) {
       b.completion = "host: dfcclWait blocks the worker thread until the collective is done";
       b.timing = timing_.describe("host clock", "") + "; e2e and core from dfcclRequestGetInfo";
     } else if (host_completion_) {
@@ -208,7 +217,12 @@ class DfcclBackend final : public Backend {
         continue;
       }
       dfccl_check(r, "dfccl collective", comm);
-      iter_reqs_.back().push_back({entry, req, p.slot});
+      iter_reqs_.back().push_back({entry, req, p.slot, nullptr});
+      if (callback_completion_) {
+        Req& q = iter_reqs_.back().back();
+        q.fired = std::make_shared<Fired>();
+        dfccl_check(dfcclRequestSetCallback(req, on_complete, q.fired.get()), "dfcclRequestSetCallback", comm);
+      }
       return;
     }
   }
@@ -273,7 +287,8 @@ class DfcclBackend final : public Backend {
         dfcclRequestInfo_t info{};
         if (dfcclRequestGetInfo(r.req, &info) == dfcclSuccess) {
           auto& e = out[i].entries[r.entry];
-          if (info.completeNs > info.submitNs) e.e2e_us = static_cast<double>(info.completeNs - info.submitNs) / 1000.0;
+          const uint64_t seen = r.fired ? r.fired->ns.load() : info.completeNs;  // callback: when it was called
+          if (seen > info.submitNs) e.e2e_us = static_cast<double>(seen - info.submitNs) / 1000.0;
           if (info.coreEndNs > info.coreStartNs)
             e.core_us = static_cast<double>(info.coreEndNs - info.coreStartNs) / 1000.0;
           e.preemptions = info.preemptions;
@@ -304,11 +319,23 @@ class DfcclBackend final : public Backend {
   }
 
  private:
+  // Set by the callback (callback completion): when it ran (host clock, never 0 once set) and the status it got.
+  struct Fired {
+    std::atomic<uint64_t> ns{0};
+    std::atomic<int> status{dfcclInProgress};
+  };
   struct Req {
     int entry;
     dfcclRequest_t req;
     int slot;
+    std::shared_ptr<Fired> fired;  // callback completion only; dfcclRequestFree returns after any running callback
   };
+
+  static void on_complete(dfcclRequest_t, dfcclResult_t status, void* arg) {
+    auto* f = static_cast<Fired*>(arg);
+    f->status.store(status, std::memory_order_relaxed);
+    f->ns.store(std::max<uint64_t>(now_ns(), 1), std::memory_order_release);
+  }
 
   int stream_of(const EntryPlan& p) const { return gpu_ && gpu_->num_streams() > 1 ? p.slot % gpu_->num_streams() : 0; }
 
@@ -323,6 +350,17 @@ class DfcclBackend final : public Backend {
   // Waits for one request: the host executor's dfcclWait blocks (dfcclCommAbort releases it); on the GPU with host
   // completion, dfcclSynchronize in slices so that the watchdog's cancel is seen.
   void wait_request(const Req& r) {
+    if (r.fired) {  // callback completion: poll the flag the callback sets, checking the watchdog now and then
+      for (uint32_t k = 1; r.fired->ns.load(std::memory_order_acquire) == 0; ++k) {
+        if (k % 4096 == 0) {
+          if (cancel_ && cancel_->load()) throw BackendError("cancelled by the watchdog");
+          std::this_thread::yield();
+        }
+      }
+      dfccl_check(static_cast<dfcclResult_t>(r.fired->status.load()), "dfccl collective (callback)");
+      report_progress();
+      return;
+    }
     if (!gpu_) {
       dfcclResult_t res = dfcclWait(r.req, nullptr);
       if (cancel_ && cancel_->load()) throw BackendError("cancelled by the watchdog");
@@ -367,6 +405,7 @@ class DfcclBackend final : public Backend {
   bool on_gpu_, blocking_;
   TimingPlan timing_;
   bool host_completion_ = true;
+  bool callback_completion_ = false;
   std::optional<GpuContext> gpu_;
   std::vector<dfcclComm_t> comms_;
   std::vector<EntryPlan> plans_;

@@ -61,7 +61,8 @@ const Setting kSettings[] = {
     {"run.diagnose", Type::Bool, "false",
      "on a trial the watchdog stops, print each rank's position in its program and its backend's state to stderr"},
     {"run.completion", Type::String, "'stream'",
-     "dfccl on GPU: how the result becomes usable: stream (dfcclWait on the stream) | host (dfcclSynchronize)"},
+     "dfccl: how the result becomes usable: stream (dfcclWait on the stream; host executor: dfcclWait) | host "
+     "(dfcclSynchronize) | callback (dfcclRequestSetCallback)"},
     {"run.streams", Type::String, "'single'", "GPU backends: single (one stream) | per_group (one per group kind)"},
     {"run.nccl_comms", Type::String, "'auto'",
      "nccl backend: blocking | nonblocking communicators; auto: blocking for sweep workloads (NCCL's fast path), "
@@ -513,8 +514,8 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   w.check = r.get_bool(node("run.check"), "run.check");
   w.diagnose = r.get_bool(node("run.diagnose"), "run.diagnose");
   w.completion = get_string("run.completion");
-  if (w.completion != "stream" && w.completion != "host")
-    fail(origin, "run.completion", fmt::format("'{}' is not stream or host", w.completion));
+  if (w.completion != "stream" && w.completion != "host" && w.completion != "callback")
+    fail(origin, "run.completion", fmt::format("'{}' is not stream, host or callback", w.completion));
   w.nccl_comms = get_string("run.nccl_comms");
   if (w.nccl_comms != "auto" && w.nccl_comms != "blocking" && w.nccl_comms != "nonblocking")
     fail(origin, "run.nccl_comms", fmt::format("'{}' is not auto, blocking or nonblocking", w.nccl_comms));

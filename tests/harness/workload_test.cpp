@@ -122,6 +122,9 @@ TEST(Workload, ErrorsNameTheKey) {
   EXPECT_NE(error_of("", {{"end", "12Q"}}).find("sizes.end"), std::string::npos);
   EXPECT_NE(error_of("", {{"step.bytes", "8"}}).find("step.bytes"), std::string::npos);
   EXPECT_NE(error_of("", {{"kind", "step"}}).find("kind"), std::string::npos);
+  EXPECT_NE(error_of("", {{"completion", "poll"}}).find("'run.completion': 'poll' is not stream, host or callback"),
+            std::string::npos);
+  EXPECT_EQ(parse_workload("", "t.toml", {{"completion", "callback"}}).completion, "callback");
 }
 
 TEST(Workload, TimingModeAndBatch) {
