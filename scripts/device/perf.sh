@@ -2,8 +2,8 @@
 # The performance measurements of docs/performance-log.md in one device call (about 6 minutes), each beside its
 # correctness: first a GEMM beside an idle engine, then the one-process latency split, the full sweep (every
 # collective, float32) with dfccl and NCCL, the all-reduce sweep in blocking mode (what preemption costs on an
-# in-order workload, same build), in bfloat16 and with host completion (dfcclSynchronize) up to 64 MiB, then the
-# engine tests, the collective matrix and the dfccl stress.
+# in-order workload, same build), in bfloat16, with host completion (dfcclSynchronize) and with callback completion
+# (dfcclRequestSetCallback) up to 64 MiB, then the engine tests, the collective matrix and the dfccl stress.
 # The sweeps run 20 warm-up iterations per case: in the first cases of a process both backends, NCCL as well, show
 # iterations of about 120 us for up to ten iterations (docs/performance-log.md, 12; scripts/device/first_case.sh).
 # They are timed as nccl-tests does (`--timing batch`: events only around batches of 20 iterations; an event between
@@ -12,7 +12,7 @@
 # for dfccl and NCCL at 8 B and 64 KiB.
 # Binaries in $BIN (default .device/bin): dfccl-harness, cuda_engine_test, mp_collectives, latency_split,
 # stream_loop and gemm_beside_engine (build commands in the probes' headers). At most 8 files come back: the HDF5
-# files, logs.tgz and summary.txt.
+# files (six), logs.tgz and summary.txt.
 #   scripts/device/perf.sh
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
@@ -30,6 +30,8 @@ step sweep_bfloat16 120 "${H[@]}" --workload workloads/sweep.toml --backend dfcc
   --dtype bfloat16 "${T[@]}" --out "$OUT/sweep-bfloat16-2xH200.h5"
 step sweep_host 60 "${H[@]}" --workload workloads/sweep.toml --backend dfccl --collectives all_reduce --end 64M \
   --completion host --iters 20 --warmup 20 --out "$OUT/sweep-host-completion-2xH200.h5"
+step sweep_callback 60 "${H[@]}" --workload workloads/sweep.toml --backend dfccl --collectives all_reduce --end 64M \
+  --completion callback --iters 20 --warmup 20 --out "$OUT/sweep-callback-completion-2xH200.h5"
 step engine 80 "$BIN/cuda_engine_test"
 step matrix 60 "${MPIRUN[@]}" "$BIN/mp_collectives" cuda 100
 step stress 90 "${H[@]}" --workload workloads/stress.toml --tp 2 --backend dfccl --trials 1000 --timeout 5 \
@@ -37,7 +39,7 @@ step stress 90 "${H[@]}" --workload workloads/stress.toml --tp 2 --backend dfccl
 cat "$OUT/gemm.log" "$OUT/gemm_resident.log" "$OUT/latency_split.log" "$OUT/stream_loop.log" | tee -a "$OUT/summary.txt"
 grep -E "PASSED|FAILED" "$OUT/engine.log" "$OUT/matrix.log" | tee -a "$OUT/summary.txt"
 grep -E "^# (dfccl|engine)" "$OUT/stress.log" | tee -a "$OUT/summary.txt"
-for t in float32 blocking bfloat16 host; do
+for t in float32 blocking bfloat16 host callback; do
   grep -E "^ +[a-z_]+ +world +(8|65536|1048576|8388608|134217728|268435456|1073741824) " "$OUT/sweep_$t.log" |
     awk -v t="$t" '{print t, $1, $3, $8, $10}' | tee -a "$OUT/summary.txt"
 done
