@@ -4,7 +4,9 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <future>
 #include <map>
 #include <tuple>
 
@@ -546,7 +548,6 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
       __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE), waits_holding_locked(), probes_,
       __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE), __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE));
   // Pinned memory first (no CUDA call): the blocks' heartbeats, then the pending collectives as the host sees them.
-  const uint32_t nb = params_.nblocks;
   out += heartbeats_text();
   for (uint32_t s = 0; s < kMaxSlots; ++s) {
     if (!slots_[s].req) continue;
@@ -562,23 +563,59 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
   std::fflush(f);
   out.clear();
   if (!device_state) return;
-  out += fmt::format("engine device {}: device state\n", exec_->device());
+  // The device's side is read through the control stream, which an implicit synchronization pending in this process
+  // (cudaFree, a lazy module load) holds until the daemon leaves, and a dump is asked for exactly when something
+  // hangs. So: snapshot under the lock what the reads need, read on a helper thread that keeps the engine alive, and
+  // wait for it at most kDumpDeviceWaitMs; past that, say so and return (the helper finishes whenever the stream moves).
+  DeviceSnapshot snap;
+  for (uint32_t s = 0; s < kMaxSlots; ++s)
+    if (slots_[s].req) {
+      snap.slots.push_back(s);
+      snap.seqs.push_back(h_->desc[s].seq);
+      snap.comm_pending[slots_[s].comm] = true;
+    }
+  for (uint32_t r = 0; r < kMaxRings; ++r)
+    if (rings_[r].used && rings_[r].next_pos != 0) snap.rings.push_back({r, rings_[r].next_pos});
+  snap.comm_dev = comm_dev_;
+  lk.unlock();
+  auto text = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> done = text->get_future();
+  std::thread([self = shared_from_this(), snap = std::move(snap), text]() {
+    try {
+      text->set_value(self->device_state_text(snap));
+    } catch (const std::exception& e) {
+      text->set_value(fmt::format("engine device {}: device state not read: {}\n", self->exec_->device(), e.what()));
+    }
+  }).detach();
+  if (done.wait_for(std::chrono::milliseconds(kDumpDeviceWaitMs)) == std::future_status::ready) {
+    out = done.get();
+  } else {
+    out = fmt::format(
+        "engine device {}: device state not read within {} ms: the control stream is held (an implicit "
+        "synchronization of this process, such as cudaFree or a lazy module load, waits for the daemon)\n",
+        exec_->device(), kDumpDeviceWaitMs);
+  }
+  std::fwrite(out.data(), 1, out.size(), f);
+  std::fflush(f);
+}
+
+// The device-state part of debug_dump, from a snapshot taken under the lock (no engine state is read here but
+// through the executor). Blocks while the control stream is held.
+std::string Engine::device_state_text(const DeviceSnapshot& snap) {
+  const uint32_t nb = params_.nblocks;
+  std::string out = fmt::format("engine device {}: device state\n", exec_->device());
   std::vector<core::ChanCtx> cx(nb);
-  std::array<bool, core::kMaxComms> comm_pending{};
-  for (uint32_t s = 0; s < kMaxSlots; ++s) {
-    const SlotUse& use = slots_[s];
-    if (!use.req) continue;
-    comm_pending[use.comm] = true;
-    const core::Desc& d = h_->desc[s];
+  for (size_t k = 0; k < snap.slots.size(); ++k) {
+    const uint32_t s = snap.slots[k];
     uint64_t complete = 0;
     exec_->copy_from_device(&complete, &g_->complete[s], sizeof(complete));
     exec_->copy_from_device(cx.data(), ctx_ + size_t(s) * nb, sizeof(core::ChanCtx) * nb);
-    out += fmt::format("  slot {}: seq {} complete word {}; blocks:", s, d.seq, complete);
+    out += fmt::format("  slot {}: seq {} complete word {}; blocks:", s, snap.seqs[k], complete);
     // Blocks grouped by what they hold for this slot: (seq seen, state, next primitive).
     for (uint32_t b = 0; b < nb;) {
       uint32_t e = b + 1;
-      auto same = [&](uint32_t k) {
-        return cx[k].desc.seq == cx[b].desc.seq && cx[k].state == cx[b].state && cx[k].op == cx[b].op;
+      auto same = [&](uint32_t j) {
+        return cx[j].desc.seq == cx[b].desc.seq && cx[j].state == cx[b].state && cx[j].op == cx[b].op;
       };
       while (e < nb && same(e)) ++e;
       out += fmt::format(" [{}-{}: seq {} state {} op {} preempted {}]", b, e - 1, cx[b].desc.seq, cx[b].state,
@@ -588,11 +625,10 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
     out += "\n";
   }
   // Doorbells: how far each ring's stream writes have reached on the device (they run in stream order).
-  for (uint32_t r = 0; r < kMaxRings; ++r) {
-    if (!rings_[r].used || rings_[r].next_pos == 0) continue;
+  for (const auto& [r, next] : snap.rings) {
     std::array<uint64_t, core::kRingEntries> ring{};
     exec_->copy_from_device(ring.data(), g_->ring[r], sizeof(ring));
-    const uint64_t next = rings_[r].next_pos, lo = next > core::kRingEntries ? next - core::kRingEntries : 0;
+    const uint64_t lo = next > core::kRingEntries ? next - core::kRingEntries : 0;
     uint64_t rung = lo;  // one past the newest position whose doorbell the device holds
     for (uint64_t p = next; p > lo; --p)
       if ((ring[(p - 1) % core::kRingEntries] >> 16) == p) {
@@ -604,10 +640,9 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
   }
   // Lanes of the communicators with pending work: turn (next instance allowed), slots sent and received; channel 0.
   for (uint32_t i = 0; i < core::kMaxComms; ++i) {
-    if (!comm_pending[i]) continue;
-    if (!comm_dev_[i]) continue;
+    if (!snap.comm_pending[i] || !snap.comm_dev[i]) continue;
     core::CommDev c{};
-    exec_->copy_from_device(&c, comm_dev_[i], sizeof(c));
+    exec_->copy_from_device(&c, snap.comm_dev[i], sizeof(c));
     std::vector<core::LaneState> lanes(c.s.nlanes);
     exec_->copy_from_device(lanes.data(), c.s.lanes, sizeof(core::LaneState) * c.s.nlanes);
     out += fmt::format("  comm {}: rank {} of {}, abort {}; channel 0 lanes (turn/sent/recvd):", i, c.s.rank,
@@ -617,8 +652,7 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
         out += fmt::format(" {}:{}/{}/{}", l, lanes[l].turn, lanes[l].sent, lanes[l].recvd);
     out += "\n";
   }
-  std::fwrite(out.data(), 1, out.size(), f);
-  std::fflush(f);
+  return out;
 }
 
 }  // namespace dfccl

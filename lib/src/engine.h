@@ -80,9 +80,19 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // dfcclDebugDump: the engine's state as the host and the device see it, for diagnosing a hang (lines of text).
   void debug_dump(std::FILE* f, bool device_state);
   std::string heartbeats_text() const;  // the blocks' heartbeats from pinned memory, one line
+  static constexpr int kDumpDeviceWaitMs = 2000;  // debug_dump waits this long for the device's side
   void device_synchronize() { exec_->device_synchronize(); }
 
  private:
+  // What debug_dump's device reads need, copied under the lock (the reads run without it, on a helper thread).
+  struct DeviceSnapshot {
+    std::vector<uint32_t> slots;  // occupied slots
+    std::vector<uint64_t> seqs;   // their collectives' sequence numbers
+    std::vector<std::pair<uint32_t, uint64_t>> rings;  // used rings: index, next position
+    std::array<bool, core::kMaxComms> comm_pending{};
+    std::array<core::CommDev*, core::kMaxComms> comm_dev{};
+  };
+  std::string device_state_text(const DeviceSnapshot& snap);
   Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode);
   void progress_loop();
   bool drain_completions();

@@ -230,6 +230,53 @@ TEST(CudaEngine, StreamWaitAfterALazyLoadThenCudaFree) {
   cudaStreamDestroy(s);
 }
 
+// The diagnostic dump is asked for when something hangs, and its device-side reads go through the control stream,
+// which a pending cudaFree holds until the daemon leaves (session 11, run 102: a harness stuck in a dump). Here rank
+// 1's daemon stays for a stream wait whose peer is absent while another thread is inside cudaFree: the dump must
+// return (at most Engine::kDumpDeviceWaitMs for the device's side), whether or not that cudaFree holds its reads.
+TEST(CudaEngine, DebugDumpReturnsWhileCudaFreeWaitsForTheDaemon) {
+  setenv("DFCCL_STUCK_NS", "2000000000", 1);  // the daemon must not leave on its own while x waits for rank 0
+  Group g(2, dfcclExecutorCuda);
+  unsetenv("DFCCL_STUCK_NS");
+  const size_t n = size_t(1) << 16;
+  DevBuf x0(0, n, 3), x1(1, n, 4);
+  cudaSetDevice(1);
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void* victim = nullptr;
+  CUDA_OK(cudaMalloc(&victim, 1 << 20));
+  dfcclRequest_t rx0 = nullptr, rx1 = nullptr;
+  ASSERT_EQ(dfcclAllReduce(x1.in, x1.out, n, dfcclInt32, dfcclSum, g[1], 0, s, &rx1), dfcclSuccess);
+  ASSERT_EQ(dfcclWait(rx1, s), dfcclSuccess);
+  std::thread freer([&] {
+    cudaSetDevice(1);
+    EXPECT_EQ(cudaFree(victim), cudaSuccess);  // waits for the stream wait, hence for rank 0
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::string dump;
+  const auto t0 = Clock::now();
+  must_return("dfcclDebugDump during cudaFree", std::chrono::seconds(10), [&] {
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(dfcclDebugDump(g[1], 1), dfcclSuccess);
+    dump = ::testing::internal::GetCapturedStderr();
+  });
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  EXPECT_NE(dump.find("host slot"), std::string::npos) << dump;
+  const bool held = dump.find("device state not read within") != std::string::npos;
+  EXPECT_TRUE(held || dump.find("device state\n") != std::string::npos) << dump;
+  cudaSetDevice(0);
+  ASSERT_EQ(dfcclAllReduce(x0.in, x0.out, n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &rx0), dfcclSuccess);
+  freer.join();
+  for (dfcclRequest_t r : {rx0, rx1}) ASSERT_EQ(dfcclSynchronize(r, 30000), dfcclSuccess);
+  EXPECT_EQ(x0.wrong(word(3) + word(4)), 0u);
+  EXPECT_EQ(x1.wrong(word(3) + word(4)), 0u);
+  std::printf("[ gpu      ] debug dump during cudaFree: returned after %.1f ms, device state %s\n", ms,
+              held ? "held (not read)" : "read");
+  for (dfcclRequest_t r : {rx0, rx1}) dfcclRequestFree(r);
+  cudaSetDevice(1);
+  cudaStreamDestroy(s);
+}
+
 TEST(CudaEngine, InputsAndCompletionsAreStreamOrdered) {
   Group g(2, dfcclExecutorCuda);
   const size_t n = size_t(4) << 20;
