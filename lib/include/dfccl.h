@@ -224,8 +224,8 @@ typedef struct {
 dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats);
 /* Writes the state of comm's engine to stderr, for diagnosing a hang: daemon, heartbeats of its blocks, rings and    */
 /* pending collectives (host memory only); with deviceState != 0 also what each block holds for each pending         */
-/* collective and the lanes of the communicators involved (device memory: the reads can block while an implicit     */
-/* synchronization of another thread holds the device).                                                              */
+/* collective, the doorbells and the lanes of the communicators involved (device memory, read on a helper thread:    */
+/* while an implicit synchronization of another thread holds the device, the call says so after 2 s and returns).    */
 dfcclResult_t dfcclDebugDump(dfcclComm_t comm, int deviceState);
 
 /* Synchronizes comm's device: cudaDeviceSynchronize for the CUDA executor; for the host executor, an emulation that */
