@@ -220,7 +220,7 @@ class DfcclBackend final : public Backend {
       iter_reqs_.back().push_back({entry, req, p.slot, nullptr});
       if (callback_completion_) {
         Req& q = iter_reqs_.back().back();
-        q.fired = std::make_shared<Fired>();
+        q.fired = std::make_unique<Fired>();
         dfccl_check(dfcclRequestSetCallback(req, on_complete, q.fired.get()), "dfcclRequestSetCallback", comm);
       }
       return;
@@ -328,7 +328,7 @@ class DfcclBackend final : public Backend {
     int entry;
     dfcclRequest_t req;
     int slot;
-    std::shared_ptr<Fired> fired;  // callback completion only; dfcclRequestFree returns after any running callback
+    std::unique_ptr<Fired> fired;  // callback completion only; dfcclRequestFree returns after any running callback
   };
 
   static void on_complete(dfcclRequest_t, dfcclResult_t status, void* arg) {

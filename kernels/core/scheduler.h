@@ -118,8 +118,7 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
   for (;;) {
     const u64 req = vload(ev.g->exit_request), quit = vload(ev.g->quit);
     const u64 posted = X::load_acquire(&ev.h->posted);
-    const u64 r = req & 0xff;
-    if (quit != 0 || ((req >> 8) == ev.p.epoch && (r == kExitIdle || r == kExitStuck || r == kExitQuit))) break;
+    if (quit != 0 || exit_ordered(req, ev.p.epoch)) break;
     if (next == posted) {
       X::idle();
       continue;
@@ -364,11 +363,8 @@ DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   ev.g->busy[b] = bs.nactive > 0 ? 1u : 0u;
   // Three independent loads, issued together (one round trip to L2 per pass, not three).
   const u64 req = vload(ev.g->exit_request), quit = vload(ev.g->quit), last = vload(ev.g->last_activity_ns);
-  if ((req >> 8) == ev.p.epoch) {
-    const u64 r = req & 0xff;
-    if (r == kExitIdle || r == kExitStuck || r == kExitQuit) return true;
-    if (r == kExitPending) return false;  // another block is deciding
-  }
+  if (exit_ordered(req, ev.p.epoch)) return true;
+  if (req == ((ev.p.epoch << 8) | kExitPending)) return false;  // another block is deciding
   if (quit != 0) return true;
   if (now <= last || now - last <= min_of(ev.p.idle_ns, ev.p.stuck_ns)) return false;
   bool busy = false;

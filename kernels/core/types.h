@@ -180,6 +180,11 @@ DFCCL_HD inline char* region_ll(char* region, const CommStatic& c, u32 lane, u64
 // Exit requests (EngineGlobal::exit_request = epoch << 8 | kExit*). kExitPending: a block is deciding (announced in
 // EngineHost::exit_announced, then the waits are scanned again); the blocks leave only on Idle, Stuck or Quit.
 enum : u64 { kExitNone = 0, kExitIdle = 1, kExitStuck = 2, kExitQuit = 3, kExitPending = 4 };
+// Whether exit request `req` orders the launch of `epoch` to leave (Idle, Stuck or Quit of that launch).
+DFCCL_HD inline bool exit_ordered(u64 req, u64 epoch) {
+  const u64 r = req & 0xff;
+  return (req >> 8) == epoch && (r == kExitIdle || r == kExitStuck || r == kExitQuit);
+}
 
 struct EngineGlobal {                          // device memory
   u64 ring[kMaxRings][kRingEntries];           // submission rings: entry = (position + 1) << 16 | slot

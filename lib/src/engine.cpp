@@ -570,8 +570,7 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
   DeviceSnapshot snap;
   for (uint32_t s = 0; s < kMaxSlots; ++s)
     if (slots_[s].req) {
-      snap.slots.push_back(s);
-      snap.seqs.push_back(h_->desc[s].seq);
+      snap.slots.push_back({s, h_->desc[s].seq});
       snap.comm_pending[slots_[s].comm] = true;
     }
   for (uint32_t r = 0; r < kMaxRings; ++r)
@@ -605,12 +604,11 @@ std::string Engine::device_state_text(const DeviceSnapshot& snap) {
   const uint32_t nb = params_.nblocks;
   std::string out = fmt::format("engine device {}: device state\n", exec_->device());
   std::vector<core::ChanCtx> cx(nb);
-  for (size_t k = 0; k < snap.slots.size(); ++k) {
-    const uint32_t s = snap.slots[k];
+  for (const auto& [s, seq] : snap.slots) {
     uint64_t complete = 0;
     exec_->copy_from_device(&complete, &g_->complete[s], sizeof(complete));
     exec_->copy_from_device(cx.data(), ctx_ + size_t(s) * nb, sizeof(core::ChanCtx) * nb);
-    out += fmt::format("  slot {}: seq {} complete word {}; blocks:", s, snap.seqs[k], complete);
+    out += fmt::format("  slot {}: seq {} complete word {}; blocks:", s, seq, complete);
     // Blocks grouped by what they hold for this slot: (seq seen, state, next primitive).
     for (uint32_t b = 0; b < nb;) {
       uint32_t e = b + 1;

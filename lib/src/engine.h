@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../../kernels/core/block.h"
@@ -86,8 +87,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
  private:
   // What debug_dump's device reads need, copied under the lock (the reads run without it, on a helper thread).
   struct DeviceSnapshot {
-    std::vector<uint32_t> slots;  // occupied slots
-    std::vector<uint64_t> seqs;   // their collectives' sequence numbers
+    std::vector<std::pair<uint32_t, uint64_t>> slots;  // occupied slots: index, its collective's sequence number
     std::vector<std::pair<uint32_t, uint64_t>> rings;  // used rings: index, next position
     std::array<bool, core::kMaxComms> comm_pending{};
     std::array<core::CommDev*, core::kMaxComms> comm_dev{};
