@@ -3,17 +3,19 @@
 # up in both: the all-reduce from 16 B to 64 MiB (dfccl, stream completion), time per size and run, then the medians
 # over the rounds and B - A.
 # $A and $B are binary folders holding a dfccl-harness each (default .device/bin/a and .device/bin/b); BEGIN, END,
-# ITERS and WARMUP change the sweep (defaults 16, 64M, 20, 5); EXTRA adds harness options (e.g. "--timing batch
-# --batch 25").
+# ITERS, WARMUP and COLLECTIVES change the sweep (defaults 16, 64M, 20, 5, all_reduce); EXTRA adds harness options (e.g. "--timing batch
+# --batch 25"). With MPS=1 the ranks run under MPS: on a machine with one GPU both ranks share it (the harness puts
+# rank r on GPU r % n), which compares the builds' protocol and fixed costs between two processes, not NVLink.
 #   ROUNDS=3 scripts/device/ab.sh
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
+[ "${MPS:-0}" = 1 ] && mps_start
 A=${A:-.device/bin/a}
 B=${B:-.device/bin/b}
 for round in $(seq 1 "${ROUNDS:-3}"); do
   for side in A B; do
     dir=${!side}
-    timeout 120 "${MPIRUN[@]}" "$dir/dfccl-harness" --workload workloads/sweep.toml --collectives all_reduce \
+    timeout 120 "${MPIRUN[@]}" "$dir/dfccl-harness" --workload workloads/sweep.toml --collectives "${COLLECTIVES:-all_reduce}" \
       --begin "${BEGIN:-16}" --end "${END:-64M}" --factor 4 --iters "${ITERS:-20}" --warmup "${WARMUP:-5}" \
       --backend dfccl ${EXTRA:-} > "$OUT/ab_${side}_$round.log" 2>&1
     echo "== $side round $round rc=$?"

@@ -14,3 +14,12 @@ step() {  # step <name> <timeout s> <command...>
   timeout -k 10 "$t" "$@" > "$OUT/$name.log" 2>&1
   echo "== $name rc=$? $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 }
+# mps_start: runs the following processes of this script under MPS (private pipe and log folders, so that nothing
+# of the machine's is touched), and stops it when the script exits. For several ranks on one GPU
+# (ranks_on_one_gpu.sh; MPS couples its clients: use it with two ranks only, docs/design.md).
+mps_start() {
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/dfccl-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/dfccl-mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d || { echo "MPS did not start" | tee -a "$OUT/summary.txt"; exit 1; }
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+}

@@ -26,10 +26,7 @@ X=(--expect "wrong==0" --expect "skipped==0" --expect "deadlocked==0" --expect "
 tag=${NP}ranks-1gpu
 if [ "${MPS:-0}" = 1 ]; then
   tag=$tag-mps
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/dfccl-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/dfccl-mps-log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d || { echo "MPS did not start" | tee -a "$OUT/summary.txt"; exit 1; }
-  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+  mps_start
 fi
 step "$tag-matrix" 300 "${M[@]}" "$BIN/mp_collectives" cuda-shared "${MATRIX_TRIALS:-200}"
 step "$tag-stress" 600 "${H[@]}" --workload workloads/stress.toml --tp 2 --backend dfccl --trials "${TRIALS:-1000}" \
