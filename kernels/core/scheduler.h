@@ -267,7 +267,7 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
       const CommStatic& c = d.cs;
       bs.at.geo = make_geometry(d, c.rank, c.nranks, b, c.slot_bytes, c.nslots);
       bs.at.nops = program_num_ops(bs.at.geo);
-      bs.at.ll = bs.at.nops > 0 && (program_op(bs.at.geo, 0).flags & kOpLL) ? 1u : 0u;
+      bs.at.ll = bs.at.nops > 0 && uses_ll(bs.at.geo) ? 1u : 0u;
       bs.at.lv = lane_view(c, b, d.lane);
       bs.sent = sent;
       bs.recvd = recvd;

@@ -55,6 +55,10 @@ long run_programs(const Case& c, int n, u32 slot_bytes, u32 nslots, u32 nchan) {
         if ((op.flags & kOpRecv) && in_q.empty()) continue;
         if ((op.flags & kOpSend) && fifo[ch][size_t(r)].size() >= nslots) continue;  // no free slot at next
         if (op.nelem * es > slot_bytes) return -2;  // a primitive must fit in one slot
+        // Every rank and every step of a channel in one protocol (a slot's sender and receiver agree on it), and an
+        // LL step within one LL slot.
+        if ((op.flags & kOpLL) != (program_op(geo[0], 0).flags & kOpLL)) return -3;
+        if ((op.flags & kOpLL) && op.nelem * es > kLLMaxBytes) return -2;
         std::vector<uint8_t> slot_in, slot_out(slot_bytes);
         if (op.flags & kOpRecv) {
           slot_in = std::move(in_q.front());
@@ -109,7 +113,8 @@ TEST(CorePrograms, EveryCollectiveRankCountSlotAndChannelCount) {
                   const long wrong = run_programs(c, n, slot, nslots, nchan);
                   ASSERT_EQ(wrong, 0) << describe(c, n) << " slot=" << slot << " nslots=" << nslots << " nchan=" << nchan
                                       << (wrong == -1 ? " (programs do not pair up, or deadlock on credits)" : "")
-                                      << (wrong == -2 ? " (primitive larger than a slot)" : "");
+                                      << (wrong == -2 ? " (primitive larger than a slot)" : "")
+                                      << (wrong == -3 ? " (ranks or steps disagree on the protocol)" : "");
                   ++cases;
                 }
               }
@@ -193,6 +198,43 @@ TEST(CorePrograms, OneShotUsesLLOnlyForOneSmallChannel) {
     EXPECT_EQ(flags(2 * 1024, DType::F32, 2, 0, rank).first & kOpLL, 0u);             // two channels: Simple
     EXPECT_EQ(flags(2 * 1024, DType::F32, 2, 1, rank).first & kOpLL, 0u);
   }
+}
+
+// Every collective goes through LL where its data is channel 0's alone and fits kLLMaxBytes per rank-sized block, on
+// any number of ranks (the ring all-reduce, all-gather, reduce-scatter, broadcast and reduce chains, the two-rank
+// one-shot), every step of it on every rank; through Simple past 8 KiB, when channels share the data, or on one
+// rank (a local copy, no peer).
+TEST(CorePrograms, SmallCollectivesUseLLOnEveryStep) {
+  auto ll_steps = [](Kind k, u64 count, DType t, u32 nchan, u32 ch, int rank, int n) {
+    Desc d{};
+    d.kind = k;
+    d.dtype = t;
+    d.count = count;
+    d.nchan = nchan;
+    d.root = n - 1;
+    d.send = reinterpret_cast<void*>(uintptr_t(1) << 20);  // not in place: a one-rank copy has steps
+    d.recv = reinterpret_cast<void*>(uintptr_t(1) << 30);
+    const Geometry g = make_geometry(d, rank, n, ch, /*slot_bytes=*/128 * 1024, /*nslots=*/4);
+    u64 ll = 0;
+    for (u64 i = 0; i < program_num_ops(g); ++i) ll += (program_op(g, i).flags & kOpLL) ? 1 : 0;
+    EXPECT_TRUE(ll == 0 || ll == program_num_ops(g)) << "steps disagree on the protocol";
+    return std::pair<u64, u64>{ll, program_num_ops(g)};
+  };
+  for (int k = 0; k < 5; ++k)
+    for (int n : {2, 3, 4, 8})
+      for (int rank = 0; rank < n; ++rank) {
+        const Kind kind = Kind(k);
+        for (auto [count, t] : {std::pair<u64, DType>{1, DType::I8}, {kLLMaxBytes / 4, DType::F32},
+                                {kLLMaxBytes / 8, DType::F64}, {3, DType::BF16}}) {
+          const auto [ll, nops] = ll_steps(kind, count, t, 1, 0, rank, n);
+          EXPECT_GT(nops, 0u);
+          EXPECT_EQ(ll, nops) << "kind " << k << " n " << n << " rank " << rank << " count " << count;
+        }
+        EXPECT_EQ(ll_steps(kind, kLLMaxBytes / 4 + 4, DType::F32, 1, 0, rank, n).first, 0u);  // past 8 KiB
+        EXPECT_EQ(ll_steps(kind, 2 * 1024, DType::F32, 2, 0, rank, n).first, 0u);           // two channels
+        EXPECT_EQ(ll_steps(kind, 2 * 1024, DType::F32, 2, 1, rank, n).first, 0u);
+      }
+  for (int k = 0; k < 5; ++k) EXPECT_EQ(ll_steps(Kind(k), 16, DType::F32, 1, 0, 0, 1).first, 0u);  // one rank
 }
 
 }  // namespace

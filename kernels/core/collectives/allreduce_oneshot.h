@@ -10,8 +10,8 @@
 // Use case: 2 ranks, at most kMaxBytes of data per channel and one slot (up to 4 MiB on 64 channels). Above it the
 // ring's half-size steps overlap better: 16 MiB (256 KiB per channel) took 91.4 us one-shot against 83.7 us with
 // the ring, 8 MiB (128 KiB) 54.3 against 55.1, 4 MiB (64 KiB) 38.7 against 42.1 (docs/performance-log.md, 8).
-// Protocol: LL (primitives/ll.h) when the whole collective is channel 0's and fits kLLMaxBytes (8 KiB): one flight
-// per hop instead of data, fence and flag; Simple above.
+// Protocol: LL (primitives/ll.h) when the whole collective is channel 0's and fits kLLMaxBytes (8 KiB), as for every
+// collective (collectives.h, uses_ll): one flight per hop instead of data, fence and flag; Simple above.
 // Traffic per rank: the channel's data sent and received once, as in the ring (twice the bytes with LL). Both ranks
 // compute peer op mine, which is the same value (every operator is commutative, and a half type rounds the same
 // float result), so the outputs agree bit for bit.
@@ -26,15 +26,11 @@ struct AllReduceOneShot {
   DFCCL_HD static bool fits(const Geometry& g) {
     return g.nranks == 2 && g.chan.count <= g.slice && g.chan.count * g.esize <= kMaxBytes;
   }
-  DFCCL_HD static bool ll(const Geometry& g) {
-    return g.chan.begin == 0 && g.chan.count == g.count && g.chan.count * g.esize <= kLLMaxBytes;
-  }
   DFCCL_HD static u64 num_ops(const Geometry&) { return 2; }
   DFCCL_HD static Op op(const Geometry& g, u64 i) {
     const u64 base = g.chan.begin, len = g.chan.count;
-    const u32 proto = ll(g) ? kOpLL : 0u;
-    if (i == 0) return Op{kOpSrc | kOpSend | proto, base, base, len};
-    return Op{kOpRecv | kOpSrc | kOpDst | kOpFinish | proto, base, base, len};
+    if (i == 0) return Op{kOpSrc | kOpSend, base, base, len};
+    return Op{kOpRecv | kOpSrc | kOpDst | kOpFinish, base, base, len};
   }
 };
 

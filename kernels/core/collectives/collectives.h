@@ -68,7 +68,16 @@ DFCCL_HD inline u64 program_num_ops(const Geometry& g) {
   return 0;
 }
 
-DFCCL_HD inline Op program_op(const Geometry& g, u64 i) {
+// The LL protocol (primitives/ll.h) carries every step of a collective whose data is channel 0's alone and fits one
+// LL slot (kLLMaxBytes: 8 KiB per rank-sized block): each hop is then one flight to the peer, without the Simple
+// protocol's system-scope fence and separate flag. The decision depends on the descriptor only, so every rank makes
+// the same one (sender and receiver of a slot must agree on its protocol).
+DFCCL_HD inline bool uses_ll(const Geometry& g) {
+  return g.nranks > 1 && g.chan.begin == 0 && g.chan.count == g.count && g.chan.count * g.esize <= kLLMaxBytes;
+}
+
+// Primitive i of the channel's algorithm, without its protocol.
+DFCCL_HD inline Op algorithm_op(const Geometry& g, u64 i) {
   if (g.nranks == 1) return LocalCopy::op(g, i);
   switch (g.kind) {
     case Kind::AllReduce:
@@ -79,6 +88,13 @@ DFCCL_HD inline Op program_op(const Geometry& g, u64 i) {
     case Kind::Reduce: return ReduceChain::op(g, i);
   }
   return Op{0, 0, 0, 0};
+}
+
+// Primitive i of the channel's program: the algorithm's step, and kOpLL where the collective goes through LL.
+DFCCL_HD inline Op program_op(const Geometry& g, u64 i) {
+  Op op = algorithm_op(g, i);
+  if (uses_ll(g)) op.flags |= kOpLL;
+  return op;
 }
 
 }  // namespace dfccl::core

@@ -18,7 +18,7 @@ enum : u32 {
   kOpSrc = 4u,     // read the user input (reduced with the received slot when both are present)
   kOpDst = 8u,     // write the user output
   kOpFinish = 16u,  // apply the operator's final step (avg: divide by nranks)
-  kOpLL = 32u       // through the LL protocol (primitives/ll.h): channel 0's data fits kLLMaxBytes
+  kOpLL = 32u       // through the LL protocol (primitives/ll.h): channel 0's data fits kLLMaxBytes (uses_ll)
 };
 
 struct Op {

@@ -8,17 +8,22 @@
 // words {4 data bytes, 32-bit flag}, each written by one single-copy-atomic store, with flag = the low 32 bits of
 // the slot position + 1 (unique to this use of the slot): the receiver sees data and flag together as soon as they
 // land, one flight per hop, and the sender goes on without a fence.
-// Use case: op.flags & kOpLL (BlockShared::at.ll: the whole program), chosen by the program where a channel's data
-// fits kLLMaxBytes (the same decision on every rank: it depends on the descriptor only). Lines live in a separate
-// small buffer of each lane (region_ll, channel 0), so that stale Simple data can never look like a flag. Positions
-// are shared with the Simple protocol: sender and receiver count every slot of the lane either way.
+// Use case: op.flags & kOpLL (BlockShared::at.ll: the whole program), chosen by the program where the collective's
+// data is channel 0's alone and fits kLLMaxBytes (collectives.h, uses_ll; the same decision on every rank: it depends
+// on the descriptor only): every collective of up to 8 KiB per rank-sized block, rings of any size included. Lines
+// live in a separate small buffer of each lane (region_ll, channel 0), so that stale Simple data can never look like a
+// flag. Positions are shared with the Simple protocol: sender and receiver count every slot of the lane either way.
 // Phases, as in slot_op.h:
 //   1 check   send: a free slot at next (thread 0, the credit); recv: every thread polls its own lines until their
-//             flags match, then a vote of the block. Not everything ready within the budget: return false (reads
-//             only, no side effect: DESIGN invariant 2).
+//             flags match, then a vote of the block; an empty step (a ring's chunk with no elements) has no line to
+//             poll, so thread 0 waits for the sender's tail instead (consuming a slot before it was sent would put
+//             the sender's credit count past its own position). Not everything ready within the budget: return
+//             false (reads only, no side effect: DESIGN invariant 2).
 //   2 move    read the lines again (L2), combine with the user input, write the output and/or next's lines.
-//   3 post    send: the tail is advanced without a fence (only Simple receivers read it, behind their own sender's
-//             fence); recv: the credit (head), no fence, as in Simple.
+//   3 post    send: the tail is advanced without a fence (it orders no data: Simple receivers read it behind their
+//             own sender's fence, LL receivers only for empty steps); recv: the credit (head), no fence, as in
+//             Simple. A receiving step ends with a block barrier: the next step's threads read the receive position
+//             before their first barrier, and thread 0 has just advanced it.
 // Flag wrap: a lane's positions repeat their low 32 bits after 2^32 slots; a stale line could match only if its
 // slot's last LL use was exactly a multiple of 2^32 positions earlier, with no LL use of that slot since.
 #pragma once
@@ -94,15 +99,20 @@ DFCCL_DEV bool ll_op(BlockShared& bs, u64 i_op, u64 budget_ns, bool unbounded, Q
   const bool recv = (op.flags & kOpRecv) != 0, send = (op.flags & kOpSend) != 0;
 
   // Phase 1: conditions. The lines first (every thread), then the credit (thread 0).
-  // Every thread reads the receive position here, before any barrier of this step: thread 0 advances it in the
-  // previous step's post, after that step's last barrier. Only a receiving step moves it, and no LL program has two
-  // receiving steps in a row within one attempt (the one-shot: send, then receive; an attempt ends with a barrier).
+  // Every thread reads the receive position here, before any barrier of this step: the previous receiving step
+  // ended with a barrier after thread 0 advanced it (phase 3), and an attempt begins after one.
   u64 t0 = prof_now<X>();
   const Pack* in_lines = recv ? reinterpret_cast<const Pack*>(region_ll(c.self, c, lv.lane, bs.recvd)) : nullptr;
   const u32 in_flag = u32(bs.recvd + 1);
   u64 waited = 0;  // thread 0
   bool ok = true;
-  if (recv) {
+  if (recv && nlines == 0) {
+    if (tid == 0) {
+      const u64 recvd = bs.recvd;
+      auto filled = [&]() { return X::load_acquire(&lv.recv_ctrl->tail) > recvd; };
+      ok = spin_wait<X>(filled, quit, budget_ns, unbounded, waited);
+    }
+  } else if (recv) {
     u64 start = 0;
     for (u32 it = 0;; ++it) {
       bool mine = true;
@@ -173,6 +183,7 @@ DFCCL_DEV bool ll_op(BlockShared& bs, u64 i_op, u64 budget_ns, bool unbounded, Q
     }
     bs.primitives += 1;
   }
+  if (recv) X::sync();
   prof_add<X>(bs, kPhasePost, t0);
   return true;
 }
