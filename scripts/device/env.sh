@@ -16,7 +16,8 @@ step() {  # step <name> <timeout s> <command...>
 }
 # mps_start: runs the following processes of this script under MPS (private pipe and log folders, so that nothing
 # of the machine's is touched), and stops it when the script exits. For several ranks on one GPU
-# (ranks_on_one_gpu.sh; MPS couples its clients: use it with two ranks only, docs/design.md).
+# (ab.sh; MPS couples its clients and deadlocks a few stress trials in a thousand: not for correctness runs,
+# docs/design.md).
 mps_start() {
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/dfccl-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/dfccl-mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
