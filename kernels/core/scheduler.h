@@ -101,38 +101,39 @@ DFCCL_DEV bool claim_and_publish(const EngineView& ev, u32 slot, u64 tag, Pack* 
 }
 
 // The prefetcher: thread 0 of one more block after the channels' (when the device holds it: DaemonParams::prefetch),
-// which takes part in no collective. It copies each descriptor the host has posted (EngineHost::post_log, counted by
-// `posted`, both written before the doorbell) from pinned memory into device memory (EngineGlobal::pre_desc, by slot),
-// in posting order, as soon as it is posted, so that at the doorbell every block, block 0 included, finds it there
-// (two round trips to L2 instead of reading pinned memory: 1.6-2.4 us, or waiting for another block's copy:
-// docs/performance-log.md, 18 and 20). Block 1 did this in its idle passes before (section 16), three round trips over
-// PCIe after its own part of the previous collective: too late for the next doorbell in a dependent loop.
+// which takes part in no collective. It copies each descriptor the host has posted (EngineHost::post_log, written
+// before the doorbell) from pinned memory into device memory (EngineGlobal::pre_desc, by slot), in posting order, as
+// soon as it is posted, so that at the doorbell every block, block 0 included, finds it there (two round trips to L2
+// instead of reading pinned memory: 1.6-2.4 us, or waiting for another block's copy: docs/performance-log.md, 18
+// and 20). It polls the log entry of the next posting itself (its lap tells it apart, types.h post_log_entry), then
+// reads the descriptor: two round trips over PCIe from the host's post to the copy (section 23).
 // A submission's seq is its posting number + 1 (Engine::submit), so the copy can tell whether the slot still holds
 // that submission; a later occupant means this one completed, and is skipped. A copy made too late for a submission
 // that has already completed is harmless: its tag is never looked for again, and the slot's next submission is copied
-// after it (posting order). Leaves with the other blocks (exit request of this launch, or quit).
+// after it (posting order). Fallen a lap or more behind (entries overwritten), it resumes at the entry it finds.
+// Leaves with the other blocks (exit request of this launch, or quit).
 template <class X>
 DFCCL_DEV void prefetch_descs(const EngineView& ev) {
   if (X::tid() != 0) return;
   u64 next = ev.g->pre_next;
   for (;;) {
     const u64 req = vload(ev.g->exit_request), quit = vload(ev.g->quit);
-    const u64 posted = X::load_acquire(&ev.h->posted);
     if (quit != 0 || exit_ordered(req, ev.p.epoch)) break;
-    if (next == posted) {
+    const u64 e = X::load_acquire(&ev.h->post_log[next % kMaxSlots]);
+    const u32 ahead = (u32(e >> 56) - post_log_lap(next)) & 0xffu;  // laps of the entry past posting `next`
+    if (ahead >= 128) {  // an earlier lap's entry: `next` is not posted yet
       X::idle();
       continue;
     }
-    if (posted - next > kMaxSlots) next = posted - kMaxSlots;  // overwritten log entries
-    for (; next < posted; ++next) {
-      const u64 tag = X::load_acquire(&ev.h->post_log[next % kMaxSlots]);
-      const u32 slot = u32(tag & 0xffffu);
-      if (slot >= kMaxSlots) continue;
-      Pack v[kDescPacks];
-      load_desc<X>(ev.h->desc[slot], v);
-      if (v[0].lo != next + 1) continue;  // Desc::seq: the slot holds a later submission
-      publish_desc<X>(ev.g->pre_desc[slot], v, &ev.g->pre_ready[slot], tag);
-    }
+    next += u64(ahead) * kMaxSlots;  // 0, or the host went round the log: resume at this entry's posting
+    const u64 tag = e & kPostTagMask;
+    const u32 slot = u32(tag & 0xffffu);
+    const u64 seq = ++next;
+    if (slot >= kMaxSlots) continue;
+    Pack v[kDescPacks];
+    load_desc<X>(ev.h->desc[slot], v);
+    if (v[0].lo != seq) continue;  // Desc::seq: the slot holds a later submission
+    publish_desc<X>(ev.g->pre_desc[slot], v, &ev.g->pre_ready[slot], tag);
   }
   ev.g->pre_next = next;
 }
@@ -152,6 +153,7 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   Pack v[kDescPacks];
   if (X::load_acquire(&ev.g->pre_ready[slot]) == tag) {
     load_desc<X>(ev.g->pre_desc[slot], v);  // the prefetcher's copy
+    X::shared_inc(&bs.prefetched);
   } else if (b == 0) {
     load_desc<X>(ev.h->desc[slot], v);  // pinned memory
   } else {
@@ -422,6 +424,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   for (u32 r = tid; r < kMaxRings; r += nt) bs.frontier[r] = ev.g->frontier[b][r];
   if (tid == 0) {
     bs.primitives = 0;
+    bs.prefetched = 0;
     for (u32 k = 0; k < kNumPhases; ++k) bs.prof[k] = 0;
     bs.nactive = 0;
     bs.nnew = 0;
@@ -522,6 +525,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
     st.switches += bs.switches;
     st.exits += 1;
     st.primitives += bs.primitives;
+    st.prefetched += bs.prefetched;
     if constexpr (kProfile) {
       for (u32 k = 0; k < kNumPhases; ++k) st.prof[k] += bs.prof[k];
       st.prof_ns += X::now_ns() - ns_launch;

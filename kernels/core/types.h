@@ -230,7 +230,8 @@ struct BlockStats {  // accumulated by each block at each exit
   u64 primitives;
   u64 prof[8];       // DFCCL_PROFILE builds: cycles per phase (block.h, Phase)
   u64 prof_ns;       // DFCCL_PROFILE builds: executor nanoseconds of the launches (converts cycles)
-  u64 pad[3];
+  u64 prefetched;    // block 0: submissions whose descriptor it took from the prefetcher's copy
+  u64 pad[2];
 };
 
 struct Heartbeat {  // written by each block about once a millisecond while the daemon runs (dfcclDebugDump)
@@ -247,6 +248,14 @@ struct WaitEntry {  // a stream waits until complete[slot] >= seq; probe: the ba
   u64 probe;
 };
 
+// An entry of the post log (EngineHost::post_log) for posting number n (a submission's seq - 1): the submission's
+// tag (ring + 1 in bits 48-55, ring position + 1 in bits 16-47, slot in 0-15) and, in the top byte, the lap of n
+// (n / kMaxSlots + 1, mod 256; a zeroed log matches no lap). The prefetcher polls the entry of the posting it waits
+// for and tells it from the entry of a lap earlier (not posted yet) or later (it fell a lap behind) by the lap alone.
+inline constexpr u64 kPostTagMask = (u64(1) << 56) - 1;
+DFCCL_HD inline u32 post_log_lap(u64 n) { return u32((n / kMaxSlots + 1) & 0xffu); }
+DFCCL_HD inline u64 post_log_entry(u64 n, u64 tag) { return (u64(post_log_lap(n)) << 56) | tag; }
+
 struct EngineHost {                // pinned host memory
   Desc desc[kMaxSlots];
   u64 cq[kCqEntries];              // completion queue: entry = (position + 1) << 16 | slot
@@ -258,10 +267,8 @@ struct EngineHost {                // pinned host memory
   u64 exit_announced;              // device: epoch of a daemon deciding to leave (0 after it decided to stay)
   WaitEntry waits[kMaxSlots];      // host: stream waits (dfcclWait) issued; completed ones are removed lazily
   // Submissions as the host posts them, before their doorbells (scheduler.h, prefetch_descs): entry n % kMaxSlots =
-  // the tag of the n-th submission, whose seq is n + 1; `posted` counts them (released after the entry and its
-  // descriptor).
+  // post_log_entry(n, tag of the n-th submission, whose seq is n + 1), released after its descriptor.
   u64 post_log[kMaxSlots];
-  u64 posted;
   Heartbeat heartbeat[kMaxBlocks];
 };
 

@@ -216,6 +216,8 @@ typedef struct {
   uint64_t standbyLaunches;  /* launches by dfcclWait queued behind a running daemon (it was leaving, or a     */
                              /* device-wide barrier such as a lazy module load was pending)                   */
   uint64_t primitives;       /* primitives (slot handshakes) run by the blocks of the daemon launches that exited */
+  uint64_t descPrefetched;   /* collectives whose descriptor block 0 found already copied into device memory by  */
+                             /* the prefetcher when it picked them up (daemon launches that exited)              */
   uint64_t profileNs[7];     /* builds with -DDFCCL_PROFILE=1 only, else 0: time thread 0 of the blocks spent,     */
                              /* summed over blocks and exited launches, in [0] primitives' condition checks (spin  */
                              /* phase + barrier), [1] data movement, [2] posts (fence + flags), [3] program set-up */

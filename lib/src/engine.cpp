@@ -192,11 +192,11 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
   comm_outstanding_[comm_index] += 1;
   submitted_ += 1;
   // Posted before the doorbell, so that the daemon's prefetcher can copy the descriptor ahead of it (scheduler.h,
-  // prefetch_descs): the entry of posting number seq - 1, then the count with release semantics (the descriptor and
-  // the entry before it).
+  // prefetch_descs): the log entry of posting number seq - 1, its lap in the top byte, released after the descriptor.
   const uint64_t entry = ((pos + 1) << 16) | slot;
-  h_->post_log[(d.seq - 1) % core::kMaxSlots] = (uint64_t(ring + 1) << 48) | entry;
-  __atomic_store_n(&h_->posted, d.seq, __ATOMIC_RELEASE);
+  const uint64_t tag = (uint64_t(ring + 1) << 48) | entry;
+  __atomic_store_n(&h_->post_log[(d.seq - 1) % core::kMaxSlots], core::post_log_entry(d.seq - 1, tag),
+                   __ATOMIC_RELEASE);
   std::atomic_thread_fence(std::memory_order_release);
   exec_->stream_write(stream, &g_->ring[ring][pos % core::kRingEntries], entry);
   if (!running_) launch_locked(host_now_ns());
@@ -491,6 +491,7 @@ dfcclStats_t Engine::stats() {
     s.preemptions += h_->stats[b].preemptions;
     s.contextSwitches += h_->stats[b].switches;
     s.primitives += h_->stats[b].primitives;
+    if (b == 0) s.descPrefetched = h_->stats[0].prefetched;
     for (uint32_t k = 0; k < core::kNumPhases; ++k) cycles[k] += double(h_->stats[b].prof[k]);
     ns += double(h_->stats[b].prof_ns);
   }

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   for (int round = 0; round < 2; ++round) {  // round 0 warms up
     // stream
     std::vector<double> submit_us, wait_us;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the daemon leaves and adds its counters
     DFCCL_CHECK(dfcclGetStats(comm, &st0));
     const uint64_t h0 = mono();
     CUDA_CHECK(cudaEventRecord(e0, s));
@@ -146,6 +147,7 @@ int main(int argc, char** argv) {
 
     // host completion
     std::vector<double> he2e, hcore, hstart, hwake;
+    DFCCL_CHECK(dfcclGetStats(comm, &st0));
     for (int i = 0; i < iters; ++i) {
       dfcclRequest_t q;
       const uint64_t a = mono();
@@ -165,6 +167,9 @@ int main(int argc, char** argv) {
                   "%.2f us; host sees it -> dfcclSynchronize returns %.2f us\n",
                   median(he2e), median(hcore), median(hstart),
                   median(he2e) - median(hstart) - median(hcore) - median(hwake), median(hwake));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    DFCCL_CHECK(dfcclGetStats(comm, &st1));
+    if (round) print_stats_delta("host", st0, st1, iters);
   }
 
   // memops floor

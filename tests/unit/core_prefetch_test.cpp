@@ -1,0 +1,122 @@
+// The descriptor prefetcher (kernels/core/scheduler.h, prefetch_descs) on the host executor, against a host side
+// written here the way Engine::submit posts: the descriptor, then its post log entry (types.h, post_log_entry). The
+// prefetcher runs on a thread of its own; the test checks which copies it publishes (EngineGlobal::pre_desc and
+// pre_ready), over several laps of the log, after falling more than a lap behind, and for a slot that already holds
+// a later submission.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "../../kernels/core/scheduler.h"
+#include "../../kernels/host/exec_host.h"
+
+namespace dfccl::test {
+namespace {
+
+using namespace dfccl::core;
+
+struct Prefetcher {
+  std::unique_ptr<EngineGlobal> g = std::make_unique<EngineGlobal>();
+  std::unique_ptr<EngineHost> h = std::make_unique<EngineHost>();
+  std::thread th;
+  u64 posted = 0;  // the host's posting count (Engine's seq_)
+
+  Prefetcher() {
+    std::memset(static_cast<void*>(g.get()), 0, sizeof(EngineGlobal));
+    std::memset(static_cast<void*>(h.get()), 0, sizeof(EngineHost));
+  }
+  ~Prefetcher() { stop(); }
+  void start() {
+    __atomic_store_n(&g->quit, u64(0), __ATOMIC_RELEASE);
+    EngineView ev{};
+    ev.g = g.get();
+    ev.h = h.get();
+    ev.p.epoch = 1;
+    th = std::thread([ev] { prefetch_descs<host::HostExec>(ev); });
+  }
+  void stop() {
+    if (!th.joinable()) return;
+    __atomic_store_n(&g->quit, u64(1), __ATOMIC_RELEASE);
+    th.join();
+  }
+  // Posts the next submission on `slot` as Engine::submit does; returns its tag.
+  u64 post(u32 slot) {
+    const u64 n = posted++;
+    Desc d{};
+    d.seq = n + 1;
+    d.count = 1000 + n;
+    h->desc[slot] = d;
+    const u64 tag = (u64(1) << 48) | ((n + 1) << 16) | slot;  // ring 0, position n
+    __atomic_store_n(&h->post_log[n % kMaxSlots], post_log_entry(n, tag), __ATOMIC_RELEASE);
+    return tag;
+  }
+  // Waits up to 5 s for the prefetcher's copy of the submission `tag` in `slot`.
+  bool copied(u32 slot, u64 tag) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (__atomic_load_n(&g->pre_ready[slot], __ATOMIC_ACQUIRE) != tag) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(10));
+    }
+    return true;
+  }
+};
+
+TEST(CorePrefetch, LapOfAPosting) {
+  EXPECT_EQ(post_log_lap(0), 1u);
+  EXPECT_EQ(post_log_lap(kMaxSlots - 1), 1u);
+  EXPECT_EQ(post_log_lap(kMaxSlots), 2u);
+  EXPECT_EQ(post_log_lap(u64(255) * kMaxSlots), 0u);  // mod 256: only after every entry was written
+  const u64 tag = (u64(64) << 48) | (u64(0xffffffff) << 16) | (kMaxSlots - 1);  // the widest tag Engine makes
+  EXPECT_EQ(post_log_entry(3 * kMaxSlots, tag) & kPostTagMask, tag);
+  EXPECT_EQ(post_log_entry(3 * kMaxSlots, tag) >> 56, 4u);
+}
+
+// Every submission of three laps of the log is copied, each before the next is posted (the dependent loop).
+TEST(CorePrefetch, CopiesEveryPostingOverSeveralLaps) {
+  Prefetcher pf;
+  pf.start();
+  for (u64 n = 0; n < 3 * kMaxSlots + 10; ++n) {
+    const u32 slot = u32(n % 7);
+    const u64 tag = pf.post(slot);
+    ASSERT_TRUE(pf.copied(slot, tag)) << "posting " << n << ": no copy within 5 s";
+    ASSERT_EQ(pf.g->pre_desc[slot].seq, n + 1);
+    ASSERT_EQ(pf.g->pre_desc[slot].count, 1000 + n);
+  }
+}
+
+// Postings made while the prefetcher is away, more than two laps of the log: it resumes and copies the latest.
+TEST(CorePrefetch, ResumesAfterFallingLapsBehind) {
+  Prefetcher pf;
+  pf.start();
+  u64 tag = pf.post(3);
+  ASSERT_TRUE(pf.copied(3, tag));
+  pf.stop();
+  for (u64 n = 0; n < 2 * kMaxSlots + 100; ++n) tag = pf.post(u32(n % 11));
+  const u32 last_slot = u32((2 * kMaxSlots + 99) % 11);
+  pf.start();
+  ASSERT_TRUE(pf.copied(last_slot, tag)) << "the latest posting was not copied after the prefetcher fell behind";
+  EXPECT_EQ(pf.g->pre_desc[last_slot].seq, pf.posted);
+  // And it goes on with new postings.
+  tag = pf.post(5);
+  ASSERT_TRUE(pf.copied(5, tag));
+  EXPECT_EQ(pf.g->pre_desc[5].seq, pf.posted);
+}
+
+// A slot whose descriptor already belongs to a later submission is not copied under the earlier one's tag.
+TEST(CorePrefetch, SkipsASlotHoldingALaterSubmission) {
+  Prefetcher pf;
+  const u64 old_tag = pf.post(2);  // posting 0 on slot 2 ...
+  pf.post(4);
+  pf.h->desc[2].seq = 99;          // ... completed, and slot 2 reused by a later submission
+  const u64 tag = pf.post(6);
+  pf.start();
+  ASSERT_TRUE(pf.copied(6, tag));
+  EXPECT_NE(__atomic_load_n(&pf.g->pre_ready[2], __ATOMIC_ACQUIRE), old_tag);
+  EXPECT_EQ(pf.g->pre_desc[2].seq, 0u);
+}
+
+}  // namespace
+}  // namespace dfccl::test
