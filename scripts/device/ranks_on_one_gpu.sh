@@ -7,8 +7,8 @@
 # MPS=1 runs the processes under MPS instead (started here with private pipe and log folders, stopped on exit): the
 # daemons are then resident together and it is much faster, but MPS couples the clients (a client's work can be
 # held by another's), which separate GPUs never do: the stress workload deadlocks there in 0.2-6 % of the trials
-# with 4 ranks, and with 2 once in 4 of 7 runs of 1000 trials, while it completes every trial time-sliced (docs/gpu-runs.md,
-# runs 100-109). Correctness runs are time-sliced; MPS=1 is for a look at speed only (and ab.sh MPS=1).
+# with 4 ranks, and with 2 in 6 of 11 runs of 1000 trials, while it completes every trial time-sliced
+# (docs/gpu-runs.md, runs 100-116). Correctness runs are time-sliced; MPS=1 is for a look at speed only (ab.sh).
 # What this covers: the ring and its protocol with real peers (NP = 2, 4 or 8: rings of more than two ranks on the
 # CUDA executor), the scheduler and the prefetcher, preemption under the stress workload's disorder and implicit
 # synchronizations, exactness at sizes that are not multiples of 16 B (float32, bfloat16), the gpt2-3d layout with
