@@ -16,15 +16,21 @@
 # NCCL refuses two ranks on one GPU, so there is no NCCL beside it.
 #   NP=4 scripts/device/ranks_on_one_gpu.sh     ($BIN: dfccl-harness, mp_collectives; logs and HDF5 files in $OUT)
 # TRIALS (stress, default 1000), MATRIX_TRIALS (mp_collectives' stress, 200), ODD_END (100M), SWEEP_END (256M).
-# With NP > 2 each daemon gets 128 / NP blocks (DFCCL_BLOCKS).
+# With NP > 2 each daemon gets 128 / NP blocks (DFCCL_BLOCKS). DFCCL_P2P_DISABLE=1 runs everything over the host
+# path (connection regions in shared host memory; run 117).
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
 NP=${NP:-2}
 [ "$NP" -gt 2 ] && export DFCCL_BLOCKS=$((128 / NP))
 M=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$NP" -x DFCCL_BLOCKS)
+tag=${NP}ranks-1gpu
+if [ "${DFCCL_P2P_DISABLE:-0}" = 1 ]; then
+  export DFCCL_P2P_DISABLE
+  M+=(-x DFCCL_P2P_DISABLE)
+  tag=$tag-hostpath
+fi
 H=("${M[@]}" "$BIN/dfccl-harness")
 X=(--expect "wrong==0" --expect "skipped==0" --expect "deadlocked==0" --expect "failed==0")
-tag=${NP}ranks-1gpu
 if [ "${MPS:-0}" = 1 ]; then
   tag=$tag-mps
   mps_start
