@@ -230,7 +230,7 @@ struct BlockStats {  // accumulated by each block at each exit
   u64 primitives;
   u64 prof[8];       // DFCCL_PROFILE builds: cycles per phase (block.h, Phase)
   u64 prof_ns;       // DFCCL_PROFILE builds: executor nanoseconds of the launches (converts cycles)
-  u64 prefetched;    // block 0: submissions whose descriptor it took from the prefetcher's copy
+  u64 prefetched;    // submissions whose descriptor the block took from the prefetcher's copy (stats: block 0's)
   u64 pad[2];
 };
 

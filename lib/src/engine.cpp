@@ -491,10 +491,10 @@ dfcclStats_t Engine::stats() {
     s.preemptions += h_->stats[b].preemptions;
     s.contextSwitches += h_->stats[b].switches;
     s.primitives += h_->stats[b].primitives;
-    if (b == 0) s.descPrefetched = h_->stats[0].prefetched;
     for (uint32_t k = 0; k < core::kNumPhases; ++k) cycles[k] += double(h_->stats[b].prof[k]);
     ns += double(h_->stats[b].prof_ns);
   }
+  s.descPrefetched = h_->stats[0].prefetched;  // block 0: every small collective's data channel
   // Phase profile: cycles of the blocks' clocks, converted with the launches' own cycles per nanosecond.
   if (cycles[core::kPhaseLaunch] > 0)
     for (uint32_t k = 0; k < core::kNumPhases; ++k)
