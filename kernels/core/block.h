@@ -62,7 +62,7 @@ struct BlockShared {
   u32 progressed;
   u64 passes, heartbeat_ns;     // scheduler passes of this launch; last heartbeat written
   u64 primitives;               // primitives run in this launch
-  u32 prefetched;               // submissions accepted from the prefetcher's copy in this launch
+  u32 prefetched;               // block 0: submissions accepted from the prefetcher's copy in this launch
   u64 prof[kNumPhases];         // kProfile: cycles per phase (thread 0)
 };
 

@@ -153,7 +153,7 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   Pack v[kDescPacks];
   if (X::load_acquire(&ev.g->pre_ready[slot]) == tag) {
     load_desc<X>(ev.g->pre_desc[slot], v);  // the prefetcher's copy
-    X::shared_inc(&bs.prefetched);
+    if (b == 0) X::shared_inc(&bs.prefetched);  // dfcclStats_t::descPrefetched
   } else if (b == 0) {
     load_desc<X>(ev.h->desc[slot], v);  // pinned memory
   } else {
@@ -464,7 +464,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
         if ((e >> 16) != pos + 1) break;
         const u32 k = X::shared_inc(&bs.nnew);
         bs.fresh[k] = u16(e & 0xffffu);
-        bs.fresh_tag[k] = (u64(r + 1) << 48) | e;
+        bs.fresh_tag[k] = submission_tag(r, e);
         bs.frontier[r] = pos + 1;
       }
     }

@@ -230,7 +230,7 @@ struct BlockStats {  // accumulated by each block at each exit
   u64 primitives;
   u64 prof[8];       // DFCCL_PROFILE builds: cycles per phase (block.h, Phase)
   u64 prof_ns;       // DFCCL_PROFILE builds: executor nanoseconds of the launches (converts cycles)
-  u64 prefetched;    // submissions whose descriptor the block took from the prefetcher's copy (stats: block 0's)
+  u64 prefetched;    // block 0: submissions whose descriptor it took from the prefetcher's copy
   u64 pad[2];
 };
 
@@ -247,6 +247,11 @@ struct WaitEntry {  // a stream waits until complete[slot] >= seq; probe: the ba
   u64 seq;
   u64 probe;
 };
+
+// A submission ring's entry for ring position pos (EngineGlobal::ring), and the submission's tag: its ring + 1 in
+// bits 48-55 above that entry (EngineGlobal::desc_claim, pre_ready, the post log).
+DFCCL_HD inline u64 ring_entry(u64 pos, u32 slot) { return ((pos + 1) << 16) | slot; }
+DFCCL_HD inline u64 submission_tag(u32 ring, u64 entry) { return (u64(ring + 1) << 48) | entry; }
 
 // An entry of the post log (EngineHost::post_log) for posting number n (a submission's seq - 1): the submission's
 // tag (ring + 1 in bits 48-55, ring position + 1 in bits 16-47, slot in 0-15) and, in the top byte, the lap of n

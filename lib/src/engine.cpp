@@ -193,10 +193,9 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
   submitted_ += 1;
   // Posted before the doorbell, so that the daemon's prefetcher can copy the descriptor ahead of it (scheduler.h,
   // prefetch_descs): the log entry of posting number seq - 1, its lap in the top byte, released after the descriptor.
-  const uint64_t entry = ((pos + 1) << 16) | slot;
-  const uint64_t tag = (uint64_t(ring + 1) << 48) | entry;
-  __atomic_store_n(&h_->post_log[(d.seq - 1) % core::kMaxSlots], core::post_log_entry(d.seq - 1, tag),
-                   __ATOMIC_RELEASE);
+  const uint64_t entry = core::ring_entry(pos, slot);
+  __atomic_store_n(&h_->post_log[(d.seq - 1) % core::kMaxSlots],
+                   core::post_log_entry(d.seq - 1, core::submission_tag(ring, entry)), __ATOMIC_RELEASE);
   std::atomic_thread_fence(std::memory_order_release);
   exec_->stream_write(stream, &g_->ring[ring][pos % core::kRingEntries], entry);
   if (!running_) launch_locked(host_now_ns());

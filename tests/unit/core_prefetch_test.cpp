@@ -49,7 +49,7 @@ struct Prefetcher {
     d.seq = n + 1;
     d.count = 1000 + n;
     h->desc[slot] = d;
-    const u64 tag = (u64(1) << 48) | ((n + 1) << 16) | slot;  // ring 0, position n
+    const u64 tag = submission_tag(0, ring_entry(n, slot));  // ring 0, position n
     __atomic_store_n(&h->post_log[n % kMaxSlots], post_log_entry(n, tag), __ATOMIC_RELEASE);
     return tag;
   }
@@ -69,7 +69,7 @@ TEST(CorePrefetch, LapOfAPosting) {
   EXPECT_EQ(post_log_lap(kMaxSlots - 1), 1u);
   EXPECT_EQ(post_log_lap(kMaxSlots), 2u);
   EXPECT_EQ(post_log_lap(u64(255) * kMaxSlots), 0u);  // mod 256: only after every entry was written
-  const u64 tag = (u64(64) << 48) | (u64(0xffffffff) << 16) | (kMaxSlots - 1);  // the widest tag Engine makes
+  const u64 tag = submission_tag(kMaxRings - 1, ring_entry(0xfffffffe, kMaxSlots - 1));  // the widest tag Engine makes
   EXPECT_EQ(post_log_entry(3 * kMaxSlots, tag) & kPostTagMask, tag);
   EXPECT_EQ(post_log_entry(3 * kMaxSlots, tag) >> 56, 4u);
 }

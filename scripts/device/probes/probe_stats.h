@@ -13,8 +13,9 @@ inline double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Primitives per collective, the share of collectives whose descriptor block 0 found prefetched, and, with a -DDFCCL_PROFILE=1 libdfccl, thread 0's time per phase per collective summed
-// over all blocks (us). The daemon adds its counters when it exits: take both snapshots while it is idle.
+// Primitives per collective, the share of collectives whose descriptor block 0 found prefetched, and, with a
+// -DDFCCL_PROFILE=1 libdfccl, thread 0's time per phase per collective summed over all blocks (us). The daemon adds
+// its counters when it exits: take both snapshots while it is idle.
 inline void print_stats_delta(const char* label, const dfcclStats_t& a, const dfcclStats_t& b, double ncoll) {
   static const char* names[7] = {"check", "move", "post", "program", "poll", "exit", "launch"};
   std::printf("  %s: %.1f primitives per collective, %.0f %% prefetched", label,
