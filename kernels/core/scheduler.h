@@ -100,6 +100,33 @@ DFCCL_DEV bool claim_and_publish(const EngineView& ev, u32 slot, u64 tag, Pack* 
   return true;
 }
 
+// Aborts reach the daemon through pinned memory: dfcclCommAbort stores the communicator's attachment number and
+// raises a count there, with no CUDA call, because a stream write can be held by another thread's implicit
+// synchronization (cudaFree, a lazy load) that itself waits for a stream waiting on the aborted collective
+// (docs/design.md, "Abort"). One thread 0 copies them into device memory, where every block reads them: the table
+// first, then the count (blocks read the count, then, after a fence, the table). Looked at every kAbortLookNs by the
+// prefetcher (or, without one, by the last channel's block between its passes), and by any thread 0 whose wait has
+// lasted that long (a blocking-mode wait has no budget: it must see the abort that ends it).
+inline constexpr u64 kAbortLookNs = 50000;
+
+template <class X>
+DFCCL_DEV void look_for_aborts(const EngineView& ev) {
+  const u64 n = X::load_acquire(&ev.h->aborts);
+  if (n <= vload(ev.g->aborts)) return;
+  for (u32 i = 0; i < kMaxComms; ++i) {
+    const u64 gen = vload(ev.h->abort_gen[i]);
+    if (gen != 0) X::atomic_max64(&ev.g->abort_gen[i], gen);
+  }
+  X::fence_device();
+  X::atomic_max64(&ev.g->aborts, n);
+}
+
+// Whether the communicator of collective d was aborted, as far as the daemon has seen (after an acquire of
+// EngineGlobal::aborts that was non-zero).
+DFCCL_DEV inline bool comm_aborted(const EngineView& ev, const Desc& d) {
+  return vload(ev.g->abort_gen[d.comm]) == d.comm_gen;
+}
+
 // The prefetcher: thread 0 of one more block after the channels' (when the device holds it: DaemonParams::prefetch),
 // which takes part in no collective. It copies each descriptor the host has posted (EngineHost::post_log, written
 // before the doorbell) from pinned memory into device memory (EngineGlobal::pre_desc, by slot), in posting order, as
@@ -111,14 +138,20 @@ DFCCL_DEV bool claim_and_publish(const EngineView& ev, u32 slot, u64 tag, Pack* 
 // that submission; a later occupant means this one completed, and is skipped. A copy made too late for a submission
 // that has already completed is harmless: its tag is never looked for again, and the slot's next submission is copied
 // after it (posting order). Fallen a lap or more behind (entries overwritten), it resumes at the entry it finds.
-// Leaves with the other blocks (exit request of this launch, or quit).
+// Leaves with the other blocks (exit request of this launch, or quit). Also looks for aborts (look_for_aborts).
 template <class X>
 DFCCL_DEV void prefetch_descs(const EngineView& ev) {
   if (X::tid() != 0) return;
   u64 next = ev.g->pre_next;
+  u64 look_at = 0;
   for (;;) {
     const u64 req = vload(ev.g->exit_request), quit = vload(ev.g->quit);
     if (quit != 0 || exit_ordered(req, ev.p.epoch)) break;
+    const u64 now = X::now_ns();
+    if (now >= look_at) {
+      look_for_aborts<X>(ev);
+      look_at = now + kAbortLookNs;
+    }
     const u64 e = X::load_acquire(&ev.h->post_log[next % kMaxSlots]);
     const u32 ahead = (u32(e >> 56) - post_log_lap(next)) & 0xffu;  // laps of the entry past posting `next`
     if (ahead >= 128) {  // an earlier lap's entry: `next` is not posted yet
@@ -258,10 +291,10 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
     tally = ChanTally{cx.t_start, cx.preemptions, cx.wait_us};
     spin = cx.spin_ns;
     const u32 first_op = cx.op;
-    const u64 aborted = aborts_seen != 0 ? vload(d.cdev->abort) : 0;
+    const bool aborted = aborts_seen != 0 && comm_aborted(ev, d);
     u32 decision = kRun;
     bs.at.desc = d;
-    if (aborted != 0) {
+    if (aborted) {
       decision = kAbort;
     } else if (only_if_aborted || turn != d.turn) {
       decision = kWaitTurn;
@@ -302,13 +335,21 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
   prof_add<X>(bs, kPhaseProgram, t_prog);
 
   const bool unbounded = ev.p.blocking != 0;
-  // A blocking-mode wait also ends when another communicator is aborted, so that the pass can drop that
-  // communicator's collectives queued behind this one. The count is the pass's: an abort that came after the pass
-  // checked its queue but before this wait began must end the wait too (read here, the wait would miss it and
-  // hold that abort until its timeout: host_stress_test_4blocks caught it).
-  CommDev* const cdev = bs.at.desc.cdev;
+  // A wait ends when any communicator is aborted: the next pass finishes this collective if it was its own, and in
+  // blocking mode drops that communicator's collectives queued behind this one. The count is the pass's: an abort
+  // that came after the pass checked its queue but before this wait began must end the wait too (read here, the
+  // wait would miss it and hold that abort until its timeout: host_stress_test_4blocks caught it). A wait that has
+  // lasted kAbortLookNs looks for aborts itself (look_for_aborts).
+  u64 look_at = 0;  // thread 0
   auto quit = [&]() {
-    return vload(cdev->abort) != 0 || vload(ev.g->quit) != 0 || (unbounded && vload(ev.g->aborts) != aborts_seen);
+    const u64 now = X::now_ns();
+    if (look_at == 0) {
+      look_at = now + kAbortLookNs;
+    } else if (now >= look_at) {
+      look_for_aborts<X>(ev);
+      look_at = now + kAbortLookNs;
+    }
+    return vload(ev.g->aborts) != aborts_seen || vload(ev.g->quit) != 0;
   };
   u64 i = first;
   bool progressed = false;
@@ -361,6 +402,10 @@ DFCCL_DEV bool kept_by_a_wait(const EngineView& ev) {
 template <class X>
 DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   const u64 now = X::now_ns();
+  if (!ev.p.prefetch && b + 1 == ev.p.nblocks && now >= bs.abort_look_ns) {  // no prefetcher to look for aborts
+    look_for_aborts<X>(ev);
+    bs.abort_look_ns = now + kAbortLookNs;
+  }
   if (bs.progressed) X::atomic_max64(&ev.g->last_activity_ns, now);
   ev.g->busy[b] = bs.nactive > 0 ? 1u : 0u;
   // Three independent loads, issued together (one round trip to L2 per pass, not three).
@@ -434,6 +479,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
     bs.exit = 0;
     bs.passes = 0;
     bs.heartbeat_ns = 0;
+    bs.abort_look_ns = 0;
     X::atomic_max64(&ev.g->last_activity_ns, X::now_ns());
   }
   X::sync();
@@ -481,9 +527,10 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
 
     // 2. One pass over the runnable collectives. Blocking mode: first drop the collectives of aborted
     // communicators wherever they are queued (an abort must not wait behind another communicator's queue head),
-    // then run only the oldest. The host sets a communicator's abort flag before it counts the abort: a count read
-    // first (then the fence: acquire) guarantees that the checks below see every abort it counts; no count, no abort
-    // to check (the attempts then skip the flag; a later abort still ends every wait through its quit test).
+    // then run only the oldest. The daemon's copy of the aborts has each communicator's entry before the count
+    // (look_for_aborts): a count read first (then the fence: acquire) guarantees that the checks below see every
+    // abort it counts; no count, no abort to check (the attempts then skip the table; a later abort still ends every
+    // wait through its quit test).
     if (aborts_seen != 0) X::fence_system();
     for (u32 k = 0; k < bs.nactive;) {
       const u32 res = attempt<X>(ev, bs, b, bs.active[k], bs.active_lane[k], aborts_seen, ev.p.blocking != 0);

@@ -2,12 +2,13 @@
 // context), the dynamic context of one channel of an instance, the communicator as the daemon sees it, and the
 // engine's global state. Everything here is trivially copyable. Where each piece lives and who writes it:
 //
-//   EngineGlobal   device memory   daemon (rings: host, through stream memory writes; quit, aborts: host, through the
-//                                  engine's control stream)
+//   EngineGlobal   device memory   daemon (rings: host, through stream memory writes; quit: host, through the
+//                                  engine's control stream; aborts: the daemon's copy of EngineHost's)
 //   ChanCtx        device memory   daemon (one per outstanding collective and block: the saved context)
-//   CommDev        device memory   host at init (through the control stream); abort flag: host, control stream
+//   CommDev        device memory   host at init (through the control stream)
 //   EngineHost     pinned host     descriptors: host (read once per collective by each block); completions,
-//                                  slot info and statistics: daemon (one write each)
+//                                  slot info and statistics: daemon (one write each); aborts: host (plain stores,
+//                                  no CUDA call), copied into EngineGlobal by the daemon (scheduler.h, look_for_aborts)
 #pragma once
 
 #include "exec.h"
@@ -90,7 +91,6 @@ static_assert(sizeof(CommStatic) == 64);
 
 struct CommDev {
   CommStatic s;
-  u64 abort;  // non-zero once dfcclCommAbort was called
 };
 
 // ---- the static context: one per submitted collective, written by the host into pinned memory ------------------
@@ -110,7 +110,8 @@ struct Desc {
   int32_t priority;
   u32 nchan;         // channels that carry data (the others have empty programs)
   CommStatic cs;     // the communicator's fixed part (a copy: no dependent load before the lane's)
-  CommDev* cdev;     // the communicator (its abort flag)
+  u64 comm_gen;      // the communicator's attachment to the engine (Engine::attach): aborted once
+                     // EngineGlobal::abort_gen[comm] equals it
   u64 pad1;
 };
 static_assert(sizeof(Desc) == 144 && sizeof(Desc) % 16 == 0, "Desc is read in 16-byte loads, all issued at once");
@@ -209,7 +210,10 @@ struct EngineGlobal {                          // device memory
   u64 last_activity_ns;                        // last time any block made progress or picked up work
   u64 exit_request;                            // epoch << 8 | kExit*: all blocks of that launch leave
   u64 quit;                                    // host: leave now (engine shutdown)
-  u64 aborts;                                  // host: communicators aborted so far (wakes blocking-mode waits)
+  // The daemon's copy of EngineHost::aborts and abort_gen (scheduler.h, look_for_aborts): the count last, after
+  // the table, and each only ever raised (atomic max), so that no copy, however late, lowers one.
+  u64 aborts;                                  // communicators aborted so far
+  u64 abort_gen[kMaxComms];                    // by communicator index: attachment number of the last one aborted
   u32 busy[kMaxBlocks];                        // block has collectives pending (exit decisions)
 };
 
@@ -275,6 +279,11 @@ struct EngineHost {                // pinned host memory
   // post_log_entry(n, tag of the n-th submission, whose seq is n + 1), released after its descriptor.
   u64 post_log[kMaxSlots];
   Heartbeat heartbeat[kMaxBlocks];
+  // dfcclCommAbort (Engine::abort_comm): the communicator's attachment number into abort_gen[its index], then the
+  // count, released. Plain stores: a stream write could be held by another thread's implicit synchronization that
+  // waits for the aborted collective itself (docs/design.md, "Abort").
+  u64 aborts;
+  u64 abort_gen[kMaxComms];
 };
 
 // Tunables of the daemon, passed by value at each launch (docs/environment.md).

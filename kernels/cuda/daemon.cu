@@ -16,17 +16,28 @@ cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool pre
   return cudaGetLastError();
 }
 
-__global__ void __launch_bounds__(32) stream_waiter(const uint64_t* word, uint64_t value) {
+__global__ void __launch_bounds__(32) stream_waiter(const uint64_t* word, uint64_t value, const uint64_t* abort_word,
+                                                    uint64_t abort_value) {
   if (threadIdx.x != 0) return;
+  uint64_t look_at = 0;
   for (;;) {
-    uint64_t v;
+    uint64_t v, now;
     asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(word) : "memory");
     if (v >= value) return;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now >= look_at) {  // about every kAbortLookNs: a read over PCIe, off the path of the completion word
+      if (look_at != 0) {
+        asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(abort_word) : "memory");
+        if (v == abort_value) return;
+      }
+      look_at = now + core::kAbortLookNs;
+    }
   }
 }
 
-cudaError_t launch_stream_waiter(const uint64_t* word, uint64_t value, cudaStream_t stream) {
-  stream_waiter<<<1, 32, 0, stream>>>(word, value);
+cudaError_t launch_stream_waiter(const uint64_t* word, uint64_t value, const uint64_t* abort_word, uint64_t abort_value,
+                                 cudaStream_t stream) {
+  stream_waiter<<<1, 32, 0, stream>>>(word, value, abort_word, abort_value);
   return cudaGetLastError();
 }
 

@@ -21,7 +21,11 @@ cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool pre
 // Makes `stream` wait until *word >= value: one thread polls the word (system-scope acquire loads). A stream
 // memory wait (cuStreamWaitValue64) is polled by the GPU's front end about every 8 us, so it goes on 4.6-12.5 us
 // after the write; this kernel, 1.8 us (docs/performance-log.md, 7). It holds a slot of one SM while it waits.
-cudaError_t launch_stream_waiter(const uint64_t* word, uint64_t value, cudaStream_t stream);
+// It also ends once *abort_word == abort_value (pinned memory: the collective's communicator was aborted, looked at
+// about every 50 us), because no daemon may be running to finish the collective: its launch can be held by an
+// implicit synchronization that waits for this very kernel (docs/design.md, "Abort").
+cudaError_t launch_stream_waiter(const uint64_t* word, uint64_t value, const uint64_t* abort_word, uint64_t abort_value,
+                                 cudaStream_t stream);
 
 // How many daemon blocks of `threads` threads the current device can hold at once.
 cudaError_t resident_blocks(unsigned threads, unsigned* blocks);

@@ -75,7 +75,10 @@ void release(dfcclComm* c, bool free_region) {
   if (c->next_ptr) ex.unmap_region(c->next_ptr, c->next_blob);
   if (c->prev_ptr && c->prev_ptr != c->next_ptr) ex.unmap_region(c->prev_ptr, c->prev_blob);
   c->next_ptr = c->prev_ptr = nullptr;
-  if (c->region.ptr && free_region) ex.free_region(c->region);
+  if (c->region.ptr) {
+    if (free_region) ex.free_region(c->region);
+    else c->engine->retire_region(c->region);
+  }
   c->region = RegionBlob{};
   if (c->lanes) ex.free_device(c->lanes);
   if (c->dev) ex.free_device(c->dev);
@@ -196,7 +199,6 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     d.s.next_region = static_cast<char*>(c->next_ptr);
     d.s.prev_region = static_cast<char*>(c->prev_ptr);
     d.s.lanes = c->lanes;
-    d.abort = 0;
     c->dev = static_cast<core::CommDev*>(ex.alloc_device(sizeof(core::CommDev)));
     ex.copy_to_device(c->dev, &d, sizeof(d));
     c->index = e.attach(c->dev);
@@ -275,8 +277,7 @@ void comm_abort(dfcclComm* c) {
   c->alive = false;
   if (!c->engine) return;
   const int64_t timeout = env_int("DFCCL_ABORT_TIMEOUT_MS");
-  c->engine->exec().write_word(&c->dev->abort, 1);
-  c->engine->note_abort();
+  if (c->index != ~0u) c->engine->abort_comm(c->index);
   c->async_error = dfcclAborted;
   if (c->engine->wait_comm_idle(c->index, timeout)) {
     // Peers may still write into my region: keep it allocated (host: their mapping keeps it alive anyway).
@@ -300,7 +301,6 @@ std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persis
   }
   d.nchan = core::data_channels(d.count * core::dtype_size(d.dtype), tp.nchan, c->engine->params().min_chan_bytes);
   d.cs = c->host_dev.s;
-  d.cdev = c->dev;
   auto req = c->engine->submit(d, c->index, stream);
   if (persistent_id < 0) c->next_key += 1;  // only once queued: a refused submission must not shift the matching
   else c->persistent_turn[persistent_id] += 1;

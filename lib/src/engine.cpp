@@ -124,6 +124,12 @@ Engine::~Engine() {
     while (running_ && !exec_->exited() && host_now_ns() - t0 < 5000000000ull) std::this_thread::yield();
   } catch (...) {
   }
+  for (const RegionBlob& r : retired_) {
+    try {
+      exec_->free_region(r);
+    } catch (...) {
+    }
+  }
   exec_->free_pinned(h_);
   exec_->free_device(ctx_);
   exec_->free_device(g_);
@@ -134,7 +140,8 @@ uint32_t Engine::attach(core::CommDev* dev_comm) {
   for (uint32_t i = 0; i < core::kMaxComms; ++i) {
     if (!comm_dev_[i]) {
       comm_dev_[i] = dev_comm;
-      comm_outstanding_[i] = 0;
+      __atomic_store_n(&comm_gen_[i], ++attachments_, __ATOMIC_RELAXED);
+      comm_outstanding_[i].store(0);
       return i;
     }
   }
@@ -143,9 +150,15 @@ uint32_t Engine::attach(core::CommDev* dev_comm) {
                           core::kMaxComms));
 }
 
+void Engine::retire_region(const RegionBlob& region) {
+  std::lock_guard<std::mutex> lk(retired_mu_);
+  retired_.push_back(region);
+}
+
 void Engine::detach(uint32_t index) {
   std::lock_guard<std::mutex> lk(mu_);
   comm_dev_[index] = nullptr;
+  __atomic_store_n(&comm_gen_[index], uint64_t(0), __ATOMIC_RELAXED);
 }
 
 uint32_t Engine::ring_for_locked(cudaStream_t stream) {
@@ -177,6 +190,7 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
   free_slots_.pop_back();
   d.seq = ++seq_;
   d.comm = comm_index;
+  d.comm_gen = comm_gen_[comm_index];
   h_->desc[slot] = d;
   auto req = std::make_shared<RequestState>();
   req->seq = d.seq;
@@ -189,7 +203,7 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
   const uint64_t pos = rg.next_pos++;
   rg.outstanding += 1;
   outstanding_ += 1;
-  comm_outstanding_[comm_index] += 1;
+  comm_outstanding_[comm_index].fetch_add(1);
   submitted_ += 1;
   // Posted before the doorbell, so that the daemon's prefetcher can copy the descriptor ahead of it (scheduler.h,
   // prefetch_descs): the log entry of posting number seq - 1, its lap in the top byte, released after the descriptor.
@@ -242,7 +256,7 @@ bool Engine::drain_completions() {
       done[n++].req = std::move(use.req);
       rings_[use.ring].outstanding -= 1;
       use.waited = false;  // its entry in EngineHost::waits is removed below
-      comm_outstanding_[use.comm] -= 1;
+      comm_outstanding_[use.comm].fetch_sub(1);
       outstanding_ -= 1;
       completed_ += 1;
       free_slots_.push_back(slot);
@@ -361,9 +375,17 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
   // the probe word and its completion words, so that no host thread has to take part: the host's CUDA calls can be
   // held by another thread's implicit synchronization (docs/design.md, "Implicit synchronizations").
   uint64_t probe = 0;
+  // The waiting kernel also ends if the collective's communicator is aborted (docs/design.md, "Abort"); ~0 matches
+  // no attachment (a collective already complete needs no way out).
+  const uint64_t* abort_word = &h_->aborts;
+  uint64_t abort_value = ~uint64_t(0);
   {
     std::lock_guard<std::mutex> lk(mu_);
     SlotUse& use = slots_[r->slot];
+    if (use.req == r) {
+      abort_word = &h_->abort_gen[use.comm];
+      abort_value = comm_gen_[use.comm];
+    }
     if (use.req == r && !use.waited) {
       use.waited = true;
       // At most one entry per occupied slot once compacted, so there is room after compacting.
@@ -378,7 +400,7 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
   }
   // The stream's wait first: its host call (a kernel launch, about 2-3 us) overlaps the probe's round trip through
   // the GPU (docs/performance-log.md, 14). Both run only after any pending barrier, whichever is issued first.
-  exec_->stream_wait(stream, &g_->complete[r->slot], r->seq, wait_kernel_);
+  exec_->stream_wait(stream, &g_->complete[r->slot], r->seq, abort_word, abort_value, wait_kernel_);
   if (probe != 0) confirm_wait(probe);
 }
 
@@ -463,19 +485,28 @@ bool wait_request(RequestState& r, int64_t timeout_ms) {
   return r.cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), done);
 }
 
+// Polls, without the engine's lock: the progress thread can hold it inside a daemon launch that another thread's
+// implicit synchronization holds (cudaHostUnregister, cudaFree), and an abort must end even then (docs/design.md,
+// "Abort").
 bool Engine::wait_comm_idle(uint32_t comm_index, int64_t timeout_ms) {
-  std::unique_lock<std::mutex> lk(mu_);
-  return cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return comm_outstanding_[comm_index] == 0; });
+  const uint64_t t0 = host_now_ns();
+  for (;;) {
+    if (comm_outstanding_[comm_index].load() == 0) return true;
+    if (host_now_ns() - t0 >= uint64_t(timeout_ms) * 1000000ull) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 uint32_t Engine::outstanding(uint32_t comm_index) {
-  std::lock_guard<std::mutex> lk(mu_);
-  return comm_outstanding_[comm_index];
+  return comm_outstanding_[comm_index].load();
 }
 
-void Engine::note_abort() {
-  std::lock_guard<std::mutex> lk(mu_);
-  exec_->write_word(&g_->aborts, ++aborts_);
+// Without the engine's lock (see wait_comm_idle). Concurrent aborts each store their entry, then count: the count's
+// release orders the entry before it, and whichever count the daemon sees covers every entry stored before it.
+void Engine::abort_comm(uint32_t comm_index) {
+  __atomic_store_n(&h_->abort_gen[comm_index], __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED),
+                   __ATOMIC_RELAXED);
+  __atomic_fetch_add(&h_->aborts, uint64_t(1), __ATOMIC_RELEASE);
 }
 
 static_assert(sizeof(dfcclStats_t::profileNs) / sizeof(uint64_t) == core::kNumPhases);
@@ -576,6 +607,7 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
   for (uint32_t r = 0; r < kMaxRings; ++r)
     if (rings_[r].used && rings_[r].next_pos != 0) snap.rings.push_back({r, rings_[r].next_pos});
   snap.comm_dev = comm_dev_;
+  snap.comm_gen = comm_gen_;
   lk.unlock();
   auto text = std::make_shared<std::promise<std::string>>();
   std::future<std::string> done = text->get_future();
@@ -641,10 +673,16 @@ std::string Engine::device_state_text(const DeviceSnapshot& snap) {
     if (!snap.comm_pending[i] || !snap.comm_dev[i]) continue;
     core::CommDev c{};
     exec_->copy_from_device(&c, snap.comm_dev[i], sizeof(c));
+    uint64_t device_gen = 0;  // the daemon's copy of the abort table (EngineGlobal::abort_gen)
+    exec_->copy_from_device(&device_gen, &g_->abort_gen[i], sizeof(device_gen));
+    const bool host_aborted = __atomic_load_n(&h_->abort_gen[i], __ATOMIC_ACQUIRE) == snap.comm_gen[i];
     std::vector<core::LaneState> lanes(c.s.nlanes);
     exec_->copy_from_device(lanes.data(), c.s.lanes, sizeof(core::LaneState) * c.s.nlanes);
-    out += fmt::format("  comm {}: rank {} of {}, abort {}; channel 0 lanes (turn/sent/recvd):", i, c.s.rank,
-                       c.s.nranks, c.abort);
+    const char* aborted = !host_aborted                     ? "no"
+                          : device_gen == snap.comm_gen[i] ? "yes"
+                                                           : "yes (not seen by the daemon yet)";
+    out += fmt::format("  comm {}: rank {} of {}, aborted {}; channel 0 lanes (turn/sent/recvd):", i, c.s.rank,
+                       c.s.nranks, aborted);
     for (uint32_t l = 0; l < c.s.nlanes; ++l)
       if (lanes[l].turn || lanes[l].sent || lanes[l].recvd)
         out += fmt::format(" {}:{}/{}/{}", l, lanes[l].turn, lanes[l].sent, lanes[l].recvd);

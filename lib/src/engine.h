@@ -65,6 +65,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Communicator table of the daemon.
   uint32_t attach(core::CommDev* dev_comm);
   void detach(uint32_t index);
+  // An aborted communicator's connection region, which a peer that has not aborted might still write into: kept
+  // until the engine goes (its last communicator), then freed. Takes no lock the progress thread holds.
+  void retire_region(const RegionBlob& region);
 
   // Queues a collective (d.seq is assigned here) and returns its request. Stream-ordered for the CUDA executor.
   std::shared_ptr<RequestState> submit(core::Desc d, uint32_t comm_index, cudaStream_t stream);
@@ -74,8 +77,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool wait_comm_idle(uint32_t comm_index, int64_t timeout_ms);
   uint32_t outstanding(uint32_t comm_index);
 
-  // A communicator of this engine was aborted: blocking-mode waits of other communicators look again.
-  void note_abort();
+  // dfcclCommAbort: tells the daemon through pinned memory, with no CUDA call (EngineHost::aborts). Its collectives
+  // are then finished as aborted wherever they are queued, and blocking-mode waits of other communicators look
+  // again.
+  void abort_comm(uint32_t comm_index);
 
   dfcclStats_t stats();
   // dfcclDebugDump: the engine's state as the host and the device see it, for diagnosing a hang (lines of text).
@@ -91,6 +96,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
     std::vector<std::pair<uint32_t, uint64_t>> rings;  // used rings: index, next position
     std::array<bool, core::kMaxComms> comm_pending{};
     std::array<core::CommDev*, core::kMaxComms> comm_dev{};
+    std::array<uint64_t, core::kMaxComms> comm_gen{};
   };
   std::string device_state_text(const DeviceSnapshot& snap);
   Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode);
@@ -134,10 +140,14 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::vector<uint32_t> free_slots_;
   std::array<SlotUse, core::kMaxSlots> slots_{};
   std::array<Ring, core::kMaxRings> rings_{};
-  std::array<uint32_t, core::kMaxComms> comm_outstanding_{};
+  std::array<std::atomic<uint32_t>, core::kMaxComms> comm_outstanding_{};  // read without the lock (abort)
   std::array<core::CommDev*, core::kMaxComms> comm_dev_{};  // attached communicators (device address; null: free)
+  std::array<uint64_t, core::kMaxComms> comm_gen_{};  // their attachment numbers (Desc::comm_gen; atomic accesses)
+  std::mutex retired_mu_;
+  std::vector<RegionBlob> retired_;  // regions of aborted communicators, freed with the engine
+  uint64_t attachments_ = 0;
   uint32_t outstanding_ = 0;
-  uint64_t seq_ = 0, epoch_ = 0, cq_head_ = 0, aborts_ = 0, probes_ = 0;
+  uint64_t seq_ = 0, epoch_ = 0, cq_head_ = 0, probes_ = 0;
   std::atomic<bool> running_{false};  // written under mu_; read without it by the progress loop's quiet turns
   uint64_t submitted_ = 0, completed_ = 0, launches_ = 0, exits_idle_ = 0, exits_stuck_ = 0, late_doorbells_ = 0;
   uint64_t standby_launches_ = 0;  // launches by confirm_wait while a daemon was running

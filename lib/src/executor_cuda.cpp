@@ -61,7 +61,8 @@ class CudaExecutor final : public Executor {
     DFCCL_CUDA(cuda::launch_daemon(none, threads_, /*preload=*/true, daemon_stream_));
     DFCCL_CUDA(cudaMalloc(reinterpret_cast<void**>(&zero_word_), sizeof(uint64_t)));
     DFCCL_CUDA(cudaMemsetAsync(zero_word_, 0, sizeof(uint64_t), daemon_stream_));
-    DFCCL_CUDA(cuda::launch_stream_waiter(zero_word_, 0, daemon_stream_));  // loads the stream waiter too
+    // Loads the stream waiter too.
+    DFCCL_CUDA(cuda::launch_stream_waiter(zero_word_, 0, zero_word_, 0, daemon_stream_));
     DFCCL_CUDA(cudaStreamSynchronize(daemon_stream_));
     DFCCL_CUDA(cuda::resident_blocks(threads_, &resident_));
   }
@@ -122,9 +123,10 @@ class CudaExecutor final : public Executor {
     check_cu(write_value_(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(dev), value, 0),
              "cuStreamWriteValue64 (doorbell)");
   }
-  void stream_wait(cudaStream_t stream, const uint64_t* dev, uint64_t value, bool by_kernel) override {
+  void stream_wait(cudaStream_t stream, const uint64_t* dev, uint64_t value, const uint64_t* abort_word,
+                   uint64_t abort_value, bool by_kernel) override {
     if (by_kernel) {
-      DFCCL_CUDA(cuda::launch_stream_waiter(dev, value, stream));
+      DFCCL_CUDA(cuda::launch_stream_waiter(dev, value, abort_word, abort_value, stream));
       return;
     }
     check_cu(wait_value_(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(dev), value,

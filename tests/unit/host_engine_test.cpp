@@ -71,7 +71,7 @@ TEST_F(HostEngine, CollectiveSurvivesDaemonExitsUntilItsPeerArrives) {
   EXPECT_NE(dump.find("device state"), std::string::npos) << dump;
   // Its doorbell reached the device (the host executor rings at submission): not held in a stream.
   EXPECT_NE(dump.find("ring 0: doorbells on the device up to position 1 of 1\n"), std::string::npos) << dump;
-  EXPECT_NE(dump.find("rank 0 of 2, abort 0; channel 0 lanes"), std::string::npos) << dump;  // its communicator
+  EXPECT_NE(dump.find("rank 0 of 2, aborted no; channel 0 lanes"), std::string::npos) << dump;  // its communicator
   int done = 1;
   DFCCL_ASSERT_OK(dfcclTest(r0, &done));
   EXPECT_EQ(done, 0);
@@ -151,6 +151,42 @@ TEST_F(HostEngine, AbortReturnsWithinASecondWhilePeersAreAbsent) {
   EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find("'comm'"), std::string::npos);
   g.comms[0] = nullptr;
 }
+
+// 128 blocks leave no room for the prefetcher (kMaxBlocks), which otherwise looks for aborts: the last channel's
+// block looks between its passes (scheduler.h, should_exit). Waits shorter than kAbortLookNs never look themselves,
+// so in preemptive mode only that look can end the collective; in blocking mode the wait looks (it has no budget).
+class HostEngineWithoutPrefetcher : public HostEngine, public ::testing::WithParamInterface<dfcclMode_t> {
+ protected:
+  void SetUp() override {
+    setenv("DFCCL_HOST_BLOCKS", "128", 1);
+    setenv("DFCCL_HOST_SPIN_MIN_NS", "5000", 1);
+    setenv("DFCCL_HOST_SPIN_INIT_NS", "10000", 1);
+    setenv("DFCCL_HOST_SPIN_MAX_NS", "10000", 1);
+  }
+  void TearDown() override {
+    for (const char* v : {"DFCCL_HOST_BLOCKS", "DFCCL_HOST_SPIN_MIN_NS", "DFCCL_HOST_SPIN_INIT_NS",
+                          "DFCCL_HOST_SPIN_MAX_NS"})
+      unsetenv(v);
+  }
+};
+
+TEST_P(HostEngineWithoutPrefetcher, AbortEndsACollectiveWhosePeerIsAbsent) {
+  Group g(2, dfcclExecutorHost, GetParam());
+  const size_t n = 1 << 20;  // every channel has data
+  auto in = iota_input(n, 0);
+  std::vector<int32_t> out(n);
+  dfcclRequest_t q = nullptr;
+  DFCCL_ASSERT_OK(dfcclAllReduce(in.data(), out.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &q));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto t0 = Clock::now();
+  DFCCL_ASSERT_OK(dfcclCommAbort(g[0]));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(1));
+  EXPECT_EQ(dfcclSynchronize(q, 5000), dfcclAborted);
+  dfcclRequestFree(q);
+  g.comms[0] = nullptr;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, HostEngineWithoutPrefetcher, ::testing::Values(dfcclModePreemptive, dfcclModeBlocking));
 
 TEST_F(HostEngine, PersistentCollectivesInAnyOrderInsideOneCommunicator) {
   Group g(2, dfcclExecutorHost);

@@ -1,0 +1,190 @@
+// dfcclCommAbort while another thread of the process is inside an implicit synchronization that waits for the
+// aborted collective (the case an application's watchdog aborts in). Two ranks under mpirun, rank r on GPU r % n
+// (one GPU: two processes time-sliced on it). Rank 1 never submits. Rank 0 submits an all-reduce, makes a stream
+// wait for it (dfcclWait), and then one thread calls an implicit synchronization (cudaFree, the first launch of a
+// lazily loaded kernel, cudaDeviceSynchronize, cudaMallocHost): it waits for that stream, hence for the collective,
+// and the daemon stays for the wait. The main thread then aborts the communicator. Checked for each kind:
+//   - the synchronization is still waiting after 200 ms (else the case was not reached: the test fails);
+//   - dfcclCommAbort returns within 5 s (DFCCL_ABORT_TIMEOUT_MS is 1 s);
+//   - the synchronization returns within 10 s of the abort, the request reports dfcclAborted and the stream drains.
+// A call that does not return fails the test and ends the process (a hung CUDA call cannot be recovered).
+//   mpirun -np 2 mp_abort [KINDS]   (KINDS: a comma list of free, lazy, devsync, mallochost; default all four.
+//                                    Exit 77 without a GPU)
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <algorithm>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "app_kernels.h"
+#include "dfccl.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+int g_rank = 0;
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "rank %d: FAILED: %s\n", g_rank, what.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);  // mpirun ends the other rank
+}
+
+void ok(dfcclResult_t r, const char* what) {
+  if (r != dfcclSuccess) fail(std::string(what) + ": " + dfcclGetErrorString(r) + ": " + dfcclGetLastError(nullptr));
+}
+
+void cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+enum class Sync { Free, LazyKernel, DeviceSynchronize, MallocHost };
+constexpr Sync kKinds[] = {Sync::Free, Sync::LazyKernel, Sync::DeviceSynchronize, Sync::MallocHost};
+constexpr const char* kKindArgs[] = {"free", "lazy", "devsync", "mallochost"};
+const char* name(Sync s) {
+  switch (s) {
+    case Sync::Free: return "cudaFree";
+    case Sync::LazyKernel: return "first launch of a lazily loaded kernel";
+    case Sync::DeviceSynchronize: return "cudaDeviceSynchronize";
+    case Sync::MallocHost: return "cudaMallocHost";
+  }
+  return "?";
+}
+
+// Rank 0's side of one case; returns the abort's duration in ms.
+double abort_under(Sync kind, dfcclComm_t comm, int device) {
+  const size_t n = size_t(1) << 18;
+  int32_t *in = nullptr, *out = nullptr;
+  void* victim = nullptr;
+  float* lazy_data = nullptr;
+  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&in), n * 4), "cudaMalloc");
+  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&out), n * 4), "cudaMalloc");
+  cuda_ok(cudaMalloc(&victim, 4096), "cudaMalloc");
+  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&lazy_data), 4096), "cudaMalloc");
+  cuda_ok(cudaMemset(in, 1, n * 4), "cudaMemset");
+  cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  cudaStream_t s = nullptr;
+  cuda_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  dfcclRequest_t q = nullptr;
+  ok(dfcclAllReduce(in, out, n, dfcclInt32, dfcclSum, comm, 0, s, &q), "dfcclAllReduce");
+  ok(dfcclWait(q, s), "dfcclWait");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the stream waits, the daemon runs and stays
+
+  std::atomic<bool> returned{false};
+  std::thread app([&] {
+    cudaSetDevice(device);
+    cudaError_t e = cudaSuccess;
+    switch (kind) {
+      case Sync::Free: e = cudaFree(victim); victim = nullptr; break;
+      case Sync::LazyKernel:
+        e = dfccl::test::launch_never_loaded_kernel(lazy_data, 1024, nullptr);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(nullptr);
+        break;
+      case Sync::DeviceSynchronize: e = cudaDeviceSynchronize(); break;
+      case Sync::MallocHost: {
+        void* p = nullptr;
+        e = cudaMallocHost(&p, 1 << 20);
+        if (e == cudaSuccess) e = cudaFreeHost(p);
+        break;
+      }
+    }
+    if (e != cudaSuccess) fail(std::string(name(kind)) + ": " + cudaGetErrorString(e));
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  if (returned) fail(std::string(name(kind)) + " returned while the collective was pending: the case was not reached");
+
+  const auto t0 = Clock::now();
+  auto aborted = std::async(std::launch::async, [&] { return dfcclCommAbort(comm); });
+  if (aborted.wait_for(std::chrono::seconds(5)) != std::future_status::ready)
+    fail(std::string("dfcclCommAbort did not return within 5 s while a thread was in ") + name(kind));
+  ok(aborted.get(), "dfcclCommAbort");
+  const double abort_ms = ms_since(t0);
+  while (!returned && ms_since(t0) < 10000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!returned) fail(std::string(name(kind)) + " did not return within 10 s of the abort");
+  app.join();
+  const dfcclResult_t r = dfcclSynchronize(q, 5000);
+  if (r != dfcclAborted) fail(std::string("the aborted collective reported ") + dfcclGetErrorString(r));
+  cuda_ok(cudaStreamSynchronize(s), "cudaStreamSynchronize (the stream that waited)");
+  std::printf("rank 0: %s: abort returned after %.1f ms, the synchronization after %.1f ms\n", name(kind), abort_ms,
+              ms_since(t0));
+  std::fflush(stdout);
+  dfcclRequestFree(q);
+  cudaStreamDestroy(s);
+  if (victim) cudaFree(victim);
+  cudaFree(lazy_data);
+  cudaFree(in);
+  cudaFree(out);
+  return abort_ms;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != 2) {
+    if (g_rank == 0) std::fprintf(stderr, "mp_abort: run it with mpirun -np 2 (got %d ranks)\n", size);
+    MPI_Finalize();
+    return 2;
+  }
+  std::string kinds = argc > 1 ? argv[1] : "free,lazy,devsync,mallochost";
+  bool run[4] = {};
+  for (size_t pos = 0; pos <= kinds.size();) {
+    const size_t end = std::min(kinds.find(',', pos), kinds.size());
+    const std::string k = kinds.substr(pos, end - pos);
+    int i = 0;
+    while (i < 4 && k != kKindArgs[i]) ++i;
+    if (i == 4) {
+      if (g_rank == 0)
+        std::fprintf(stderr, "mp_abort: argument 'KINDS': unknown kind '%s' (free, lazy, devsync, mallochost)\n",
+                     k.c_str());
+      MPI_Finalize();
+      return 2;
+    }
+    run[i] = true;
+    pos = end + 1;
+  }
+  int ngpus = 0;
+  if (cudaGetDeviceCount(&ngpus) != cudaSuccess || ngpus < 1) {
+    if (g_rank == 0) std::printf("skipped: no GPU\n");
+    MPI_Finalize();
+    return 77;
+  }
+  const int device = g_rank % ngpus;
+  cuda_ok(cudaSetDevice(device), "cudaSetDevice");
+  // Load the module of the test's kernels with another of its kernels: the first launch of a kernel of a module
+  // already loaded is the one that acts as a device-wide barrier (docs/design.md, "Implicit synchronizations").
+  cuda_ok(dfccl::test::launch_spin_kernel(1000, nullptr), "launch_spin_kernel");
+  cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  int ran = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (!run[i]) continue;
+    const Sync kind = kKinds[i];
+    ++ran;
+    dfcclUniqueId id;
+    if (g_rank == 0) ok(dfcclGetUniqueId(&id), "dfcclGetUniqueId");
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+    cfg.executor = dfcclExecutorCuda;
+    dfcclComm_t comm = nullptr;
+    ok(dfcclCommInitRankConfig(&comm, 2, id, g_rank, &cfg), "dfcclCommInitRankConfig");
+    if (g_rank == 0) abort_under(kind, comm, device);
+    MPI_Barrier(MPI_COMM_WORLD);  // rank 1 never submitted: it leaves once rank 0 is done
+    if (g_rank == 1) ok(dfcclCommAbort(comm), "dfcclCommAbort (rank 1)");
+  }
+  if (g_rank == 0)
+    std::printf("PASSED: dfcclCommAbort returned and released the application under %d kind(s) of synchronization\n", ran);
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,96 @@
+// How an abort reaches the daemon (kernels/core/scheduler.h, look_for_aborts): dfcclCommAbort stores into host
+// memory only (EngineHost::aborts and abort_gen) and the daemon copies them into its own (EngineGlobal), the table
+// before the count, each only ever raised. Checked here on the host executor against a host side written the way
+// Engine::abort_comm writes it: the copy itself, a stale copy that must not undo a newer one, and the prefetcher,
+// which looks for aborts while it waits for postings.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "../../kernels/core/scheduler.h"
+#include "../../kernels/host/exec_host.h"
+
+namespace dfccl::test {
+namespace {
+
+using namespace dfccl::core;
+using X = host::HostExec;
+
+struct Engine {
+  std::unique_ptr<EngineGlobal> g = std::make_unique<EngineGlobal>();
+  std::unique_ptr<EngineHost> h = std::make_unique<EngineHost>();
+  EngineView ev{};
+  Engine() {
+    std::memset(static_cast<void*>(g.get()), 0, sizeof(EngineGlobal));
+    std::memset(static_cast<void*>(h.get()), 0, sizeof(EngineHost));
+    ev.g = g.get();
+    ev.h = h.get();
+    ev.p.epoch = 1;
+  }
+  // As Engine::abort_comm: the attachment number, then the count, released.
+  void abort(u32 comm, u64 gen) {
+    __atomic_store_n(&h->abort_gen[comm], gen, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->aborts, __atomic_load_n(&h->aborts, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+  }
+  bool aborted(u32 comm, u64 gen) const {
+    Desc d{};
+    d.comm = comm;
+    d.comm_gen = gen;
+    return comm_aborted(ev, d);
+  }
+};
+
+TEST(CoreAbort, TheDaemonSeesAnAbortOnlyAfterItLooked) {
+  Engine e;
+  e.abort(3, 7);
+  EXPECT_EQ(e.g->aborts, 0u);
+  EXPECT_FALSE(e.aborted(3, 7));
+  look_for_aborts<X>(e.ev);
+  EXPECT_EQ(e.g->aborts, 1u);
+  EXPECT_TRUE(e.aborted(3, 7));
+  EXPECT_FALSE(e.aborted(3, 5)) << "an earlier communicator at the same index";
+  EXPECT_FALSE(e.aborted(3, 8)) << "a later communicator at the same index";
+  EXPECT_FALSE(e.aborted(4, 7));
+  e.abort(4, 8);
+  look_for_aborts<X>(e.ev);
+  EXPECT_EQ(e.g->aborts, 2u);
+  EXPECT_TRUE(e.aborted(3, 7));
+  EXPECT_TRUE(e.aborted(4, 8));
+}
+
+// Several thread 0s may look at once (waits and the prefetcher): one that read the host's table before a newer abort
+// and writes after another copied it must not lower what the daemon has seen.
+TEST(CoreAbort, ALateCopyLowersNothing) {
+  Engine e;
+  e.g->abort_gen[3] = 9;  // a newer communicator at index 3, aborted and already copied
+  e.g->aborts = 5;
+  e.h->abort_gen[3] = 7;  // what a late reader still sees
+  e.h->aborts = 6;
+  look_for_aborts<X>(e.ev);
+  EXPECT_EQ(e.g->abort_gen[3], 9u);
+  EXPECT_EQ(e.g->aborts, 6u);
+  e.h->aborts = 4;  // an older count
+  e.h->abort_gen[5] = 11;
+  look_for_aborts<X>(e.ev);
+  EXPECT_EQ(e.g->aborts, 6u);
+  EXPECT_EQ(e.g->abort_gen[5], 0u) << "the table is read only when the host's count is ahead";
+}
+
+TEST(CoreAbort, ThePrefetcherLooksForAborts) {
+  Engine e;
+  std::thread th([ev = e.ev] { prefetch_descs<X>(ev); });
+  e.abort(2, 4);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (__atomic_load_n(&e.g->aborts, __ATOMIC_ACQUIRE) == 0 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  __atomic_store_n(&e.g->quit, u64(1), __ATOMIC_RELEASE);
+  th.join();
+  EXPECT_EQ(e.g->aborts, 1u);
+  EXPECT_TRUE(e.aborted(2, 4));
+}
+
+}  // namespace
+}  // namespace dfccl::test
