@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU test session, run on the GPU machine through the device tool (docs/gpu-runs.md):
-#   scripts/device/gpu_tests.sh [filter]
+#   scripts/device/gpu_tests.sh [filter]     (filter: all (default), engine, matrix, mp or abort)
 # Uses prebuilt binaries from $BIN (default .device/bin, copied there from build/bin), else builds. Each step runs
 # under a timeout; logs go to $OUT (the device tool's result folder); a summary line per step is printed.
 set -u
@@ -33,5 +33,6 @@ case "$filter" in
   all | engine) step cuda_engine_test 300 "$BIN/cuda_engine_test" ;;&
   all | matrix) step cuda_collectives_test 300 "$BIN/cuda_collectives_test" ;;&
   all | mp) step mp_collectives_cuda 240 "${mpi[@]}" "$BIN/mp_collectives" cuda 500 ;;&
+  all | abort) step mp_abort 120 "${mpi[@]}" "$BIN/mp_abort" ;;&
   *) ;;
 esac
