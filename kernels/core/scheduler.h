@@ -121,6 +121,14 @@ DFCCL_DEV void look_for_aborts(const EngineView& ev) {
   X::atomic_max64(&ev.g->aborts, n);
 }
 
+// look_for_aborts once `now` (the executor's clock) has reached look_at, which then moves kAbortLookNs ahead.
+template <class X>
+DFCCL_DEV void look_for_aborts_when_due(const EngineView& ev, u64& look_at, u64 now) {
+  if (now < look_at) return;
+  look_for_aborts<X>(ev);
+  look_at = now + kAbortLookNs;
+}
+
 // Whether the communicator of collective d was aborted, as far as the daemon has seen (after an acquire of
 // EngineGlobal::aborts that was non-zero).
 DFCCL_DEV inline bool comm_aborted(const EngineView& ev, const Desc& d) {
@@ -147,11 +155,7 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
   for (;;) {
     const u64 req = vload(ev.g->exit_request), quit = vload(ev.g->quit);
     if (quit != 0 || exit_ordered(req, ev.p.epoch)) break;
-    const u64 now = X::now_ns();
-    if (now >= look_at) {
-      look_for_aborts<X>(ev);
-      look_at = now + kAbortLookNs;
-    }
+    look_for_aborts_when_due<X>(ev, look_at, X::now_ns());
     const u64 e = X::load_acquire(&ev.h->post_log[next % kMaxSlots]);
     const u32 ahead = (u32(e >> 56) - post_log_lap(next)) & 0xffu;  // laps of the entry past posting `next`
     if (ahead >= 128) {  // an earlier lap's entry: `next` is not posted yet
@@ -339,16 +343,11 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
   // blocking mode drops that communicator's collectives queued behind this one. The count is the pass's: an abort
   // that came after the pass checked its queue but before this wait began must end the wait too (read here, the
   // wait would miss it and hold that abort until its timeout: host_stress_test_4blocks caught it). A wait that has
-  // lasted kAbortLookNs looks for aborts itself (look_for_aborts).
+  // lasted kAbortLookNs looks for aborts itself (look_for_aborts). `now`: the wait's own clock reading.
   u64 look_at = 0;  // thread 0
-  auto quit = [&]() {
-    const u64 now = X::now_ns();
-    if (look_at == 0) {
-      look_at = now + kAbortLookNs;
-    } else if (now >= look_at) {
-      look_for_aborts<X>(ev);
-      look_at = now + kAbortLookNs;
-    }
+  auto quit = [&](u64 now) {
+    if (look_at == 0) look_at = now + kAbortLookNs;  // the wait's first check: not due yet
+    look_for_aborts_when_due<X>(ev, look_at, now);
     return vload(ev.g->aborts) != aborts_seen || vload(ev.g->quit) != 0;
   };
   u64 i = first;
@@ -402,10 +401,8 @@ DFCCL_DEV bool kept_by_a_wait(const EngineView& ev) {
 template <class X>
 DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   const u64 now = X::now_ns();
-  if (!ev.p.prefetch && b + 1 == ev.p.nblocks && now >= bs.abort_look_ns) {  // no prefetcher to look for aborts
-    look_for_aborts<X>(ev);
-    bs.abort_look_ns = now + kAbortLookNs;
-  }
+  if (!ev.p.prefetch && b + 1 == ev.p.nblocks)  // no prefetcher to look for aborts
+    look_for_aborts_when_due<X>(ev, bs.abort_look_ns, now);
   if (bs.progressed) X::atomic_max64(&ev.g->last_activity_ns, now);
   ev.g->busy[b] = bs.nactive > 0 ? 1u : 0u;
   // Three independent loads, issued together (one round trip to L2 per pass, not three).

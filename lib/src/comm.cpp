@@ -277,7 +277,7 @@ void comm_abort(dfcclComm* c) {
   c->alive = false;
   if (!c->engine) return;
   const int64_t timeout = env_int("DFCCL_ABORT_TIMEOUT_MS");
-  if (c->index != ~0u) c->engine->abort_comm(c->index);
+  c->engine->abort_comm(c->index);
   c->async_error = dfcclAborted;
   if (c->engine->wait_comm_idle(c->index, timeout)) {
     // Peers may still write into my region: keep it allocated (host: their mapping keeps it alive anyway).

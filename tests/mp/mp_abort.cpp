@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <future>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -47,20 +48,20 @@ void cuda_ok(cudaError_t e, const char* what) {
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 enum class Sync { Free, LazyKernel, DeviceSynchronize, MallocHost };
-constexpr Sync kKinds[] = {Sync::Free, Sync::LazyKernel, Sync::DeviceSynchronize, Sync::MallocHost};
-constexpr const char* kKindArgs[] = {"free", "lazy", "devsync", "mallochost"};
-const char* name(Sync s) {
-  switch (s) {
-    case Sync::Free: return "cudaFree";
-    case Sync::LazyKernel: return "first launch of a lazily loaded kernel";
-    case Sync::DeviceSynchronize: return "cudaDeviceSynchronize";
-    case Sync::MallocHost: return "cudaMallocHost";
-  }
-  return "?";
-}
+struct Kind {
+  Sync sync;
+  const char* arg;   // on the command line
+  const char* name;  // in messages
+};
+constexpr Kind kKinds[] = {{Sync::Free, "free", "cudaFree"},
+                           {Sync::LazyKernel, "lazy", "first launch of a lazily loaded kernel"},
+                           {Sync::DeviceSynchronize, "devsync", "cudaDeviceSynchronize"},
+                           {Sync::MallocHost, "mallochost", "cudaMallocHost"}};
+constexpr int kNumKinds = int(std::size(kKinds));
 
 // Rank 0's side of one case; returns the abort's duration in ms.
-double abort_under(Sync kind, dfcclComm_t comm, int device) {
+double abort_under(const Kind& kind, dfcclComm_t comm, int device) {
+  const std::string name = kind.name;
   const size_t n = size_t(1) << 18;
   int32_t *in = nullptr, *out = nullptr;
   void* victim = nullptr;
@@ -82,7 +83,7 @@ double abort_under(Sync kind, dfcclComm_t comm, int device) {
   std::thread app([&] {
     cudaSetDevice(device);
     cudaError_t e = cudaSuccess;
-    switch (kind) {
+    switch (kind.sync) {
       case Sync::Free: e = cudaFree(victim); victim = nullptr; break;
       case Sync::LazyKernel:
         e = dfccl::test::launch_never_loaded_kernel(lazy_data, 1024, nullptr);
@@ -96,25 +97,25 @@ double abort_under(Sync kind, dfcclComm_t comm, int device) {
         break;
       }
     }
-    if (e != cudaSuccess) fail(std::string(name(kind)) + ": " + cudaGetErrorString(e));
+    if (e != cudaSuccess) fail(name + ": " + cudaGetErrorString(e));
     returned = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  if (returned) fail(std::string(name(kind)) + " returned while the collective was pending: the case was not reached");
+  if (returned) fail(name + " returned while the collective was pending: the case was not reached");
 
   const auto t0 = Clock::now();
   auto aborted = std::async(std::launch::async, [&] { return dfcclCommAbort(comm); });
   if (aborted.wait_for(std::chrono::seconds(5)) != std::future_status::ready)
-    fail(std::string("dfcclCommAbort did not return within 5 s while a thread was in ") + name(kind));
+    fail("dfcclCommAbort did not return within 5 s while a thread was in " + name);
   ok(aborted.get(), "dfcclCommAbort");
   const double abort_ms = ms_since(t0);
   while (!returned && ms_since(t0) < 10000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  if (!returned) fail(std::string(name(kind)) + " did not return within 10 s of the abort");
+  if (!returned) fail(name + " did not return within 10 s of the abort");
   app.join();
   const dfcclResult_t r = dfcclSynchronize(q, 5000);
   if (r != dfcclAborted) fail(std::string("the aborted collective reported ") + dfcclGetErrorString(r));
   cuda_ok(cudaStreamSynchronize(s), "cudaStreamSynchronize (the stream that waited)");
-  std::printf("rank 0: %s: abort returned after %.1f ms, the synchronization after %.1f ms\n", name(kind), abort_ms,
+  std::printf("rank 0: %s: abort returned after %.1f ms, the synchronization after %.1f ms\n", kind.name, abort_ms,
               ms_since(t0));
   std::fflush(stdout);
   dfcclRequestFree(q);
@@ -139,13 +140,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string kinds = argc > 1 ? argv[1] : "free,lazy,devsync,mallochost";
-  bool run[4] = {};
+  bool run[kNumKinds] = {};
   for (size_t pos = 0; pos <= kinds.size();) {
     const size_t end = std::min(kinds.find(',', pos), kinds.size());
     const std::string k = kinds.substr(pos, end - pos);
     int i = 0;
-    while (i < 4 && k != kKindArgs[i]) ++i;
-    if (i == 4) {
+    while (i < kNumKinds && k != kKinds[i].arg) ++i;
+    if (i == kNumKinds) {
       if (g_rank == 0)
         std::fprintf(stderr, "mp_abort: argument 'KINDS': unknown kind '%s' (free, lazy, devsync, mallochost)\n",
                      k.c_str());
@@ -168,9 +169,9 @@ int main(int argc, char** argv) {
   cuda_ok(dfccl::test::launch_spin_kernel(1000, nullptr), "launch_spin_kernel");
   cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   int ran = 0;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kNumKinds; ++i) {
     if (!run[i]) continue;
-    const Sync kind = kKinds[i];
+    const Kind& kind = kKinds[i];
     ++ran;
     dfcclUniqueId id;
     if (g_rank == 0) ok(dfcclGetUniqueId(&id), "dfcclGetUniqueId");

@@ -123,7 +123,7 @@ DFCCL_DEV bool ll_op(BlockShared& bs, u64 i_op, u64 budget_ns, bool unbounded, Q
         const u64 t = X::now_ns();
         if (it == 0) start = t;
         waited = t - start;
-        stop = (!unbounded && waited >= budget_ns) || quit();
+        stop = (!unbounded && waited >= budget_ns) || quit(t);
       }
       if (X::sync_or(stop)) {
         ok = false;

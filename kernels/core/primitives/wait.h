@@ -4,8 +4,9 @@
 //
 // Caller: one thread of the block (thread 0). It polls ready() until it holds (true), or until budget_ns has passed
 // (false: the caller preempts, with no side effect done). With unbounded = true (blocking mode) the budget is
-// ignored, but the loop still returns false as soon as quit() holds (communicator aborted, engine shut down):
-// no wait in DFCCL is without a way out (DESIGN invariant 1). waited_ns receives the time spent.
+// ignored, but the loop still returns false as soon as quit(now) holds (communicator aborted, engine shut down; now:
+// the clock reading of that check): no wait in DFCCL is without a way out (DESIGN invariant 1). waited_ns receives
+// the time spent.
 #pragma once
 
 #include "../types.h"
@@ -27,7 +28,7 @@ DFCCL_DEV bool spin_wait(Ready&& ready, Quit&& quit, u64 budget_ns, bool unbound
     }
     if (it % X::kPollsPerClock == 0) {
       const u64 t = X::now_ns();
-      if ((!unbounded && t - t0 >= budget_ns) || quit()) {
+      if ((!unbounded && t - t0 >= budget_ns) || quit(t)) {
         waited_ns = t - t0;
         return false;
       }
