@@ -49,6 +49,7 @@ class DfcclBackend final : public Backend {
       if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw BackendError("no CUDA device");
       gpu_.emplace(ctx.local_rank % n, ctx.workload->streams == "per_group" ? kNumGroupKinds : 1);
       host_completion_ = ctx.workload->completion != "stream";
+      host_order_ = ctx.workload->order == "host";
     }
     callback_completion_ = ctx.workload->completion == "callback";
   }
@@ -63,6 +64,7 @@ class DfcclBackend final : public Backend {
     if (callback_completion_) {
       b.completion = "callback: dfcclRequestSetCallback at submission; the worker thread polls a flag the callback "
                      "sets (on dfccl's progress thread), per request at the end of the iteration";
+      if (host_order_) b.completion += "; submitted host-ordered (DFCCL_NO_STREAM)";
       b.timing = timing_.describe("host clock", "") +
                  "; e2e (submit -> callback) and core from dfcclRequestGetInfo and the callback's host clock";
     } else if (!on_gpu_) {
@@ -70,6 +72,7 @@ class DfcclBackend final : public Backend {
       b.timing = timing_.describe("host clock", "") + "; e2e and core from dfcclRequestGetInfo";
     } else if (host_completion_) {
       b.completion = "host: dfcclSynchronize(request) on the worker thread, per request at the end of the iteration";
+      if (host_order_) b.completion += "; submitted host-ordered (DFCCL_NO_STREAM)";
       b.timing = timing_.describe("host clock", "") +
                  "; e2e (submit -> completion seen by the host) and core from dfcclRequestGetInfo";
     } else {
@@ -191,7 +194,8 @@ class DfcclBackend final : public Backend {
     dfcclComm_t comm = comms_.at(p.slot);
     const void* send = gpu_ ? gpu_->send(entry) : host_send_[entry].data();
     void* recv = gpu_ ? gpu_->recv(entry) : host_recv_[entry].data();
-    cudaStream_t stream = gpu_ ? gpu_->stream(stream_of(p)) : nullptr;
+    // Host-ordered: the inputs are ready (uploaded, or written by collectives the host has seen complete).
+    cudaStream_t stream = !gpu_ ? nullptr : host_order_ ? DFCCL_NO_STREAM : gpu_->stream(stream_of(p));
     auto type = static_cast<dfcclDataType_t>(static_cast<int>(p.dtype));
     auto op = static_cast<dfcclRedOp_t>(static_cast<int>(p.op == RedOp::None ? RedOp::Sum : p.op));
     for (int attempt = 0;; ++attempt) {
@@ -406,6 +410,7 @@ class DfcclBackend final : public Backend {
   TimingPlan timing_;
   bool host_completion_ = true;
   bool callback_completion_ = false;
+  bool host_order_ = false;  // run.order = host: submitted with DFCCL_NO_STREAM
   std::optional<GpuContext> gpu_;
   std::vector<dfcclComm_t> comms_;
   std::vector<EntryPlan> plans_;

@@ -63,6 +63,9 @@ const Setting kSettings[] = {
     {"run.completion", Type::String, "'stream'",
      "dfccl: how the result becomes usable: stream (dfcclWait on the stream; host executor: dfcclWait) | host "
      "(dfcclSynchronize) | callback (dfcclRequestSetCallback)"},
+    {"run.order", Type::String, "'stream'",
+     "dfccl on GPUs: how a collective's inputs are ordered: stream (after the work queued on its stream) | host "
+     "(DFCCL_NO_STREAM: ready when submitted; no CUDA call at submission; needs run.completion host or callback)"},
     {"run.streams", Type::String, "'single'", "GPU backends: single (one stream) | per_group (one per group kind)"},
     {"run.nccl_comms", Type::String, "'auto'",
      "nccl backend: blocking | nonblocking communicators; auto: blocking for sweep workloads (NCCL's fast path), "
@@ -132,7 +135,7 @@ const std::map<std::string, std::string> kAliases = {
     {"backend", "run.backend"},      {"backends", "run.backend"},   {"iters", "run.iterations"},
     {"iterations", "run.iterations"}, {"warmup", "run.warmup"},     {"trials", "run.trials"},
     {"timeout", "run.timeout"},      {"seed", "run.seed"},          {"check", "run.check"},
-    {"diagnose", "run.diagnose"},    {"completion", "run.completion"}, {"streams", "run.streams"},
+    {"diagnose", "run.diagnose"},    {"completion", "run.completion"}, {"order", "run.order"}, {"streams", "run.streams"},
     {"nccl_comms", "run.nccl_comms"}, {"timing", "run.timing"},     {"batch", "run.batch"},
     {"tp", "layout.tp"},             {"dp", "layout.dp"},           {"pp", "layout.pp"},
     {"dtype", "data.dtype"},
@@ -516,6 +519,13 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   w.completion = get_string("run.completion");
   if (w.completion != "stream" && w.completion != "host" && w.completion != "callback")
     fail(origin, "run.completion", fmt::format("'{}' is not stream, host or callback", w.completion));
+  w.order = get_string("run.order");
+  if (w.order != "stream" && w.order != "host")
+    fail(origin, "run.order", fmt::format("'{}' is not stream or host", w.order));
+  if (w.order == "host" && w.completion == "stream")
+    fail(origin, "run.order",
+         "'host' needs run.completion 'host' or 'callback' (a stream's events cannot time a collective the stream "
+         "does not order)");
   w.nccl_comms = get_string("run.nccl_comms");
   if (w.nccl_comms != "auto" && w.nccl_comms != "blocking" && w.nccl_comms != "nonblocking")
     fail(origin, "run.nccl_comms", fmt::format("'{}' is not auto, blocking or nonblocking", w.nccl_comms));

@@ -56,6 +56,7 @@ struct Workload {
   bool check = true;
   bool diagnose = false;
   std::string completion = "stream";  // dfccl GPU backend: stream | host
+  std::string order = "stream";       // dfccl GPU backend: stream | host (DFCCL_NO_STREAM)
   std::string streams = "single";     // GPU backends: single | per_group
   std::string nccl_comms = "auto";    // nccl backend: auto | blocking | nonblocking
   std::string timing = "iteration";   // iteration (a time per iteration) | batch (nccl-tests': per batch, averaged)

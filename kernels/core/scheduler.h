@@ -135,6 +135,22 @@ DFCCL_DEV inline bool comm_aborted(const EngineView& ev, const Desc& d) {
   return vload(ev.g->abort_gen[d.comm]) == d.comm_gen;
 }
 
+// A host-ordered doorbell (EngineHost::host_ring, entry e of host-ordered submission number hn): false if it is not
+// stored yet (an earlier lap's entry); else its ring entry goes into EngineGlobal::ring, after a device-scope fence
+// (whatever the prefetcher published before, the submission's descriptor copy included, is seen first).
+template <class X>
+DFCCL_DEV bool forward_host_doorbell(const EngineView& ev, u64 hn, u64 e) {
+  if (u32(e >> 56) != post_log_lap(hn)) return false;
+  const u64 tag = e & kPostTagMask;
+  const u32 ring = tag_ring(tag);
+  const u64 entry = tag_entry(tag);
+  if (ring < kMaxRings) {
+    X::fence_device();
+    X::store_relaxed(&ev.g->ring[ring][((entry >> 16) - 1) % kRingEntries], entry);
+  }
+  return true;
+}
+
 // The prefetcher: thread 0 of one more block after the channels' (when the device holds it: DaemonParams::prefetch),
 // which takes part in no collective. It copies each descriptor the host has posted (EngineHost::post_log, written
 // before the doorbell) from pinned memory into device memory (EngineGlobal::pre_desc, by slot), in posting order, as
@@ -146,20 +162,30 @@ DFCCL_DEV inline bool comm_aborted(const EngineView& ev, const Desc& d) {
 // that submission; a later occupant means this one completed, and is skipped. A copy made too late for a submission
 // that has already completed is harmless: its tag is never looked for again, and the slot's next submission is copied
 // after it (posting order). Fallen a lap or more behind (entries overwritten), it resumes at the entry it finds.
-// Leaves with the other blocks (exit request of this launch, or quit). Also looks for aborts (look_for_aborts).
+// It also rings the doorbells of host-ordered submissions (EngineHost::host_ring, one per turn, in their order): the
+// ring is polled together with the log, and a doorbell is forwarded after the turn's descriptor copy (the host stores
+// it after the log entry, so in a loop of one submission at a time both are found in the same turn, and the blocks
+// find the copy at the doorbell; docs/design.md, "Host-ordered submissions"). Leaves with the other blocks (exit request of this launch, or quit). Also looks for
+// aborts (look_for_aborts).
 template <class X>
 DFCCL_DEV void prefetch_descs(const EngineView& ev) {
   if (X::tid() != 0) return;
   u64 next = ev.g->pre_next;
+  u64 hn = ev.g->host_next;
   u64 look_at = 0;
   for (;;) {
     const u64 req = vload(ev.g->exit_request), quit = vload(ev.g->quit);
     if (quit != 0 || exit_ordered(req, ev.p.epoch)) break;
     look_for_aborts_when_due<X>(ev, look_at, X::now_ns());
+    // Both polls in flight together: one round trip per turn, as with the log alone.
+    const u64 door0 = X::load_relaxed(&ev.h->host_ring[hn % kMaxSlots]);
     const u64 e = X::load_acquire(&ev.h->post_log[next % kMaxSlots]);
     const u32 ahead = (u32(e >> 56) - post_log_lap(next)) & 0xffu;  // laps of the entry past posting `next`
     if (ahead >= 128) {  // an earlier lap's entry: `next` is not posted yet
-      X::idle();
+      if (forward_host_doorbell<X>(ev, hn, door0))
+        ++hn;
+      else
+        X::idle();
       continue;
     }
     next += u64(ahead) * kMaxSlots;  // 0, or the host went round the log: resume at this entry's posting
@@ -167,12 +193,16 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
     const u32 slot = u32(tag & 0xffffu);
     const u64 seq = ++next;
     if (slot >= kMaxSlots) continue;
+    // Not stored at the poll: again, in flight with the descriptor's loads (the host stores it after the log entry).
+    const u64 door = u32(door0 >> 56) == post_log_lap(hn) ? door0 : X::load_relaxed(&ev.h->host_ring[hn % kMaxSlots]);
     Pack v[kDescPacks];
     load_desc<X>(ev.h->desc[slot], v);
-    if (v[0].lo != seq) continue;  // Desc::seq: the slot holds a later submission
-    publish_desc<X>(ev.g->pre_desc[slot], v, &ev.g->pre_ready[slot], tag);
+    // Desc::seq: a different one means the slot holds a later submission
+    if (v[0].lo == seq) publish_desc<X>(ev.g->pre_desc[slot], v, &ev.g->pre_ready[slot], tag);
+    if (forward_host_doorbell<X>(ev, hn, door)) ++hn;
   }
   ev.g->pre_next = next;
+  ev.g->host_next = hn;
 }
 
 // One thread per new submission (they run in parallel): load its static context and reset its dynamic context;

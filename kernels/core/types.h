@@ -206,6 +206,7 @@ struct EngineGlobal {                          // device memory
   Desc pre_desc[kMaxSlots];
   u64 pre_ready[kMaxSlots];
   u64 pre_next;                                // the prefetcher: next EngineHost::post_log entry to copy
+  u64 host_next;                               // the prefetcher: next EngineHost::host_ring entry to forward
   u64 cq_tail;                                 // completion queue positions handed out
   u64 last_activity_ns;                        // last time any block made progress or picked up work
   u64 exit_request;                            // epoch << 8 | kExit*: all blocks of that launch leave
@@ -256,6 +257,8 @@ struct WaitEntry {  // a stream waits until complete[slot] >= seq; probe: the ba
 // bits 48-55 above that entry (EngineGlobal::desc_claim, pre_ready, the post log).
 DFCCL_HD inline u64 ring_entry(u64 pos, u32 slot) { return ((pos + 1) << 16) | slot; }
 DFCCL_HD inline u64 submission_tag(u32 ring, u64 entry) { return (u64(ring + 1) << 48) | entry; }
+DFCCL_HD inline u32 tag_ring(u64 tag) { return u32((tag >> 48) & 0xffu) - 1; }
+DFCCL_HD inline u64 tag_entry(u64 tag) { return tag & ((u64(1) << 48) - 1); }
 
 // An entry of the post log (EngineHost::post_log) for posting number n (a submission's seq - 1): the submission's
 // tag (ring + 1 in bits 48-55, ring position + 1 in bits 16-47, slot in 0-15) and, in the top byte, the lap of n
@@ -278,6 +281,11 @@ struct EngineHost {                // pinned host memory
   // Submissions as the host posts them, before their doorbells (scheduler.h, prefetch_descs): entry n % kMaxSlots =
   // post_log_entry(n, tag of the n-th submission, whose seq is n + 1), released after its descriptor.
   u64 post_log[kMaxSlots];
+  // Doorbells of host-ordered submissions (DFCCL_NO_STREAM), stored by the host with no CUDA call and forwarded into
+  // EngineGlobal::ring by the prefetcher (scheduler.h, forward_host_doorbell): entry n % kMaxSlots =
+  // post_log_entry(n, tag of the n-th host-ordered submission). The host cannot lap the prefetcher: an entry not yet
+  // forwarded holds a slot until its collective completes, which needs the doorbell.
+  u64 host_ring[kMaxSlots];
   Heartbeat heartbeat[kMaxBlocks];
   // dfcclCommAbort (Engine::abort_comm): the communicator's attachment number into abort_gen[its index], then the
   // count, released. Plain stores: a stream write could be held by another thread's implicit synchronization that

@@ -132,11 +132,16 @@ dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device);
 /*   priority: higher runs first when several collectives are runnable (default 0);                                   */
 /*   stream:   inputs are stream-ordered — the collective starts only after the work queued on stream before it;      */
 /*             the call returns at once. The host executor ignores streams.                                           */
+/*             DFCCL_NO_STREAM: host-ordered — the inputs are ready when the call is made (e.g. after a               */
+/*             cudaStreamSynchronize); nothing is queued on any stream and the call makes no CUDA call, so nothing   */
+/*             can hold the submission, and the collective starts sooner (no stream write to wait for). Complete it */
+/*             with dfcclTest, dfcclSynchronize or a callback, or join a stream with dfcclWait.                       */
 /*   request:  out; NULL for fire-and-forget (then completion is observable only through the stream order of later   */
 /*             dfcclWait calls on other requests, or dfcclCommDestroy).                                               */
 /* Collectives of one communicator are matched across ranks by their order of submission (as in NCCL); collectives   */
 /* of different communicators may be submitted in any order on different ranks.                                       */
 /* In place: AllGather sendbuff == recvbuff + rank*sendcount; ReduceScatter recvbuff == sendbuff + rank*recvcount.    */
+#define DFCCL_NO_STREAM ((cudaStream_t)(intptr_t)-1)
 dfcclResult_t dfcclAllReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
                              dfcclRedOp_t op, dfcclComm_t comm, int priority, cudaStream_t stream,
                              dfcclRequest_t* request);

@@ -465,6 +465,9 @@ dfcclResult_t dfcclPersistentFree(dfcclPersistent_t coll) {
 dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream) {
   return guard([&] {
     dfcclRequest* r = check_request(request, "dfcclWait");
+    if (stream == DFCCL_NO_STREAM)
+      bad("dfcclWait", "argument 'stream' is DFCCL_NO_STREAM: give the stream that must wait for the collective "
+                       "(or wait on the host: dfcclSynchronize)");
     if (r->state->status.load(std::memory_order_acquire) != dfcclInProgress) return dfcclSuccess;  // nothing to wait
     if (auto engine = r->state->engine.lock()) engine->wait_on_stream(r->state, stream);
     return dfcclSuccess;

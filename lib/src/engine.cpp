@@ -211,7 +211,19 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
   __atomic_store_n(&h_->post_log[(d.seq - 1) % core::kMaxSlots],
                    core::post_log_entry(d.seq - 1, core::submission_tag(ring, entry)), __ATOMIC_RELEASE);
   std::atomic_thread_fence(std::memory_order_release);
-  exec_->stream_write(stream, &g_->ring[ring][pos % core::kRingEntries], entry);
+  uint64_t* door = &g_->ring[ring][pos % core::kRingEntries];
+  if (stream != DFCCL_NO_STREAM) {
+    exec_->stream_write(stream, door, entry);
+  } else if (params_.prefetch) {
+    // Host-ordered: a store into pinned memory, forwarded into the ring by the daemon's prefetcher (scheduler.h,
+    // forward_host_doorbell). No CUDA call: nothing can hold it, and it skips the stream's front end (about 4 us from
+    // a stream write's call to its landing; docs/performance-log.md, 25).
+    __atomic_store_n(&h_->host_ring[host_posted_ % core::kMaxSlots],
+                     core::post_log_entry(host_posted_, core::submission_tag(ring, entry)), __ATOMIC_RELEASE);
+    ++host_posted_;
+  } else {
+    exec_->post_word(door, entry);  // no prefetcher on this device: the executor's control stream
+  }
   if (!running_) launch_locked(host_now_ns());
   cv_.notify_all();
   return req;

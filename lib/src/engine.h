@@ -148,6 +148,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   uint64_t attachments_ = 0;
   uint32_t outstanding_ = 0;
   uint64_t seq_ = 0, epoch_ = 0, cq_head_ = 0, probes_ = 0;
+  uint64_t host_posted_ = 0;  // host-ordered submissions (EngineHost::host_ring)
   std::atomic<bool> running_{false};  // written under mu_; read without it by the progress loop's quiet turns
   uint64_t submitted_ = 0, completed_ = 0, launches_ = 0, exits_idle_ = 0, exits_stuck_ = 0, late_doorbells_ = 0;
   uint64_t standby_launches_ = 0;  // launches by confirm_wait while a daemon was running

@@ -46,6 +46,9 @@ class Executor {
   virtual void copy_to_device(void* dev, const void* host, size_t bytes) = 0;
   virtual void copy_from_device(void* host, const void* dev, size_t bytes) = 0;
 
+  // dev = value through the control stream, not waited for (host executor: now): a host-ordered doorbell where no
+  // prefetcher forwards it.
+  virtual void post_word(uint64_t* dev, uint64_t value) = 0;
   // Stream-ordered: dev = value once the work queued on `stream` before it is done (host executor: now).
   virtual void stream_write(cudaStream_t stream, uint64_t* dev, uint64_t value) = 0;
   // Stream-ordered wait: work queued on `stream` after it waits until *dev >= value (CUDA only). by_kernel: a

@@ -6,7 +6,8 @@
 # a median inside the spread is not (run 112: A against itself moved medians by up to 1.3 us on the one-GPU proxy).
 # $A and $B are binary folders holding a dfccl-harness each (default .device/bin/a and .device/bin/b); BEGIN, END,
 # ITERS, WARMUP and COLLECTIVES change the sweep (defaults 16, 64M, 20, 5, all_reduce; COLLECTIVES is a comma
-# list); EXTRA adds harness options (e.g. "--timing batch --batch 25"). With MPS=1 the ranks run under MPS: on a
+# list); EXTRA adds harness options (e.g. "--timing batch --batch 25"), EXTRA_A and EXTRA_B options of one side
+# only (A = B = one build, EXTRA_B="--order host": an option's effect). With MPS=1 the ranks run under MPS: on a
 # machine with one GPU both ranks share it (the harness puts rank r on GPU r % n), which compares the builds'
 # protocol and fixed costs between two processes, not NVLink.
 #   ROUNDS=4 scripts/device/ab.sh
@@ -20,9 +21,10 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
   [ $((round % 2)) = 0 ] && sides="B A"
   for side in $sides; do
     dir=${!side}
+    side_extra=EXTRA_$side
     timeout 120 "${MPIRUN[@]}" "$dir/dfccl-harness" --workload workloads/sweep.toml --collectives "${COLLECTIVES:-all_reduce}" \
       --begin "${BEGIN:-16}" --end "${END:-64M}" --factor 4 --iters "${ITERS:-20}" --warmup "${WARMUP:-5}" \
-      --backend dfccl ${EXTRA:-} > "$OUT/ab_${side}_$round.log" 2>&1
+      --backend dfccl ${EXTRA:-} ${!side_extra:-} > "$OUT/ab_${side}_$round.log" 2>&1
     echo "== $side round $round rc=$?"
     grep -E "^ +(all_reduce|all_gather|reduce_scatter|broadcast|reduce) " "$OUT/ab_${side}_$round.log" |
       awk '{printf "  %-14s %10s B  %9s us  cv %5s %%\n", $1, $3, $8, $14}'

@@ -1,8 +1,10 @@
 // The descriptor prefetcher (kernels/core/scheduler.h, prefetch_descs) on the host executor, against a host side
-// written here the way Engine::submit posts: the descriptor, then its post log entry (types.h, post_log_entry). The
-// prefetcher runs on a thread of its own; the test checks which copies it publishes (EngineGlobal::pre_desc and
-// pre_ready), over several laps of the log, after falling more than a lap behind, and for a slot that already holds
-// a later submission.
+// written here the way Engine::submit posts: the descriptor, then its post log entry (types.h, post_log_entry), then,
+// for a host-ordered submission (DFCCL_NO_STREAM), its doorbell (EngineHost::host_ring). The prefetcher runs on a
+// thread of its own; the test checks which copies it publishes (EngineGlobal::pre_desc and pre_ready), over several
+// laps of the log, after falling more than a lap behind, and for a slot that already holds a later submission; and
+// that it forwards every host-ordered doorbell into its ring (EngineGlobal::ring), also those stored while it was
+// away and those interleaved with stream-ordered postings.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -52,6 +54,29 @@ struct Prefetcher {
     const u64 tag = submission_tag(0, ring_entry(n, slot));  // ring 0, position n
     __atomic_store_n(&h->post_log[n % kMaxSlots], post_log_entry(n, tag), __ATOMIC_RELEASE);
     return tag;
+  }
+  // Posts the next host-ordered submission on `slot` (ring kHostRing, its next position), then stores its doorbell.
+  static constexpr u32 kHostRing = 5;
+  u64 host_posted = 0;  // host-ordered submissions (Engine's host_posted_), = ring kHostRing's next position
+  u64 post_host(u32 slot) {
+    const u64 n = posted++, pos = host_posted++;
+    Desc d{};
+    d.seq = n + 1;
+    d.count = 1000 + n;
+    h->desc[slot] = d;
+    const u64 tag = submission_tag(kHostRing, ring_entry(pos, slot));
+    __atomic_store_n(&h->post_log[n % kMaxSlots], post_log_entry(n, tag), __ATOMIC_RELEASE);
+    __atomic_store_n(&h->host_ring[pos % kMaxSlots], post_log_entry(pos, tag), __ATOMIC_RELEASE);
+    return tag;
+  }
+  // Waits up to 5 s for the doorbell of host-ordered position pos, on `slot`, in ring kHostRing.
+  bool rung(u64 pos, u32 slot) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (__atomic_load_n(&g->ring[kHostRing][pos % kRingEntries], __ATOMIC_ACQUIRE) != ring_entry(pos, slot)) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(10));
+    }
+    return true;
   }
   // Waits up to 5 s for the prefetcher's copy of the submission `tag` in `slot`.
   bool copied(u32 slot, u64 tag) {
@@ -116,6 +141,48 @@ TEST(CorePrefetch, SkipsASlotHoldingALaterSubmission) {
   ASSERT_TRUE(pf.copied(6, tag));
   EXPECT_NE(__atomic_load_n(&pf.g->pre_ready[2], __ATOMIC_ACQUIRE), old_tag);
   EXPECT_EQ(pf.g->pre_desc[2].seq, 0u);
+}
+
+TEST(CorePrefetch, TagsRingAndEntry) {
+  const u64 entry = ring_entry(0xfffffffe, kMaxSlots - 1);
+  EXPECT_EQ(tag_ring(submission_tag(kMaxRings - 1, entry)), kMaxRings - 1);
+  EXPECT_EQ(tag_ring(submission_tag(0, entry)), 0u);
+  EXPECT_EQ(tag_entry(submission_tag(kMaxRings - 1, entry)), entry);
+}
+
+// Every host-ordered doorbell of three laps of EngineHost::host_ring reaches its ring position, each before the next
+// submission (the dependent loop), and its descriptor is copied too.
+TEST(CorePrefetch, ForwardsHostOrderedDoorbellsOverSeveralLaps) {
+  Prefetcher pf;
+  pf.start();
+  for (u64 n = 0; n < 3 * kMaxSlots + 10; ++n) {
+    const u32 slot = u32(n % 9);
+    const u64 tag = pf.post_host(slot);
+    ASSERT_TRUE(pf.rung(n, slot)) << "host-ordered submission " << n << ": no doorbell within 5 s";
+    ASSERT_TRUE(pf.copied(slot, tag)) << "host-ordered submission " << n << ": no copy within 5 s";
+  }
+  for (u32 r = 0; r < kMaxRings; ++r)  // nothing written into another ring
+    if (r != Prefetcher::kHostRing) ASSERT_EQ(pf.g->ring[r][0], 0u) << "ring " << r;
+}
+
+// Doorbells stored while the prefetcher is away (the daemon left) are forwarded, all of them, when it comes back;
+// interleaved with stream-ordered postings, whose doorbells it must not write.
+TEST(CorePrefetch, ForwardsDoorbellsStoredWhileAwayAndInterleaved) {
+  Prefetcher pf;
+  pf.start();
+  pf.post_host(1);
+  ASSERT_TRUE(pf.rung(0, 1));
+  pf.stop();
+  for (u32 k = 0; k < 600; ++k) {  // fewer than kMaxSlots outstanding, as the engine's slot limit guarantees
+    if (k % 3 == 0) pf.post(u32(100 + k % 50));
+    pf.post_host(u32(200 + k % 70));
+  }
+  pf.start();
+  for (u32 k = 0; k < 600; ++k)
+    ASSERT_TRUE(pf.rung(1 + k, u32(200 + k % 70))) << "doorbell " << 1 + k << " stored while away was not forwarded";
+  EXPECT_EQ(pf.g->ring[0][0], 0u);  // the stream-ordered postings' ring: rung by their streams, not here
+  pf.stop();
+  EXPECT_EQ(pf.g->host_next, 601u);
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 //           GPU time per iteration (events around the loop);
 //   burst:  `iters` submissions, one dfcclWait at the end: GPU time per collective without a stream wait per op;
 //   host:   submit, dfcclSynchronize: end-to-end host time, core time, and how long the daemon took to start
-//           (coreStartNs - submitNs; %globaltimer against CLOCK_REALTIME, offset measured here);
+//           (coreStartNs - submitNs; %globaltimer against CLOCK_REALTIME, offset measured here); once submitted on
+//           the legacy default stream, once host-ordered (DFCCL_NO_STREAM);
 //   memops: the floor of the stream path without dfccl: a cuStreamWriteValue64 then a cuStreamWaitValue64 on the
 //           word it wrote, per iteration; and a write to pinned host memory that the host spins on (round trip).
 // Then the engine's counters. Built like the other probes:
@@ -145,31 +146,37 @@ int main(int argc, char** argv) {
                   ms * 1e3 / iters, (b1 - b0) / 1e3 / iters, median(bcore));
     if (round) print_stats_delta("burst", st0, st1, iters);
 
-    // host completion
-    std::vector<double> he2e, hcore, hstart, hwake;
-    DFCCL_CHECK(dfcclGetStats(comm, &st0));
-    for (int i = 0; i < iters; ++i) {
-      dfcclRequest_t q;
-      const uint64_t a = mono();
-      DFCCL_CHECK(dfcclAllReduce(in, out, 2, dfcclFloat32, dfcclSum, comm, 0, nullptr, &q));
-      DFCCL_CHECK(dfcclSynchronize(q, 10000));
-      const uint64_t b = mono();
-      dfcclRequestInfo_t info;
-      DFCCL_CHECK(dfcclRequestGetInfo(q, &info));
-      he2e.push_back((b - a) / 1e3);
-      hcore.push_back((info.coreEndNs - info.coreStartNs) / 1e3);
-      hstart.push_back((double(info.coreStartNs) - offset - double(info.submitNs)) / 1e3);
-      hwake.push_back((double(b) - double(info.completeNs)) / 1e3);
-      dfcclRequestFree(q);
+    // host completion: submitted on the legacy default stream (a stream write rings the doorbell), then host-ordered
+    // (DFCCL_NO_STREAM: a store into pinned memory that the daemon's prefetcher forwards)
+    for (const cudaStream_t hs : {cudaStream_t(nullptr), DFCCL_NO_STREAM}) {
+      const char* label = hs == DFCCL_NO_STREAM ? "host-ordered" : "host";
+      std::vector<double> he2e, hsub, hcore, hstart, hwake;
+      DFCCL_CHECK(dfcclGetStats(comm, &st0));
+      for (int i = 0; i < iters; ++i) {
+        dfcclRequest_t q;
+        const uint64_t a = mono();
+        DFCCL_CHECK(dfcclAllReduce(in, out, 2, dfcclFloat32, dfcclSum, comm, 0, hs, &q));
+        const uint64_t a2 = mono();
+        DFCCL_CHECK(dfcclSynchronize(q, 10000));
+        const uint64_t b = mono();
+        dfcclRequestInfo_t info;
+        DFCCL_CHECK(dfcclRequestGetInfo(q, &info));
+        he2e.push_back((b - a) / 1e3);
+        hsub.push_back((a2 - a) / 1e3);
+        hcore.push_back((info.coreEndNs - info.coreStartNs) / 1e3);
+        hstart.push_back((double(info.coreStartNs) - offset - double(info.submitNs)) / 1e3);
+        hwake.push_back((double(b) - double(info.completeNs)) / 1e3);
+        dfcclRequestFree(q);
+      }
+      if (round)
+        std::printf("%s: end-to-end %.2f us (submit call %.2f); core %.2f us; submit -> core start %.2f us; core end "
+                    "-> host sees it %.2f us; host sees it -> dfcclSynchronize returns %.2f us\n",
+                    label, median(he2e), median(hsub), median(hcore), median(hstart),
+                    median(he2e) - median(hstart) - median(hcore) - median(hwake), median(hwake));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      DFCCL_CHECK(dfcclGetStats(comm, &st1));
+      if (round) print_stats_delta(label, st0, st1, iters);
     }
-    if (round)
-      std::printf("host: end-to-end %.2f us; core %.2f us; submit -> core start %.2f us; core end -> host sees it "
-                  "%.2f us; host sees it -> dfcclSynchronize returns %.2f us\n",
-                  median(he2e), median(hcore), median(hstart),
-                  median(he2e) - median(hstart) - median(hcore) - median(hwake), median(hwake));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    DFCCL_CHECK(dfcclGetStats(comm, &st1));
-    if (round) print_stats_delta("host", st0, st1, iters);
   }
 
   // memops floor
