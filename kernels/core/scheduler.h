@@ -151,58 +151,89 @@ DFCCL_DEV bool forward_host_doorbell(const EngineView& ev, u64 hn, u64 e) {
   return true;
 }
 
-// The prefetcher: thread 0 of one more block after the channels' (when the device holds it: DaemonParams::prefetch),
-// which takes part in no collective. It copies each descriptor the host has posted (EngineHost::post_log, written
-// before the doorbell) from pinned memory into device memory (EngineGlobal::pre_desc, by slot), in posting order, as
-// soon as it is posted, so that at the doorbell every block, block 0 included, finds it there (two round trips to L2
-// instead of reading pinned memory: 1.6-2.4 us, or waiting for another block's copy: docs/performance-log.md, 18
-// and 20). It polls the log entry of the next posting itself (its lap tells it apart, types.h post_log_entry), then
-// reads the descriptor: two round trips over PCIe from the host's post to the copy (section 23).
-// A submission's seq is its posting number + 1 (Engine::submit), so the copy can tell whether the slot still holds
-// that submission; a later occupant means this one completed, and is skipped. A copy made too late for a submission
-// that has already completed is harmless: its tag is never looked for again, and the slot's next submission is copied
-// after it (posting order). Fallen a lap or more behind (entries overwritten), it resumes at the entry it finds.
-// It also rings the doorbells of host-ordered submissions (EngineHost::host_ring, one per turn, in their order): the
-// ring is polled together with the log, and a doorbell is forwarded after the turn's descriptor copy (the host stores
-// it after the log entry, so in a loop of one submission at a time both are found in the same turn, and the blocks
-// find the copy at the doorbell; docs/design.md, "Host-ordered submissions"). Leaves with the other blocks (exit request of this launch, or quit). Also looks for
-// aborts (look_for_aborts).
+// The prefetcher: the first X::kWarp threads (a warp) of one more block after the channels' (when the device holds
+// it: DaemonParams::prefetch), which takes part in no collective. It copies each descriptor the host has posted
+// (EngineHost::post_log, written before the doorbell) from pinned memory into device memory (EngineGlobal::pre_desc,
+// by slot), in posting order, as soon as it is posted, so that at the doorbell every block, block 0 included, finds
+// it there (two round trips to L2 instead of reading pinned memory, or waiting for another block's copy:
+// docs/performance-log.md, 18 and 20). It polls the log entry of the next posting itself (its lap tells it apart,
+// types.h post_log_entry), then reads the descriptor, one 16-byte pack per thread: one thread's loads from pinned
+// memory go one round trip after another (nine for a descriptor, about 3 us), one instruction of the warp's takes one
+// (about 0.6 us; section 25). A submission's seq is its posting number + 1 (Engine::submit), so the copy can tell
+// whether the slot still holds that submission; a later occupant means this one completed, and is skipped. A copy
+// made too late for a submission that has already completed is harmless: its tag is never looked for again, and the
+// slot's next submission is copied after it (posting order). Fallen a lap or more behind (entries overwritten), it
+// resumes at the entry it finds.
+// It also rings the doorbells of host-ordered submissions (EngineHost::host_ring, one per turn, in their order),
+// polled in the same instruction as the log; a doorbell is forwarded after the turn's copy (the host stores it after
+// the log entry; one not yet stored at the poll is read again with the descriptor), so that the blocks find the copy
+// at the doorbell (docs/design.md, "Host-ordered submissions"). Leaves with the other blocks (exit request of this
+// launch, or quit). Also looks for aborts (look_for_aborts). Every thread of the warp keeps the same positions.
 template <class X>
 DFCCL_DEV void prefetch_descs(const EngineView& ev) {
-  if (X::tid() != 0) return;
+  constexpr u32 W = X::kWarp;
+  constexpr u32 kMine = (u32(kDescPacks) + W - 1) / W;  // packs of a descriptor per thread: 1, or all 9 on the host
+  constexpr u32 kDoorLane = u32(kDescPacks) % W;         // the thread that reads a doorbell again beside them
+  const u32 lane = X::tid();
+  if (lane >= W) return;
   u64 next = ev.g->pre_next;
   u64 hn = ev.g->host_next;
   u64 look_at = 0;
   for (;;) {
-    const u64 req = vload(ev.g->exit_request), quit = vload(ev.g->quit);
-    if (quit != 0 || exit_ordered(req, ev.p.epoch)) break;
-    look_for_aborts_when_due<X>(ev, look_at, X::now_ns());
-    // Both polls in flight together: one round trip per turn, as with the log alone.
-    const u64 door0 = X::load_relaxed(&ev.h->host_ring[hn % kMaxSlots]);
-    const u64 e = X::load_acquire(&ev.h->post_log[next % kMaxSlots]);
-    const u32 ahead = (u32(e >> 56) - post_log_lap(next)) & 0xffu;  // laps of the entry past posting `next`
-    if (ahead >= 128) {  // an earlier lap's entry: `next` is not posted yet
-      if (forward_host_doorbell<X>(ev, hn, door0))
-        ++hn;
-      else
-        X::idle();
-      continue;
+    u64 stop = 0;
+    if (lane == 0) {
+      const u64 req = vload(ev.g->exit_request), quit = vload(ev.g->quit);
+      stop = quit != 0 || exit_ordered(req, ev.p.epoch) ? 1 : 0;
+      if (!stop) look_for_aborts_when_due<X>(ev, look_at, X::now_ns());
     }
-    next += u64(ahead) * kMaxSlots;  // 0, or the host went round the log: resume at this entry's posting
-    const u64 tag = e & kPostTagMask;
-    const u32 slot = u32(tag & 0xffffu);
-    const u64 seq = ++next;
-    if (slot >= kMaxSlots) continue;
-    // Not stored at the poll: again, in flight with the descriptor's loads (the host stores it after the log entry).
-    const u64 door = u32(door0 >> 56) == post_log_lap(hn) ? door0 : X::load_relaxed(&ev.h->host_ring[hn % kMaxSlots]);
-    Pack v[kDescPacks];
-    load_desc<X>(ev.h->desc[slot], v);
-    // Desc::seq: a different one means the slot holds a later submission
-    if (v[0].lo == seq) publish_desc<X>(ev.g->pre_desc[slot], v, &ev.g->pre_ready[slot], tag);
-    if (forward_host_doorbell<X>(ev, hn, door)) ++hn;
+    if (X::shfl(stop, 0) != 0) break;
+    // The next posting's log entry (thread 0) and the next host-ordered doorbell (thread 1), one round trip.
+    const u64* door_at = &ev.h->host_ring[hn % kMaxSlots];
+    u64 mine = 0;
+    if (lane < 2) mine = X::load_relaxed(lane == 0 ? &ev.h->post_log[next % kMaxSlots] : door_at);
+    const u64 e = X::shfl(mine, 0);
+    u64 door = W > 1 ? X::shfl(mine, 1 % W) : X::load_relaxed(door_at);
+    const u32 ahead = (u32(e >> 56) - post_log_lap(next)) & 0xffu;  // laps of the entry past posting `next`
+    if (ahead < 128) {  // posted: `next`, or the host went round the log (resume at this entry's posting)
+      next += u64(ahead) * kMaxSlots;
+      const u64 tag = e & kPostTagMask;
+      const u32 slot = u32(tag & 0xffffu);
+      const u64 seq = ++next;
+      const bool door_seen = u32(door >> 56) == post_log_lap(hn);
+      if (slot < kMaxSlots) {
+        // The descriptor, one pack per thread in one instruction (its loads need no acquire: a copy read before the
+        // host wrote it has an older seq and is not published), and the doorbell again if it was not stored yet.
+        const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
+        Pack v[kMine] = {};
+        u64 again = 0;
+        for (u32 j = 0; j < kMine; ++j)
+          if (lane + j * W < u32(kDescPacks)) v[j] = X::ld16(src + lane + j * W);
+        if (lane == kDoorLane && !door_seen) again = X::load_relaxed(door_at);
+        if (!door_seen) door = X::shfl(again, kDoorLane);
+        // Desc::seq is the first word of pack 0 (thread 0's): a different one means the slot holds a later submission
+        if (X::shfl(lane == 0 ? v[0].lo : 0, 0) == seq) {
+          Pack* dst = reinterpret_cast<Pack*>(&ev.g->pre_desc[slot]);
+          for (u32 j = 0; j < kMine; ++j)
+            if (lane + j * W < u32(kDescPacks)) X::st16(dst + lane + j * W, v[j]);
+          X::warp_sync();  // the warp's stores before thread 0's fence and ready flag
+          if (lane == 0) {
+            X::fence_device();
+            X::store_relaxed(&ev.g->pre_ready[slot], tag);
+          }
+        }
+      }
+    }
+    u64 rang = 0;
+    if (lane == 0) rang = forward_host_doorbell<X>(ev, hn, door) ? 1 : 0;
+    if (X::shfl(rang, 0) != 0)
+      ++hn;
+    else if (ahead >= 128)
+      X::idle();
   }
-  ev.g->pre_next = next;
-  ev.g->host_next = hn;
+  if (lane == 0) {
+    ev.g->pre_next = next;
+    ev.g->host_next = hn;
+  }
 }
 
 // One thread per new submission (they run in parallel): load its static context and reset its dynamic context;

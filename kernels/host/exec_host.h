@@ -17,6 +17,9 @@ using namespace dfccl::core;
 
 struct HostExec {
   static constexpr u32 kPollsPerClock = 1;
+  static constexpr u32 kWarp = 1;
+  static u64 shfl(u64 v, u32) { return v; }
+  static void warp_sync() {}
   static u32 tid() { return 0; }
   static u32 nthreads() { return 1; }
   static void sync() {}

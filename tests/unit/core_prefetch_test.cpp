@@ -162,7 +162,9 @@ TEST(CorePrefetch, ForwardsHostOrderedDoorbellsOverSeveralLaps) {
     ASSERT_TRUE(pf.copied(slot, tag)) << "host-ordered submission " << n << ": no copy within 5 s";
   }
   for (u32 r = 0; r < kMaxRings; ++r)  // nothing written into another ring
-    if (r != Prefetcher::kHostRing) ASSERT_EQ(pf.g->ring[r][0], 0u) << "ring " << r;
+    if (r != Prefetcher::kHostRing) {
+      ASSERT_EQ(pf.g->ring[r][0], 0u) << "ring " << r;
+    }
 }
 
 // Doorbells stored while the prefetcher is away (the daemon left) are forwarded, all of them, when it comes back;
