@@ -288,9 +288,24 @@ struct ChanTally {
   u32 wait_us;
 };
 
+// Completion pos's entry (types.h, CqEntry): c in flagged words, two per 16-byte store.
+template <class X>
+DFCCL_DEV void write_cq_entry(CqEntry& e, u64 pos, const CqInfo& c) {
+  u32 p[kCqWords];
+  memcpy(p, &c, sizeof(CqInfo));
+  const u64 f = cq_flag(pos);
+  Pack* dst = reinterpret_cast<Pack*>(e.w);
+  for (u32 i = 0; i < kCqWords / 2; ++i) {
+    Pack v;
+    v.lo = (u64(p[2 * i]) << 32) | f;
+    v.hi = (u64(p[2 * i + 1]) << 32) | f;
+    X::st_ll(dst + i, v);
+  }
+}
+
 // Thread 0, after the block's last data movement for this collective: mark the channel done (ls: pass the lane to
 // the collective's next turn, d.turn + 1, which this attempt found current); the last block to finish publishes the
-// completion (completion word in device memory, slot info and CQ entry in pinned memory).
+// completion (completion word in device memory, completion queue entry in pinned memory).
 template <class X>
 DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, const Desc& d, ChanCtx& cx, LaneState* ls,
                               const ChanTally& t, u32 status) {
@@ -307,29 +322,28 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, const Desc& d, Cha
   // The last block: publish to the GPU first, then gather what the others left in the slot's words, reset them, and
   // publish to the host. The completion word is read on this GPU only (dfcclWait's stream wait, the daemon's exit
   // decisions), and the collective's data was written by this GPU's blocks, ordered before it by their fences and
-  // done_count: a device-scope fence suffices, and the stream goes on without waiting for the system-scope work
-  // below (pinned stores, one fence), about 1-2 us (docs/performance-log.md, 9).
+  // done_count: a device-scope fence suffices, and the stream goes on without waiting for the work below, about 1-2 us
+  // (docs/performance-log.md, 9). done_count is reset before that fence: the slot's next collective, which the host
+  // submits only after the completion queue entry, counts from zero.
+  ev.g->done_count[slot] = 0;
   X::fence_device();
   X::store_flag(&ev.g->complete[slot], d.seq);
-  ev.g->done_count[slot] = 0;
   const u64 now = X::now_ns();
   const u64 start_inv = X::atomic_exch64(&ev.g->start_inv[slot], 0);
-  const u32 preemptions = X::atomic_exch32(&ev.g->preemptions[slot], 0);
-  const u32 wait_us = X::atomic_exch32(&ev.g->wait_max_us[slot], 0);
-  const u64 t_start = start_inv ? ~start_inv : now;
-  const u32 final_status = X::atomic_exch32(&ev.g->status[slot], 0u);
+  CqInfo c;
+  c.seq = d.seq;
+  c.t_start = start_inv ? ~start_inv : now;
+  c.t_end = now;
+  c.slot = slot;
+  c.preemptions = X::atomic_exch32(&ev.g->preemptions[slot], 0);
+  c.wait_us = X::atomic_exch32(&ev.g->wait_max_us[slot], 0);
+  c.status = X::atomic_exch32(&ev.g->status[slot], 0u);
   const u64 pos = X::atomic_add64(&ev.g->cq_tail, 1);
-  SlotInfo& info = ev.h->info[slot];
-  info.seq = d.seq;
-  info.t_start = t_start;
-  info.t_end = now;
-  info.status = final_status;
-  info.preemptions = preemptions;
-  info.wait_us = wait_us;
-  // One system-scope fence orders everything before the CQ entry: the collective's data (the other blocks' writes
-  // reached this thread through done_count) and the slot info read by the host after it sees the entry.
-  X::fence_release();
-  X::store_flag(&ev.h->cq[pos % kCqEntries], ((pos + 1) << 16) | slot);
+  // The entry in flagged words, with no fence: the host waits for every flag. The collective's data needs none for
+  // the host either: on a GPU it is device memory (checked at submission), read by later GPU work, which the
+  // device-scope fence above already orders (the host executor's fences are the CPU's, and the host takes the entry
+  // with an acquire fence).
+  write_cq_entry<X>(ev.h->cq[pos % kCqEntries], pos, c);
 }
 
 // All threads: run channel b of the collective in `slot` (lane state ls: BlockShared::active_lane) until it ends or

@@ -11,6 +11,8 @@
 //                                  no CUDA call), copied into EngineGlobal by the daemon (scheduler.h, look_for_aborts)
 #pragma once
 
+#include <cstring>
+
 #include "exec.h"
 
 namespace dfccl::core {
@@ -218,15 +220,38 @@ struct EngineGlobal {                          // device memory
   u32 busy[kMaxBlocks];                        // block has collectives pending (exit decisions)
 };
 
-struct SlotInfo {  // one per slot, written by the last block of a collective, read by the host
+// What the last block of a collective reports to the host (dfcclRequestInfo), in its completion queue entry.
+struct CqInfo {
   u64 seq;
   u64 t_start;
   u64 t_end;
+  u32 slot;
   u32 status;
   u32 preemptions;
   u32 wait_us;      // the longest time a channel spent waiting for peers
-  u32 pad;
 };
+// A completion queue entry (EngineHost::cq, entry pos % kCqEntries for the daemon's pos-th completion): the CqInfo
+// in flagged words, as in the LL protocol (primitives/ll.h): each 8-byte word carries cq_flag(pos) in its low half and
+// 4 bytes of the CqInfo in its high half, and is stored and loaded whole (single-copy atomic). The host takes the
+// entry once every flag is its own: no system-scope fence orders the words before a separate flag (it cost 0.77 us of
+// each collective's completion: docs/performance-log.md, 26). A zeroed entry matches no flag of the first 2^32 - 1.
+inline constexpr u32 kCqWords = u32(sizeof(CqInfo) / 4);
+struct alignas(16) CqEntry {
+  u64 w[kCqWords];
+};
+static_assert(kCqWords % 2 == 0, "a completion queue entry is stored in 16-byte stores");
+DFCCL_HD inline u32 cq_flag(u64 pos) { return u32(pos + 1); }
+// The host's side: whether entry e holds completion pos in full (every word landed); if so, its CqInfo.
+inline bool read_cq_entry(const CqEntry& e, u64 pos, CqInfo* out) {
+  u32 p[kCqWords];
+  for (u32 i = 0; i < kCqWords; ++i) {
+    const u64 w = __atomic_load_n(&e.w[i], __ATOMIC_RELAXED);
+    if (u32(w) != cq_flag(pos)) return false;
+    p[i] = u32(w >> 32);
+  }
+  memcpy(out, p, sizeof(CqInfo));
+  return true;
+}
 
 struct BlockStats {  // accumulated by each block at each exit
   u64 preemptions;
@@ -270,8 +295,7 @@ DFCCL_HD inline u64 post_log_entry(u64 n, u64 tag) { return (u64(post_log_lap(n)
 
 struct EngineHost {                // pinned host memory
   Desc desc[kMaxSlots];
-  u64 cq[kCqEntries];              // completion queue: entry = (position + 1) << 16 | slot
-  SlotInfo info[kMaxSlots];
+  CqEntry cq[kCqEntries];          // completion queue (CqEntry), written by the daemon, drained by the host
   BlockStats stats[kMaxBlocks];
   u64 exit_reason;                 // kExit* of the last daemon run
   u64 probe_done;                  // device (probe stream): the last barrier probe that ran

@@ -244,27 +244,30 @@ void Engine::launch_locked(uint64_t now) {
 }
 
 // The completions the daemon queued since the last call: the slots' bookkeeping under one hold of the engine's lock
-// (the application's submissions and waits take it too), then each request's result outside it. A slot's info is
-// read before the slot is freed: a new collective in the slot rewrites it when it completes.
+// (the application's submissions and waits take it too), then each request's result outside it. An entry whose
+// first word has landed but not yet all the others (types.h, CqEntry) is taken at the next turn: they are on their
+// way, and the lock is not held meanwhile.
 bool Engine::drain_completions() {
-  const auto ready = [&] {
-    const uint64_t e = __atomic_load_n(&h_->cq[cq_head_ % core::kCqEntries], __ATOMIC_ACQUIRE);
-    return (e >> 16) == cq_head_ + 1 ? e : 0;
+  const auto landed = [&] {
+    return uint32_t(__atomic_load_n(&h_->cq[cq_head_ % core::kCqEntries].w[0], __ATOMIC_RELAXED)) ==
+           core::cq_flag(cq_head_);
   };
-  if (!ready()) return false;
+  if (!landed()) return false;
   struct Done {
     std::shared_ptr<RequestState> req;
-    core::SlotInfo info;
+    core::CqInfo info;
   };
   std::array<Done, 32> done;
   size_t n = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    for (uint64_t e = ready(); e != 0 && n < done.size(); e = ready()) {
+    core::CqInfo info;
+    while (n < done.size() && core::read_cq_entry(h_->cq[cq_head_ % core::kCqEntries], cq_head_, &info)) {
+      std::atomic_thread_fence(std::memory_order_acquire);  // the host executor: the collective's data
       ++cq_head_;
-      const uint32_t slot = uint32_t(e & 0xffffu);
+      const uint32_t slot = info.slot;
       SlotUse& use = slots_[slot];
-      done[n].info = h_->info[slot];
+      done[n].info = info;
       done[n++].req = std::move(use.req);
       rings_[use.ring].outstanding -= 1;
       use.waited = false;  // its entry in EngineHost::waits is removed below
@@ -280,7 +283,7 @@ bool Engine::drain_completions() {
   for (size_t k = 0; k < n; ++k) {
     const std::shared_ptr<RequestState>& req = done[k].req;
     if (!req) continue;
-    const core::SlotInfo& info = done[k].info;
+    const core::CqInfo& info = done[k].info;
     dfcclCallback_t cb = nullptr;
     void* arg = nullptr;
     dfcclRequest_t handle = nullptr;
