@@ -99,17 +99,24 @@ TEST(CorePrefetch, LapOfAPosting) {
   EXPECT_EQ(post_log_entry(3 * kMaxSlots, tag) >> 56, 4u);
 }
 
+// With the prefetcher running: step(n) for each of three laps of postings and ten more (step asserts; the first
+// failure ends the loop).
+template <class F>
+void over_three_laps(Prefetcher& pf, F step) {
+  pf.start();
+  for (u64 n = 0; n < 3 * kMaxSlots + 10 && !::testing::Test::HasFatalFailure(); ++n) step(n);
+}
+
 // Every submission of three laps of the log is copied, each before the next is posted (the dependent loop).
 TEST(CorePrefetch, CopiesEveryPostingOverSeveralLaps) {
   Prefetcher pf;
-  pf.start();
-  for (u64 n = 0; n < 3 * kMaxSlots + 10; ++n) {
+  over_three_laps(pf, [&](u64 n) {
     const u32 slot = u32(n % 7);
     const u64 tag = pf.post(slot);
     ASSERT_TRUE(pf.copied(slot, tag)) << "posting " << n << ": no copy within 5 s";
     ASSERT_EQ(pf.g->pre_desc[slot].seq, n + 1);
     ASSERT_EQ(pf.g->pre_desc[slot].count, 1000 + n);
-  }
+  });
 }
 
 // Postings made while the prefetcher is away, more than two laps of the log: it resumes and copies the latest.
@@ -154,13 +161,13 @@ TEST(CorePrefetch, TagsRingAndEntry) {
 // submission (the dependent loop), and its descriptor is copied too.
 TEST(CorePrefetch, ForwardsHostOrderedDoorbellsOverSeveralLaps) {
   Prefetcher pf;
-  pf.start();
-  for (u64 n = 0; n < 3 * kMaxSlots + 10; ++n) {
+  over_three_laps(pf, [&](u64 n) {
     const u32 slot = u32(n % 9);
     const u64 tag = pf.post_host(slot);
     ASSERT_TRUE(pf.rung(n, slot)) << "host-ordered submission " << n << ": no doorbell within 5 s";
     ASSERT_TRUE(pf.copied(slot, tag)) << "host-ordered submission " << n << ": no copy within 5 s";
-  }
+  });
+  ASSERT_FALSE(HasFatalFailure());
   for (u32 r = 0; r < kMaxRings; ++r)  // nothing written into another ring
     if (r != Prefetcher::kHostRing) {
       ASSERT_EQ(pf.g->ring[r][0], 0u) << "ring " << r;
