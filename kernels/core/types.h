@@ -6,9 +6,10 @@
 //                                  engine's control stream; aborts: the daemon's copy of EngineHost's)
 //   ChanCtx        device memory   daemon (one per outstanding collective and block: the saved context)
 //   CommDev        device memory   host at init (through the control stream)
-//   EngineHost     pinned host     descriptors: host (read once per collective by each block); completions,
-//                                  slot info and statistics: daemon (one write each); aborts: host (plain stores,
-//                                  no CUDA call), copied into EngineGlobal by the daemon (scheduler.h, look_for_aborts)
+//   EngineHost     pinned host     descriptors, the post log and host-ordered doorbells: host (read by the
+//                                  daemon's prefetcher, and by blocks without its copy); completion queue entries and
+//                                  statistics: daemon (one write each); aborts: host (plain stores, no CUDA call),
+//                                  copied into EngineGlobal by the daemon (scheduler.h, look_for_aborts)
 #pragma once
 
 #include <cstring>

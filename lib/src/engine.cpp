@@ -245,14 +245,12 @@ void Engine::launch_locked(uint64_t now) {
 
 // The completions the daemon queued since the last call: the slots' bookkeeping under one hold of the engine's lock
 // (the application's submissions and waits take it too), then each request's result outside it. An entry whose
-// first word has landed but not yet all the others (types.h, CqEntry) is taken at the next turn: they are on their
+// first words have landed but not yet all the others (types.h, CqEntry) is taken at a later turn: they are on their
 // way, and the lock is not held meanwhile.
 bool Engine::drain_completions() {
-  const auto landed = [&] {
-    return uint32_t(__atomic_load_n(&h_->cq[cq_head_ % core::kCqEntries].w[0], __ATOMIC_RELAXED)) ==
-           core::cq_flag(cq_head_);
-  };
-  if (!landed()) return false;
+  core::CqInfo info;
+  const auto next_entry = [&] { return core::read_cq_entry(h_->cq[cq_head_ % core::kCqEntries], cq_head_, &info); };
+  if (!next_entry()) return false;
   struct Done {
     std::shared_ptr<RequestState> req;
     core::CqInfo info;
@@ -261,8 +259,7 @@ bool Engine::drain_completions() {
   size_t n = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    core::CqInfo info;
-    while (n < done.size() && core::read_cq_entry(h_->cq[cq_head_ % core::kCqEntries], cq_head_, &info)) {
+    do {
       std::atomic_thread_fence(std::memory_order_acquire);  // the host executor: the collective's data
       ++cq_head_;
       const uint32_t slot = info.slot;
@@ -276,7 +273,7 @@ bool Engine::drain_completions() {
       completed_ += 1;
       free_slots_.push_back(slot);
       backoff_ns_ = relaunch_min_ns_;  // progress: the next stuck exit starts a new back-off
-    }
+    } while (n < done.size() && next_entry());
     compact_waits_locked();
     cv_.notify_all();
   }

@@ -149,7 +149,9 @@ TEST(CorePrefetch, CopiesEveryPostingAndRingsEveryHostOrderedOne) {
     ASSERT_TRUE(pf.copied(slot, tag)) << "posting " << n << ": no copy within 5 s";
     ASSERT_EQ(pf.g->pre_desc[slot].seq, n + 1);
     ASSERT_EQ(pf.g->pre_desc[slot].count, 1000 + n);
-    if (host_ordered) ASSERT_TRUE(pf.rung(pf.host_posted - 1, slot)) << "posting " << n << ": no doorbell within 5 s";
+    if (host_ordered) {
+      ASSERT_TRUE(pf.rung(pf.host_posted - 1, slot)) << "posting " << n << ": no doorbell within 5 s";
+    }
   }
   for (u32 r = 1; r < kMaxRings; ++r)  // ring 0: the stream-ordered postings' (rung by their streams, not here)
     if (r != Prefetcher::kHostRing) {
