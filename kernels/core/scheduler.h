@@ -346,6 +346,23 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, const Desc& d, Cha
   write_cq_entry<X>(ev.h->cq[pos % kCqEntries], pos, c);
 }
 
+// Thread 0 in a wait of an attempt: whether the wait must end before its condition holds or its budget runs out.
+//   - An abort of any communicator: the next pass finishes this collective if it was its own, and in blocking mode
+//     drops that communicator's collectives queued behind this one. The count is the pass's (aborts_seen): an abort
+//     that came after the pass checked its queue but before this wait began must end the wait too (read at the
+//     wait, it would be missed and hold that abort until its timeout: host_stress_test_4blocks caught it).
+//   - Engine shutdown (quit).
+//   - This launch's exit, ordered by another block (idle or stuck): the block leaves with the others, and the host
+//     relaunches the daemon for what is pending. A blocking-mode wait has no budget: staying in it alone, it would be
+//     the only block to see later submissions, and a collective queued behind its own would never be taken by the
+//     blocks that left, not even to be dropped by an abort (host_stress_test_4blocks: an abort that waited for its
+//     8 s timeout, about once in 900 trials).
+DFCCL_DEV inline bool wait_must_end(const EngineView& ev, u64 aborts_seen) {
+  // Three independent loads, issued together.
+  const u64 aborts = vload(ev.g->aborts), quit = vload(ev.g->quit), req = vload(ev.g->exit_request);
+  return aborts != aborts_seen || quit != 0 || exit_ordered(req, ev.p.epoch);
+}
+
 // All threads: run channel b of the collective in `slot` (lane state ls: BlockShared::active_lane) until it ends or
 // would block. only_if_aborted: finish it if its communicator was aborted, else leave it untouched (blocking mode's
 // queue behind its head). aborts_seen: EngineGlobal::aborts as read at the start of the scheduler pass, before its
@@ -414,16 +431,13 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
   prof_add<X>(bs, kPhaseProgram, t_prog);
 
   const bool unbounded = ev.p.blocking != 0;
-  // A wait ends when any communicator is aborted: the next pass finishes this collective if it was its own, and in
-  // blocking mode drops that communicator's collectives queued behind this one. The count is the pass's: an abort
-  // that came after the pass checked its queue but before this wait began must end the wait too (read here, the
-  // wait would miss it and hold that abort until its timeout: host_stress_test_4blocks caught it). A wait that has
-  // lasted kAbortLookNs looks for aborts itself (look_for_aborts). `now`: the wait's own clock reading.
+  // A wait ends early as wait_must_end says. A wait that has lasted kAbortLookNs looks for aborts itself
+  // (look_for_aborts). `now`: the wait's own clock reading.
   u64 look_at = 0;  // thread 0
   auto quit = [&](u64 now) {
     if (look_at == 0) look_at = now + kAbortLookNs;  // the wait's first check: not due yet
     look_for_aborts_when_due<X>(ev, look_at, now);
-    return vload(ev.g->aborts) != aborts_seen || vload(ev.g->quit) != 0;
+    return wait_must_end(ev, aborts_seen);
   };
   u64 i = first;
   bool progressed = false;
@@ -593,6 +607,9 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
       for (u32 k = 0; k < bs.nnew; ++k)
         insert_active<X>(ev, bs, bs.fresh[k], bs.fresh_prio[k], bs.fresh_seq[k], bs.fresh_lane[k]);
       bs.progressed = bs.nnew > 0 ? 1u : 0u;
+      // Busy from now, not from the pass's end (should_exit): the pass may wait in what it just took, in blocking
+      // mode with no budget, and meanwhile the other blocks must not judge the daemon idle.
+      if (bs.nnew > 0) ev.g->busy[b] = 1u;
     }
     X::sync();
     prof_add<X>(bs, kPhasePoll, t0);

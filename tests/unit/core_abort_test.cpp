@@ -2,7 +2,7 @@
 // memory only (EngineHost::aborts and abort_gen) and the daemon copies them into its own (EngineGlobal), the table
 // before the count, each only ever raised. Checked here on the host executor against a host side written the way
 // Engine::abort_comm writes it: the copy itself, a stale copy that must not undo a newer one, and the prefetcher,
-// which looks for aborts while it waits for postings.
+// which looks for aborts while it waits for postings. And what ends a wait early (wait_must_end).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -90,6 +90,27 @@ TEST(CoreAbort, ThePrefetcherLooksForAborts) {
   th.join();
   EXPECT_EQ(e.g->aborts, 1u);
   EXPECT_TRUE(e.aborted(2, 4));
+}
+
+// A wait ends on an abort since its pass began, on shutdown, and on its own launch's exit order; not on an exit
+// being decided, nor on another launch's order.
+TEST(CoreAbort, AWaitEndsOnAnAbortAShutdownOrItsLaunchsExit) {
+  Engine e;
+  EXPECT_FALSE(wait_must_end(e.ev, 0));
+  e.g->aborts = 1;
+  EXPECT_TRUE(wait_must_end(e.ev, 0)) << "an abort after the pass began";
+  EXPECT_FALSE(wait_must_end(e.ev, 1)) << "an abort the pass had seen";
+  e.g->exit_request = (u64(1) << 8) | kExitPending;
+  EXPECT_FALSE(wait_must_end(e.ev, 1)) << "an exit being decided";
+  e.g->exit_request = (u64(2) << 8) | kExitIdle;
+  EXPECT_FALSE(wait_must_end(e.ev, 1)) << "another launch's order";
+  for (u64 reason : {kExitIdle, kExitStuck, kExitQuit}) {
+    e.g->exit_request = (u64(1) << 8) | reason;
+    EXPECT_TRUE(wait_must_end(e.ev, 1)) << "this launch's exit, reason " << reason;
+  }
+  e.g->exit_request = 0;
+  e.g->quit = 1;
+  EXPECT_TRUE(wait_must_end(e.ev, 1)) << "shutdown";
 }
 
 }  // namespace

@@ -152,6 +152,51 @@ TEST_F(HostEngine, AbortReturnsWithinASecondWhilePeersAreAbsent) {
   g.comms[0] = nullptr;
 }
 
+// Blocking mode, four blocks, small collectives (one data channel: blocks 1-3 finish theirs at once). Block 0 takes
+// rank 0's collective A and waits for its absent peer, with no budget, in the pass that took it. The other blocks,
+// with nothing to run, must not judge the daemon idle meanwhile (scheduler.h: a block is busy from the pass that
+// takes a collective): the daemon stays, one launch, as NCCL's kernel would. Then B on another communicator of rank
+// 0 (same engine) and B's abort: every block drops B at once, and A still waits.
+TEST_F(HostEngine, BlockingModeDaemonStaysWhileABlockWaitsAndAnAbortElsewhereEndsAtOnce) {
+  setenv("DFCCL_HOST_BLOCKS", "4", 1);
+  setenv("DFCCL_MIN_CHAN_BYTES", "1048576", 1);
+  setenv("DFCCL_HOST_IDLE_NS", "20000000", 1);  // 20 ms: far above a thread's scheduling delay on a loaded machine
+  Group g(2, dfcclExecutorHost, dfcclModeBlocking);
+  unsetenv("DFCCL_HOST_BLOCKS");
+  unsetenv("DFCCL_MIN_CHAN_BYTES");
+  setenv("DFCCL_HOST_IDLE_NS", "2000000", 1);  // the suite's
+  dfcclComm_t b[2] = {};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r) ts.emplace_back([&, r] { dfcclCommSplit(g[r], 0, r, &b[r], nullptr); });
+  for (auto& t : ts) t.join();
+  ASSERT_NE(b[0], nullptr);
+  ASSERT_NE(b[1], nullptr);
+  const size_t n = 64;
+  auto in = iota_input(n, 0);
+  std::vector<int32_t> out_a(n), out_b(n);
+  dfcclRequest_t qa = nullptr, qb = nullptr;
+  DFCCL_ASSERT_OK(dfcclAllReduce(in.data(), out_a.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &qa));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // 10 idle periods
+  DFCCL_ASSERT_OK(dfcclAllReduce(in.data(), out_b.data(), n, dfcclInt32, dfcclSum, b[0], 0, nullptr, &qb));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto t0 = Clock::now();
+  DFCCL_ASSERT_OK(dfcclCommAbort(b[0]));
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(900)) << "the abort waited for its timeout";
+  EXPECT_EQ(dfcclSynchronize(qb, 5000), dfcclAborted);
+  EXPECT_EQ(dfcclSynchronize(qa, 0), dfcclTimeout) << "A's peer never came";
+  dfcclStats_t st{};
+  DFCCL_ASSERT_OK(dfcclGetStats(g[0], &st));
+  EXPECT_EQ(st.daemonLaunches, 1u) << "the daemon left (and came back) while block 0 waited in A";
+  t0 = Clock::now();
+  DFCCL_ASSERT_OK(dfcclCommAbort(g[0]));
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(900));
+  EXPECT_EQ(dfcclSynchronize(qa, 5000), dfcclAborted);
+  dfcclRequestFree(qa);
+  dfcclRequestFree(qb);
+  DFCCL_ASSERT_OK(dfcclCommDestroy(b[1]));
+  g.comms[0] = nullptr;  // aborted: nothing left to destroy
+}
+
 // 128 blocks leave no room for the prefetcher (kMaxBlocks), which otherwise looks for aborts: the last channel's
 // block looks between its passes (scheduler.h, should_exit). Waits shorter than kAbortLookNs never look themselves,
 // so in preemptive mode only that look can end the collective; in blocking mode the wait looks (it has no budget).
