@@ -30,6 +30,14 @@ dfcclComm* check_comm(dfcclComm_t comm, const char* fn) {
   return comm;
 }
 
+// The engine of a communicator that check_comm found alive, held for the call: another thread may abort the
+// communicator meanwhile (the abort is how a blocked device synchronization ends).
+std::shared_ptr<Engine> live_engine(dfcclComm* c, const char* fn) {
+  std::shared_ptr<Engine> e = engine_ref(c);
+  if (!e) throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'comm' was destroyed or aborted", fn));
+  return e;
+}
+
 void check_dtype(dfcclDataType_t t, const char* fn) {
   if (int(t) < 0 || int(t) >= dfcclNumTypes)
     bad(fn, fmt::format("argument 'datatype' = {} is not a dfcclDataType_t (0..{})", int(t), int(dfcclNumTypes) - 1));
@@ -263,7 +271,7 @@ dfcclResult_t dfcclCommAbort(dfcclComm_t comm) {
     const char* fn = "dfcclCommAbort";
     if (!comm) bad(fn, "argument 'comm' is NULL");
     if (comm->magic != dfcclComm::kMagic) bad(fn, "argument 'comm' is not a communicator");
-    if (comm->alive) comm_abort(comm);
+    comm_abort(comm);  // a second abort, or one after destroy, does nothing
     return dfcclSuccess;
   });
 }
@@ -543,7 +551,7 @@ dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats) {
   return guard([&] {
     dfcclComm* c = check_comm(comm, "dfcclGetStats");
     if (!stats) bad("dfcclGetStats", "argument 'stats' is NULL");
-    *stats = c->engine->stats();
+    *stats = live_engine(c, "dfcclGetStats")->stats();
     return dfcclSuccess;
   });
 }
@@ -551,7 +559,7 @@ dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats) {
 dfcclResult_t dfcclDebugDump(dfcclComm_t comm, int deviceState) {
   return guard([&] {
     dfcclComm* c = check_comm(comm, "dfcclDebugDump");
-    c->engine->debug_dump(stderr, deviceState != 0);
+    live_engine(c, "dfcclDebugDump")->debug_dump(stderr, deviceState != 0);
     return dfcclSuccess;
   });
 }
@@ -559,7 +567,7 @@ dfcclResult_t dfcclDebugDump(dfcclComm_t comm, int deviceState) {
 dfcclResult_t dfcclDeviceSynchronize(dfcclComm_t comm) {
   return guard([&] {
     dfcclComm* c = check_comm(comm, "dfcclDeviceSynchronize");
-    c->engine->device_synchronize();
+    live_engine(c, "dfcclDeviceSynchronize")->device_synchronize();  // our reference: an abort may release it meanwhile
     return dfcclSuccess;
   });
 }

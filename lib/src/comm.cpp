@@ -85,7 +85,9 @@ void release(dfcclComm* c, bool free_region) {
   c->lanes = nullptr;
   c->dev = nullptr;
   c->bootstrap.reset();
-  c->engine.reset();
+  std::shared_ptr<Engine> last;  // the engine goes, if this was its last user, after engine_mu is left
+  std::lock_guard<std::mutex> lk(c->engine_mu);
+  last.swap(c->engine);
 }
 
 }  // namespace
@@ -251,13 +253,48 @@ bool peers_caught_up(dfcclComm* c) {
   return true;
 }
 
-void comm_destroy(dfcclComm* c) {
-  const int64_t timeout = env_int("DFCCL_DESTROY_TIMEOUT_MS");
-  c->alive = false;
+// Waits until no submission that passed its liveness check before `alive` went false is still on its way into the
+// engine (comm_submit), at most until deadline_ns; false if one still was then. Such a submission is queued with the
+// communicator's attachment, so that an abort drops it and a destroy waits for it, before the memory goes.
+bool wait_submissions_queued(dfcclComm* c, uint64_t deadline_ns) {
+  while (c->submitting.load() != 0) {
+    if (host_now_ns() >= deadline_ns) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+
+// The abort proper, once `alive` is false: the daemon drops the communicator's collectives; its memory is freed once
+// none is pending, else left in place.
+void abort_attached(dfcclComm* c) {
   if (!c->engine) return;
-  if (!c->engine->wait_comm_idle(c->index, timeout)) {
+  const int64_t timeout = env_int("DFCCL_ABORT_TIMEOUT_MS");
+  const uint64_t deadline = host_now_ns() + uint64_t(timeout) * 1000000ull;
+  c->engine->abort_comm(c->index);
+  c->async_error = dfcclAborted;
+  // A submission can be inside a CUDA call held by another thread's implicit synchronization until the daemon drops
+  // this communicator's collectives: it is waited for only after the abort is posted, and only until the timeout.
+  const bool queued = wait_submissions_queued(c, deadline);
+  const uint64_t now = host_now_ns();
+  const int64_t left = now < deadline ? int64_t((deadline - now) / 1000000ull) : 0;
+  if (queued && c->engine->wait_comm_idle(c->index, left)) {
+    // Peers may still write into my region: keep it allocated (host: their mapping keeps it alive anyway).
+    release(c, c->engine->executor_kind() == dfcclExecutorHost);
+  } else {
+    // The daemon still holds the communicator's collectives, or one is still being submitted: leave its memory in
+    // place, drop only our handles.
+    c->bootstrap.reset();
+  }
+}
+
+void comm_destroy(dfcclComm* c) {
+  if (!c->alive.exchange(false)) return;  // another thread destroyed or aborted it meanwhile
+  const int64_t timeout = env_int("DFCCL_DESTROY_TIMEOUT_MS");
+  if (!c->engine) return;
+  if (!wait_submissions_queued(c, host_now_ns() + uint64_t(timeout) * 1000000ull) ||
+      !c->engine->wait_comm_idle(c->index, timeout)) {
     const uint32_t left = c->engine->outstanding(c->index);
-    comm_abort(c);
+    abort_attached(c);
     throw Error(dfcclTimeout, fmt::format("dfcclCommDestroy: {} collectives of rank {} were still pending after {} ms "
                                           "(DFCCL_DESTROY_TIMEOUT_MS); the communicator was aborted instead",
                                           left, c->rank, timeout));
@@ -274,22 +311,23 @@ void comm_destroy(dfcclComm* c) {
 }
 
 void comm_abort(dfcclComm* c) {
-  c->alive = false;
-  if (!c->engine) return;
-  const int64_t timeout = env_int("DFCCL_ABORT_TIMEOUT_MS");
-  c->engine->abort_comm(c->index);
-  c->async_error = dfcclAborted;
-  if (c->engine->wait_comm_idle(c->index, timeout)) {
-    // Peers may still write into my region: keep it allocated (host: their mapping keeps it alive anyway).
-    release(c, c->engine->executor_kind() == dfcclExecutorHost);
-  } else {
-    // The daemon still holds the communicator's collectives: leave its memory in place, drop only our handles.
-    c->bootstrap.reset();
-  }
+  if (c->alive.exchange(false)) abort_attached(c);
+}
+
+std::shared_ptr<Engine> engine_ref(dfcclComm* c) {
+  std::lock_guard<std::mutex> lk(c->engine_mu);
+  return c->engine;
 }
 
 std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream) {
   std::lock_guard<std::mutex> lk(c->mu);
+  // Announced before the liveness check (both sequentially consistent, as is the abort's store of `alive`): either
+  // this call sees the abort, or the abort sees this call and waits until it has queued (wait_submissions_queued).
+  c->submitting.fetch_add(1);
+  struct Queued {
+    std::atomic<int>& n;
+    ~Queued() { n.fetch_sub(1); }
+  } queued{c->submitting};
   if (!c->alive) throw Error(dfcclInvalidUsage, "argument 'comm' was destroyed or aborted");
   const TransportParams& tp = c->engine->transport();
   if (persistent_id < 0) {

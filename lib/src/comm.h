@@ -13,7 +13,14 @@ struct dfcclComm {
   static constexpr uint32_t kMagic = 0xdfcc0c03u;
   uint32_t magic = kMagic;
   std::atomic<bool> alive{true};
+  // Submissions past their liveness check and not yet queued (comm_submit): an abort from another thread, which
+  // takes no lock, waits for them before it frees anything (comm_abort).
+  std::atomic<int> submitting{0};
   std::mutex mu;
+  // Reset by an abort or destroy (release) while other threads may be inside calls that use the engine (a device
+  // synchronization that the abort is meant to end): those calls take their own reference (engine_ref); engine_mu
+  // guards the pointer only, for a copy or a swap, never across a call.
+  std::mutex engine_mu;
   std::shared_ptr<dfccl::Engine> engine;
   std::unique_ptr<dfccl::Bootstrap> bootstrap;
   dfcclConfig_t config{};  // resolved: no -1 fields
@@ -55,7 +62,10 @@ dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t
 // Waits (bounded) for the communicator's collectives and its peers, then frees it. Throws dfcclTimeout when it had
 // to give up waiting (the communicator is then aborted and freed anyway).
 void comm_destroy(dfcclComm* comm);
+// Callable from any thread, also while others submit on the communicator or wait on it; a second call does nothing.
 void comm_abort(dfcclComm* comm);
+// The communicator's engine, kept alive for the caller's use; null once released (aborted or destroyed).
+std::shared_ptr<Engine> engine_ref(dfcclComm* comm);
 // persistent_id < 0: matched by order (sequence lanes); else by id (its own lane).
 std::shared_ptr<RequestState> comm_submit(dfcclComm* comm, core::Desc d, int persistent_id, cudaStream_t stream);
 

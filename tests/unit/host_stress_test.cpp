@@ -256,8 +256,8 @@ TEST_F(HostStress, BlockingModeHangsInMostTrials) {
     hung += o.hung;
     // Every abort drops its collectives at once, also those queued behind another communicator's head: an abort
     // that waits for its timeout (DFCCL_ABORT_TIMEOUT_MS, 8 s here) left them in place. The bound is half of it.
-    // Once in about 900 trials an abort waited its whole timeout (in CI at b22e7ad; with a 1 s timeout these were
-    // the 1.0-2.7 s aborts once taken for a loaded machine's slowness): a block stayed alone in a blocking-mode wait
+    // Once in about 900 trials an abort waited its whole timeout (in CI at b22e7ad; with a 1 s timeout, the 1.0-2.7 s
+    // aborts once put down to a loaded machine were most likely the same): a block stayed alone in a blocking-mode wait
     // after the others had left, so nobody dropped a later collective of the aborted communicator (scheduler.h,
     // wait_must_end; host_engine_test.BlockingModeDaemonStaysWhileABlockWaitsAndAnAbortElsewhereEndsAtOnce).
     // Fixed: none of 2144 trials (two runs side by side on two cores) had an abort over 2 s.
