@@ -134,8 +134,9 @@ dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device);
 /*             the call returns at once. The host executor ignores streams.                                           */
 /*             DFCCL_NO_STREAM: host-ordered — the inputs are ready when the call is made (e.g. after a               */
 /*             cudaStreamSynchronize); nothing is queued on any stream and the call makes no CUDA call, so nothing   */
-/*             can hold the submission, and the collective starts sooner (no stream write to wait for). Complete it */
-/*             with dfcclTest, dfcclSynchronize or a callback, or join a stream with dfcclWait.                       */
+/*             can hold the submission and the call is shorter (the collective starts about as soon as a stream-     */
+/*             ordered one: docs/performance-log.md, 25). Complete it with dfcclTest, dfcclSynchronize or a callback, */
+/*             or join a stream with dfcclWait.                                                                       */
 /*   request:  out; NULL for fire-and-forget (then completion is observable only through the stream order of later   */
 /*             dfcclWait calls on other requests, or dfcclCommDestroy).                                               */
 /* Collectives of one communicator are matched across ranks by their order of submission (as in NCCL); collectives   */

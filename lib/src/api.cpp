@@ -23,10 +23,14 @@ constexpr uint64_t kMaxCount = uint64_t(1) << 48;
   throw Error(dfcclInvalidArgument, fmt::format("{}: {}", fn, what));
 }
 
+[[noreturn]] void comm_gone(const char* fn) {
+  throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'comm' was destroyed or aborted", fn));
+}
+
 dfcclComm* check_comm(dfcclComm_t comm, const char* fn) {
   if (!comm) bad(fn, "argument 'comm' is NULL");
   if (comm->magic != dfcclComm::kMagic) bad(fn, "argument 'comm' is not a communicator");
-  if (!comm->alive) throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'comm' was destroyed or aborted", fn));
+  if (!comm->alive) comm_gone(fn);
   return comm;
 }
 
@@ -34,7 +38,7 @@ dfcclComm* check_comm(dfcclComm_t comm, const char* fn) {
 // communicator meanwhile (the abort is how a blocked device synchronization ends).
 std::shared_ptr<Engine> live_engine(dfcclComm* c, const char* fn) {
   std::shared_ptr<Engine> e = engine_ref(c);
-  if (!e) throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'comm' was destroyed or aborted", fn));
+  if (!e) comm_gone(fn);
   return e;
 }
 

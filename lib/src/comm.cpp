@@ -253,31 +253,29 @@ bool peers_caught_up(dfcclComm* c) {
   return true;
 }
 
-// Waits until no submission that passed its liveness check before `alive` went false is still on its way into the
-// engine (comm_submit), at most until deadline_ns; false if one still was then. Such a submission is queued with the
-// communicator's attachment, so that an abort drops it and a destroy waits for it, before the memory goes.
-bool wait_submissions_queued(dfcclComm* c, uint64_t deadline_ns) {
-  while (c->submitting.load() != 0) {
-    if (host_now_ns() >= deadline_ns) return false;
+// Waits, at most timeout_ms in all, until no submission that passed its liveness check before `alive` went false is
+// still on its way into the engine (comm_submit), then until none of the communicator's collectives is pending;
+// false if either still was at the end. Such a submission is queued with the communicator's attachment, so that an
+// abort drops it and a destroy waits for it, before the memory goes.
+bool wait_quiet(dfcclComm* c, int64_t timeout_ms) {
+  const uint64_t deadline = host_now_ns() + uint64_t(timeout_ms) * 1000000ull;
+  uint64_t now = host_now_ns();
+  for (; c->submitting.load() != 0; now = host_now_ns()) {
+    if (now >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
-  return true;
+  return c->engine->wait_comm_idle(c->index, now < deadline ? int64_t((deadline - now) / 1000000ull) : 0);
 }
 
 // The abort proper, once `alive` is false: the daemon drops the communicator's collectives; its memory is freed once
-// none is pending, else left in place.
+// none is pending, else left in place. A submission can be inside a CUDA call held by another thread's implicit
+// synchronization until the daemon drops this communicator's collectives: it is waited for only after the abort is
+// posted, and only until the timeout.
 void abort_attached(dfcclComm* c) {
   if (!c->engine) return;
-  const int64_t timeout = env_int("DFCCL_ABORT_TIMEOUT_MS");
-  const uint64_t deadline = host_now_ns() + uint64_t(timeout) * 1000000ull;
   c->engine->abort_comm(c->index);
   c->async_error = dfcclAborted;
-  // A submission can be inside a CUDA call held by another thread's implicit synchronization until the daemon drops
-  // this communicator's collectives: it is waited for only after the abort is posted, and only until the timeout.
-  const bool queued = wait_submissions_queued(c, deadline);
-  const uint64_t now = host_now_ns();
-  const int64_t left = now < deadline ? int64_t((deadline - now) / 1000000ull) : 0;
-  if (queued && c->engine->wait_comm_idle(c->index, left)) {
+  if (wait_quiet(c, env_int("DFCCL_ABORT_TIMEOUT_MS"))) {
     // Peers may still write into my region: keep it allocated (host: their mapping keeps it alive anyway).
     release(c, c->engine->executor_kind() == dfcclExecutorHost);
   } else {
@@ -291,8 +289,7 @@ void comm_destroy(dfcclComm* c) {
   if (!c->alive.exchange(false)) return;  // another thread destroyed or aborted it meanwhile
   const int64_t timeout = env_int("DFCCL_DESTROY_TIMEOUT_MS");
   if (!c->engine) return;
-  if (!wait_submissions_queued(c, host_now_ns() + uint64_t(timeout) * 1000000ull) ||
-      !c->engine->wait_comm_idle(c->index, timeout)) {
+  if (!wait_quiet(c, timeout)) {
     const uint32_t left = c->engine->outstanding(c->index);
     abort_attached(c);
     throw Error(dfcclTimeout, fmt::format("dfcclCommDestroy: {} collectives of rank {} were still pending after {} ms "
@@ -322,7 +319,7 @@ std::shared_ptr<Engine> engine_ref(dfcclComm* c) {
 std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream) {
   std::lock_guard<std::mutex> lk(c->mu);
   // Announced before the liveness check (both sequentially consistent, as is the abort's store of `alive`): either
-  // this call sees the abort, or the abort sees this call and waits until it has queued (wait_submissions_queued).
+  // this call sees the abort, or the abort sees this call and waits until it has queued (wait_quiet).
   c->submitting.fetch_add(1);
   struct Queued {
     std::atomic<int>& n;

@@ -119,10 +119,7 @@ class CudaExecutor final : public Executor {
     DFCCL_CUDA(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, control_stream_));
     DFCCL_CUDA(cudaStreamSynchronize(control_stream_));
   }
-  void post_word(uint64_t* dev, uint64_t value) override {
-    check_cu(write_value_(reinterpret_cast<CUstream>(control_stream_), reinterpret_cast<CUdeviceptr>(dev), value, 0),
-             "cuStreamWriteValue64 (host-ordered doorbell)");
-  }
+  void post_word(uint64_t* dev, uint64_t value) override { stream_write(control_stream_, dev, value); }
   void stream_write(cudaStream_t stream, uint64_t* dev, uint64_t value) override {
     check_cu(write_value_(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(dev), value, 0),
              "cuStreamWriteValue64 (doorbell)");

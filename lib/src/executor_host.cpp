@@ -54,7 +54,7 @@ class HostExecutor final : public Executor {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     std::memcpy(host, dev, bytes);
   }
-  void post_word(uint64_t* dev, uint64_t value) override { __atomic_store_n(dev, value, __ATOMIC_RELEASE); }
+  void post_word(uint64_t* dev, uint64_t value) override { stream_write(nullptr, dev, value); }
   void stream_write(cudaStream_t, uint64_t* dev, uint64_t value) override {
     __atomic_store_n(dev, value, __ATOMIC_RELEASE);
   }
