@@ -53,7 +53,6 @@ struct BlockShared {
   u64 fresh_seq[kMaxRings * kAcceptPerRing];
   LaneState* fresh_lane[kMaxRings * kAcceptPerRing];
   u64 sent, recvd;              // positions of the lane used by the current attempt
-  u64 waited;                   // spin time of the last wait
   u32 ok;                       // broadcast of a decision of thread 0
   u32 first_op;                 // broadcast of thread 0: the primitive an attempt resumes at
   u32 last_slot;                // last slot this block ran (context-switch counting)

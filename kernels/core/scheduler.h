@@ -443,12 +443,13 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
   bool progressed = false;
   u64 waited_ns = 0;  // thread 0: spin phases of this attempt
   while (i < nops) {
-    const bool ran = run_op<X>(bs, i, spin, unbounded, quit);
-    if (X::tid() == 0) waited_ns += bs.waited;
+    u64 waited = 0;  // thread 0's
+    const bool ran = run_op<X>(bs, i, spin, unbounded, quit, waited);
+    if (X::tid() == 0) waited_ns += waited;
     if (!ran) break;
     ++i;
     progressed = true;
-    if (X::tid() == 0 && bs.waited > 0) spin = min_of(ev.p.spin_max_ns, max_of(spin, u64(ev.p.spin_grow) * bs.waited));
+    if (X::tid() == 0 && waited > 0) spin = min_of(ev.p.spin_max_ns, max_of(spin, u64(ev.p.spin_grow) * waited));
   }
   const bool done = i == nops;
   if (X::tid() == 0) {  // stores only: what the attempt changed

@@ -1,7 +1,7 @@
 // The low-latency (LL) protocol: one primitive of a small collective, data and flag in the same 8-byte word.
 //
-//   ll_op<X>(bs, i, budget_ns, unbounded, quit) -> true when primitive i of the attempt's program (bs.at) was done,
-//                                                false when it would block (nothing was changed)
+//   ll_op<X>(bs, i, budget_ns, unbounded, quit, waited) -> true when primitive i of the attempt's program (bs.at)
+//   was done, false when it would block (nothing was changed); waited: thread 0's spin time (slot_op.h, run_op)
 //
 // Purpose: in the Simple protocol (slot_op.h) a hop costs the data's flight to the peer, the sender's system-scope
 // fence (it waits until every store has landed) and then the flag's flight. Here each 16-byte line is two 8-byte
@@ -87,7 +87,7 @@ DFCCL_HD DFCCL_FORCEINLINE u64 ll_reduce(u64 in0, u64 in1, bool has_in1, u32 byt
 }
 
 template <class X, class Quit>
-DFCCL_DEV bool ll_op(BlockShared& bs, u64 i_op, u64 budget_ns, bool unbounded, Quit&& quit) {
+DFCCL_DEV bool ll_op(BlockShared& bs, u64 i_op, u64 budget_ns, bool unbounded, Quit&& quit, u64& waited) {
   const u32 tid = X::tid(), nt = X::nthreads();
   const Op op = program_op(bs.at.geo, i_op);  // every thread: a two-step program, cheaper than a broadcast
   const Desc& d = bs.at.desc;
@@ -104,7 +104,7 @@ DFCCL_DEV bool ll_op(BlockShared& bs, u64 i_op, u64 budget_ns, bool unbounded, Q
   u64 t0 = prof_now<X>();
   const Pack* in_lines = recv ? reinterpret_cast<const Pack*>(region_ll(c.self, c, lv.lane, bs.recvd)) : nullptr;
   const u32 in_flag = u32(bs.recvd + 1);
-  u64 waited = 0;  // thread 0
+  waited = 0;  // thread 0's counts
   bool ok = true;
   if (recv && nlines == 0) {
     if (tid == 0) {
@@ -139,10 +139,7 @@ DFCCL_DEV bool ll_op(BlockShared& bs, u64 i_op, u64 budget_ns, bool unbounded, Q
     ok = spin_wait<X>(credit, quit, budget_ns, unbounded, w);
     waited += w;
   }
-  if (tid == 0) {
-    bs.ok = ok ? 1u : 0u;
-    bs.waited = waited;
-  }
+  if (tid == 0) bs.ok = ok ? 1u : 0u;
   X::sync();
   prof_add<X>(bs, kPhaseCheck, t0);
   if (!bs.ok) return false;

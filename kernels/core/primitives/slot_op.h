@@ -1,7 +1,9 @@
 // The two-phase primitive: one step of a collective program on one connection slot.
 //
-//   run_op<X>(bs, i, budget_ns, unbounded, quit) -> true when primitive i of the attempt's program (bs.at) was
-//   done, false when it would block (nothing was changed)
+//   run_op<X>(bs, i, budget_ns, unbounded, quit, waited) -> true when primitive i of the attempt's program (bs.at)
+//   was done, false when it would block (nothing was changed); waited: thread 0's spin time in it, in a register:
+//   in shared memory, read by thread 0 after the call, the compiler loaded it in every thread, and thread 0's next
+//   call wrote it while others might still read it (compute-sanitizer racecheck, docs/gpu-runs.md run 136)
 //
 // Phase 1 (spin): thread 0 checks the step's conditions — a filled slot from prev (kOpRecv: the lane's tail is past
 // our receive position) and a free slot at next (kOpSend: fewer than nslots of our slots unconsumed) — polling for
@@ -25,8 +27,8 @@
 namespace dfccl::core {
 
 template <class X, class Quit>
-DFCCL_DEV bool run_op(BlockShared& bs, u64 i, u64 budget_ns, bool unbounded, Quit&& quit) {
-  if (bs.at.ll) return ll_op<X>(bs, i, budget_ns, unbounded, quit);
+DFCCL_DEV bool run_op(BlockShared& bs, u64 i, u64 budget_ns, bool unbounded, Quit&& quit, u64& waited) {
+  if (bs.at.ll) return ll_op<X>(bs, i, budget_ns, unbounded, quit, waited);
   // Phase 1: conditions. Thread 0 computes the primitive for everybody (BlockShared::at).
   u64 t0 = prof_now<X>();
   if (X::tid() == 0) {
@@ -42,9 +44,8 @@ DFCCL_DEV bool run_op(BlockShared& bs, u64 i, u64 budget_ns, bool unbounded, Qui
       if ((op.flags & kOpSend) && sent - X::load_acquire(&send_ctrl->head) >= nslots) return false;
       return true;
     };
-    u64 waited = 0;
+    waited = 0;
     bs.ok = spin_wait<X>(ready, quit, budget_ns, unbounded, waited) ? 1u : 0u;
-    bs.waited = waited;
   }
   X::sync();
   prof_add<X>(bs, kPhaseCheck, t0);
