@@ -33,6 +33,7 @@ case "$filter" in
   all | engine) step cuda_engine_test 300 "$BIN/cuda_engine_test" ;;&
   all | matrix) step cuda_collectives_test 300 "$BIN/cuda_collectives_test" ;;&
   all | mp) step mp_collectives_cuda 240 "${mpi[@]}" "$BIN/mp_collectives" cuda 500 ;;&
-  all | abort) step mp_abort 120 "${mpi[@]}" "$BIN/mp_abort" ;;&
+  all | abort) step mp_abort 120 "${mpi[@]}" "$BIN/mp_abort"
+    step mp_abort_memory_wait 120 "${mpi[@]}" -x DFCCL_WAIT_KERNEL=0 "$BIN/mp_abort" ;;&
   *) ;;
 esac
