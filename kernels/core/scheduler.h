@@ -29,9 +29,15 @@ static_assert(kNumPhases <= sizeof(BlockStats::prof) / sizeof(u64));
 
 enum : u32 { kAttemptBlocked = 0, kAttemptProgress = 1, kAttemptDone = 2 };
 
+// A word another agent writes, read anew each time: a volatile load on the GPU; on the host executor a relaxed
+// atomic load (the same instruction on x86, and no data race in C++ terms for ThreadSanitizer).
 template <class T>
 DFCCL_HD DFCCL_FORCEINLINE T vload(const T& x) {
+#if defined(__CUDA_ARCH__)
   return *const_cast<const volatile T*>(&x);
+#else
+  return __atomic_load_n(&x, __ATOMIC_RELAXED);
+#endif
 }
 
 // Block b's lane state for a collective (its communicator's lane array, row b).

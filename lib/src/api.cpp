@@ -87,8 +87,12 @@ dfcclResult_t submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t
   auto st = comm_submit(c, d, persistent_id, stream);
   if (request) {
     auto* r = new dfcclRequest;
+    {
+      // Under the request's lock: the collective is queued, and the progress thread may already be completing it.
+      std::lock_guard<std::mutex> lk(st->mu);
+      st->handle = r;
+    }
     r->state = std::move(st);
-    r->state->handle = r;
     *request = r;
   }
   return dfcclSuccess;
