@@ -159,6 +159,7 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
 
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Persistent collectives: prepared once with an id (0 <= id < DFCCL_MAX_PERSISTENT_IDS, unique in the communicator)  */
+/* (DFCCL_PERSISTENT_LANES, at most DFCCL_MAX_PERSISTENT_IDS, lowers the limit and the memory each id reserves)        */
 /* by every rank; each dfcclStart of the same id matches the same-numbered start on the other ranks, and starts of   */
 /* different ids may come in any order on different ranks — even inside one communicator.                            */
 #define DFCCL_MAX_PERSISTENT_IDS 8

@@ -132,9 +132,13 @@ dfcclResult_t prepare(core::Kind kind, size_t count, dfcclDataType_t t, dfcclRed
   check_dtype(t, fn);
   check_op(op, fn);
   check_root(root, c, fn);
-  if (id < 0 || id >= DFCCL_MAX_PERSISTENT_IDS)
-    bad(fn, fmt::format("argument 'id' = {} is outside 0..{} (DFCCL_MAX_PERSISTENT_IDS)", id,
-                        DFCCL_MAX_PERSISTENT_IDS - 1));
+  const int lanes = int(c->persistent_lanes);
+  if (lanes == 0)
+    bad(fn, fmt::format("argument 'id' = {}: this communicator takes no persistent collectives "
+                        "(DFCCL_PERSISTENT_LANES=0)", id));
+  if (id < 0 || id >= lanes)
+    bad(fn, fmt::format("argument 'id' = {} is outside 0..{} (DFCCL_PERSISTENT_LANES={}; at most "
+                        "DFCCL_MAX_PERSISTENT_IDS={})", id, lanes - 1, lanes, DFCCL_MAX_PERSISTENT_IDS));
   std::lock_guard<std::mutex> lk(c->mu);
   if (c->persistent_prepared[id])
     throw Error(dfcclInvalidUsage, fmt::format("{}: id {} is already prepared on this communicator", fn, id));

@@ -55,6 +55,8 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
     if (o.slot_bytes != me.slot_bytes) mismatch("slot bytes", me.slot_bytes, o.slot_bytes);
     if (o.nslots != me.nslots) mismatch("DFCCL_SLOTS", me.nslots, o.nslots);
     if (o.seq_lanes != me.seq_lanes) mismatch("DFCCL_LANES", me.seq_lanes, o.seq_lanes);
+    if (o.persistent_lanes != me.persistent_lanes)
+      mismatch("DFCCL_PERSISTENT_LANES", me.persistent_lanes, o.persistent_lanes);
     if (o.min_chan_bytes != me.min_chan_bytes) mismatch("DFCCL_MIN_CHAN_BYTES", me.min_chan_bytes, o.min_chan_bytes);
     if (o.host_hash != me.host_hash)
       throw Error(dfcclNotSupported,
@@ -195,6 +197,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     d.s.next = next;
     d.s.nchan = tp.nchan;
     d.s.nlanes = nlanes;
+    c->persistent_lanes = tp.persistent_lanes;
     d.s.nslots = tp.nslots;
     d.s.slot_bytes = tp.slot_bytes;
     d.s.self = reinterpret_cast<char*>(c->region.ptr);

@@ -33,6 +33,7 @@ struct dfcclComm {
   void* next_ptr = nullptr;
   void* prev_ptr = nullptr;
   uint64_t next_key = 0;
+  uint32_t persistent_lanes = 0;  // DFCCL_PERSISTENT_LANES at init: ids 0 .. persistent_lanes - 1
   uint64_t persistent_turn[DFCCL_MAX_PERSISTENT_IDS] = {};
   bool persistent_prepared[DFCCL_MAX_PERSISTENT_IDS] = {};
   std::atomic<int> async_error{dfcclSuccess};

@@ -101,7 +101,8 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::mo
   const char* slots_name = host ? "DFCCL_HOST_SLOTS" : "DFCCL_SLOTS";
   transport_.nslots = checked(slots_name, env_int(slots_name), 2, 64);
   transport_.seq_lanes = checked("DFCCL_LANES", env_int("DFCCL_LANES"), 1, core::kMaxLanes - DFCCL_MAX_PERSISTENT_IDS);
-  transport_.persistent_lanes = DFCCL_MAX_PERSISTENT_IDS;
+  transport_.persistent_lanes =
+      checked("DFCCL_PERSISTENT_LANES", env_int("DFCCL_PERSISTENT_LANES"), 0, DFCCL_MAX_PERSISTENT_IDS);
 
   g_ = static_cast<core::EngineGlobal*>(exec_->alloc_device(sizeof(core::EngineGlobal)));
   ctx_ = static_cast<core::ChanCtx*>(exec_->alloc_device(sizeof(core::ChanCtx) * kMaxSlots * params_.nblocks));

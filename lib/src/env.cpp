@@ -22,6 +22,8 @@ const std::vector<EnvVar>& env_table() {
        "CUDA executor: slots per lane (2..64): a sender runs up to this many ahead; a ring step streams half"},
       {"DFCCL_HOST_SLOTS", "8", "host executor: slots per lane (2..64)"},
       {"DFCCL_LANES", "4", "sequence lanes per communicator: collectives of one communicator in flight at once"},
+      {"DFCCL_PERSISTENT_LANES", "8",
+       "persistent collective ids a communicator takes (0..8), a lane each: 64 MiB per lane with the CUDA defaults"},
       {"DFCCL_MIN_CHAN_BYTES", "32768", "CUDA executor: bytes per data channel below which fewer channels carry data"},
       {"DFCCL_SPIN_MIN_NS", "2000", "CUDA executor: lowest spin budget of a primitive"},
       {"DFCCL_SPIN_INIT_NS", "20000", "CUDA executor: spin budget of a new collective"},

@@ -370,6 +370,76 @@ TEST_F(HostEngine, PersistentCollectivesInAnyOrderInsideOneCommunicator) {
     for (int id = 0; id < 3; ++id) DFCCL_ASSERT_OK(dfcclPersistentFree(p[r][id]));
 }
 
+// DFCCL_PERSISTENT_LANES lowers the persistent ids a communicator takes, and the memory each reserves: the ids within
+// it run exactly in any order (their lanes follow the sequence lanes in a smaller region), one beyond it is refused
+// naming the variable, 0 refuses every id and leaves ordinary collectives alone, and a value out of range fails init.
+TEST_F(HostEngine, PersistentLanesFromTheEnvironmentBoundTheIds) {
+  struct Unset {
+    ~Unset() { unsetenv("DFCCL_PERSISTENT_LANES"); }
+  } unset;
+  auto last_error_has = [](const char* needle) {
+    return std::string(dfcclGetLastError(nullptr)).find(needle) != std::string::npos;
+  };
+  setenv("DFCCL_PERSISTENT_LANES", "2", 1);
+  {
+    Group g(2, dfcclExecutorHost);
+    const size_t sizes[2] = {70000, 5};
+    dfcclPersistent_t p[2][2];
+    for (int r = 0; r < 2; ++r)
+      for (int id = 0; id < 2; ++id) DFCCL_ASSERT_OK(dfcclPrepareAllReduce(sizes[id], dfcclInt32, dfcclSum, g[r], id, &p[r][id]));
+    dfcclPersistent_t beyond = nullptr;
+    EXPECT_EQ(dfcclPrepareAllReduce(64, dfcclInt32, dfcclSum, g[0], 2, &beyond), dfcclInvalidArgument);
+    EXPECT_TRUE(last_error_has("DFCCL_PERSISTENT_LANES=2")) << dfcclGetLastError(nullptr);
+    for (int iter = 0; iter < 3; ++iter) {
+      std::vector<std::vector<int32_t>> in(4), out(4);
+      std::vector<dfcclRequest_t> reqs;
+      for (int k = 0; k < 2; ++k)
+        for (int r = 0; r < 2; ++r) {
+          const int id = r == 0 ? k : 1 - k;  // opposite orders on the two ranks
+          const size_t i = size_t(r * 2 + id);
+          in[i] = iota_input(sizes[id], r);
+          out[i].assign(sizes[id], -1);
+          dfcclRequest_t q = nullptr;
+          DFCCL_ASSERT_OK(dfcclStart(p[r][id], in[i].data(), out[i].data(), 0, nullptr, &q));
+          reqs.push_back(q);
+        }
+      for (auto q : reqs) {
+        DFCCL_ASSERT_OK(dfcclSynchronize(q, 30000));
+        dfcclRequestFree(q);
+      }
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(wrong_sum(out[size_t(i)], 2), 0u) << "iteration " << iter << " buffer " << i;
+    }
+    for (int r = 0; r < 2; ++r)
+      for (int id = 0; id < 2; ++id) DFCCL_ASSERT_OK(dfcclPersistentFree(p[r][id]));
+  }
+  setenv("DFCCL_PERSISTENT_LANES", "0", 1);
+  {
+    Group g(2, dfcclExecutorHost);
+    dfcclPersistent_t none = nullptr;
+    EXPECT_EQ(dfcclPrepareAllReduce(64, dfcclInt32, dfcclSum, g[0], 0, &none), dfcclInvalidArgument);
+    EXPECT_TRUE(last_error_has("DFCCL_PERSISTENT_LANES=0")) << dfcclGetLastError(nullptr);
+    const size_t n = 1000;
+    auto in0 = iota_input(n, 0), in1 = iota_input(n, 1);
+    std::vector<int32_t> out0(n), out1(n);
+    dfcclRequest_t q0 = nullptr, q1 = nullptr;
+    DFCCL_ASSERT_OK(dfcclAllReduce(in0.data(), out0.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &q0));
+    DFCCL_ASSERT_OK(dfcclAllReduce(in1.data(), out1.data(), n, dfcclInt32, dfcclSum, g[1], 0, nullptr, &q1));
+    DFCCL_ASSERT_OK(dfcclSynchronize(q0, 30000));
+    DFCCL_ASSERT_OK(dfcclSynchronize(q1, 30000));
+    dfcclRequestFree(q0);
+    dfcclRequestFree(q1);
+    EXPECT_EQ(wrong_sum(out0, 2), 0u);
+    EXPECT_EQ(wrong_sum(out1, 2), 0u);
+  }
+  setenv("DFCCL_PERSISTENT_LANES", "9", 1);
+  dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = dfcclExecutorHost;
+  dfcclComm_t c = nullptr;
+  const int dev = 0;
+  EXPECT_EQ(dfcclCommInitAllConfig(&c, 1, &dev, &cfg), dfcclInvalidArgument);
+  EXPECT_TRUE(last_error_has("DFCCL_PERSISTENT_LANES")) << dfcclGetLastError(nullptr);
+}
+
 TEST_F(HostEngine, MoreCollectivesInFlightThanLanes) {
   Group g(2, dfcclExecutorHost);
   const int k = 40;  // DFCCL_LANES is 4: ten collectives share each lane, in order
