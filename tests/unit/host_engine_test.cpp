@@ -338,36 +338,40 @@ TEST_P(HostOrdered, EveryCollectiveCompletesExactly) {
 INSTANTIATE_TEST_SUITE_P(Prefetcher, HostOrdered, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Forwarded" : "ControlStream"; });
 
-TEST_F(HostEngine, PersistentCollectivesInAnyOrderInsideOneCommunicator) {
-  Group g(2, dfcclExecutorHost);
-  const size_t sizes[3] = {1000, 70000, 5};
-  dfcclPersistent_t p[2][3];
+// Persistent all-reduces of ids 0 .. sizes.size() - 1 (id i of sizes[i] elements) on the two ranks of g, prepared,
+// started `iters` times in opposite orders on the two ranks (with matching by order this would deadlock or mix
+// data), checked exactly, freed.
+void persistent_in_opposite_orders(const Group& g, const std::vector<size_t>& sizes, int iters) {
+  const int n = int(sizes.size());
+  std::vector<dfcclPersistent_t> p(size_t(2 * n));
   for (int r = 0; r < 2; ++r)
-    for (int id = 0; id < 3; ++id) DFCCL_ASSERT_OK(dfcclPrepareAllReduce(sizes[id], dfcclInt32, dfcclSum, g[r], id, &p[r][id]));
-  for (int iter = 0; iter < 5; ++iter) {
-    std::vector<std::vector<int32_t>> in(6), out(6);
-    for (int r = 0; r < 2; ++r)
-      for (int id = 0; id < 3; ++id) {
-        in[size_t(r * 3 + id)] = iota_input(sizes[id], r);
-        out[size_t(r * 3 + id)].assign(sizes[id], -1);
-      }
+    for (int id = 0; id < n; ++id)
+      DFCCL_ASSERT_OK(dfcclPrepareAllReduce(sizes[size_t(id)], dfcclInt32, dfcclSum, g[r], id, &p[size_t(r * n + id)]));
+  for (int iter = 0; iter < iters; ++iter) {
+    std::vector<std::vector<int32_t>> in(size_t(2 * n)), out(size_t(2 * n));
     std::vector<dfcclRequest_t> reqs;
-    // Rank 0 starts 0,1,2; rank 1 starts 2,1,0: with order matching this would deadlock or mix data.
-    for (int k = 0; k < 3; ++k)
+    for (int k = 0; k < n; ++k)
       for (int r = 0; r < 2; ++r) {
-        const int id = r == 0 ? k : 2 - k;
+        const int id = r == 0 ? k : n - 1 - k;
+        const size_t i = size_t(r * n + id);
+        in[i] = iota_input(sizes[size_t(id)], r);
+        out[i].assign(sizes[size_t(id)], -1);
         dfcclRequest_t q = nullptr;
-        DFCCL_ASSERT_OK(dfcclStart(p[r][id], in[size_t(r * 3 + id)].data(), out[size_t(r * 3 + id)].data(), 0, nullptr, &q));
+        DFCCL_ASSERT_OK(dfcclStart(p[i], in[i].data(), out[i].data(), 0, nullptr, &q));
         reqs.push_back(q);
       }
     for (auto q : reqs) {
       DFCCL_ASSERT_OK(dfcclSynchronize(q, 30000));
       dfcclRequestFree(q);
     }
-    for (int i = 0; i < 6; ++i) EXPECT_EQ(wrong_sum(out[size_t(i)], 2), 0u) << "iteration " << iter << " buffer " << i;
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(wrong_sum(out[i], 2), 0u) << "iteration " << iter << " buffer " << i;
   }
-  for (int r = 0; r < 2; ++r)
-    for (int id = 0; id < 3; ++id) DFCCL_ASSERT_OK(dfcclPersistentFree(p[r][id]));
+  for (auto q : p) DFCCL_ASSERT_OK(dfcclPersistentFree(q));
+}
+
+TEST_F(HostEngine, PersistentCollectivesInAnyOrderInsideOneCommunicator) {
+  Group g(2, dfcclExecutorHost);
+  persistent_in_opposite_orders(g, {1000, 70000, 5}, 5);
 }
 
 // DFCCL_PERSISTENT_LANES lowers the persistent ids a communicator takes, and the memory each reserves: the ids within
@@ -383,34 +387,10 @@ TEST_F(HostEngine, PersistentLanesFromTheEnvironmentBoundTheIds) {
   setenv("DFCCL_PERSISTENT_LANES", "2", 1);
   {
     Group g(2, dfcclExecutorHost);
-    const size_t sizes[2] = {70000, 5};
-    dfcclPersistent_t p[2][2];
-    for (int r = 0; r < 2; ++r)
-      for (int id = 0; id < 2; ++id) DFCCL_ASSERT_OK(dfcclPrepareAllReduce(sizes[id], dfcclInt32, dfcclSum, g[r], id, &p[r][id]));
     dfcclPersistent_t beyond = nullptr;
     EXPECT_EQ(dfcclPrepareAllReduce(64, dfcclInt32, dfcclSum, g[0], 2, &beyond), dfcclInvalidArgument);
     EXPECT_TRUE(last_error_has("DFCCL_PERSISTENT_LANES=2")) << dfcclGetLastError(nullptr);
-    for (int iter = 0; iter < 3; ++iter) {
-      std::vector<std::vector<int32_t>> in(4), out(4);
-      std::vector<dfcclRequest_t> reqs;
-      for (int k = 0; k < 2; ++k)
-        for (int r = 0; r < 2; ++r) {
-          const int id = r == 0 ? k : 1 - k;  // opposite orders on the two ranks
-          const size_t i = size_t(r * 2 + id);
-          in[i] = iota_input(sizes[id], r);
-          out[i].assign(sizes[id], -1);
-          dfcclRequest_t q = nullptr;
-          DFCCL_ASSERT_OK(dfcclStart(p[r][id], in[i].data(), out[i].data(), 0, nullptr, &q));
-          reqs.push_back(q);
-        }
-      for (auto q : reqs) {
-        DFCCL_ASSERT_OK(dfcclSynchronize(q, 30000));
-        dfcclRequestFree(q);
-      }
-      for (int i = 0; i < 4; ++i) EXPECT_EQ(wrong_sum(out[size_t(i)], 2), 0u) << "iteration " << iter << " buffer " << i;
-    }
-    for (int r = 0; r < 2; ++r)
-      for (int id = 0; id < 2; ++id) DFCCL_ASSERT_OK(dfcclPersistentFree(p[r][id]));
+    persistent_in_opposite_orders(g, {70000, 5}, 3);
   }
   setenv("DFCCL_PERSISTENT_LANES", "0", 1);
   {
