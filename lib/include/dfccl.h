@@ -137,6 +137,8 @@ dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device);
 /*             can hold the submission and the call is shorter (the collective starts about as soon as a stream-     */
 /*             ordered one: docs/performance-log.md, 25). Complete it with dfcclTest, dfcclSynchronize or a callback, */
 /*             or join a stream with dfcclWait.                                                                       */
+/*             A stream that is capturing a CUDA graph is refused (dfcclNotSupported; nothing queued or captured):  */
+/*             a graph would replay only the doorbell, and every replay after the first would skip the collective.  */
 /*   request:  out; NULL for fire-and-forget (then completion is observable only through the stream order of later   */
 /*             dfcclWait calls on other requests, or dfcclCommDestroy).                                               */
 /* Collectives of one communicator are matched across ranks by their order of submission (as in NCCL); collectives   */
@@ -182,7 +184,7 @@ dfcclResult_t dfcclPersistentFree(dfcclPersistent_t coll);
 /* dfcclWait: stream waits on the GPU for the collective (a one-thread polling kernel, or a stream memory wait        */
 /*   with DFCCL_WAIT_KERNEL=0); returns at once. Host executor:                                                       */
 /*   blocks the calling thread until the collective is done. A device synchronization after dfcclWait waits for      */
-/*   peers again: wait as late as possible.                                                                           */
+/*   peers again: wait as late as possible. Refused on a stream that is capturing a CUDA graph (see stream above).    */
 dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream);
 /* *done = 1 when finished; the return value is then the collective's status (dfcclSuccess, dfcclAborted, ...). */
 dfcclResult_t dfcclTest(dfcclRequest_t request, int* done);

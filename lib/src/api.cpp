@@ -83,7 +83,36 @@ void check_buffer(const void* p, uint64_t elems, dfcclDataType_t t, const char* 
     bad(fn, fmt::format("argument '{}' ({}) is not device memory of GPU {}", name, p, c->config.device));
 }
 
-dfcclResult_t submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream, dfcclRequest_t* request) {
+// A stream of the CUDA executor must not be capturing a CUDA graph: refused before anything is queued. A submission
+// takes its slot, its sequence number and its place in its communicator's order on the host, at the call; a graph
+// would hold only its doorbell and dfcclWait's wait, and each replay after the first would skip the collective
+// without an error (docs/design.md, "Streams and completion"). A stream CUDA does not know is refused too.
+void check_not_capturing(cudaStream_t stream, dfcclExecutor_t executor, const char* fn) {
+  if (executor != dfcclExecutorCuda || stream == DFCCL_NO_STREAM) return;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t e = cudaStreamIsCapturing(stream, &status);
+  if (e == cudaErrorStreamCaptureImplicit) {
+    cudaGetLastError();
+    throw Error(dfcclNotSupported,
+                fmt::format("{}: argument 'stream' is the legacy default stream while a CUDA graph is being captured "
+                            "on this device; use another stream, or submit after the capture",
+                            fn));
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    bad(fn, fmt::format("argument 'stream' ({}) is not a stream CUDA knows: {}", static_cast<void*>(stream),
+                        cudaGetErrorString(e)));
+  }
+  if (status != cudaStreamCaptureStatusNone)
+    throw Error(dfcclNotSupported,
+                fmt::format("{}: argument 'stream' is {} CUDA graph capture: dfccl collectives cannot be captured "
+                            "(each would run at the first replay only); submit and wait outside the capture",
+                            fn, status == cudaStreamCaptureStatusActive ? "in a" : "in an invalidated"));
+}
+
+dfcclResult_t submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream, dfcclRequest_t* request,
+                     const char* fn) {
+  check_not_capturing(stream, dfcclExecutor_t(c->config.executor), fn);
   auto st = comm_submit(c, d, persistent_id, stream);
   if (request) {
     auto* r = new dfcclRequest;
@@ -337,7 +366,7 @@ dfcclResult_t dfcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     check_buffer(sendbuff, count, datatype, "sendbuff", c, fn);
     check_buffer(recvbuff, count, datatype, "recvbuff", c, fn);
     return submit(c, make_desc(core::Kind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, priority), -1,
-                  stream, request);
+                  stream, request, fn);
   });
 }
 
@@ -351,7 +380,7 @@ dfcclResult_t dfcclAllGather(const void* sendbuff, void* recvbuff, size_t sendco
     check_buffer(sendbuff, sendcount, datatype, "sendbuff", c, fn);
     check_buffer(recvbuff, sendcount * uint64_t(c->nranks), datatype, "recvbuff", c, fn);
     return submit(c, make_desc(core::Kind::AllGather, sendbuff, recvbuff, sendcount, datatype, dfcclSum, 0, priority),
-                  -1, stream, request);
+                  -1, stream, request, fn);
   });
 }
 
@@ -367,7 +396,7 @@ dfcclResult_t dfcclReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     check_buffer(sendbuff, recvcount * uint64_t(c->nranks), datatype, "sendbuff", c, fn);
     check_buffer(recvbuff, recvcount, datatype, "recvbuff", c, fn);
     return submit(c, make_desc(core::Kind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, priority),
-                  -1, stream, request);
+                  -1, stream, request, fn);
   });
 }
 
@@ -382,7 +411,7 @@ dfcclResult_t dfcclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     if (c->rank == root) check_buffer(sendbuff, count, datatype, "sendbuff", c, fn);
     check_buffer(recvbuff, count, datatype, "recvbuff", c, fn);
     return submit(c, make_desc(core::Kind::Broadcast, sendbuff, recvbuff, count, datatype, dfcclSum, root, priority),
-                  -1, stream, request);
+                  -1, stream, request, fn);
   });
 }
 
@@ -399,7 +428,7 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
     check_buffer(sendbuff, count, datatype, "sendbuff", c, fn);
     if (c->rank == root) check_buffer(recvbuff, count, datatype, "recvbuff", c, fn);
     return submit(c, make_desc(core::Kind::Reduce, sendbuff, recvbuff, count, datatype, op, root, priority), -1,
-                  stream, request);
+                  stream, request, fn);
   });
 }
 
@@ -465,7 +494,7 @@ dfcclResult_t dfcclStart(dfcclPersistent_t coll, const void* sendbuff, void* rec
     d.send = sendbuff;
     d.recv = recvbuff;
     d.priority = priority;
-    return submit(c, d, p->id, stream, request);
+    return submit(c, d, p->id, stream, request, fn);
   });
 }
 
@@ -488,8 +517,10 @@ dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream) {
     if (stream == DFCCL_NO_STREAM)
       bad("dfcclWait", "argument 'stream' is DFCCL_NO_STREAM: give the stream that must wait for the collective "
                        "(or wait on the host: dfcclSynchronize)");
+    std::shared_ptr<Engine> engine = r->state->engine.lock();
+    if (engine) check_not_capturing(stream, engine->executor_kind(), "dfcclWait");
     if (r->state->status.load(std::memory_order_acquire) != dfcclInProgress) return dfcclSuccess;  // nothing to wait
-    if (auto engine = r->state->engine.lock()) engine->wait_on_stream(r->state, stream);
+    if (engine) engine->wait_on_stream(r->state, stream);
     return dfcclSuccess;
   });
 }

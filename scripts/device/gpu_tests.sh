@@ -30,7 +30,8 @@ step() {  # step <name> <timeout s> <command...>
 filter=${1:-all}
 mpi=(mpirun --allow-run-as-root --bind-to none -np 2)
 case "$filter" in
-  all | engine) step cuda_engine_test 300 "$BIN/cuda_engine_test" ;;&
+  all | engine) step cuda_engine_test 300 "$BIN/cuda_engine_test"
+    step cuda_one_gpu_test 120 "$BIN/cuda_one_gpu_test" ;;&
   all | matrix) step cuda_collectives_test 300 "$BIN/cuda_collectives_test" ;;&
   all | mp) step mp_collectives_cuda 240 "${mpi[@]}" "$BIN/mp_collectives" cuda 500 ;;&
   all | abort) step mp_abort 120 "${mpi[@]}" "$BIN/mp_abort"

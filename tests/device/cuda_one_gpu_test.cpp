@@ -1,0 +1,143 @@
+// The engine on one GPU (CUDA executor, a one-rank communicator): what needs no peer GPU. CUDA graph capture is
+// refused, naming the stream, with nothing queued and the capture left as it was; the stream then serves the
+// communicator as before.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "app_kernels.h"
+#include "group.h"
+
+namespace dfccl::test {
+namespace {
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
+
+std::string last_error() { return dfcclGetLastError(nullptr); }
+
+// Expects dfcclNotSupported from a call made on a capturing stream, with a message that names the stream and the
+// capture.
+void expect_capture_refused(dfcclResult_t r, const char* fn) {
+  EXPECT_EQ(r, dfcclNotSupported) << fn << ": " << last_error();
+  const std::string msg = last_error();
+  EXPECT_NE(msg.find(fn), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'stream'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("graph"), std::string::npos) << msg;
+}
+
+uint64_t submitted(dfcclComm_t comm) {
+  dfcclStats_t st{};
+  EXPECT_EQ(dfcclGetStats(comm, &st), dfcclSuccess);
+  return st.submitted;
+}
+
+// The number of elements of out (device) that are not `expect`, counted on `stream` after what it has queued.
+size_t wrong_on(const int32_t* out, size_t n, int32_t expect, cudaStream_t stream) {
+  unsigned long long* w = nullptr;
+  unsigned long long h = ~0ull;
+  if (cudaMalloc(&w, sizeof(*w)) != cudaSuccess) return ~size_t(0);
+  cudaMemsetAsync(w, 0, sizeof(*w), stream);
+  launch_count_not_equal(out, n, expect, w, stream);
+  cudaMemcpyAsync(&h, w, sizeof(h), cudaMemcpyDeviceToHost, stream);
+  cudaStreamSynchronize(stream);
+  cudaFree(w);
+  return size_t(h);
+}
+
+TEST(CudaOneGpu, GraphCaptureIsRefusedNamingTheStreamAndQueuesNothing) {
+  cudaSetDevice(0);
+  Group g(1, dfcclExecutorCuda);
+  const size_t n = 1 << 16;
+  int32_t *in = nullptr, *out = nullptr;
+  CUDA_OK(cudaMalloc(&in, n * 4));
+  CUDA_OK(cudaMalloc(&out, n * 4));
+  CUDA_OK(cudaMemset(in, 3, n * 4));
+  CUDA_OK(cudaMemset(out, 0xff, n * 4));
+  cudaStream_t s, other;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  dfcclPersistent_t p = nullptr;
+  ASSERT_EQ(dfcclPrepareAllReduce(n, dfcclInt32, dfcclSum, g[0], 0, &p), dfcclSuccess) << last_error();
+  // A collective submitted before the capture, on another stream: its wait cannot be captured either.
+  dfcclRequest_t before = nullptr;
+  ASSERT_EQ(dfcclAllReduce(in, out, n, dfcclInt32, dfcclSum, g[0], 0, other, &before), dfcclSuccess) << last_error();
+  const uint64_t queued = submitted(g[0]);
+
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  dfcclRequest_t req = nullptr;
+  expect_capture_refused(dfcclAllReduce(in, out, n, dfcclInt32, dfcclSum, g[0], 0, s, &req), "dfcclAllReduce");
+  EXPECT_EQ(req, nullptr);
+  expect_capture_refused(dfcclAllGather(in, out, n, dfcclInt32, g[0], 0, s, &req), "dfcclAllGather");
+  expect_capture_refused(dfcclBroadcast(in, out, n, dfcclInt32, 0, g[0], 0, s, &req), "dfcclBroadcast");
+  expect_capture_refused(dfcclStart(p, in, out, 0, s, &req), "dfcclStart");
+  EXPECT_EQ(req, nullptr);
+  expect_capture_refused(dfcclWait(before, s), "dfcclWait");
+  EXPECT_EQ(submitted(g[0]), queued) << "a refused submission was queued";
+  // Nothing was recorded into the capture and it was not invalidated.
+  cudaGraph_t graph = nullptr;
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  size_t nodes = 1;
+  CUDA_OK(cudaGraphGetNodes(graph, nullptr, &nodes));
+  EXPECT_EQ(nodes, 0u);
+  CUDA_OK(cudaGraphDestroy(graph));
+
+  // Host-ordered submissions make no CUDA call: not affected by a capture on this thread.
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  dfcclRequest_t host_ordered = nullptr;
+  EXPECT_EQ(dfcclSynchronize(before, 60000), dfcclSuccess) << last_error();
+  EXPECT_EQ(dfcclAllReduce(in, out, n, dfcclInt32, dfcclSum, g[0], 0, DFCCL_NO_STREAM, &host_ordered), dfcclSuccess)
+      << last_error();
+  EXPECT_EQ(dfcclSynchronize(host_ordered, 60000), dfcclSuccess) << last_error();
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  CUDA_OK(cudaGraphDestroy(graph));
+
+  // After the capture the same stream serves the communicator: stream-ordered in and out, exact (one rank: out = in).
+  CUDA_OK(cudaMemsetAsync(out, 0xff, n * 4, s));
+  CUDA_OK(cudaMemsetAsync(in, 5, n * 4, s));
+  dfcclRequest_t after = nullptr;
+  ASSERT_EQ(dfcclStart(p, in, out, 0, s, &after), dfcclSuccess) << last_error();
+  ASSERT_EQ(dfcclWait(after, s), dfcclSuccess) << last_error();
+  EXPECT_EQ(wrong_on(out, n, int32_t(0x05050505), s), 0u);
+  EXPECT_EQ(dfcclSynchronize(after, 60000), dfcclSuccess) << last_error();
+  EXPECT_EQ(submitted(g[0]), queued + 2);
+
+  for (dfcclRequest_t r : {before, host_ordered, after}) dfcclRequestFree(r);
+  dfcclPersistentFree(p);
+  cudaStreamDestroy(s);
+  cudaStreamDestroy(other);
+  cudaFree(in);
+  cudaFree(out);
+}
+
+// The legacy default stream while a blocking stream captures in global mode: CUDA cannot tell whether work on it
+// would join the capture; the call is refused with its own message.
+TEST(CudaOneGpu, LegacyStreamDuringAGlobalCaptureIsRefused) {
+  cudaSetDevice(0);
+  Group g(1, dfcclExecutorCuda);
+  const size_t n = 1024;
+  int32_t *in = nullptr, *out = nullptr;
+  CUDA_OK(cudaMalloc(&in, n * 4));
+  CUDA_OK(cudaMalloc(&out, n * 4));
+  cudaStream_t blocking;
+  CUDA_OK(cudaStreamCreate(&blocking));
+  const uint64_t queued = submitted(g[0]);
+  CUDA_OK(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeGlobal));
+  dfcclRequest_t req = nullptr;
+  const dfcclResult_t r = dfcclAllReduce(in, out, n, dfcclInt32, dfcclSum, g[0], 0, cudaStreamLegacy, &req);
+  const std::string msg = last_error();
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(blocking, &graph);  // CUDA may have invalidated it: either is fine
+  if (graph) cudaGraphDestroy(graph);
+  cudaGetLastError();
+  EXPECT_EQ(r, dfcclNotSupported) << msg << " (cudaStreamEndCapture: " << cudaGetErrorString(end) << ")";
+  EXPECT_NE(msg.find("'stream' is the legacy default stream"), std::string::npos) << msg;
+  EXPECT_EQ(req, nullptr);
+  EXPECT_EQ(submitted(g[0]), queued);
+  cudaStreamDestroy(blocking);
+  cudaFree(in);
+  cudaFree(out);
+}
+
+}  // namespace
+}  // namespace dfccl::test
