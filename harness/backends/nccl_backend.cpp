@@ -1,6 +1,9 @@
 // The NCCL baseline: the same workload on NCCL communicators. Nonblocking ones (ncclConfig_t.blocking = 0) where a
 // deadlock is expected, so that the watchdog can recover it with ncclCommAbort even inside an enqueue; blocking ones
 // for sweeps (run.nccl_comms). NCCL_NVLS_ENABLE=0 is set by main() when unset.
+// nccl-graph: the same, with each timing span's iterations captured into a CUDA graph and replayed once, timed
+// around the replay (GpuContext::use_graphs; nccl-tests -G): NCCL without its per-call host cost. Blocking
+// communicators always (the workload check refuses nonblocking ones and what a graph cannot capture).
 #include <fmt/format.h>
 #include <nccl.h>
 
@@ -49,22 +52,27 @@ ncclRedOp_t nccl_op(RedOp op) { return static_cast<ncclRedOp_t>(static_cast<int>
 
 class NcclBackend final : public Backend {
  public:
-  explicit NcclBackend(const BackendContext& ctx)
+  NcclBackend(const BackendContext& ctx, bool graphs)
       : ctx_(ctx),
+        graphs_(graphs),
         timing_(TimingPlan::of(*ctx.workload)),
-        gpu_(select_device(ctx), ctx.workload->streams == "per_group" ? kNumGroupKinds : 1) {}
+        gpu_(select_device(ctx), ctx.workload->streams == "per_group" ? kNumGroupKinds : 1) {
+    gpu_.use_graphs(graphs);
+  }
 
   BackendInfo info() const override {
     int v = 0;
     ncclGetVersion(&v);
-    return BackendInfo{"nccl", "cuda",
-                       fmt::format("nccl {}, {} communicators", v, blocking() ? "blocking" : "nonblocking"),
+    std::string marks = !timing_.per_entry_marks() ? "no e2e (no events around the calls with batch timing)"
+                        : graphs_ ? "no e2e (no events inside a captured graph)"
+                                  : "e2e = events around the call on its stream (includes waiting for peers)";
+    return BackendInfo{graphs_ ? "nccl-graph" : "nccl", "cuda",
+                       fmt::format("nccl {}, {} communicators{}", v, blocking() ? "blocking" : "nonblocking",
+                                   graphs_ ? ", each timing span captured into a CUDA graph and replayed once" : ""),
                        "stream order: the result is usable on the collective's stream after the call",
-                       fmt::format("{}, iterations back to back; {}; no core time",
+                       fmt::format("{}{}, iterations back to back; {}; no core time",
                                    timing_.describe("CUDA events", "on stream 0"),
-                                   timing_.per_entry_marks()
-                                       ? "e2e = events around the call on its stream (includes waiting for peers)"
-                                       : "no e2e (no events around the calls with batch timing)"),
+                                   graphs_ ? " around the graph's replay" : "", marks),
                        true, ""};
   }
 
@@ -205,7 +213,7 @@ class NcclBackend final : public Backend {
   // interrupted, which an in-order sweep does not risk.
   bool blocking() const {
     const Workload& w = *ctx_.workload;
-    return w.nccl_comms == "blocking" || (w.nccl_comms == "auto" && w.kind == Workload::Kind::Sweep);
+    return graphs_ || w.nccl_comms == "blocking" || (w.nccl_comms == "auto" && w.kind == Workload::Kind::Sweep);
   }
   static int select_device(const BackendContext& ctx) {
     int n = 0;
@@ -217,6 +225,7 @@ class NcclBackend final : public Backend {
   }
 
   BackendContext ctx_;
+  bool graphs_ = false;
   TimingPlan timing_;
   GpuContext gpu_;
   std::vector<CommSlot> slots_;
@@ -227,6 +236,8 @@ class NcclBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_nccl_backend(const BackendContext& ctx) { return std::make_unique<NcclBackend>(ctx); }
+std::unique_ptr<Backend> make_nccl_backend(const BackendContext& ctx, bool graphs) {
+  return std::make_unique<NcclBackend>(ctx, graphs);
+}
 
 }  // namespace dfccl::harness

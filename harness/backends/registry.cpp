@@ -7,11 +7,11 @@ namespace dfccl::harness {
 std::unique_ptr<Backend> make_dfccl_backend(const BackendContext& ctx, const std::string& name);
 #endif
 #ifdef DFCCL_HARNESS_HAVE_NCCL
-std::unique_ptr<Backend> make_nccl_backend(const BackendContext& ctx);
+std::unique_ptr<Backend> make_nccl_backend(const BackendContext& ctx, bool graphs);
 #endif
 
 bool backend_compiled(const std::string& name) {
-  if (name == "nccl") {
+  if (name == "nccl" || name == "nccl-graph") {
 #ifdef DFCCL_HARNESS_HAVE_NCCL
     return true;
 #endif
@@ -25,10 +25,10 @@ bool backend_compiled(const std::string& name) {
 
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendContext& ctx) {
   if (!backend_compiled(name))
-    throw BackendError(name == "nccl" ? "not built: NCCL was not found at configure time (set -DNCCL_HOME)"
+    throw BackendError(name == "nccl" || name == "nccl-graph" ? "not built: NCCL was not found at configure time (set -DNCCL_HOME)"
                                       : "not built: the dfccl library target did not exist at configure time");
 #ifdef DFCCL_HARNESS_HAVE_NCCL
-  if (name == "nccl") return make_nccl_backend(ctx);
+  if (name == "nccl" || name == "nccl-graph") return make_nccl_backend(ctx, name == "nccl-graph");
 #endif
 #ifdef DFCCL_HARNESS_HAVE_DFCCL
   return make_dfccl_backend(ctx, name);

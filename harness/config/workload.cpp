@@ -48,8 +48,8 @@ const Setting kSettings[] = {
     {"kind", Type::String, "''",
      "sweep | mix | step | replay (default: step if [[step]] entries exist, mix if [mix], replay if [sim], else sweep)"},
     {"run.backend", Type::StringList, "['auto']",
-     "backends to run, in order: dfccl, dfccl-blocking, nccl, host, host-blocking; auto = dfccl,nccl with GPUs, "
-     "else host"},
+     "backends to run, in order: dfccl, dfccl-blocking, nccl, nccl-graph (NCCL, each timing span captured into a "
+     "CUDA graph and replayed: nccl-tests -G), host, host-blocking; auto = dfccl,nccl with GPUs, else host"},
     {"run.iterations", Type::Int, "20", "timed iterations per trial (nccl-tests -n)"},
     {"run.warmup", Type::Int, "5", "untimed warm-up iterations per trial (nccl-tests -w)"},
     {"run.trials", Type::Int, "1", "trials per case; each trial is watched by the watchdog and may deadlock"},
@@ -498,9 +498,11 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   w.backends = r.get_list(node("run.backend"), "run.backend");
   if (w.backends.empty()) fail(origin, "run.backend", "no backend given");
   for (const auto& b : w.backends)
-    if (b != "auto" && b != "dfccl" && b != "dfccl-blocking" && b != "nccl" && b != "host" && b != "host-blocking")
+    if (b != "auto" && b != "dfccl" && b != "dfccl-blocking" && b != "nccl" && b != "nccl-graph" && b != "host" &&
+        b != "host-blocking")
       fail(origin, "run.backend",
-           fmt::format("unknown backend '{}' (dfccl, dfccl-blocking, nccl, host, host-blocking, auto)", b));
+           fmt::format("unknown backend '{}' (dfccl, dfccl-blocking, nccl, nccl-graph, host, host-blocking, auto)",
+                       b));
   store(root, "run.backend", [&] {
     toml::array a;
     for (auto& b : w.backends) a.push_back(b);
@@ -602,6 +604,20 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   w.compute_us = get_float("compute.duration_us");
   if (!(w.compute_us >= 0)) fail(origin, "compute.duration_us", "must not be negative");
   w.compute_probability = probability(r, root, "compute.probability");
+  // nccl-graph captures the iterations it times into CUDA graphs: nothing that cannot be captured may happen in them.
+  if (std::find(w.backends.begin(), w.backends.end(), "nccl-graph") != w.backends.end()) {
+    const std::pair<const char*, double> uncapturable[] = {
+        {"sync.probability", w.sync_probability},
+        {"host_alloc.probability", w.host_alloc_probability},
+        {"implicit.cuda_free_probability", w.cuda_free_probability},
+        {"implicit.lazy_kernel_probability", w.lazy_kernel_probability}};
+    for (const auto& [key, p] : uncapturable)
+      if (p > 0)
+        fail(origin, key,
+             "must be 0 with backend nccl-graph (a CUDA graph cannot capture a synchronization or an allocation)");
+    if (w.nccl_comms == "nonblocking")
+      fail(origin, "run.nccl_comms", "must not be nonblocking with backend nccl-graph (it captures blocking calls)");
+  }
 
   // [[step]] entries
   if (const toml::array* steps = root["step"].as_array()) {

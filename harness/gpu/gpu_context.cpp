@@ -27,6 +27,7 @@ GpuContext::GpuContext(int device, int num_streams) : device_(device) {
 
 GpuContext::~GpuContext() {
   cudaSetDevice(device_);
+  drop_capture();
   release();
   release_host_allocations();
   for (auto e : pool_) cudaEventDestroy(e);
@@ -141,6 +142,7 @@ cudaEvent_t GpuContext::record(int stream_index) {
 }
 
 void GpuContext::begin_timing(const TimingPlan& plan) {
+  drop_capture();
   plan_ = plan;
   pool_used_ = 0;
   iteration_ = -1;
@@ -152,7 +154,14 @@ void GpuContext::iteration_start(int iteration) {
   iteration_ = iteration;
   entry_events_.emplace_back();
   cudaEvent_t start = nullptr;  // the point of stream 0 where the iteration starts
-  if (plan_.opens(iteration)) {
+  if (plan_.opens(iteration) && graphs_) {
+    // The span's events go around the replay (end_capture_and_replay); stream 0 is idle meanwhile. Relaxed: a
+    // capture that a failed trial left open can be ended by the next trial's worker thread (drop_capture).
+    cuda_check(cudaStreamBeginCapture(streams_[0], cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+    capturing_ = true;
+    spans_.push_back(Span{iteration, iteration, nullptr, nullptr});
+    if (streams_.size() > 1) start = record(0);  // captured: the other streams join the capture here
+  } else if (plan_.opens(iteration)) {
     start = record(0);
     spans_.push_back(Span{iteration, iteration, start, nullptr});
   } else if (streams_.size() > 1) {
@@ -163,14 +172,14 @@ void GpuContext::iteration_start(int iteration) {
 }
 
 void GpuContext::entry_start(int entry, int stream_index) {
-  if (!plan_.per_entry_marks()) return;
+  if (!plan_.per_entry_marks() || graphs_) return;
   auto& entries = entry_events_.back();
   if (entries.size() <= static_cast<size_t>(entry)) entries.resize(entry + 1, {nullptr, nullptr});
   entries[entry].first = record(stream_index);
 }
 
 void GpuContext::entry_end(int entry, int stream_index) {
-  if (!plan_.per_entry_marks()) return;
+  if (!plan_.per_entry_marks() || graphs_) return;
   entry_events_.back()[entry].second = record(stream_index);
 }
 
@@ -180,8 +189,41 @@ void GpuContext::iteration_end() {
   if (plan_.closes(iteration_)) {
     Span& span = spans_.back();
     span.last = iteration_;
-    span.end = record(0);
+    if (graphs_)
+      end_capture_and_replay();
+    else
+      span.end = record(0);
   }
+}
+
+void GpuContext::end_capture_and_replay() {
+  cudaGraph_t graph = nullptr;
+  capturing_ = false;
+  cuda_check(cudaStreamEndCapture(streams_[0], &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  cuda_check(err, "cudaGraphInstantiate");
+  // Uploaded before the first event, so that the span times the replay, not the graph's first copy to the device.
+  // The executable graph is freed once its replay has completed (CUDA defers the destruction of one in flight).
+  Span& span = spans_.back();
+  cudaError_t e = cudaGraphUpload(exec, streams_[0]);
+  if (e == cudaSuccess) {
+    span.start = record(0);
+    e = cudaGraphLaunch(exec, streams_[0]);
+    if (e == cudaSuccess) span.end = record(0);
+  }
+  cudaGraphExecDestroy(exec);
+  cuda_check(e, "cudaGraphUpload/cudaGraphLaunch");
+}
+
+void GpuContext::drop_capture() {
+  if (!capturing_) return;
+  capturing_ = false;
+  cudaGraph_t graph = nullptr;
+  cudaStreamEndCapture(streams_[0], &graph);
+  if (graph) cudaGraphDestroy(graph);
+  cudaGetLastError();
 }
 
 void GpuContext::wait_all(const std::atomic<bool>& cancel) {

@@ -9,10 +9,11 @@
 # They are timed as nccl-tests does (`--timing batch`: events only around batches of 20 iterations; an event between
 # small operations costs about 3 us of the GPU's timeline, docs/performance-log.md, 14); the host-completion sweep
 # keeps a host clock around every iteration (its latency, no events). `stream_loop` puts both timings side by side
-# for dfccl and NCCL at 8 B and 64 KiB.
+# for dfccl and NCCL at 8 B and 64 KiB. The latency sweep (all-reduce, 8 B – 1 MiB) adds NCCL with CUDA graphs
+# (backend nccl-graph: each batch captured and replayed once, nccl-tests -G) beside eager NCCL and dfccl.
 # Binaries in $BIN (default .device/bin): dfccl-harness, cuda_engine_test, mp_collectives, latency_split,
 # stream_loop and gemm_beside_engine (build commands in the probes' headers). At most 8 files come back: the HDF5
-# files (six), logs.tgz and summary.txt.
+# files (six; the callback-completion one goes into logs.tgz), logs.tgz and summary.txt.
 #   scripts/device/perf.sh
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
@@ -24,6 +25,8 @@ step latency_split 60 "$BIN/latency_split" 100
 step stream_loop 60 "$BIN/stream_loop" 2000
 step sweep_float32 360 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,nccl "${T[@]}" \
   --out "$OUT/sweep-2xH200.h5"
+step sweep_latency 120 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,nccl,nccl-graph \
+  --collectives all_reduce --begin 8 --end 1M "${T[@]}" --out "$OUT/sweep-latency-2xH200.h5"
 step sweep_blocking 120 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,dfccl-blocking \
   --collectives all_reduce "${T[@]}" --out "$OUT/sweep-blocking-2xH200.h5"
 step sweep_bfloat16 120 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,nccl --collectives all_reduce \
@@ -39,8 +42,9 @@ step stress 90 "${H[@]}" --workload workloads/stress.toml --tp 2 --backend dfccl
 cat "$OUT/gemm.log" "$OUT/gemm_resident.log" "$OUT/latency_split.log" "$OUT/stream_loop.log" | tee -a "$OUT/summary.txt"
 grep -E "PASSED|FAILED" "$OUT/engine.log" "$OUT/matrix.log" | tee -a "$OUT/summary.txt"
 grep -E "^# (dfccl|engine)" "$OUT/stress.log" | tee -a "$OUT/summary.txt"
-for t in float32 blocking bfloat16 host callback; do
+for t in float32 latency blocking bfloat16 host callback; do
   grep -E "^ +[a-z_]+ +world +(8|65536|1048576|8388608|134217728|268435456|1073741824) " "$OUT/sweep_$t.log" |
     awk -v t="$t" '{print t, $1, $3, $8, $10}' | tee -a "$OUT/summary.txt"
 done
-(cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
+cb=sweep-callback-completion-2xH200.h5
+(cd "$OUT" && tar czf logs.tgz ./*.log $(ls $cb 2>/dev/null) && rm -f ./*.log $cb)

@@ -93,6 +93,23 @@ TEST(Workload, MixIsInferredFromItsSection) {
     EXPECT_DOUBLE_EQ(weight, c->kind == CollKind::Broadcast ? 3.0 : 1.0) << c->name;
 }
 
+// nccl-graph captures its timed iterations into CUDA graphs: a synchronization, an allocation or a nonblocking
+// communicator's call cannot be captured, so a workload that asks for one with it is refused, naming the key.
+TEST(Workload, NcclGraphRefusesWhatAGraphCannotCapture) {
+  const Overrides graph = {{"backend", "dfccl,nccl-graph"}};
+  EXPECT_EQ(parse_workload("", "g.toml", graph).backends, (std::vector<std::string>{"dfccl", "nccl-graph"}));
+  EXPECT_NO_THROW(parse_workload("[compute]\nduration_us = 5.0\n", "g.toml", graph));  // a kernel: captured
+  for (const char* key : {"sync.probability", "host_alloc.probability", "implicit.cuda_free_probability",
+                          "implicit.lazy_kernel_probability"}) {
+    const std::string e = error_of("", {{"backend", "dfccl,nccl-graph"}, {key, "0.1"}});
+    EXPECT_NE(e.find(key), std::string::npos) << e;
+    EXPECT_NE(e.find("nccl-graph"), std::string::npos) << e;
+    EXPECT_NO_THROW(parse_workload("", "g.toml", {{"backend", "dfccl,nccl"}, {key, "0.1"}})) << key;  // plain nccl
+  }
+  EXPECT_NE(error_of("", {{"backend", "nccl-graph"}, {"run.nccl_comms", "nonblocking"}}).find("run.nccl_comms"),
+            std::string::npos);
+}
+
 TEST(Workload, ErrorsNameTheKey) {
   EXPECT_NE(error_of("[run]\niteratons = 3\n").find("run.iteratons"), std::string::npos);
   EXPECT_NE(error_of("[runn]\nx = 1\n").find("'runn'"), std::string::npos);
