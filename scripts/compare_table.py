@@ -3,7 +3,9 @@
 
 Usage: scripts/python.sh scripts/compare_table.py FILE.h5 [--coll all_reduce ...] [--sizes 8,1K,1M,...] [--base nccl]
 Columns per size: median time of each backend (us), bus bandwidth (GB/s), and the ratio dfccl/base of busbw (base:
-nccl, or e.g. dfccl-blocking for what preemption costs).
+nccl, or e.g. dfccl-blocking for what preemption costs). Several bases, comma-separated (e.g. `--base
+nccl,nccl-graph` on perf.sh's latency sweep): a time, a busbw and a ratio column for each. Where busbw is 0 (one
+rank) the ratio is the base's time over dfccl's (the same quantity).
 """
 import argparse
 
@@ -32,26 +34,41 @@ def load(f, backend):
     return rows
 
 
+def ratio(td, bd, tb, bb):
+    """dfccl's busbw over the base's; their times' inverse ratio where busbw is 0 (one rank)."""
+    if bb > 0 and bd > 0:
+        return f"{bd / bb:.2f}"
+    return f"{tb / td:.2f}" if td > 0 and tb > 0 else "-"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("file")
     ap.add_argument("--coll", nargs="*", default=["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"])
     ap.add_argument("--sizes", default="8,1K,64K,1M,16M,128M,256M,1G")
-    ap.add_argument("--base", default="nccl", help="the backend dfccl is compared with")
+    ap.add_argument("--base", default="nccl", help="the backend(s) dfccl is compared with, comma-separated")
     a = ap.parse_args()
     sizes = [parse_size(s) for s in a.sizes.split(",")]
+    bases = a.base.split(",")
     with h5py.File(a.file, "r") as f:
-        d, n = load(f, "dfccl"), load(f, a.base)
-    b = "NCCL" if a.base == "nccl" else a.base
-    print(f"| collective | size | dfccl time (us) | {b} time (us) | dfccl busbw (GB/s) | {b} busbw (GB/s) | busbw ratio |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+        d = load(f, "dfccl")
+        ns = [load(f, b) for b in bases]
+    names = ["NCCL" if b == "nccl" else b for b in bases]
+    ratio_head = ["busbw ratio"] if len(bases) == 1 else [f"busbw ratio vs {b}" for b in names]
+    head = (["collective", "size", "dfccl time (us)"] + [f"{b} time (us)" for b in names] + ["dfccl busbw (GB/s)"] +
+            [f"{b} busbw (GB/s)" for b in names] + ratio_head)
+    print("| " + " | ".join(head) + " |")
+    print("|---|" + "---:|" * (len(head) - 1))
     for c in a.coll:
         for s in sizes:
-            if (c, s) not in d or (c, s) not in n:
+            if (c, s) not in d or any((c, s) not in n for n in ns):
                 continue
-            (td, bd), (tn, bn) = d[(c, s)], n[(c, s)]
-            ratio = f"{bd / bn:.2f}" if bn > 0 and bd > 0 else "-"
-            print(f"| {c} | {human(s)} | {td:.1f} | {tn:.1f} | {bd:.1f} | {bn:.1f} | {ratio} |")
+            td, bd = d[(c, s)]
+            rows = [n[(c, s)] for n in ns]
+            cells = [c, human(s), f"{td:.1f}"] + [f"{t:.1f}" for t, _ in rows] + [f"{bd:.1f}"]
+            cells += [f"{b:.1f}" for _, b in rows]
+            cells += [ratio(td, bd, t, b) for t, b in rows]
+            print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
