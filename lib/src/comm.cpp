@@ -51,9 +51,13 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
     };
     if (o.executor != me.executor) mismatch("executor", me.executor, o.executor);
     if (o.mode != me.mode) mismatch("mode", me.mode, o.mode);
-    if (o.nchan != me.nchan) mismatch("channels (DFCCL_BLOCKS / DFCCL_HOST_BLOCKS)", me.nchan, o.nchan);
-    if (o.slot_bytes != me.slot_bytes) mismatch("slot bytes", me.slot_bytes, o.slot_bytes);
-    if (o.nslots != me.nslots) mismatch("DFCCL_SLOTS", me.nslots, o.nslots);
+    // The executor's own variables (the same executor on every rank from here on). CUDA: the blocks are also bounded
+    // by what the GPU holds.
+    const bool host = me.executor == dfcclExecutorHost;
+    if (o.nchan != me.nchan) mismatch(host ? "DFCCL_HOST_BLOCKS" : "DFCCL_BLOCKS", me.nchan, o.nchan);
+    if (o.slot_bytes != me.slot_bytes)
+      mismatch(host ? "DFCCL_HOST_SLOT_BYTES" : "DFCCL_SLOT_BYTES", me.slot_bytes, o.slot_bytes);
+    if (o.nslots != me.nslots) mismatch(host ? "DFCCL_HOST_SLOTS" : "DFCCL_SLOTS", me.nslots, o.nslots);
     if (o.seq_lanes != me.seq_lanes) mismatch("DFCCL_LANES", me.seq_lanes, o.seq_lanes);
     if (o.persistent_lanes != me.persistent_lanes)
       mismatch("DFCCL_PERSISTENT_LANES", me.persistent_lanes, o.persistent_lanes);
