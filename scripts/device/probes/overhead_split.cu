@@ -4,7 +4,8 @@
 //           GPU time per iteration (events around the loop);
 //   burst:  `iters` submissions, one dfcclWait at the end: GPU time per collective without a stream wait per op;
 //   host:   submit, dfcclSynchronize: end-to-end host time, core time, and how long the daemon took to start
-//           (coreStartNs - submitNs; %globaltimer against CLOCK_REALTIME, offset measured here); once submitted on
+//           (coreStartNs - submitNs; %globaltimer against CLOCK_MONOTONIC, offset measured here by a ping-pong
+//           through pinned memory, whose round trip is also printed: the floor of a host-driven loop); once submitted on
 //           the legacy default stream, once host-ordered (DFCCL_NO_STREAM);
 //   memops: the floor of the stream path without dfccl: a cuStreamWriteValue64 then a cuStreamWaitValue64 on the
 //           word it wrote, per iteration; and a write to pinned host memory that the host spins on (round trip).
@@ -34,28 +35,71 @@ static uint64_t clock_ns(clockid_t c) {
 }
 static uint64_t mono() { return clock_ns(CLOCK_MONOTONIC); }
 
-__global__ void read_globaltimer(unsigned long long* out) {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  *out = t;
+// Host <-> GPU ping-pong through pinned memory: the kernel waits for ping = i, stamps %globaltimer into pong[1] and
+// answers pong[0] = i. The round trip is the floor of any host-driven loop through the GPU (a store each way over
+// PCIe and a poll on each side); the stamp, against the host's clock around the round trip, gives the clocks' offset
+// to within half the round trip's asymmetry.
+__global__ void pingpong(volatile unsigned long long* ping, volatile unsigned long long* pong, int n) {
+  for (int i = 1; i <= n; ++i) {
+    while (*ping != static_cast<unsigned long long>(i)) {
+    }
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    pong[1] = t;
+    __threadfence_system();
+    pong[0] = static_cast<unsigned long long>(i);
+  }
 }
 
-// globaltimer - CLOCK_MONOTONIC, in ns, from the smallest round trip of a few tries.
+// The smallest non-zero step of %globaltimer seen by one thread over many reads (its resolution on this GPU).
+__global__ void globaltimer_step(unsigned long long* out) {
+  unsigned long long prev, t, step = ~0ull;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(prev));
+  for (int i = 0; i < 200000; ++i) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t != prev && t - prev < step) step = t - prev;
+    prev = t;
+  }
+  *out = step;
+}
+
+// globaltimer - CLOCK_MONOTONIC, in ns, from the ping-pong with the smallest round trip; prints the round trips.
 static double gpu_minus_mono() {
-  unsigned long long* d = nullptr;
-  CUDA_CHECK(cudaMallocManaged(&d, 8));
-  double best_rtt = 1e18, offset = 0;
-  for (int i = 0; i < 20; ++i) {
+  constexpr int kRounds = 2000;
+  unsigned long long *ping = nullptr, *pong = nullptr, *step = nullptr;
+  CUDA_CHECK(cudaHostAlloc(&ping, 64, cudaHostAllocMapped));
+  CUDA_CHECK(cudaHostAlloc(&pong, 64, cudaHostAllocMapped));
+  CUDA_CHECK(cudaMallocManaged(&step, 8));
+  *ping = 0;
+  pong[0] = pong[1] = 0;
+  volatile unsigned long long* vping = ping;
+  volatile unsigned long long* vpong = pong;
+  pingpong<<<1, 1>>>(ping, pong, kRounds);
+  CUDA_CHECK(cudaGetLastError());
+  std::vector<double> rtt;
+  double best = 1e18, offset = 0;
+  for (int i = 1; i <= kRounds; ++i) {
     const uint64_t a = mono();
-    read_globaltimer<<<1, 1>>>(d);
-    CUDA_CHECK(cudaDeviceSynchronize());
+    *vping = static_cast<unsigned long long>(i);
+    while (*vpong != static_cast<unsigned long long>(i)) {
+    }
     const uint64_t b = mono();
-    if (double(b - a) < best_rtt) {
-      best_rtt = double(b - a);
-      offset = double(*d) - (double(a) + double(b)) / 2;
+    const double r = double(b - a);
+    rtt.push_back(r / 1e3);
+    if (i > kRounds / 10 && r < best) {  // after a warm-up
+      best = r;
+      offset = double(vpong[1]) - (double(a) + double(b)) / 2;
     }
   }
-  cudaFree(d);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  globaltimer_step<<<1, 1>>>(step);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::printf("pinned-memory ping-pong host -> GPU -> host: median %.2f us, min %.2f us (%d round trips); "
+              "%%globaltimer step %llu ns\n",
+              median(rtt), best / 1e3, kRounds, *step);
+  cudaFreeHost(ping);
+  cudaFreeHost(pong);
+  cudaFree(step);
   return offset;
 }
 
