@@ -6,11 +6,12 @@
 // one CPU thread). An executor provides, as static member functions:
 //
 //   int  tid(), nthreads()                      this thread's index in its block, and the block size
-//   kWarp, u64 shfl(u64 v, u32 src), void warp_sync()
+//   kWarp, u64 shfl(u64 v, u32 src), bool warp_all(bool v), void warp_sync()
 //                                               threads 0 .. kWarp - 1 of a block that load together (a CUDA
 //                                               warp: one instruction, one round trip over PCIe where one thread's
 //                                               loads take one each; the host executor: 1), v of thread src to
-//                                               each of them, and their barrier (with memory ordering)
+//                                               each of them, whether v holds on all of them, and their barrier
+//                                               (with memory ordering)
 //   void sync()                                 barrier of the block
 //   u64  load_acquire(const u64* p)             acquire load, system scope (peers write it)
 //   void store_release(u64* p, u64 v)           release store, system scope (all prior writes of the block

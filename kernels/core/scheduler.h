@@ -146,8 +146,8 @@ DFCCL_DEV inline bool comm_aborted(const EngineView& ev, const Desc& d) {
 // (whatever the prefetcher published before, the submission's descriptor copy included, is seen first).
 template <class X>
 DFCCL_DEV bool forward_host_doorbell(const EngineView& ev, u64 hn, u64 e) {
-  if (u32(e >> 56) != post_log_lap(hn)) return false;
-  const u64 tag = e & kPostTagMask;
+  if (u32(e >> 56) != host_ring_lap(hn)) return false;
+  const u64 tag = e & kHostRingTagMask;
   const u32 ring = tag_ring(tag);
   const u64 entry = tag_entry(tag);
   if (ring < kMaxRings) {
@@ -162,24 +162,24 @@ DFCCL_DEV bool forward_host_doorbell(const EngineView& ev, u64 hn, u64 e) {
 // (EngineHost::post_log, written before the doorbell) from pinned memory into device memory (EngineGlobal::pre_desc,
 // by slot), in posting order, as soon as it is posted, so that at the doorbell every block, block 0 included, finds
 // it there (two round trips to L2 instead of reading pinned memory, or waiting for another block's copy:
-// docs/performance-log.md, 18 and 20). It polls the log entry of the next posting itself (its lap tells it apart,
-// types.h post_log_entry), then reads the descriptor, one 16-byte pack per thread: one thread's loads from pinned
-// memory go one round trip after another (nine for a descriptor, about 3 us), one instruction of the warp's takes one
-// (about 0.6 us; section 25). A submission's seq is its posting number + 1 (Engine::submit), so the copy can tell
-// whether the slot still holds that submission; a later occupant means this one completed, and is skipped. A copy
-// made too late for a submission that has already completed is harmless: its tag is never looked for again, and the
-// slot's next submission is copied after it (posting order). Fallen a lap or more behind (entries overwritten), it
-// resumes at the entry it finds.
+// docs/performance-log.md, 18 and 20). It polls the record of the next posting, one 16-byte pack per thread in one
+// instruction: one thread's loads from pinned memory go one round trip after another, one instruction of the warp's
+// takes one (about 0.6 us; section 25). The record holds the descriptor in flagged words (types.h, PostRecord), so
+// the poll that finds the posting has its descriptor too (section 28). Fallen a lap or more behind (records
+// overwritten), it resumes at the record it finds. A copy of a submission that has completed meanwhile is harmless:
+// its tag is never looked for again, and the slot's next submission is copied after it (posting order).
 // It also rings the doorbells of host-ordered submissions (EngineHost::host_ring, one per turn, in their order),
-// polled in the same instruction as the log; a doorbell is forwarded after the turn's copy (the host stores it after
-// the log entry; one not yet stored at the poll is read again with the descriptor), so that the blocks find the copy
-// at the doorbell (docs/design.md, "Host-ordered submissions"). Leaves with the other blocks (exit request of this
-// launch, or quit). Also looks for aborts (look_for_aborts). Every thread of the warp keeps the same positions.
+// polled in the same instruction; a doorbell is forwarded after the turn's copy (the host stores it after the
+// record; for a host-ordered posting whose doorbell was not stored yet at the poll, it is read again at once), so
+// that the blocks find the copy at the doorbell (docs/design.md, "Host-ordered submissions"). Leaves with the other
+// blocks (exit request of this launch, or quit). Also looks for aborts (look_for_aborts). Every thread of the warp
+// keeps the same positions.
 template <class X>
 DFCCL_DEV void prefetch_descs(const EngineView& ev) {
   constexpr u32 W = X::kWarp;
-  constexpr u32 kMine = (u32(kDescPacks) + W - 1) / W;  // packs of a descriptor per thread: 1, or all 9 on the host
-  constexpr u32 kDoorLane = u32(kDescPacks) % W;         // the thread that reads a doorbell again beside them
+  constexpr u32 kMine = (kPostPacks + W - 1) / W;           // record packs per thread: 1, or all on the host
+  constexpr u32 kMineDesc = (u32(kDescPacks) + W - 1) / W;  // descriptor packs per thread
+  constexpr u32 kDoorLane = kPostPacks % W;                 // the thread that polls the doorbell beside them
   const u32 lane = X::tid();
   if (lane >= W) return;
   u64 next = ev.g->pre_next;
@@ -193,39 +193,52 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
       if (!stop) look_for_aborts_when_due<X>(ev, look_at, X::now_ns());
     }
     if (X::shfl(stop, 0) != 0) break;
-    // The next posting's log entry (thread 0) and the next host-ordered doorbell (thread 1), one round trip.
+    // The record of posting `next` and the next host-ordered doorbell, one round trip.
+    const Pack* rec = reinterpret_cast<const Pack*>(ev.h->post_log[next % kMaxSlots].w);
     const u64* door_at = &ev.h->host_ring[hn % kMaxSlots];
-    u64 mine = 0;
-    if (lane < 2) mine = X::load_relaxed(lane == 0 ? &ev.h->post_log[next % kMaxSlots] : door_at);
-    const u64 e = X::shfl(mine, 0);
-    u64 door = W > 1 ? X::shfl(mine, 1 % W) : X::load_relaxed(door_at);
-    const u32 ahead = (u32(e >> 56) - post_log_lap(next)) & 0xffu;  // laps of the entry past posting `next`
-    if (ahead < 128) {  // posted: `next`, or the host went round the log (resume at this entry's posting)
-      next += u64(ahead) * kMaxSlots;
-      const u64 tag = e & kPostTagMask;
+    Pack v[kMine];
+    u64 mine_door = 0;
+    for (u32 j = 0; j < kMine; ++j) v[j] = lane + j * W < kPostPacks ? X::ld_ll(rec + lane + j * W) : Pack{};
+    if (lane == kDoorLane) mine_door = X::load_relaxed(door_at);
+    u64 door = X::shfl(mine_door, kDoorLane);
+    // Whole when every word carries the flag of the first; then `ahead` postings past `next` (a multiple of
+    // kMaxSlots when the host went round the log), or a lap earlier (not posted yet: "negative").
+    const u32 flag = u32(X::shfl(v[0].lo, 0));
+    bool same = true;
+    for (u32 j = 0; j < kMine; ++j)
+      if (lane + j * W < kPostPacks) same = same && u32(v[j].lo) == flag && u32(v[j].hi) == flag;
+    const u32 ahead = flag - post_flag(next);
+    const bool posted = X::warp_all(same) && ahead < (1u << 31) && ahead % kMaxSlots == 0;
+    if (posted) {
+      next += ahead + 1;
+      // Each pack's 8 bytes of payload (the high halves of its words): pack 0 the tag, packs 2k+1 and 2k+2 the
+      // descriptor's pack k.
+      u64 pay[kMine];
+      for (u32 j = 0; j < kMine; ++j) pay[j] = (v[j].lo >> 32) | (v[j].hi & 0xffffffff00000000ull);
+      const u64 posted_tag = X::shfl(pay[0], 0);
+      const u64 tag = posted_tag & ~kPostHostOrdered;
       const u32 slot = u32(tag & 0xffffu);
-      const u64 seq = ++next;
-      const bool door_seen = u32(door >> 56) == post_log_lap(hn);
-      if (slot < kMaxSlots) {
-        // The descriptor, one pack per thread in one instruction (its loads need no acquire: a copy read before the
-        // host wrote it has an older seq and is not published), and the doorbell again if it was not stored yet.
-        const Pack* src = reinterpret_cast<const Pack*>(&ev.h->desc[slot]);
-        Pack v[kMine] = {};
+      Pack d[kMineDesc] = {};
+      for (u32 k = 0; k < u32(kDescPacks); ++k) {
+        const u32 a = 2 * k + 1, b = 2 * k + 2;
+        const u64 lo = X::shfl(pay[a / W], a % W), hi = X::shfl(pay[b / W], b % W);
+        if (lane == k % W) d[k / W] = Pack{lo, hi};
+      }
+      // A host-ordered posting whose doorbell was not stored yet at the poll: read it again now.
+      const bool door_seen = u32(door >> 56) == host_ring_lap(hn);
+      if ((posted_tag & kPostHostOrdered) != 0 && !door_seen) {
         u64 again = 0;
-        for (u32 j = 0; j < kMine; ++j)
-          if (lane + j * W < u32(kDescPacks)) v[j] = X::ld16(src + lane + j * W);
-        if (lane == kDoorLane && !door_seen) again = X::load_relaxed(door_at);
-        if (!door_seen) door = X::shfl(again, kDoorLane);
-        // Desc::seq is the first word of pack 0 (thread 0's): a different one means the slot holds a later submission
-        if (X::shfl(lane == 0 ? v[0].lo : 0, 0) == seq) {
-          Pack* dst = reinterpret_cast<Pack*>(&ev.g->pre_desc[slot]);
-          for (u32 j = 0; j < kMine; ++j)
-            if (lane + j * W < u32(kDescPacks)) X::st16(dst + lane + j * W, v[j]);
-          X::warp_sync();  // the warp's stores before thread 0's fence and ready flag
-          if (lane == 0) {
-            X::fence_device();
-            X::store_relaxed(&ev.g->pre_ready[slot], tag);
-          }
+        if (lane == kDoorLane) again = X::load_relaxed(door_at);
+        door = X::shfl(again, kDoorLane);
+      }
+      if (slot < kMaxSlots) {
+        Pack* dst = reinterpret_cast<Pack*>(&ev.g->pre_desc[slot]);
+        for (u32 j = 0; j < kMineDesc; ++j)
+          if (lane + j * W < u32(kDescPacks)) X::st16(dst + lane + j * W, d[j]);
+        X::warp_sync();  // the warp's stores before thread 0's fence and ready flag
+        if (lane == 0) {
+          X::fence_device();
+          X::store_relaxed(&ev.g->pre_ready[slot], tag);
         }
       }
     }
@@ -233,7 +246,7 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
     if (lane == 0) rang = forward_host_doorbell<X>(ev, hn, door) ? 1 : 0;
     if (X::shfl(rang, 0) != 0)
       ++hn;
-    else if (ahead >= 128)
+    else if (!posted)
       X::idle();
   }
   if (lane == 0) {

@@ -208,7 +208,7 @@ struct EngineGlobal {                          // device memory
   // The prefetcher's copies (scheduler.h, prefetch_descs), by slot, and the tag of the submission each holds.
   Desc pre_desc[kMaxSlots];
   u64 pre_ready[kMaxSlots];
-  u64 pre_next;                                // the prefetcher: next EngineHost::post_log entry to copy
+  u64 pre_next;                                // the prefetcher: next EngineHost::post_log record to copy
   u64 host_next;                               // the prefetcher: next EngineHost::host_ring entry to forward
   u64 cq_tail;                                 // completion queue positions handed out
   u64 last_activity_ns;                        // last time any block made progress or picked up work
@@ -286,13 +286,39 @@ DFCCL_HD inline u64 submission_tag(u32 ring, u64 entry) { return (u64(ring + 1) 
 DFCCL_HD inline u32 tag_ring(u64 tag) { return u32((tag >> 48) & 0xffu) - 1; }
 DFCCL_HD inline u64 tag_entry(u64 tag) { return tag & ((u64(1) << 48) - 1); }
 
-// An entry of the post log (EngineHost::post_log) for posting number n (a submission's seq - 1): the submission's
-// tag (ring + 1 in bits 48-55, ring position + 1 in bits 16-47, slot in 0-15) and, in the top byte, the lap of n
-// (n / kMaxSlots + 1, mod 256; a zeroed log matches no lap). The prefetcher polls the entry of the posting it waits
-// for and tells it from the entry of a lap earlier (not posted yet) or later (it fell a lap behind) by the lap alone.
-inline constexpr u64 kPostTagMask = (u64(1) << 56) - 1;
-DFCCL_HD inline u32 post_log_lap(u64 n) { return u32((n / kMaxSlots + 1) & 0xffu); }
-DFCCL_HD inline u64 post_log_entry(u64 n, u64 tag) { return (u64(post_log_lap(n)) << 56) | tag; }
+// A host-ordered doorbell (EngineHost::host_ring) for host-ordered submission number n: the submission's tag
+// (ring + 1 in bits 48-55, ring position + 1 in bits 16-47, slot in 0-15) and, in the top byte, the lap of n
+// (n / kMaxSlots + 1, mod 256; a zeroed ring matches no lap). The prefetcher tells the doorbell it waits for from
+// one of a lap earlier (not stored yet) by the lap alone.
+inline constexpr u64 kHostRingTagMask = (u64(1) << 56) - 1;
+DFCCL_HD inline u32 host_ring_lap(u64 n) { return u32((n / kMaxSlots + 1) & 0xffu); }
+DFCCL_HD inline u64 host_ring_entry(u64 n, u64 tag) { return (u64(host_ring_lap(n)) << 56) | tag; }
+
+// A post record (EngineHost::post_log, record n % kMaxSlots for posting number n, a submission's seq - 1): the
+// submission's tag and its descriptor in flagged words, as a completion queue entry: each 8-byte word carries
+// post_flag(n) in its low half and 4 bytes of (tag, Desc) in its high half, stored and loaded whole. The prefetcher
+// reads a record in one instruction of its warp and takes it once every word carries one flag: the posting, its
+// descriptor and which posting it is (a record a lap earlier: not posted yet; later: it fell behind) in one round
+// trip over PCIe (docs/performance-log.md, 28). The tag's top bit says that the submission is host-ordered (its
+// doorbell follows in EngineHost::host_ring). A zeroed record matches no flag of the first 2^31 postings.
+inline constexpr u32 kPostWords = u32((sizeof(u64) + sizeof(Desc)) / 4);  // the tag, then the descriptor
+inline constexpr u32 kPostPacks = kPostWords / 2;
+inline constexpr u64 kPostHostOrdered = u64(1) << 63;
+struct alignas(16) PostRecord {
+  u64 w[kPostWords];
+};
+static_assert(sizeof(Desc) % 16 == 0 && kPostWords % 2 == 0, "a post record is read in 16-byte packs");
+DFCCL_HD inline u32 post_flag(u64 n) { return u32(n + 1); }
+// The host's side: posting n of submission `tag` (kPostHostOrdered or'ed in for a host-ordered one) with its
+// descriptor. Word order does not matter: each word carries its flag.
+inline void write_post_record(PostRecord& r, u64 n, u64 tag, const Desc& d) {
+  u32 p[kPostWords];
+  p[0] = u32(tag);
+  p[1] = u32(tag >> 32);
+  memcpy(p + 2, &d, sizeof(Desc));
+  const u64 f = post_flag(n);
+  for (u32 i = 0; i < kPostWords; ++i) __atomic_store_n(&r.w[i], (u64(p[i]) << 32) | f, __ATOMIC_RELAXED);
+}
 
 struct EngineHost {                // pinned host memory
   Desc desc[kMaxSlots];
@@ -303,12 +329,12 @@ struct EngineHost {                // pinned host memory
   u64 nwaits;                      // host: entries of waits[] (released after the entries are written)
   u64 exit_announced;              // device: epoch of a daemon deciding to leave (0 after it decided to stay)
   WaitEntry waits[kMaxSlots];      // host: stream waits (dfcclWait) issued; completed ones are removed lazily
-  // Submissions as the host posts them, before their doorbells (scheduler.h, prefetch_descs): entry n % kMaxSlots =
-  // post_log_entry(n, tag of the n-th submission, whose seq is n + 1), released after its descriptor.
-  u64 post_log[kMaxSlots];
+  // Submissions as the host posts them, before their doorbells (scheduler.h, prefetch_descs): record n % kMaxSlots
+  // = the n-th submission (whose seq is n + 1) with its descriptor (PostRecord).
+  PostRecord post_log[kMaxSlots];
   // Doorbells of host-ordered submissions (DFCCL_NO_STREAM), stored by the host with no CUDA call and forwarded into
   // EngineGlobal::ring by the prefetcher (scheduler.h, forward_host_doorbell): entry n % kMaxSlots =
-  // post_log_entry(n, tag of the n-th host-ordered submission). The host cannot lap the prefetcher: an entry not yet
+  // host_ring_entry(n, tag of the n-th host-ordered submission). The host cannot lap the prefetcher: an entry not yet
   // forwarded holds a slot until its collective completes, which needs the doorbell.
   u64 host_ring[kMaxSlots];
   Heartbeat heartbeat[kMaxBlocks];

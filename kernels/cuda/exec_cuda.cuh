@@ -12,6 +12,7 @@ struct CudaExec {
   static constexpr u32 kPollsPerClock = 16;
   static constexpr u32 kWarp = 32;
   __device__ static __forceinline__ u64 shfl(u64 v, u32 src) { return __shfl_sync(0xffffffffu, v, int(src)); }
+  __device__ static __forceinline__ bool warp_all(bool v) { return __all_sync(0xffffffffu, v) != 0; }
   __device__ static __forceinline__ void warp_sync() { __syncwarp(); }
   __device__ static __forceinline__ u32 tid() { return threadIdx.x; }
   __device__ static __forceinline__ u32 nthreads() { return blockDim.x; }

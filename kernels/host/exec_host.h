@@ -19,6 +19,7 @@ struct HostExec {
   static constexpr u32 kPollsPerClock = 1;
   static constexpr u32 kWarp = 1;
   static u64 shfl(u64 v, u32) { return v; }
+  static bool warp_all(bool v) { return v; }
   static void warp_sync() {}
   static u32 tid() { return 0; }
   static u32 nthreads() { return 1; }

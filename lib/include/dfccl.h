@@ -134,8 +134,9 @@ dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device);
 /*             the call returns at once. The host executor ignores streams.                                           */
 /*             DFCCL_NO_STREAM: host-ordered — the inputs are ready when the call is made (e.g. after a               */
 /*             cudaStreamSynchronize); nothing is queued on any stream and the call makes no CUDA call, so nothing   */
-/*             can hold the submission and the call is shorter (the collective starts about as soon as a stream-     */
-/*             ordered one: docs/performance-log.md, 25). Complete it with dfcclTest, dfcclSynchronize or a callback, */
+/*             can hold the submission and the call is shorter; on one GPU a small collective completed on the host  */
+/*             took about 1 us less than a stream-ordered one (docs/performance-log.md, 28). Complete it with        */
+/*             dfcclTest, dfcclSynchronize or a callback,                                                             */
 /*             or join a stream with dfcclWait.                                                                       */
 /*             A stream that is capturing a CUDA graph is refused (dfcclNotSupported; nothing queued or captured):  */
 /*             a graph would replay only the doorbell, and every replay after the first would skip the collective.  */

@@ -207,20 +207,23 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
   comm_outstanding_[comm_index].fetch_add(1);
   submitted_ += 1;
   // Posted before the doorbell, so that the daemon's prefetcher can copy the descriptor ahead of it (scheduler.h,
-  // prefetch_descs): the log entry of posting number seq - 1, its lap in the top byte, released after the descriptor.
+  // prefetch_descs): the record of posting number seq - 1, with the descriptor in it (types.h, PostRecord). The
+  // descriptor also stays in desc[slot], where blocks read it when the copy is late; the fence orders both before
+  // the doorbell.
   const uint64_t entry = core::ring_entry(pos, slot);
-  __atomic_store_n(&h_->post_log[(d.seq - 1) % core::kMaxSlots],
-                   core::post_log_entry(d.seq - 1, core::submission_tag(ring, entry)), __ATOMIC_RELEASE);
+  const bool host_ordered = stream == DFCCL_NO_STREAM && params_.prefetch;
+  core::write_post_record(h_->post_log[(d.seq - 1) % core::kMaxSlots], d.seq - 1,
+                          core::submission_tag(ring, entry) | (host_ordered ? core::kPostHostOrdered : 0), d);
   std::atomic_thread_fence(std::memory_order_release);
   uint64_t* door = &g_->ring[ring][pos % core::kRingEntries];
   if (stream != DFCCL_NO_STREAM) {
     exec_->stream_write(stream, door, entry);
-  } else if (params_.prefetch) {
+  } else if (host_ordered) {
     // Host-ordered: a store into pinned memory, forwarded into the ring by the daemon's prefetcher (scheduler.h,
     // forward_host_doorbell). No CUDA call: nothing can hold it, and it skips the stream's front end (about 4 us from
     // a stream write's call to its landing; docs/performance-log.md, 25).
     __atomic_store_n(&h_->host_ring[host_posted_ % core::kMaxSlots],
-                     core::post_log_entry(host_posted_, core::submission_tag(ring, entry)), __ATOMIC_RELEASE);
+                     core::host_ring_entry(host_posted_, core::submission_tag(ring, entry)), __ATOMIC_RELEASE);
     ++host_posted_;
   } else {
     exec_->post_word(door, entry);  // no prefetcher on this device: the executor's control stream

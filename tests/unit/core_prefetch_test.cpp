@@ -1,10 +1,10 @@
 // The descriptor prefetcher (kernels/core/scheduler.h, prefetch_descs) on the host executor, against a host side
-// written here the way Engine::submit posts: the descriptor, then its post log entry (types.h, post_log_entry), then,
+// written here the way Engine::submit posts: the post record with the descriptor (types.h, write_post_record), then,
 // for a host-ordered submission (DFCCL_NO_STREAM), its doorbell (EngineHost::host_ring). The prefetcher runs on a
 // thread of its own; the test checks which copies it publishes (EngineGlobal::pre_desc and pre_ready), over several
-// laps of the log, after falling more than a lap behind, and for a slot that already holds a later submission; and
-// that it forwards every host-ordered doorbell into its ring (EngineGlobal::ring), also those stored while it was
-// away and those interleaved with stream-ordered postings.
+// laps of the log, after falling more than a lap behind, for a record not yet whole (a word of an earlier lap), and
+// for a slot posted twice; and that it forwards every host-ordered doorbell into its ring (EngineGlobal::ring), also
+// those stored while it was away and those interleaved with stream-ordered postings.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -47,26 +47,34 @@ struct Prefetcher {
   // Posts the next submission on `slot` as Engine::submit does; returns its tag.
   u64 post(u32 slot) {
     const u64 n = posted++;
-    Desc d{};
-    d.seq = n + 1;
-    d.count = 1000 + n;
+    const Desc d = desc_of(n);
     h->desc[slot] = d;
     const u64 tag = submission_tag(0, ring_entry(n, slot));  // ring 0, position n
-    __atomic_store_n(&h->post_log[n % kMaxSlots], post_log_entry(n, tag), __ATOMIC_RELEASE);
+    write_post_record(h->post_log[n % kMaxSlots], n, tag, d);
     return tag;
+  }
+  // Posting n's descriptor: every field that the copy must carry over set to something of its own.
+  static Desc desc_of(u64 n) {
+    Desc d;
+    std::memset(static_cast<void*>(&d), 0, sizeof(d));  // padding too: copies are compared bytewise
+    d.seq = n + 1;
+    d.count = 1000 + n;
+    d.turn = 7 * n + 3;
+    d.priority = int32_t(n % 5) - 2;
+    d.comm_gen = ~n;
+    return d;
   }
   // Posts the next host-ordered submission on `slot` (ring kHostRing, its next position), then stores its doorbell.
   static constexpr u32 kHostRing = 5;
   u64 host_posted = 0;  // host-ordered submissions (Engine's host_posted_), = ring kHostRing's next position
   u64 post_host(u32 slot) {
     const u64 n = posted++, pos = host_posted++;
-    Desc d{};
-    d.seq = n + 1;
-    d.count = 1000 + n;
+    const Desc d = desc_of(n);
     h->desc[slot] = d;
     const u64 tag = submission_tag(kHostRing, ring_entry(pos, slot));
-    __atomic_store_n(&h->post_log[n % kMaxSlots], post_log_entry(n, tag), __ATOMIC_RELEASE);
-    __atomic_store_n(&h->host_ring[pos % kMaxSlots], post_log_entry(pos, tag), __ATOMIC_RELEASE);
+    write_post_record(h->post_log[n % kMaxSlots], n, tag | kPostHostOrdered, d);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&h->host_ring[pos % kMaxSlots], host_ring_entry(pos, tag), __ATOMIC_RELEASE);
     return tag;
   }
   // Waits up to 5 s for the doorbell of host-ordered position pos, on `slot`, in ring kHostRing.
@@ -89,14 +97,27 @@ struct Prefetcher {
   }
 };
 
-TEST(CorePrefetch, LapOfAPosting) {
-  EXPECT_EQ(post_log_lap(0), 1u);
-  EXPECT_EQ(post_log_lap(kMaxSlots - 1), 1u);
-  EXPECT_EQ(post_log_lap(kMaxSlots), 2u);
-  EXPECT_EQ(post_log_lap(u64(255) * kMaxSlots), 0u);  // mod 256: only after every entry was written
+TEST(CorePrefetch, LapOfAHostOrderedDoorbellAndFlagOfAPosting) {
+  EXPECT_EQ(host_ring_lap(0), 1u);
+  EXPECT_EQ(host_ring_lap(kMaxSlots - 1), 1u);
+  EXPECT_EQ(host_ring_lap(kMaxSlots), 2u);
+  EXPECT_EQ(host_ring_lap(u64(255) * kMaxSlots), 0u);  // mod 256: only after every entry was written
   const u64 tag = submission_tag(kMaxRings - 1, ring_entry(0xfffffffe, kMaxSlots - 1));  // the widest tag Engine makes
-  EXPECT_EQ(post_log_entry(3 * kMaxSlots, tag) & kPostTagMask, tag);
-  EXPECT_EQ(post_log_entry(3 * kMaxSlots, tag) >> 56, 4u);
+  EXPECT_EQ(host_ring_entry(3 * kMaxSlots, tag) & kHostRingTagMask, tag);
+  EXPECT_EQ(host_ring_entry(3 * kMaxSlots, tag) >> 56, 4u);
+  EXPECT_EQ(tag & kPostHostOrdered, 0u);  // the host-ordered mark is free in every tag
+  EXPECT_EQ(post_flag(0), 1u);            // a zeroed record is no posting
+  // The record carries the tag and the descriptor, each word flagged.
+  auto rec = std::make_unique<PostRecord>();
+  const Desc d = Prefetcher::desc_of(12345);
+  write_post_record(*rec, 12345, tag | kPostHostOrdered, d);
+  u32 p[kPostWords];
+  for (u32 i = 0; i < kPostWords; ++i) {
+    EXPECT_EQ(u32(rec->w[i]), post_flag(12345)) << "word " << i;
+    p[i] = u32(rec->w[i] >> 32);
+  }
+  EXPECT_EQ(u64(p[0]) | (u64(p[1]) << 32), tag | kPostHostOrdered);
+  EXPECT_EQ(std::memcmp(p + 2, &d, sizeof(Desc)), 0);
 }
 
 TEST(CorePrefetch, ResumesAfterFallingLapsBehind) {
@@ -116,17 +137,41 @@ TEST(CorePrefetch, ResumesAfterFallingLapsBehind) {
   EXPECT_EQ(pf.g->pre_desc[5].seq, pf.posted);
 }
 
-// A slot whose descriptor already belongs to a later submission is not copied under the earlier one's tag.
-TEST(CorePrefetch, SkipsASlotHoldingALaterSubmission) {
+// A slot posted twice (the first submission completed, the slot reused): both are copied, in posting order, so the
+// slot ends with the later one's copy and tag.
+TEST(CorePrefetch, ASlotPostedTwiceEndsWithTheLaterCopy) {
   Prefetcher pf;
-  const u64 old_tag = pf.post(2);  // posting 0 on slot 2 ...
+  pf.post(2);
   pf.post(4);
-  pf.h->desc[2].seq = 99;          // ... completed, and slot 2 reused by a later submission
-  const u64 tag = pf.post(6);
+  const u64 tag = pf.post(2);
   pf.start();
-  ASSERT_TRUE(pf.copied(6, tag));
-  EXPECT_NE(__atomic_load_n(&pf.g->pre_ready[2], __ATOMIC_ACQUIRE), old_tag);
-  EXPECT_EQ(pf.g->pre_desc[2].seq, 0u);
+  ASSERT_TRUE(pf.copied(2, tag));
+  EXPECT_EQ(pf.g->pre_desc[2].seq, 3u);
+  EXPECT_EQ(pf.g->pre_desc[2].count, 1002u);
+}
+
+// A record whose words are not all of one posting yet (the host is still writing it; here one word still holds the
+// same record's posting a lap earlier) is not taken; once whole, it is, with every field of its descriptor.
+TEST(CorePrefetch, TakesARecordOnlyWhenWhole) {
+  Prefetcher pf;
+  for (u64 n = 0; n < kMaxSlots; ++n) pf.post(u32(n % 9));  // a lap, so that record 0 holds posting 0
+  pf.start();
+  ASSERT_TRUE(pf.copied(u32((kMaxSlots - 1) % 9), submission_tag(0, ring_entry(kMaxSlots - 1, (kMaxSlots - 1) % 9))));
+  // Posting kMaxSlots goes to record 0, slot 20: write it whole aside, then all its words but one.
+  const u64 n = pf.posted++;
+  const Desc d = Prefetcher::desc_of(n);
+  const u64 tag = submission_tag(0, ring_entry(n, 20));
+  auto whole = std::make_unique<PostRecord>();
+  write_post_record(*whole, n, tag, d);
+  PostRecord& rec = pf.h->post_log[n % kMaxSlots];
+  const u32 late = kPostWords / 2 + 1;
+  for (u32 i = 0; i < kPostWords; ++i)
+    if (i != late) __atomic_store_n(&rec.w[i], whole->w[i], __ATOMIC_RELAXED);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_NE(__atomic_load_n(&pf.g->pre_ready[20], __ATOMIC_ACQUIRE), tag) << "a record missing a word was taken";
+  __atomic_store_n(&rec.w[late], whole->w[late], __ATOMIC_RELAXED);
+  ASSERT_TRUE(pf.copied(20, tag));
+  EXPECT_EQ(std::memcmp(&pf.g->pre_desc[20], &d, sizeof(Desc)), 0);
 }
 
 TEST(CorePrefetch, TagsRingAndEntry) {
@@ -147,8 +192,8 @@ TEST(CorePrefetch, CopiesEveryPostingAndRingsEveryHostOrderedOne) {
     const bool host_ordered = n % 2 == 1;
     const u64 tag = host_ordered ? pf.post_host(slot) : pf.post(slot);
     ASSERT_TRUE(pf.copied(slot, tag)) << "posting " << n << ": no copy within 5 s";
-    ASSERT_EQ(pf.g->pre_desc[slot].seq, n + 1);
-    ASSERT_EQ(pf.g->pre_desc[slot].count, 1000 + n);
+    const Desc want = Prefetcher::desc_of(n);
+    ASSERT_EQ(std::memcmp(&pf.g->pre_desc[slot], &want, sizeof(Desc)), 0) << "posting " << n;
     if (host_ordered) {
       ASSERT_TRUE(pf.rung(pf.host_posted - 1, slot)) << "posting " << n << ": no doorbell within 5 s";
     }
