@@ -43,8 +43,9 @@ cat "$OUT/gemm.log" "$OUT/gemm_resident.log" "$OUT/latency_split.log" "$OUT/stre
 grep -E "PASSED|FAILED" "$OUT/engine.log" "$OUT/matrix.log" | tee -a "$OUT/summary.txt"
 grep -E "^# (dfccl|engine)" "$OUT/stress.log" | tee -a "$OUT/summary.txt"
 for t in float32 latency blocking bfloat16 host callback; do
-  grep -E "^ +[a-z_]+ +world +(8|65536|1048576|8388608|134217728|268435456|1073741824) " "$OUT/sweep_$t.log" |
-    awk -v t="$t" '{print t, $1, $3, $8, $10}' | tee -a "$OUT/summary.txt"
+  awk -v t="$t" '/^# backend /{b = $3}
+    /^ +[a-z_]+ +world +(8|65536|1048576|8388608|134217728|268435456|1073741824) / {print t, b, $1, $3, $8, $10}' \
+    "$OUT/sweep_$t.log" | tee -a "$OUT/summary.txt"
 done
 cb=sweep-callback-completion-2xH200.h5
 (cd "$OUT" && tar czf logs.tgz ./*.log $(ls $cb 2>/dev/null) && rm -f ./*.log $cb)
