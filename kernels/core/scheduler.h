@@ -203,18 +203,18 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
     u64 door = X::shfl(mine_door, kDoorLane);
     // Whole when every word carries the flag of the first; then `ahead` postings past `next` (a multiple of
     // kMaxSlots when the host went round the log), or a lap earlier (not posted yet: "negative").
-    const u32 flag = u32(X::shfl(v[0].lo, 0));
+    const u32 flag = word_flag(X::shfl(v[0].lo, 0));
     bool same = true;
     for (u32 j = 0; j < kMine; ++j)
-      if (lane + j * W < kPostPacks) same = same && u32(v[j].lo) == flag && u32(v[j].hi) == flag;
-    const u32 ahead = flag - post_flag(next);
+      if (lane + j * W < kPostPacks) same = same && word_flag(v[j].lo) == flag && word_flag(v[j].hi) == flag;
+    const u32 ahead = flag - entry_flag(next);
     const bool posted = X::warp_all(same) && ahead < (1u << 31) && ahead % kMaxSlots == 0;
     if (posted) {
       next += ahead + 1;
       // Each pack's 8 bytes of payload (the high halves of its words): pack 0 the tag, packs 2k+1 and 2k+2 the
       // descriptor's pack k.
       u64 pay[kMine];
-      for (u32 j = 0; j < kMine; ++j) pay[j] = (v[j].lo >> 32) | (v[j].hi & 0xffffffff00000000ull);
+      for (u32 j = 0; j < kMine; ++j) pay[j] = word_payload(v[j].lo) | (u64(word_payload(v[j].hi)) << 32);
       const u64 posted_tag = X::shfl(pay[0], 0);
       const u64 tag = posted_tag & ~kPostHostOrdered;
       const u32 slot = u32(tag & 0xffffu);
@@ -312,14 +312,10 @@ template <class X>
 DFCCL_DEV void write_cq_entry(CqEntry& e, u64 pos, const CqInfo& c) {
   u32 p[kCqWords];
   memcpy(p, &c, sizeof(CqInfo));
-  const u64 f = cq_flag(pos);
+  const u32 f = entry_flag(pos);
   Pack* dst = reinterpret_cast<Pack*>(e.w);
-  for (u32 i = 0; i < kCqWords / 2; ++i) {
-    Pack v;
-    v.lo = (u64(p[2 * i]) << 32) | f;
-    v.hi = (u64(p[2 * i + 1]) << 32) | f;
-    X::st_ll(dst + i, v);
-  }
+  for (u32 i = 0; i < kCqWords / 2; ++i)
+    X::st_ll(dst + i, Pack{flagged_word(p[2 * i], f), flagged_word(p[2 * i + 1], f)});
 }
 
 // Thread 0, after the block's last data movement for this collective: mark the channel done (ls: pass the lane to

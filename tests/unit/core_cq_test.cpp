@@ -48,7 +48,7 @@ TEST(CoreCq, OnlyAWholeEntryOfItsOwnCompletionIsTaken) {
   write_cq_entry<host::HostExec>(e, pos, c);
   for (u32 i = 0; i < kCqWords; ++i) {  // each word in turn not landed yet (still the earlier lap's)
     const u64 good = e.w[i];
-    e.w[i] = (good & ~u64(0xffffffffu)) | cq_flag(pos - kCqEntries);
+    e.w[i] = (good & ~u64(0xffffffffu)) | entry_flag(pos - kCqEntries);
     EXPECT_FALSE(read_cq_entry(e, pos, &r)) << "word " << i << " missing";
     e.w[i] = good;
   }

@@ -106,14 +106,14 @@ TEST(CorePrefetch, LapOfAHostOrderedDoorbellAndFlagOfAPosting) {
   EXPECT_EQ(host_ring_entry(3 * kMaxSlots, tag) & kHostRingTagMask, tag);
   EXPECT_EQ(host_ring_entry(3 * kMaxSlots, tag) >> 56, 4u);
   EXPECT_EQ(tag & kPostHostOrdered, 0u);  // the host-ordered mark is free in every tag
-  EXPECT_EQ(post_flag(0), 1u);            // a zeroed record is no posting
+  EXPECT_EQ(entry_flag(0), 1u);            // a zeroed record is no posting
   // The record carries the tag and the descriptor, each word flagged.
   auto rec = std::make_unique<PostRecord>();
   const Desc d = Prefetcher::desc_of(12345);
   write_post_record(*rec, 12345, tag | kPostHostOrdered, d);
   u32 p[kPostWords];
   for (u32 i = 0; i < kPostWords; ++i) {
-    EXPECT_EQ(u32(rec->w[i]), post_flag(12345)) << "word " << i;
+    EXPECT_EQ(u32(rec->w[i]), entry_flag(12345)) << "word " << i;
     p[i] = u32(rec->w[i] >> 32);
   }
   EXPECT_EQ(u64(p[0]) | (u64(p[1]) << 32), tag | kPostHostOrdered);
