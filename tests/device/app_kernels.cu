@@ -20,7 +20,7 @@ __global__ void spin_kernel(uint64_t ns) {
   }
 }
 
-__global__ void count_not_equal(const int32_t* data, size_t n, int32_t expect, unsigned long long* wrong) {
+__global__ void count_not_equal_kernel(const int32_t* data, size_t n, int32_t expect, unsigned long long* wrong) {
   unsigned long long local = 0;
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     local += data[i] != expect;
@@ -42,10 +42,19 @@ cudaError_t launch_spin_kernel(uint64_t ns, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t launch_count_not_equal(const int32_t* data, size_t n, int32_t expect, unsigned long long* wrong,
-                                   cudaStream_t stream) {
-  count_not_equal<<<256, 256, 0, stream>>>(data, n, expect, wrong);
-  return cudaGetLastError();
+size_t count_not_equal(const int32_t* data, size_t n, int32_t expect, cudaStream_t stream) {
+  unsigned long long* wrong = nullptr;
+  unsigned long long h = ~0ull;
+  if (cudaMalloc(&wrong, sizeof(*wrong)) != cudaSuccess) return ~size_t(0);
+  cudaError_t e = cudaMemsetAsync(wrong, 0, sizeof(*wrong), stream);
+  if (e == cudaSuccess) {
+    count_not_equal_kernel<<<256, 256, 0, stream>>>(data, n, expect, wrong);
+    e = cudaGetLastError();
+  }
+  if (e == cudaSuccess) e = cudaMemcpyAsync(&h, wrong, sizeof(h), cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  cudaFree(wrong);
+  return e == cudaSuccess ? size_t(h) : ~size_t(0);
 }
 
 }  // namespace dfccl::test

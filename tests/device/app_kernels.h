@@ -15,8 +15,9 @@ cudaError_t launch_never_loaded_kernel(float* data, size_t n, cudaStream_t strea
 cudaError_t launch_second_never_loaded_kernel(float* data, size_t n, cudaStream_t stream);
 // Busy for about `ns` nanoseconds on one block.
 cudaError_t launch_spin_kernel(uint64_t ns, cudaStream_t stream);
-// Counts elements of data that differ from `expect` into *wrong (device memory).
-cudaError_t launch_count_not_equal(const int32_t* data, size_t n, int32_t expect, unsigned long long* wrong,
-                                   cudaStream_t stream);
+// The elements of data (device memory of the current device) that differ from `expect`, counted by a kernel on
+// `stream` after the work queued there (a collective's output, on the stream that waited for it); ~0 if a CUDA call
+// failed.
+size_t count_not_equal(const int32_t* data, size_t n, int32_t expect, cudaStream_t stream);
 
 }  // namespace dfccl::test
