@@ -143,16 +143,20 @@ DFCCL_DEV inline bool comm_aborted(const EngineView& ev, const Desc& d) {
 
 // A host-ordered doorbell (EngineHost::host_ring, entry e of host-ordered submission number hn): false if it is not
 // stored yet (an earlier lap's entry); else its ring entry goes into EngineGlobal::ring, after a device-scope fence
-// (whatever the prefetcher published before, the submission's descriptor copy included, is seen first).
+// (whatever the prefetcher published before, the submission's descriptor copy included, is seen first). When the
+// submission is `just_copied` (the tag this thread copied and fenced in the same turn), that fence already orders its
+// copy before the entry: no second one, and the entry carries kRingCopied, so that the blocks skip the copy's ready
+// flag (docs/performance-log.md, 30).
 template <class X>
-DFCCL_DEV bool forward_host_doorbell(const EngineView& ev, u64 hn, u64 e) {
+DFCCL_DEV bool forward_host_doorbell(const EngineView& ev, u64 hn, u64 e, u64 just_copied) {
   if (u32(e >> 56) != host_ring_lap(hn)) return false;
   const u64 tag = e & kHostRingTagMask;
   const u32 ring = tag_ring(tag);
   const u64 entry = tag_entry(tag);
   if (ring < kMaxRings) {
-    X::fence_device();
-    X::store_relaxed(&ev.g->ring[ring][((entry >> 16) - 1) % kRingEntries], entry);
+    const bool copied = tag == just_copied;
+    if (!copied) X::fence_device();
+    X::store_relaxed(&ev.g->ring[ring][((entry >> 16) - 1) % kRingEntries], entry | (copied ? kRingCopied : 0));
   }
   return true;
 }
@@ -209,6 +213,7 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
       if (lane + j * W < kPostPacks) same = same && word_flag(v[j].lo) == flag && word_flag(v[j].hi) == flag;
     const u32 ahead = flag - entry_flag(next);
     const bool posted = X::warp_all(same) && ahead < (1u << 31) && ahead % kMaxSlots == 0;
+    u64 copied = 0;  // the tag copied and fenced in this turn (forward_host_doorbell)
     if (posted) {
       next += ahead + 1;
       // Each pack's 8 bytes of payload (the high halves of its words): pack 0 the tag, packs 2k+1 and 2k+2 the
@@ -240,10 +245,11 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
           X::fence_device();
           X::store_relaxed(&ev.g->pre_ready[slot], tag);
         }
+        copied = tag;
       }
     }
     u64 rang = 0;
-    if (lane == 0) rang = forward_host_doorbell<X>(ev, hn, door) ? 1 : 0;
+    if (lane == 0) rang = forward_host_doorbell<X>(ev, hn, door, copied) ? 1 : 0;
     if (X::shfl(rang, 0) != 0)
       ++hn;
     else if (!posted)
@@ -256,19 +262,22 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
 }
 
 // One thread per new submission (they run in parallel): load its static context and reset its dynamic context;
-// its key goes to fresh_prio / fresh_seq, its lane state to fresh_lane. Every block takes the prefetcher's copy when
-// it is there (usually: the host posts ahead of the stream). Otherwise block 0 (channel 0: a small collective's only
+// its key goes to fresh_prio / fresh_seq, its lane state to fresh_lane, and its slot to fresh[k] (which held the
+// ring entry's low bits). Every block takes the prefetcher's copy when it is there (usually: the host posts ahead of
+// the stream), at once when the entry says kRingCopied, else after reading the copy's ready flag. Otherwise block 0 (channel 0: a small collective's only
 // data channel) reads the descriptor from pinned memory itself and goes on: it never waits for a copy's fence (about
 // 0.5 us on a small collective's critical path: docs/performance-log.md, 15); of the other blocks, the first to claim
 // the submission copies it into device memory (EngineGlobal::desc), and the rest wait for that copy.
 template <class X>
 DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
-  const u32 slot = bs.fresh[k];
+  const u32 low = bs.fresh[k];
+  const u32 slot = ring_slot(low);
+  bs.fresh[k] = u16(slot);
   const u64 tag = bs.fresh_tag[k];
   ChanCtx& cx = chan_ctx(ev, slot, b);
   Pack* dst = reinterpret_cast<Pack*>(&cx.desc);
   Pack v[kDescPacks];
-  if (X::load_acquire(&ev.g->pre_ready[slot]) == tag) {
+  if ((low & kRingCopied) != 0 || X::load_acquire(&ev.g->pre_ready[slot]) == tag) {
     load_desc<X>(ev.g->pre_desc[slot], v);  // the prefetcher's copy
     if (b == 0) X::shared_inc(&bs.prefetched);  // dfcclStats_t::descPrefetched
   } else if (b == 0) {
@@ -611,8 +620,8 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
         const u64 e = X::load_acquire(&ev.g->ring[r][pos % kRingEntries]);
         if ((e >> 16) != pos + 1) break;
         const u32 k = X::shared_inc(&bs.nnew);
-        bs.fresh[k] = u16(e & 0xffffu);
-        bs.fresh_tag[k] = submission_tag(r, e);
+        bs.fresh[k] = u16(e & 0xffffu);  // the slot and kRingCopied (accept)
+        bs.fresh_tag[k] = submission_tag(r, e & ~kRingCopied);
         bs.frontier[r] = pos + 1;
       }
     }

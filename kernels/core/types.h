@@ -191,7 +191,7 @@ DFCCL_HD inline bool exit_ordered(u64 req, u64 epoch) {
 }
 
 struct EngineGlobal {                          // device memory
-  u64 ring[kMaxRings][kRingEntries];           // submission rings: entry = (position + 1) << 16 | slot
+  u64 ring[kMaxRings][kRingEntries];           // submission rings: (position + 1) << 16 | slot, maybe | kRingCopied
   u64 frontier[kMaxBlocks][kMaxRings];         // each block's next ring position, saved at exit
   u64 complete[kMaxSlots];                     // completion words: seq of the last finished occupant (stream waits)
   u32 done_count[kMaxSlots];                   // blocks finished with the slot's current instance
@@ -290,6 +290,12 @@ struct WaitEntry {  // a stream waits until complete[slot] >= seq; probe: the ba
 // A submission ring's entry for ring position pos (EngineGlobal::ring), and the submission's tag: its ring + 1 in
 // bits 48-55 above that entry (EngineGlobal::desc_claim, pre_ready, the post log).
 DFCCL_HD inline u64 ring_entry(u64 pos, u32 slot) { return ((pos + 1) << 16) | slot; }
+// Bit 15 of an entry that the prefetcher forwarded (a host-ordered doorbell) right after its own copy of the same
+// submission's descriptor, behind that copy's fence: the blocks take EngineGlobal::pre_desc[slot] without first
+// reading pre_ready (scheduler.h, forward_host_doorbell and accept). Never part of a tag.
+inline constexpr u64 kRingCopied = u64(1) << 15;
+static_assert(kMaxSlots <= kRingCopied, "slots fit below the copied bit of a ring entry");
+DFCCL_HD inline u32 ring_slot(u64 e) { return u32(e & (kRingCopied - 1)); }
 DFCCL_HD inline u64 submission_tag(u32 ring, u64 entry) { return (u64(ring + 1) << 48) | entry; }
 DFCCL_HD inline u32 tag_ring(u64 tag) { return u32((tag >> 48) & 0xffu) - 1; }
 DFCCL_HD inline u64 tag_entry(u64 tag) { return tag & ((u64(1) << 48) - 1); }
