@@ -264,10 +264,11 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
 // One thread per new submission (they run in parallel): load its static context and reset its dynamic context;
 // its key goes to fresh_prio / fresh_seq, its lane state to fresh_lane, and its slot to fresh[k] (which held the
 // ring entry's low bits). Every block takes the prefetcher's copy when it is there (usually: the host posts ahead of
-// the stream), at once when the entry says kRingCopied, else after reading the copy's ready flag. Otherwise block 0 (channel 0: a small collective's only
-// data channel) reads the descriptor from pinned memory itself and goes on: it never waits for a copy's fence (about
-// 0.5 us on a small collective's critical path: docs/performance-log.md, 15); of the other blocks, the first to claim
-// the submission copies it into device memory (EngineGlobal::desc), and the rest wait for that copy.
+// the stream), at once when the entry says kRingCopied, else after reading the copy's ready flag. Otherwise block 0
+// (channel 0: a small collective's only data channel) reads the descriptor from pinned memory itself and goes on: it
+// never waits for a copy's fence (about 0.5 us on a small collective's critical path: docs/performance-log.md, 15);
+// of the other blocks, the first to claim the submission copies it into device memory (EngineGlobal::desc), and the
+// rest wait for that copy.
 template <class X>
 DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   const u32 low = bs.fresh[k];
