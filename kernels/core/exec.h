@@ -69,16 +69,28 @@ template <class T>
 DFCCL_HD constexpr T max_of(T a, T b) {
   return a < b ? b : a;
 }
-// Unsigned 64-bit division and remainder. On the GPU a 64-bit division is a long software routine (about 1 us of
-// a small collective's set-up went to a dozen of them: docs/performance-log.md, 7); operands that fit in 32 bits,
-// as in nearly every program, take the hardware-assisted 32-bit path.
+// Unsigned division and remainder. The GPU has no integer divider: a 64-bit division is a long software
+// routine (about 1 us of a small collective's set-up went to a dozen of them: docs/performance-log.md, 7), and even
+// the 32-bit one is a chain of some 20 dependent instructions around a reciprocal. Divisors are mostly powers of two
+// (element and slot sizes, one data channel, two ranks): those shift, on both executors, so that the host's tests
+// run the same arithmetic (docs/performance-log.md, 31); other operands that fit in 32 bits take the GPU's 32-bit
+// path. A zero divisor is not a power of two: it still traps on the host.
+DFCCL_HD DFCCL_FORCEINLINE u32 log2_pow2(u64 b) {
+#if defined(__CUDA_ARCH__)
+  return u32(__ffsll(static_cast<long long>(b)) - 1);
+#else
+  return u32(__builtin_ctzll(b));
+#endif
+}
 DFCCL_HD DFCCL_FORCEINLINE u64 udiv(u64 a, u64 b) {
+  if ((b & (b - 1)) == 0 && b != 0) return a >> log2_pow2(b);
 #if defined(__CUDA_ARCH__)
   if (((a | b) >> 32) == 0) return u32(a) / u32(b);
 #endif
   return a / b;
 }
 DFCCL_HD DFCCL_FORCEINLINE u64 umod(u64 a, u64 b) {
+  if ((b & (b - 1)) == 0 && b != 0) return a & (b - 1);
 #if defined(__CUDA_ARCH__)
   if (((a | b) >> 32) == 0) return u32(a) % u32(b);
 #endif

@@ -1,5 +1,7 @@
 #include "app_kernels.h"
 
+#include "../../kernels/core/exec.h"
+
 namespace dfccl::test {
 
 __global__ void never_loaded_kernel(float* data, size_t n) {
@@ -55,6 +57,28 @@ size_t count_not_equal(const int32_t* data, size_t n, int32_t expect, cudaStream
   if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
   cudaFree(wrong);
   return e == cudaSuccess ? size_t(h) : ~size_t(0);
+}
+
+__global__ void udiv_umod_kernel(const uint64_t* a, const uint64_t* b, uint64_t* q, uint64_t* r, size_t n) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    q[i] = core::udiv(a[i], b[i]);
+    r[i] = core::umod(a[i], b[i]);
+  }
+}
+
+bool gpu_udiv_umod(const uint64_t* a, const uint64_t* b, uint64_t* q, uint64_t* r, size_t n) {
+  uint64_t* d = nullptr;  // a, b, q, r
+  const size_t bytes = n * sizeof(uint64_t);
+  if (cudaMalloc(&d, 4 * bytes) != cudaSuccess) return false;
+  bool ok = cudaMemcpy(d, a, bytes, cudaMemcpyHostToDevice) == cudaSuccess &&
+            cudaMemcpy(d + n, b, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+  if (ok) {
+    udiv_umod_kernel<<<4, 128>>>(d, d + n, d + 2 * n, d + 3 * n, n);
+    ok = cudaGetLastError() == cudaSuccess && cudaMemcpy(q, d + 2 * n, bytes, cudaMemcpyDeviceToHost) == cudaSuccess &&
+         cudaMemcpy(r, d + 3 * n, bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+  }
+  cudaFree(d);
+  return ok;
 }
 
 }  // namespace dfccl::test

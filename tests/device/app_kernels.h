@@ -20,4 +20,8 @@ cudaError_t launch_spin_kernel(uint64_t ns, cudaStream_t stream);
 // failed.
 size_t count_not_equal(const int32_t* data, size_t n, int32_t expect, cudaStream_t stream);
 
+// The core's udiv and umod (kernels/core/exec.h) of a[i] and b[i] as the GPU computes them, into q[i] and r[i] (host
+// arrays of n elements); false if a CUDA call failed.
+bool gpu_udiv_umod(const uint64_t* a, const uint64_t* b, uint64_t* q, uint64_t* r, size_t n);
+
 }  // namespace dfccl::test

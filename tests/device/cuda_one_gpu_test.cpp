@@ -1,10 +1,11 @@
 // The engine on one GPU (CUDA executor, a one-rank communicator): what needs no peer GPU. CUDA graph capture is
 // refused, naming the stream, with nothing queued and the capture left as it was; the stream then serves the
-// communicator as before.
+// communicator as before. The core's division helpers give on the GPU what the host's operators give.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "app_kernels.h"
 #include "group.h"
@@ -124,6 +125,27 @@ TEST(CudaOneGpu, LegacyStreamDuringAGlobalCaptureIsRefused) {
   cudaStreamDestroy(blocking);
   cudaFree(in);
   cudaFree(out);
+}
+
+// udiv / umod on the GPU (kernels/core/exec.h: a shift for powers of two, the 32-bit division for operands that fit,
+// the 64-bit routine otherwise) against / and % on the host, over every pairing of the operands below.
+TEST(CudaOneGpu, DivisionHelpersMatchTheHostOperators) {
+  const uint64_t dividends[] = {0, 1, 2, 3, 7, 8, 1000, 123457, (1ull << 32) - 1, 1ull << 32, (1ull << 32) + 5,
+                                0x123456789abcdefull, ~0ull};
+  const uint64_t divisors[] = {1, 2, 3, 4, 5, 7, 8, 16, 24, 128, 1000, 1ull << 31, (1ull << 32) - 1, 1ull << 32,
+                               3ull << 32, 1ull << 63, ~0ull};
+  std::vector<uint64_t> a, b;
+  for (uint64_t x : dividends)
+    for (uint64_t y : divisors) {
+      a.push_back(x);
+      b.push_back(y);
+    }
+  std::vector<uint64_t> q(a.size(), 0), r(a.size(), 0);
+  ASSERT_TRUE(gpu_udiv_umod(a.data(), b.data(), q.data(), r.data(), a.size()));
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(q[i], a[i] / b[i]) << a[i] << " / " << b[i];
+    EXPECT_EQ(r[i], a[i] % b[i]) << a[i] << " % " << b[i];
+  }
 }
 
 }  // namespace

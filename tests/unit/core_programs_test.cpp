@@ -121,6 +121,23 @@ TEST(CorePrograms, EveryCollectiveRankCountSlotAndChannelCount) {
   EXPECT_GT(cases, 10000u);
 }
 
+// udiv / umod / div_up (exec.h) give what / and % give: powers of two shift and mask, other divisors take the
+// division (cuda_one_gpu_test checks the GPU's paths, 32-bit and 64-bit, against the same operators).
+TEST(CorePrograms, DivisionHelpersMatchTheOperators) {
+  const u64 dividends[] = {0, 1, 2, 3, 7, 8, 1000, 123457, (1ull << 32) - 1, 1ull << 32, (1ull << 32) + 5,
+                           0x123456789abcdefull, ~0ull - 1, ~0ull};
+  const u64 divisors[] = {1, 2, 3, 4, 5, 7, 8, 16, 24, 128, 1000, (1ull << 31), (1ull << 32) - 1, 1ull << 32,
+                          3ull << 32, 1ull << 63, ~0ull};
+  for (u64 a : dividends)
+    for (u64 b : divisors) {
+      EXPECT_EQ(udiv(a, b), a / b) << a << " / " << b;
+      EXPECT_EQ(umod(a, b), a % b) << a << " % " << b;
+      if (a <= ~0ull - b) {
+        EXPECT_EQ(div_up(a, b), (a + b - 1) / b) << a << " / " << b << " rounded up";
+      }
+    }
+}
+
 TEST(CorePrograms, DataChannelsAndRanges) {
   EXPECT_EQ(data_channels(0, 16, 1024), 1u);
   EXPECT_EQ(data_channels(10 * 1024, 16, 1024), 10u);

@@ -43,7 +43,7 @@ DFCCL_HD inline Geometry make_geometry(const Desc& d, int rank, int nranks, u32 
   g.root = d.root;
   g.esize = dtype_size(d.dtype);
   g.count = d.count;
-  g.slice = slot_bytes / g.esize;
+  g.slice = udiv(slot_bytes, g.esize);
   g.chan = channel_range(block_count(d), d.nchan, ch, g.esize);
   // No more slices per step than the data needs: every primitive costs a full handshake with the peer even when
   // its slice is empty (a small all-reduce on 2 ranks ran 12 primitives instead of 3: docs/performance-log.md, 3).

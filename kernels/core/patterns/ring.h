@@ -25,7 +25,7 @@ DFCCL_HD inline Range split_aligned(u64 total, u64 parts, u64 i, u64 align) {
   return Range{b, e - b};
 }
 
-DFCCL_HD inline u64 align_elems(u32 esize) { return kAlignBytes / esize; }
+DFCCL_HD inline u64 align_elems(u32 esize) { return udiv(kAlignBytes, esize); }
 
 // How many channels carry data for a collective moving `bytes` (per rank-sized block): at least min_chan_bytes per
 // channel, at most nblocks. Every rank computes the same value from the same arguments.
