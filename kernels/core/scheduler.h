@@ -421,9 +421,11 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
       decision = kWaitTurn;
     } else {
       const CommStatic& c = d.cs;
-      bs.at.geo = make_geometry(d, c.rank, c.nranks, b, c.slot_bytes, c.nslots);
-      bs.at.nops = program_num_ops(bs.at.geo);
-      bs.at.ll = bs.at.nops > 0 && uses_ll(bs.at.geo) ? 1u : 0u;
+      const Geometry g = make_geometry(d, c.rank, c.nranks, b, c.slot_bytes, c.nslots);  // registers, not reloaded
+      const u64 nops = program_num_ops(g);
+      bs.at.geo = g;
+      bs.at.nops = nops;
+      bs.at.ll = nops > 0 && uses_ll(g) ? 1u : 0u;
       bs.at.lv = lane_view(c, b, d.lane);
       bs.sent = sent;
       bs.recvd = recvd;

@@ -108,14 +108,14 @@ struct Desc {
   Kind kind;
   DType dtype;
   RedOp op;
-  u8 pad0;
+  u8 esize_log2;     // log2 of the element size (set_channels)
   int32_t root;
   int32_t priority;
   u32 nchan;         // channels that carry data (the others have empty programs)
   CommStatic cs;     // the communicator's fixed part (a copy: no dependent load before the lane's)
   u64 comm_gen;      // the communicator's attachment to the engine (Engine::attach): aborted once
                      // EngineGlobal::abort_gen[comm] equals it
-  u64 pad1;
+  u64 chan_share;    // elements per data channel, a multiple of kAlignBytes (set_channels)
 };
 static_assert(sizeof(Desc) == 144 && sizeof(Desc) % 16 == 0, "Desc is read in 16-byte loads, all issued at once");
 

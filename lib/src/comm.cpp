@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../kernels/core/patterns/ring.h"
+#include "../../kernels/core/collectives/collectives.h"
 #include "env.h"
 #include "error.h"
 
@@ -341,7 +341,8 @@ std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persis
     d.lane = tp.seq_lanes + uint32_t(persistent_id);
     d.turn = c->persistent_turn[persistent_id];
   }
-  d.nchan = core::data_channels(d.count * core::dtype_size(d.dtype), tp.nchan, c->engine->params().min_chan_bytes);
+  core::set_channels(d, core::data_channels(d.count * core::dtype_size(d.dtype), tp.nchan,
+                                            c->engine->params().min_chan_bytes));
   d.cs = c->host_dev.s;
   auto req = c->engine->submit(d, c->index, stream);
   if (persistent_id < 0) c->next_key += 1;  // only once queued: a refused submission must not shift the matching

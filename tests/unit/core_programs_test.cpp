@@ -33,7 +33,7 @@ long run_programs(const Case& c, int n, u32 slot_bytes, u32 nslots, u32 nchan) {
     d.root = c.root;
     d.send = b.send(r);
     d.recv = b.recv(r);
-    d.nchan = nchan;
+    set_channels(d, nchan);
   }
   // fifo[ch][r]: slots sent by rank r to rank r+1 on channel ch.
   std::vector<std::vector<std::deque<std::vector<uint8_t>>>> fifo(nchan,
@@ -166,7 +166,7 @@ TEST(CorePrograms, SmallCollectivesRunOnlyTheStepsTheirDataNeeds) {
     d.kind = kind;
     d.dtype = DType::F32;
     d.count = count;
-    d.nchan = 1;
+    set_channels(d, 1);
     return program_num_ops(make_geometry(d, 0, n, 0, /*slot_bytes=*/1024, /*nslots=*/8));
   };
   EXPECT_EQ(ops(Kind::AllReduce, 2, 2), 2u);        // 8 bytes on 2 ranks: one-shot, send then receive
@@ -182,7 +182,7 @@ TEST(CorePrograms, SmallCollectivesRunOnlyTheStepsTheirDataNeeds) {
     d.kind = Kind::AllReduce;
     d.dtype = DType::F32;
     d.count = count;
-    d.nchan = 1;
+    set_channels(d, 1);
     return program_num_ops(make_geometry(d, 0, 2, 0, /*slot_bytes=*/256 * 1024, /*nslots=*/4));
   };
   EXPECT_EQ(ops_big_slot(16384), 2u);
@@ -200,7 +200,7 @@ TEST(CorePrograms, OneShotUsesLLOnlyForOneSmallChannel) {
     d.kind = Kind::AllReduce;
     d.dtype = t;
     d.count = count;
-    d.nchan = nchan;
+    set_channels(d, nchan);
     const Geometry g = make_geometry(d, rank, 2, ch, /*slot_bytes=*/256 * 1024, /*nslots=*/4);
     EXPECT_EQ(program_num_ops(g), 2u);
     return std::pair<u32, u32>{program_op(g, 0).flags, program_op(g, 1).flags};
@@ -227,7 +227,7 @@ TEST(CorePrograms, SmallCollectivesUseLLOnEveryStep) {
     d.kind = k;
     d.dtype = t;
     d.count = count;
-    d.nchan = nchan;
+    set_channels(d, nchan);
     d.root = n - 1;
     d.send = reinterpret_cast<void*>(uintptr_t(1) << 20);  // not in place: a one-rank copy has steps
     d.recv = reinterpret_cast<void*>(uintptr_t(1) << 30);

@@ -2,6 +2,10 @@
 // Add an algorithm: write <kind>_<algorithm>.h with num_ops/op, then route to it here.
 #pragma once
 
+#if !defined(__CUDA_ARCH__)
+#include <cstdio>
+#endif
+
 #include "allgather_ring.h"
 #include "allreduce_oneshot.h"
 #include "allreduce_ring.h"
@@ -34,17 +38,38 @@ DFCCL_HD inline bool in_place(const Desc& d, int rank) {
 // FIFOs).
 DFCCL_HD inline u64 pipe_slices(u32 nslots) { return max_of<u64>(1, nslots / 2); }
 
+// The host's part of a descriptor's geometry, the same for every channel, set once per submission (comm_submit; tests
+// that build descriptors, after the kind, type and count): the data channels, the element size's log2 and each
+// channel's share. Each block's set-up is then shifts and clamps: its divisions on one thread held the attempt's
+// start by some 1000 cycles (docs/performance-log.md, 31-32).
+DFCCL_HD inline void set_channels(Desc& d, u32 nchan) {
+  const u32 esize = dtype_size(d.dtype);
+  d.nchan = nchan;
+  d.esize_log2 = u8(log2_pow2(esize));
+  d.chan_share = channel_share(block_count(d), nchan, esize);
+}
+
 DFCCL_HD inline Geometry make_geometry(const Desc& d, int rank, int nranks, u32 ch, u32 slot_bytes, u32 nslots) {
+#if !defined(__CUDA_ARCH__)
+  // A descriptor whose channels were not set by set_channels (or whose type or count changed after) would run a
+  // wrong geometry without a sign; the host executor, which runs every host test, stops there instead.
+  if (d.nchan == 0 || d.chan_share != channel_share(block_count(d), d.nchan, dtype_size(d.dtype)) ||
+      (1u << d.esize_log2) != dtype_size(d.dtype)) {
+    std::fprintf(stderr, "dfccl core: descriptor %llu: channels not set (set_channels) for its type and count\n",
+                 static_cast<unsigned long long>(d.seq));
+    __builtin_trap();
+  }
+#endif
   Geometry g;
   g.kind = d.kind;
   g.redop = d.op;
   g.rank = rank;
   g.nranks = nranks;
   g.root = d.root;
-  g.esize = dtype_size(d.dtype);
+  g.esize = 1u << d.esize_log2;
   g.count = d.count;
-  g.slice = udiv(slot_bytes, g.esize);
-  g.chan = channel_range(block_count(d), d.nchan, ch, g.esize);
+  g.slice = slot_bytes >> d.esize_log2;
+  g.chan = ch < d.nchan ? piece_of(block_count(d), d.chan_share, ch) : Range{0, 0};
   // No more slices per step than the data needs: every primitive costs a full handshake with the peer even when
   // its slice is empty (a small all-reduce on 2 ranks ran 12 primitives instead of 3: docs/performance-log.md, 3).
   // The same on every rank: it depends only on the descriptor and the channel.

@@ -16,13 +16,16 @@ struct Range {
 
 DFCCL_HD inline int ring_mod(int x, int n) { return ((x % n) + n) % n; }
 
+// Piece i of `total` elements cut into pieces of `per` elements: the last pieces may be shorter or empty.
+DFCCL_HD inline Range piece_of(u64 total, u64 per, u64 i) {
+  const u64 b = min_of(total, per * i);
+  return Range{b, min_of(total, b + per) - b};
+}
+
 // Piece i of `total` elements cut into `parts` pieces, boundaries on multiples of `align` elements; trailing
 // pieces may be shorter or empty.
 DFCCL_HD inline Range split_aligned(u64 total, u64 parts, u64 i, u64 align) {
-  u64 per = round_up(div_up(total, parts), align);
-  u64 b = min_of(total, per * i);
-  u64 e = min_of(total, b + per);
-  return Range{b, e - b};
+  return piece_of(total, round_up(div_up(total, parts), align), i);
 }
 
 DFCCL_HD inline u64 align_elems(u32 esize) { return udiv(kAlignBytes, esize); }
@@ -34,10 +37,15 @@ DFCCL_HD inline u32 data_channels(u64 bytes, u32 nblocks, u32 min_chan_bytes) {
   return u32(max_of<u64>(1, min_of<u64>(n, nblocks)));
 }
 
+// Elements per channel when nchan channels carry `total` elements: boundaries on 16 bytes.
+DFCCL_HD inline u64 channel_share(u64 total, u32 nchan, u32 esize) {
+  return round_up(div_up(total, u64(nchan)), align_elems(esize));
+}
+
 // Channel ch's part of `total` elements when nchan channels carry data (empty for ch >= nchan).
 DFCCL_HD inline Range channel_range(u64 total, u32 nchan, u32 ch, u32 esize) {
   if (ch >= nchan) return Range{0, 0};
-  return split_aligned(total, nchan, ch, align_elems(esize));
+  return piece_of(total, channel_share(total, nchan, esize), ch);
 }
 
 }  // namespace dfccl::core
