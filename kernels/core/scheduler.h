@@ -619,7 +619,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
     X::sync();
     // A ring that has been used (frontier > 0) also has the entry after the next loaded, relaxed and issued first, so
     // that both round trips overlap: a ring that had one new entry is done without a second round trip to look for
-    // another (0.3 us on a new submission's way to its start: docs/performance-log.md, 33). An entry seen only
+    // another (330 cycles less on a new submission's way to its start: docs/performance-log.md, 33). An entry seen only
     // there is loaded again with acquire before it is taken; one that came after that look waits for the next pass.
     for (u32 r = tid; r < kMaxRings; r += nt) {
       u64 pos = bs.frontier[r];
