@@ -142,12 +142,18 @@ TEST(CorePrograms, DataChannelsAndRanges) {
   EXPECT_EQ(data_channels(0, 16, 1024), 1u);
   EXPECT_EQ(data_channels(10 * 1024, 16, 1024), 10u);
   EXPECT_EQ(data_channels(1 << 30, 16, 1024), 16u);
-  // Channel ranges cover the buffer exactly once, boundaries on 16 bytes.
+  // The channels' parts, as the host plans them (set_channels) and each block takes its own (make_geometry), cover
+  // the buffer exactly once, boundaries on 16 bytes.
   for (u64 total : {0ull, 1ull, 15ull, 1000ull, 123457ull})
     for (u32 nchan : {1u, 2u, 7u}) {
+      Desc d{};
+      d.kind = Kind::AllReduce;
+      d.dtype = DType::F32;
+      d.count = total;
+      set_channels(d, nchan);
       u64 covered = 0, expect_begin = 0;
       for (u32 ch = 0; ch < nchan + 2; ++ch) {
-        const Range r = channel_range(total, nchan, ch, 4);
+        const Range r = make_geometry(d, 0, 1, ch, /*slot_bytes=*/1024, /*nslots=*/8).chan;
         if (r.count == 0) continue;
         EXPECT_EQ(r.begin, expect_begin);
         EXPECT_EQ(r.begin % 4, 0u);

@@ -52,9 +52,10 @@ DFCCL_HD inline void set_channels(Desc& d, u32 nchan) {
 DFCCL_HD inline Geometry make_geometry(const Desc& d, int rank, int nranks, u32 ch, u32 slot_bytes, u32 nslots) {
 #if !defined(__CUDA_ARCH__)
   // A descriptor whose channels were not set by set_channels (or whose type or count changed after) would run a
-  // wrong geometry without a sign; the host executor, which runs every host test, stops there instead.
-  if (d.nchan == 0 || d.chan_share != channel_share(block_count(d), d.nchan, dtype_size(d.dtype)) ||
-      (1u << d.esize_log2) != dtype_size(d.dtype)) {
+  // wrong geometry without a sign; the host executor, which runs every host test, plans it again and stops there.
+  Desc planned = d;
+  set_channels(planned, d.nchan);
+  if (d.nchan == 0 || planned.chan_share != d.chan_share || planned.esize_log2 != d.esize_log2) {
     std::fprintf(stderr, "dfccl core: descriptor %llu: channels not set (set_channels) for its type and count\n",
                  static_cast<unsigned long long>(d.seq));
     __builtin_trap();

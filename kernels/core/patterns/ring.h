@@ -42,10 +42,4 @@ DFCCL_HD inline u64 channel_share(u64 total, u32 nchan, u32 esize) {
   return round_up(div_up(total, u64(nchan)), align_elems(esize));
 }
 
-// Channel ch's part of `total` elements when nchan channels carry data (empty for ch >= nchan).
-DFCCL_HD inline Range channel_range(u64 total, u32 nchan, u32 ch, u32 esize) {
-  if (ch >= nchan) return Range{0, 0};
-  return piece_of(total, channel_share(total, nchan, esize), ch);
-}
-
 }  // namespace dfccl::core
