@@ -190,26 +190,20 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
   u64 hn = ev.g->host_next;
   u64 look_at = 0;
   for (;;) {
-    // The record of posting `next`, the next host-ordered doorbell and the stop check's two words, all issued
-    // together: one round trip (the stop check's own round trip to L2 before each poll made a turn 0.15 us longer:
-    // docs/performance-log.md, 35). A turn that finds the daemon leaving drops what its poll found: the next
-    // launch polls the same positions again.
-    const Pack* rec = reinterpret_cast<const Pack*>(ev.h->post_log[next % kMaxSlots].w);
-    const u64* door_at = &ev.h->host_ring[hn % kMaxSlots];
-    Pack v[kMine];
-    u64 mine_door = 0, req = 0, quit = 0;
-    for (u32 j = 0; j < kMine; ++j) v[j] = lane + j * W < kPostPacks ? X::ld_ll(rec + lane + j * W) : Pack{};
-    if (lane == kDoorLane) mine_door = X::load_relaxed(door_at);
-    if (lane == 0) {
-      req = vload(ev.g->exit_request);
-      quit = vload(ev.g->quit);
-    }
     u64 stop = 0;
     if (lane == 0) {
+      const u64 req = vload(ev.g->exit_request), quit = vload(ev.g->quit);
       stop = quit != 0 || exit_ordered(req, ev.p.epoch) ? 1 : 0;
       if (!stop) look_for_aborts_when_due<X>(ev, look_at, X::now_ns());
     }
     if (X::shfl(stop, 0) != 0) break;
+    // The record of posting `next` and the next host-ordered doorbell, one round trip.
+    const Pack* rec = reinterpret_cast<const Pack*>(ev.h->post_log[next % kMaxSlots].w);
+    const u64* door_at = &ev.h->host_ring[hn % kMaxSlots];
+    Pack v[kMine];
+    u64 mine_door = 0;
+    for (u32 j = 0; j < kMine; ++j) v[j] = lane + j * W < kPostPacks ? X::ld_ll(rec + lane + j * W) : Pack{};
+    if (lane == kDoorLane) mine_door = X::load_relaxed(door_at);
     u64 door = X::shfl(mine_door, kDoorLane);
     // Whole when every word carries the flag of the first; then `ahead` postings past `next` (a multiple of
     // kMaxSlots when the host went round the log), or a lap earlier (not posted yet: "negative").
