@@ -269,8 +269,19 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
 // never waits for a copy's fence (about 0.5 us on a small collective's critical path: docs/performance-log.md, 15);
 // of the other blocks, the first to claim the submission copies it into device memory (EngineGlobal::desc), and the
 // rest wait for that copy.
+//
+// The first new submission of a pass (k = 0, thread 0) also starts its attempt's loads: the lane's turn and positions
+// are loaded into `look` (thread 0's registers) as soon as the descriptor gives their address, and the descriptor
+// goes into BlockShared::at, so that those loads travel while the block does its bookkeeping (insert_active, the
+// barriers) instead of after it (docs/performance-log.md, 36). attempt takes them only where nothing can have changed
+// them: in the pass's first attempt, of the same slot (LaneLook).
+struct LaneLook {
+  u32 slot = ~0u;  // the slot whose lane was loaded; ~0u: none
+  u64 turn = 0, sent = 0, recvd = 0;
+};
+
 template <class X>
-DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
+DFCCL_DEV DFCCL_FORCEINLINE LaneLook accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k, bool looks) {
   const u32 low = bs.fresh[k];
   const u32 slot = ring_slot(low);
   bs.fresh[k] = u16(slot);
@@ -294,9 +305,18 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
       load_desc<X>(ev.g->desc[slot], v);
     }
   }
-  for (int i = 0; i < kDescPacks; ++i) dst[i] = v[i];
   Desc d;
   memcpy(&d, v, sizeof(Desc));  // registers: no reload of what was just stored
+  LaneState* ls = lane_state(d, b);
+  LaneLook look;
+  if (looks) {  // issued before the stores below: their round trip overlaps the rest of the pass's step 1
+    look.turn = vload(ls->turn);
+    look.sent = ls->sent;
+    look.recvd = ls->recvd;
+    look.slot = slot;
+    bs.at.desc = d;
+  }
+  for (int i = 0; i < kDescPacks; ++i) dst[i] = v[i];
   cx.t_start = 0;
   cx.op = 0;
   cx.spin_ns = u32(ev.p.spin_init_ns);
@@ -306,7 +326,8 @@ DFCCL_DEV void accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k) {
   cx.state = kCtxActive;
   bs.fresh_prio[k] = d.priority;
   bs.fresh_seq[k] = d.seq;
-  bs.fresh_lane[k] = lane_state(d, b);
+  bs.fresh_lane[k] = ls;
+  return look;
 }
 
 // What one channel of a collective has tallied over its attempts (ChanCtx fields), read by thread 0 at the start of
@@ -392,9 +413,13 @@ DFCCL_DEV inline bool wait_must_end(const EngineView& ev, u64 aborts_seen) {
 // would block. only_if_aborted: finish it if its communicator was aborted, else leave it untouched (blocking mode's
 // queue behind its head). aborts_seen: EngineGlobal::aborts as read at the start of the scheduler pass, before its
 // collectives were checked for aborts (0: none was ever aborted, and the communicator's flag is not read).
+//
+// look: the lane as accept loaded it in this pass (LaneLook), for the pass's first attempt only (nothing else has
+// run on the block since); when it names this slot, the collective is new: its descriptor is already in
+// BlockShared::at, its dynamic context is accept's reset, and the attempt starts without a round trip to memory.
 template <class X>
 DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, LaneState* ls, u64 aborts_seen,
-                      bool only_if_aborted = false) {
+                      LaneLook look, bool only_if_aborted = false) {
   u64 t_prog = prof_now<X>();
   ChanCtx& cx = chan_ctx(ev, slot, b);
 
@@ -407,14 +432,30 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
   u64 spin = 0;   // thread 0: the adaptive spin budget
   ChanTally tally{};  // thread 0
   if (X::tid() == 0) {
-    const Desc d = cx.desc;
-    const u64 turn = vload(ls->turn), sent = ls->sent, recvd = ls->recvd;
-    tally = ChanTally{cx.t_start, cx.preemptions, cx.wait_us};
-    spin = cx.spin_ns;
-    const u32 first_op = cx.op;
+    const bool fresh = look.slot == slot;
+    Desc d;
+    u64 turn, sent, recvd;
+    u32 first_op;
+    if (fresh) {  // accept's reset (ChanCtx) and its loads
+      d = bs.at.desc;
+      turn = look.turn;
+      sent = look.sent;
+      recvd = look.recvd;
+      tally = ChanTally{0, 0, 0};
+      spin = u32(ev.p.spin_init_ns);
+      first_op = 0;
+    } else {
+      d = cx.desc;
+      turn = vload(ls->turn);
+      sent = ls->sent;
+      recvd = ls->recvd;
+      tally = ChanTally{cx.t_start, cx.preemptions, cx.wait_us};
+      spin = cx.spin_ns;
+      first_op = cx.op;
+      bs.at.desc = d;
+    }
     const bool aborted = aborts_seen != 0 && comm_aborted(ev, d);
     u32 decision = kRun;
-    bs.at.desc = d;
     if (aborted) {
       decision = kAbort;
     } else if (only_if_aborted || turn != d.turn) {
@@ -636,7 +677,11 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
       }
     }
     X::sync();
-    for (u32 k = tid; k < bs.nnew; k += nt) accept<X>(ev, bs, b, k);
+    LaneLook look;  // thread 0's, for the pass's first attempt (not in blocking mode, whose first only checks aborts)
+    for (u32 k = tid; k < bs.nnew; k += nt) {
+      const LaneLook l = accept<X>(ev, bs, b, k, k == 0 && !ev.p.blocking);
+      if (k == 0) look = l;
+    }
     X::sync();
     if (tid == 0) {
       for (u32 k = 0; k < bs.nnew; ++k)
@@ -657,7 +702,9 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
     // wait through its quit test).
     if (aborts_seen != 0) X::fence_system();
     for (u32 k = 0; k < bs.nactive;) {
-      const u32 res = attempt<X>(ev, bs, b, bs.active[k], bs.active_lane[k], aborts_seen, ev.p.blocking != 0);
+      const u32 res =
+          attempt<X>(ev, bs, b, bs.active[k], bs.active_lane[k], aborts_seen, look, ev.p.blocking != 0);
+      look.slot = ~0u;  // a later attempt may follow one on the same lane
       if (res == kAttemptDone) {
         if (tid == 0) {
           remove_active(bs, k);
@@ -670,7 +717,7 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
       ++k;
     }
     if (ev.p.blocking && bs.nactive > 0) {
-      const u32 res = attempt<X>(ev, bs, b, bs.active[0], bs.active_lane[0], aborts_seen);
+      const u32 res = attempt<X>(ev, bs, b, bs.active[0], bs.active_lane[0], aborts_seen, LaneLook{});
       if (tid == 0 && res != kAttemptBlocked) bs.progressed = 1;
       if (res == kAttemptDone) {
         if (tid == 0) remove_active(bs, 0);
