@@ -1,6 +1,6 @@
 // The engine's promises on the host executor: total preemption (a collective survives daemon exits and relaunches
 // while its peer is absent), device synchronization while collectives are pending, persistent collectives in any
-// order inside one communicator, more collectives in flight than lanes, completion paths (test, synchronize with a
+// order inside one communicator, more collectives in flight than lanes, a lane's turn kept under priority, completion paths (test, synchronize with a
 // timeout, callbacks, request info), abort within a second, small collectives on many blocks, back-pressure at the
 // slot limit, local destroy.
 #include <gtest/gtest.h>
@@ -440,6 +440,51 @@ TEST_F(HostEngine, MoreCollectivesInFlightThanLanes) {
     dfcclRequestFree(q);
   }
   for (auto& o : out) EXPECT_EQ(wrong_sum(o, 2), 0u);
+}
+
+// A collective of higher priority that arrives behind an unfinished one of the same lane waits for the lane's turn.
+// With one sequence lane (DFCCL_LANES=1) and three ranks (the ring), rank 0's first all-reduce has sent its first
+// chunk and waits (ranks 1 and 2 have submitted nothing) when its second, of priority 5, arrives in a later scheduler
+// pass and sorts first on rank 0's block. Taking the lane before the first has finished would put the second's chunk
+// into the slot where rank 1's first collective then reads the first's next one. This is the case where a new
+// collective's first attempt uses the lane as accept loaded it (scheduler.h, LaneLook): with the turn taken from the
+// descriptor instead, the results are wrong.
+TEST_F(HostEngine, AHigherPriorityCollectiveWaitsForItsLaneTurn) {
+  struct Unset {
+    ~Unset() { unsetenv("DFCCL_LANES"); }
+  } unset;
+  setenv("DFCCL_LANES", "1", 1);
+  constexpr int kRanks = 3;
+  Group g(kRanks, dfcclExecutorHost);
+  const size_t n = 5000;
+  std::vector<int32_t> in[kRanks][2], out[kRanks][2];  // [rank][first, second]
+  dfcclRequest_t q[kRanks][2] = {};
+  auto submit = [&](int r, int k, int priority) {
+    in[r][k] = iota_input(n, r + kRanks * k);  // the two collectives' sums differ
+    out[r][k].assign(n, -1);
+    DFCCL_ASSERT_OK(dfcclAllReduce(in[r][k].data(), out[r][k].data(), n, dfcclInt32, dfcclSum, g[r], priority,
+                                   nullptr, &q[r][k]));
+  };
+  submit(0, 0, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 0's daemon has taken it, and it waits
+  submit(0, 1, 5);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int r = 1; r < kRanks; ++r) {
+    submit(r, 0, 0);
+    submit(r, 1, 5);
+  }
+  for (int r = 0; r < kRanks; ++r)
+    for (int k = 0; k < 2; ++k) {
+      ASSERT_EQ(dfcclSynchronize(q[r][k], 10000), dfcclSuccess) << "rank " << r << " collective " << k;
+      dfcclRequestFree(q[r][k]);
+      size_t bad = 0;
+      for (size_t i = 0; i < n; ++i) {
+        int32_t want = 0;
+        for (int p = 0; p < kRanks; ++p) want += int32_t(i % 1000) + (p + kRanks * k) * 1000;
+        bad += out[r][k][i] != want;
+      }
+      EXPECT_EQ(bad, 0u) << "rank " << r << " collective " << k;
+    }
 }
 
 TEST_F(HostEngine, TestSynchronizeTimeoutAndCallbacks) {
