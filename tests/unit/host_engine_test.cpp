@@ -1,8 +1,8 @@
-// The engine's promises on the host executor: total preemption (a collective survives daemon exits and relaunches
-// while its peer is absent), device synchronization while collectives are pending, persistent collectives in any
-// order inside one communicator, more collectives in flight than lanes, a lane's turn kept under priority, completion paths (test, synchronize with a
-// timeout, callbacks, request info), abort within a second, small collectives on many blocks, back-pressure at the
-// slot limit, local destroy.
+// The engine's promises on the host executor: total preemption (a collective survives daemon exits and relaunches while
+// its peer is absent), device synchronization while collectives are pending, persistent collectives in any order inside
+// one communicator, more collectives in flight than lanes, a lane's turn kept under priority, completion paths (test,
+// synchronize with a timeout, callbacks, request info), abort within a second, small collectives on many blocks,
+// back-pressure at the slot limit, local destroy.
 #include <gtest/gtest.h>
 
 #include <atomic>
