@@ -7,21 +7,15 @@
 //            store of its own before it, the completion word;
 //   nofence: the completion word straight after the count (a lower bound; not a correct publication).
 // Cycles per repetition (median of 9 runs of 2000), and ns with the SM clock measured against %globaltimer.
-//   nvcc -O2 -std=c++20 -arch=sm_90 scripts/device/probes/finish_cost.cu -o .device/bin/finish_cost
+//   nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/finish_cost.cu -o .device/bin/finish_cost
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <vector>
 
-#define CHECK(x)                                                    \
-  do {                                                              \
-    const cudaError_t e_ = (x);                                     \
-    if (e_ != cudaSuccess) {                                        \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
-      return 1;                                                     \
-    }                                                               \
-  } while (0)
+#include "probe_check.h"
+
 
 struct Words {
   uint4 out[64];
@@ -61,28 +55,30 @@ __global__ void loop(Words* w, int reps, unsigned long long* out) {
 }
 
 template <int Variant>
-int measure(const char* name, Words* w, unsigned long long* out) {
+void measure(const char* name, Words* w, unsigned long long* out) {
   constexpr int kReps = 2000, kRuns = 9;
   std::vector<double> cyc, ns;
   for (int run = 0; run < kRuns; ++run) {
     loop<Variant><<<1, 32>>>(w, kReps, out);
-    CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaDeviceSynchronize());
     cyc.push_back(double(out[0]) / kReps);
     ns.push_back(double(out[1]) / kReps);
   }
   std::sort(cyc.begin(), cyc.end());
   std::sort(ns.begin(), ns.end());
   std::printf("FINISH %-8s %7.1f cycles, %6.1f ns per repetition\n", name, cyc[kRuns / 2], ns[kRuns / 2]);
-  return 0;
 }
 
 int main() {
   Words* w = nullptr;
   unsigned long long* out = nullptr;
-  CHECK(cudaMalloc(&w, sizeof(Words)));
-  CHECK(cudaMemset(w, 0, sizeof(Words)));
-  CHECK(cudaMallocManaged(&out, 32));
-  for (int pass = 0; pass < 2; ++pass)
-    if (measure<0>("reset", w, out) || measure<1>("keep", w, out) || measure<2>("nofence", w, out)) return 1;
+  CUDA_CHECK(cudaMalloc(&w, sizeof(Words)));
+  CUDA_CHECK(cudaMemset(w, 0, sizeof(Words)));
+  CUDA_CHECK(cudaMallocManaged(&out, 32));
+  for (int pass = 0; pass < 2; ++pass) {
+    measure<0>("reset", w, out);
+    measure<1>("keep", w, out);
+    measure<2>("nofence", w, out);
+  }
   return 0;
 }

@@ -7,7 +7,7 @@
 // `gap` SM cycles have passed since the last poll of any warp (shared clock word), so the warps stay staggered.
 // Reported: the host's time from starting to write record i to seeing its acknowledgement (median, p10, p90), per
 // configuration, and the polls per record (how often the record was read).
-//   nvcc -O2 -std=c++20 -arch=sm_90 scripts/device/probes/poll_warps.cu -o .device/bin/poll_warps
+//   nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/poll_warps.cu -o .device/bin/poll_warps
 //   poll_warps [iters=4000]
 #include <cuda_runtime.h>
 
@@ -17,14 +17,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                         \
-  do {                                                                                \
-    const cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                   \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
+#include "probe_check.h"
+
 
 constexpr int kPacks = 20;
 struct alignas(16) Pack {
@@ -86,18 +80,18 @@ int main(int argc, char** argv) {
   const unsigned long long warm = 200;
   Pack* rec = nullptr;
   unsigned long long* ack = nullptr;
-  CK(cudaHostAlloc(&rec, sizeof(Pack) * kPacks, cudaHostAllocMapped));
-  CK(cudaHostAlloc(&ack, 64, cudaHostAllocMapped));
+  CUDA_CHECK(cudaHostAlloc(&rec, sizeof(Pack) * kPacks, cudaHostAllocMapped));
+  CUDA_CHECK(cudaHostAlloc(&ack, 64, cudaHostAllocMapped));
   unsigned long long *quit_word = nullptr, *polls = nullptr;
-  CK(cudaMalloc(&quit_word, 8));
-  CK(cudaMemset(quit_word, 0, 8));
-  CK(cudaHostAlloc(&polls, 8, cudaHostAllocMapped));
+  CUDA_CHECK(cudaMalloc(&quit_word, 8));
+  CUDA_CHECK(cudaMemset(quit_word, 0, 8));
+  CUDA_CHECK(cudaHostAlloc(&polls, 8, cudaHostAllocMapped));
   Pack* drec = nullptr;
   unsigned long long* dack = nullptr;
-  CK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&drec), rec, 0));
-  CK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dack), ack, 0));
+  CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&drec), rec, 0));
+  CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dack), ack, 0));
   pollers<<<1, 32>>>(drec, dack, quit_word, 0, 0, 0, polls);  // load the module
-  CK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaDeviceSynchronize());
 
   struct Cfg {
     int warps, stop;
@@ -126,7 +120,7 @@ int main(int argc, char** argv) {
     *vack = 0;
     const unsigned long long n = warm + iters;
     pollers<<<1, 32 * c.warps>>>(drec, dack, quit_word, n, c.stop, c.gap, polls);
-    CK(cudaGetLastError());
+    CUDA_CHECK(cudaGetLastError());
     std::vector<double> us;
     us.reserve(iters);
     for (unsigned long long i = 1; i <= n; ++i) {
@@ -144,7 +138,7 @@ int main(int argc, char** argv) {
       while (std::chrono::steady_clock::now() < until) {
       }
     }
-    CK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaDeviceSynchronize());
     std::sort(us.begin(), us.end());
     std::printf("POLL %-60s median %.2f us  p10 %.2f  p90 %.2f  polls per record %.1f\n", c.what, us[us.size() / 2],
                 us[us.size() / 10], us[us.size() * 9 / 10], double(*polls) / double(n));
