@@ -270,11 +270,12 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
 // of the other blocks, the first to claim the submission copies it into device memory (EngineGlobal::desc), and the
 // rest wait for that copy.
 //
-// The first new submission of a pass (k = 0, thread 0) also starts its attempt's loads: the lane's turn and positions
-// are loaded into `look` (thread 0's registers) as soon as the descriptor gives their address, and the descriptor
-// goes into BlockShared::at, so that those loads travel while the block does its bookkeeping (insert_active, the
-// barriers) instead of after it (docs/performance-log.md, 36). attempt takes them only where nothing can have changed
-// them: in the pass's first attempt, of the same slot (LaneLook).
+// With `looks` (the pass's first new submission, k = 0 on thread 0, outside blocking mode), accept also starts its
+// attempt's loads: the lane's turn and positions, issued as soon as the descriptor gives their address and returned
+// in a LaneLook (thread 0's registers: passed by pointer, it went to the stack, whose stores waited for the loads
+// here), and the descriptor goes into BlockShared::at. The loads then travel while the block does its bookkeeping
+// (insert_active, the barriers) instead of after it (docs/performance-log.md, 36). attempt takes them only where
+// nothing can have changed them: in the pass's first attempt, of the same slot.
 struct LaneLook {
   u32 slot = ~0u;  // the slot whose lane was loaded; ~0u: none
   u64 turn = 0, sent = 0, recvd = 0;
