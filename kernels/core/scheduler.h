@@ -441,8 +441,7 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
       d = bs.at.desc;
       turn = look.turn;
       sent = look.sent;
-      recvd = look.recvd;
-      tally = ChanTally{0, 0, 0};
+      recvd = look.recvd;  // tally: zero as accept left it
       spin = u32(ev.p.spin_init_ns);
       first_op = 0;
     } else {

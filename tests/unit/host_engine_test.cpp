@@ -35,11 +35,12 @@ std::vector<int32_t> iota_input(size_t n, int rank) {
   return v;
 }
 
-size_t wrong_sum(const std::vector<int32_t>& out, int nranks) {
+// Elements of out that are not the sum of iota_input(n, first + r) over ranks r < nranks.
+size_t wrong_sum(const std::vector<int32_t>& out, int nranks, int first = 0) {
   size_t bad = 0;
   for (size_t i = 0; i < out.size(); ++i) {
     int32_t want = 0;
-    for (int r = 0; r < nranks; ++r) want += int32_t(i % 1000) + r * 1000;
+    for (int r = 0; r < nranks; ++r) want += int32_t(i % 1000) + (first + r) * 1000;
     bad += out[i] != want;
   }
   return bad;
@@ -477,13 +478,7 @@ TEST_F(HostEngine, AHigherPriorityCollectiveWaitsForItsLaneTurn) {
     for (int k = 0; k < 2; ++k) {
       ASSERT_EQ(dfcclSynchronize(q[r][k], 10000), dfcclSuccess) << "rank " << r << " collective " << k;
       dfcclRequestFree(q[r][k]);
-      size_t bad = 0;
-      for (size_t i = 0; i < n; ++i) {
-        int32_t want = 0;
-        for (int p = 0; p < kRanks; ++p) want += int32_t(i % 1000) + (p + kRanks * k) * 1000;
-        bad += out[r][k][i] != want;
-      }
-      EXPECT_EQ(bad, 0u) << "rank " << r << " collective " << k;
+      EXPECT_EQ(wrong_sum(out[r][k], kRanks, kRanks * k), 0u) << "rank " << r << " collective " << k;
     }
 }
 
