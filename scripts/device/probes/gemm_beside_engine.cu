@@ -1,8 +1,8 @@
 // Probe: does a dfccl engine slow down compute on its GPU while it has nothing to do? (issue #4: a GEMM beside an
 // idle engine loses <= 2 %.) A tiled float32 GEMM (4096^3, every SM) runs on GPU 0, timed with CUDA events, in
-// rounds that alternate: no engine; engine idle (communicators on GPUs 0 and 1, a few all-reduces done, then
-// 20 ms for the daemon to exit idle); again without. With DFCCL_IDLE_NS set very high the daemon stays resident
-// while idle, which shows what exiting saves.
+// rounds that alternate: no engine; engine idle (communicators on GPUs 0 and 1, or on GPU 0 alone on a one-GPU
+// machine, a few all-reduces done, then 20 ms for the daemon to exit idle); again without. With DFCCL_IDLE_NS set
+// very high the daemon stays resident while idle, which shows what exiting saves.
 //   nvcc -O3 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/gemm_beside_engine.cu build/lib/libdfccl.a \
 //        -lfmt -lcuda -o .device/bin/gemm_beside_engine
 //   gemm_beside_engine [rounds=3]
@@ -76,24 +76,28 @@ int main(int argc, char** argv) {
   cudaMemset(b, 0, size_t(n) * n * 4);
   const char* idle = std::getenv("DFCCL_IDLE_NS");
   std::printf("DFCCL_IDLE_NS=%s\n", idle ? idle : "(default)");
+  int count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&count));
+  const int ndev = count >= 2 ? 2 : 1;  // the engine's communicator: GPUs 0 and 1, or GPU 0 alone
+  std::printf("engine on %d GPU(s)\n", ndev);
   std::vector<double> without, with;
   for (int round = 0; round < rounds; ++round) {
     const double t0 = gemm_tflops(a, b, c, n, reps);
     int devs[2] = {0, 1};
     dfcclComm_t comms[2];
-    DFCCL_CHECK(dfcclCommInitAll(comms, 2, devs));
+    DFCCL_CHECK(dfcclCommInitAll(comms, ndev, devs));
     float* buf[2];
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < ndev; ++r) {
       CUDA_CHECK(cudaSetDevice(r));
       CUDA_CHECK(cudaMalloc(&buf[r], 1 << 20));
     }
     for (int it = 0; it < 10; ++it) {
       dfcclRequest_t q[2];
-      for (int r = 0; r < 2; ++r) {
+      for (int r = 0; r < ndev; ++r) {
         CUDA_CHECK(cudaSetDevice(r));
         DFCCL_CHECK(dfcclAllReduce(buf[r], buf[r], 1 << 18, dfcclFloat32, dfcclSum, comms[r], 0, nullptr, &q[r]));
       }
-      for (int r = 0; r < 2; ++r) {
+      for (int r = 0; r < ndev; ++r) {
         DFCCL_CHECK(dfcclSynchronize(q[r], 10000));
         dfcclRequestFree(q[r]);
       }
@@ -109,7 +113,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     without.push_back(t0);
     with.push_back(t1);
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < ndev; ++r) {
       CUDA_CHECK(cudaSetDevice(r));
       cudaFree(buf[r]);
       dfcclCommDestroy(comms[r]);
