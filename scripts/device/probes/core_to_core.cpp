@@ -6,22 +6,16 @@
 //   core_to_core [round trips per pair = 20000]   prints, per pair, the median ns of batches of 1000 round trips
 #include <pthread.h>
 #include <sched.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 #include <vector>
-
-static uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 static void pin(int cpu) {
   cpu_set_t set;
@@ -47,14 +41,14 @@ static double pair_ns(int a, int b, int trips) {
   });
   pin(a);
   std::vector<double> batch;
-  uint64_t t0 = now_ns();
+  auto t0 = std::chrono::steady_clock::now();
   for (uint64_t k = 1; k <= uint64_t(trips); ++k) {
     line.store(2 * k - 1, std::memory_order_release);
     while (line.load(std::memory_order_acquire) != 2 * k) {
     }
     if (k % 1000 == 0) {
-      const uint64_t t1 = now_ns();
-      batch.push_back(double(t1 - t0) / 1000.0);
+      const auto t1 = std::chrono::steady_clock::now();
+      batch.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / 1000.0);
       t0 = t1;
     }
   }

@@ -15,9 +15,10 @@
 // Build: nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/pinned_pages.cu -o pinned_pages
 #include <cuda_runtime.h>
 #include <fcntl.h>
-#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -25,12 +26,6 @@
 
 #include "probe_check.h"
 #include "probe_stats.h"
-
-static uint64_t mono() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 __global__ void read_latency(volatile unsigned long long* p, int n, unsigned long long* cycles) {
   unsigned long long v = 0;
@@ -50,6 +45,16 @@ __global__ void pong_kernel(volatile unsigned long long* ping, volatile unsigned
   }
 }
 
+// Median cycles per read of p by one GPU thread (the first 4 of kReads samples dropped: the kernel's start).
+constexpr int kReads = 64;
+static double read_cycles(volatile unsigned long long* p, unsigned long long* cycles) {
+  read_latency<<<1, 1>>>(p, kReads, cycles);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<unsigned long long> hc(kReads);
+  CUDA_CHECK(cudaMemcpy(hc.data(), cycles, kReads * 8, cudaMemcpyDeviceToHost));
+  return median(std::vector<double>(hc.begin() + 4, hc.end()));
+}
+
 static uint64_t frame_of(const void* p) {
   static const int fd = open("/proc/self/pagemap", O_RDONLY);
   if (fd < 0) return 0;
@@ -60,7 +65,7 @@ static uint64_t frame_of(const void* p) {
 }
 
 int main() {
-  constexpr int kReads = 64, kRounds = 400;
+  constexpr int kRounds = 400;
   CUDA_CHECK(cudaSetDevice(0));
   struct Buf {
     const char* kind;
@@ -82,36 +87,30 @@ int main() {
   }
   unsigned long long* cycles = nullptr;
   CUDA_CHECK(cudaMalloc(&cycles, kReads * 8));
-  std::vector<unsigned long long> hc(kReads);
   std::printf("%-3s %-9s %14s | %s\n", "buf", "kind", "frame", "sweep: read cycles, ping-pong median/min us");
   std::vector<std::vector<double>> rows(bufs.size());
   for (int sweep = 0; sweep < 3; ++sweep) {
     for (size_t b = 0; b < bufs.size(); ++b) {
       volatile unsigned long long* page = bufs[b].p;
       for (int k = 0; k < 64; ++k) page[k] = 0;
-      read_latency<<<1, 1>>>(page, kReads, cycles);
-      CUDA_CHECK(cudaDeviceSynchronize());
-      CUDA_CHECK(cudaMemcpy(hc.data(), cycles, kReads * 8, cudaMemcpyDeviceToHost));
-      std::vector<double> c(hc.begin() + 4, hc.end());
+      const double read = read_cycles(page, cycles);
       volatile unsigned long long* ping = page + 16;  // separate 128-byte lines, one page
       volatile unsigned long long* pong = page + 32;
       pong_kernel<<<1, 1>>>(ping, pong, kRounds);
       CUDA_CHECK(cudaGetLastError());
       std::vector<double> rtt;
       for (int i = 1; i <= kRounds; ++i) {
-        const uint64_t a = mono();
+        const auto a = std::chrono::steady_clock::now();
         *ping = static_cast<unsigned long long>(i);
         while (*pong != static_cast<unsigned long long>(i)) {
         }
-        rtt.push_back(double(mono() - a) / 1e3);
+        rtt.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
       }
       CUDA_CHECK(cudaDeviceSynchronize());
-      std::vector<double> tail(rtt.begin() + 40, rtt.end());
-      double mn = 1e9;
-      for (double r : tail) mn = r < mn ? r : mn;
-      rows[b].push_back(median(c));
+      const std::vector<double> tail(rtt.begin() + 40, rtt.end());  // after a warm-up
+      rows[b].push_back(read);
       rows[b].push_back(median(tail));
-      rows[b].push_back(mn);
+      rows[b].push_back(*std::min_element(tail.begin(), tail.end()));
     }
   }
   for (size_t b = 0; b < bufs.size(); ++b) {
@@ -127,10 +126,7 @@ int main() {
       volatile unsigned long long* at = reinterpret_cast<unsigned long long*>(big + pg * 4096 + line * 64);
       at[0] = 0;
       at[1] = 0;
-      read_latency<<<1, 1>>>(at, kReads, cycles);
-      CUDA_CHECK(cudaDeviceSynchronize());
-      CUDA_CHECK(cudaMemcpy(hc.data(), cycles, kReads * 8, cudaMemcpyDeviceToHost));
-      std::printf(" %.0f", median(std::vector<double>(hc.begin() + 4, hc.end())));
+      std::printf(" %.0f", read_cycles(at, cycles));
     }
     std::printf("\n");
   }
