@@ -120,7 +120,11 @@ dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* 
 /* Waits (bounded) for the communicator's outstanding collectives, then frees it. Requests stay valid. */
 dfcclResult_t dfcclCommDestroy(dfcclComm_t comm);
 /* Fails every outstanding collective of comm with dfcclAborted, releases streams waiting on them, frees comm.      */
-/* Returns within a second even while peers are absent. */
+/* Reaches the daemon through pinned memory and makes no CUDA call, so it returns within DFCCL_ABORT_TIMEOUT_MS      */
+/* (1 s) even while peers are absent or another thread of the process is inside an implicit synchronization          */
+/* (cudaFree, cudaMallocHost, a lazy module load) that waits for the daemon; that synchronization then returns once  */
+/* the daemon has dropped what kept it. The communicator's device memory is freed with its engine (when the last     */
+/* communicator of the process on that device goes). dfcclCommDestroy after an abort returns dfcclInvalidUsage.     */
 dfcclResult_t dfcclCommAbort(dfcclComm_t comm);
 dfcclResult_t dfcclCommGetAsyncError(dfcclComm_t comm, dfcclResult_t* asyncError);
 dfcclResult_t dfcclCommCount(dfcclComm_t comm, int* count);
@@ -134,10 +138,8 @@ dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device);
 /*             the call returns at once. The host executor ignores streams.                                           */
 /*             DFCCL_NO_STREAM: host-ordered — the inputs are ready when the call is made (e.g. after a               */
 /*             cudaStreamSynchronize); nothing is queued on any stream and the call makes no CUDA call, so nothing   */
-/*             can hold the submission and the call is shorter; on one GPU a small collective completed on the host  */
-/*             took about 1 us less than a stream-ordered one (docs/performance-log.md, 28). Complete it with        */
-/*             dfcclTest, dfcclSynchronize or a callback,                                                             */
-/*             or join a stream with dfcclWait.                                                                       */
+/*             can hold the submission and the call is shorter. Complete it with dfcclTest, dfcclSynchronize or a    */
+/*             callback, or join a stream with dfcclWait.                                                             */
 /*             A stream that is capturing a CUDA graph is refused (dfcclNotSupported; nothing queued or captured):  */
 /*             a graph would replay only the doorbell, and every replay after the first would skip the collective.  */
 /*   request:  out; NULL for fire-and-forget (then completion is observable only through the stream order of later   */
@@ -233,6 +235,8 @@ typedef struct {
                              /* phase + barrier), [1] data movement, [2] posts (fence + flags), [3] program set-up */
                              /* and step arithmetic, [4] submission polling, [5] exit decisions, [6] whole launches */
 } dfcclStats_t;
+/* dfcclTimeout if the engine stays busy for 1 s (a thread of the process inside a CUDA call that an implicit       */
+/* synchronization holds); nothing waits longer.                                                                      */
 dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats);
 /* Writes the state of comm's engine to stderr, for diagnosing a hang: daemon, heartbeats of its blocks, rings and    */
 /* pending collectives (host memory only); with deviceState != 0 also what each block holds for each pending         */

@@ -83,6 +83,29 @@ void check_buffer(const void* p, uint64_t elems, dfcclDataType_t t, const char* 
     bad(fn, fmt::format("argument '{}' ({}) is not device memory of GPU {}", name, p, c->config.device));
 }
 
+// The elements a collective reads from sendbuff and writes to recvbuff on this rank (NCCL's rules; 0: untouched):
+// the one home of the per-kind buffer sizes, for the five entry points and dfcclStart.
+struct BufferElems {
+  uint64_t send, recv;
+};
+BufferElems buffer_elems(core::Kind kind, uint64_t count, uint64_t nranks, bool root) {
+  switch (kind) {
+    case core::Kind::AllGather: return {count, count * nranks};
+    case core::Kind::ReduceScatter: return {count * nranks, count};
+    case core::Kind::Broadcast: return {root ? count : 0, count};
+    case core::Kind::Reduce: return {count, root ? count : 0};
+    case core::Kind::AllReduce: break;
+  }
+  return {count, count};
+}
+
+// Both buffers of a described collective, sized by buffer_elems.
+void check_buffers(const core::Desc& d, const dfcclComm* c, const char* fn) {
+  const BufferElems e = buffer_elems(d.kind, d.count, uint64_t(c->nranks), c->rank == d.root);
+  check_buffer(d.send, e.send, dfcclDataType_t(d.dtype), "sendbuff", c, fn);
+  check_buffer(d.recv, e.recv, dfcclDataType_t(d.dtype), "recvbuff", c, fn);
+}
+
 // A stream of the CUDA executor must not be capturing a CUDA graph: refused before anything is queued. A submission
 // takes its slot, its sequence number and its place in its communicator's order on the host, at the call; a graph
 // would hold only its doorbell and dfcclWait's wait, and each replay after the first would skip the collective
@@ -363,10 +386,9 @@ dfcclResult_t dfcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     check_count(count, "count", fn);
     check_dtype(datatype, fn);
     check_op(op, fn);
-    check_buffer(sendbuff, count, datatype, "sendbuff", c, fn);
-    check_buffer(recvbuff, count, datatype, "recvbuff", c, fn);
-    return submit(c, make_desc(core::Kind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, priority), -1,
-                  stream, request, fn);
+    const core::Desc d = make_desc(core::Kind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, priority);
+    check_buffers(d, c, fn);
+    return submit(c, d, -1, stream, request, fn);
   });
 }
 
@@ -377,10 +399,10 @@ dfcclResult_t dfcclAllGather(const void* sendbuff, void* recvbuff, size_t sendco
     dfcclComm* c = check_comm(comm, fn);
     check_count(sendcount, "sendcount", fn);
     check_dtype(datatype, fn);
-    check_buffer(sendbuff, sendcount, datatype, "sendbuff", c, fn);
-    check_buffer(recvbuff, sendcount * uint64_t(c->nranks), datatype, "recvbuff", c, fn);
-    return submit(c, make_desc(core::Kind::AllGather, sendbuff, recvbuff, sendcount, datatype, dfcclSum, 0, priority),
-                  -1, stream, request, fn);
+    const core::Desc d =
+        make_desc(core::Kind::AllGather, sendbuff, recvbuff, sendcount, datatype, dfcclSum, 0, priority);
+    check_buffers(d, c, fn);
+    return submit(c, d, -1, stream, request, fn);
   });
 }
 
@@ -393,10 +415,10 @@ dfcclResult_t dfcclReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     check_count(recvcount, "recvcount", fn);
     check_dtype(datatype, fn);
     check_op(op, fn);
-    check_buffer(sendbuff, recvcount * uint64_t(c->nranks), datatype, "sendbuff", c, fn);
-    check_buffer(recvbuff, recvcount, datatype, "recvbuff", c, fn);
-    return submit(c, make_desc(core::Kind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, priority),
-                  -1, stream, request, fn);
+    const core::Desc d =
+        make_desc(core::Kind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, priority);
+    check_buffers(d, c, fn);
+    return submit(c, d, -1, stream, request, fn);
   });
 }
 
@@ -408,10 +430,10 @@ dfcclResult_t dfcclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     check_count(count, "count", fn);
     check_dtype(datatype, fn);
     check_root(root, c, fn);
-    if (c->rank == root) check_buffer(sendbuff, count, datatype, "sendbuff", c, fn);
-    check_buffer(recvbuff, count, datatype, "recvbuff", c, fn);
-    return submit(c, make_desc(core::Kind::Broadcast, sendbuff, recvbuff, count, datatype, dfcclSum, root, priority),
-                  -1, stream, request, fn);
+    const core::Desc d =
+        make_desc(core::Kind::Broadcast, sendbuff, recvbuff, count, datatype, dfcclSum, root, priority);
+    check_buffers(d, c, fn);
+    return submit(c, d, -1, stream, request, fn);
   });
 }
 
@@ -425,10 +447,9 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
     check_dtype(datatype, fn);
     check_op(op, fn);
     check_root(root, c, fn);
-    check_buffer(sendbuff, count, datatype, "sendbuff", c, fn);
-    if (c->rank == root) check_buffer(recvbuff, count, datatype, "recvbuff", c, fn);
-    return submit(c, make_desc(core::Kind::Reduce, sendbuff, recvbuff, count, datatype, op, root, priority), -1,
-                  stream, request, fn);
+    const core::Desc d = make_desc(core::Kind::Reduce, sendbuff, recvbuff, count, datatype, op, root, priority);
+    check_buffers(d, c, fn);
+    return submit(c, d, -1, stream, request, fn);
   });
 }
 
@@ -466,34 +487,10 @@ dfcclResult_t dfcclStart(dfcclPersistent_t coll, const void* sendbuff, void* rec
     dfcclPersistent* p = check_persistent(coll, fn);
     dfcclComm* c = check_comm(p->comm, fn);
     core::Desc d = p->desc;
-    const auto t = dfcclDataType_t(d.dtype);
-    const uint64_t n = uint64_t(c->nranks);
-    const bool root = c->rank == d.root;
-    switch (d.kind) {
-      case core::Kind::AllReduce:
-        check_buffer(sendbuff, d.count, t, "sendbuff", c, fn);
-        check_buffer(recvbuff, d.count, t, "recvbuff", c, fn);
-        break;
-      case core::Kind::AllGather:
-        check_buffer(sendbuff, d.count, t, "sendbuff", c, fn);
-        check_buffer(recvbuff, d.count * n, t, "recvbuff", c, fn);
-        break;
-      case core::Kind::ReduceScatter:
-        check_buffer(sendbuff, d.count * n, t, "sendbuff", c, fn);
-        check_buffer(recvbuff, d.count, t, "recvbuff", c, fn);
-        break;
-      case core::Kind::Broadcast:
-        if (root) check_buffer(sendbuff, d.count, t, "sendbuff", c, fn);
-        check_buffer(recvbuff, d.count, t, "recvbuff", c, fn);
-        break;
-      case core::Kind::Reduce:
-        check_buffer(sendbuff, d.count, t, "sendbuff", c, fn);
-        if (root) check_buffer(recvbuff, d.count, t, "recvbuff", c, fn);
-        break;
-    }
     d.send = sendbuff;
     d.recv = recvbuff;
     d.priority = priority;
+    check_buffers(d, c, fn);
     return submit(c, d, p->id, stream, request, fn);
   });
 }

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../kernels/core/collectives/collectives.h"
+#include "core/collectives/collectives.h"
 #include "env.h"
 #include "error.h"
 
@@ -70,30 +70,52 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
   }
 }
 
-// Releases what a partially or fully initialised communicator holds (not the handle itself).
-void release(dfcclComm* c, bool free_region) {
+// How release leaves the communicator's memory.
+enum class Release {
+  Free,        // free everything now (init failed, or destroy after the peers caught up)
+  KeepRegion,  // the region may still be written by a peer: retired to the engine, the rest freed now
+  Retire,      // an abort on the CUDA executor: everything retired to the engine, no CUDA call made
+};
+
+// Releases what a partially or fully initialised communicator holds (not the handle itself). With Release::Retire
+// it makes no CUDA call and takes no lock held across one; if it drops the engine's last reference, the engine is
+// torn down on a thread of its own (its teardown waits for the daemon).
+void release(dfcclComm* c, Release how) {
   if (!c->engine) return;
   Executor& ex = c->engine->exec();
   if (c->index != ~0u) {
     c->engine->detach(c->index);
     c->index = ~0u;
   }
-  if (c->next_ptr) ex.unmap_region(c->next_ptr, c->next_blob);
-  if (c->prev_ptr && c->prev_ptr != c->next_ptr) ex.unmap_region(c->prev_ptr, c->prev_blob);
-  c->next_ptr = c->prev_ptr = nullptr;
-  if (c->region.ptr) {
-    if (free_region) ex.free_region(c->region);
-    else c->engine->retire_region(c->region);
+  Engine::Leftovers left;
+  if (c->region.ptr && how != Release::Free) left.region = c->region;
+  else if (c->region.ptr) ex.free_region(c->region);
+  void* const mapped[2] = {c->next_ptr, c->prev_ptr != c->next_ptr ? c->prev_ptr : nullptr};
+  const RegionBlob blobs[2] = {c->next_blob, c->prev_blob};
+  void* const device[2] = {c->lanes, c->dev};
+  for (int k = 0; k < 2; ++k) {
+    if (how == Release::Retire) {
+      left.mapped[k] = mapped[k];
+      left.mapped_blob[k] = blobs[k];
+      left.device[k] = device[k];
+    } else {
+      if (mapped[k]) ex.unmap_region(mapped[k], blobs[k]);
+      if (device[k]) ex.free_device(device[k]);
+    }
   }
+  if (left.region.ptr || left.mapped[0] || left.mapped[1] || left.device[0] || left.device[1])
+    c->engine->retire(left);
   c->region = RegionBlob{};
-  if (c->lanes) ex.free_device(c->lanes);
-  if (c->dev) ex.free_device(c->dev);
+  c->next_ptr = c->prev_ptr = nullptr;
   c->lanes = nullptr;
   c->dev = nullptr;
   c->bootstrap.reset();
   std::shared_ptr<Engine> last;  // the engine goes, if this was its last user, after engine_mu is left
-  std::lock_guard<std::mutex> lk(c->engine_mu);
-  last.swap(c->engine);
+  {
+    std::lock_guard<std::mutex> lk(c->engine_mu);
+    last.swap(c->engine);
+  }
+  if (how == Release::Retire && last.use_count() == 1) std::thread([e = std::move(last)] {}).detach();
 }
 
 }  // namespace
@@ -213,7 +235,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     c->index = e.attach(c->dev);
     c->bootstrap->barrier();
   } catch (...) {
-    release(c.get(), true);
+    release(c.get(), Release::Free);
     throw;
   }
   return c.release();
@@ -283,8 +305,10 @@ void abort_attached(dfcclComm* c) {
   c->engine->abort_comm(c->index);
   c->async_error = dfcclAborted;
   if (wait_quiet(c, env_int("DFCCL_ABORT_TIMEOUT_MS"))) {
-    // Peers may still write into my region: keep it allocated (host: their mapping keeps it alive anyway).
-    release(c, c->engine->executor_kind() == dfcclExecutorHost);
+    // Peers may still write into my region: keep it allocated (host: their mapping keeps it alive anyway). On the
+    // GPU nothing is freed now: cudaFree and cudaIpcCloseMemHandle wait for the daemon, which in blocking mode may
+    // stay for another communicator's collective while the application waits for this abort.
+    release(c, c->engine->executor_kind() == dfcclExecutorHost ? Release::Free : Release::Retire);
   } else {
     // The daemon still holds the communicator's collectives, or one is still being submitted: leave its memory in
     // place, drop only our handles.
@@ -311,7 +335,7 @@ void comm_destroy(dfcclComm* c) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
     caught_up = peers_caught_up(c);
   }
-  release(c, caught_up);
+  release(c, caught_up ? Release::Free : Release::KeepRegion);
 }
 
 void comm_abort(dfcclComm* c) {

@@ -37,15 +37,17 @@ void cpu_relax() {
 std::mutex registry_mu;
 std::map<std::tuple<int, int, int>, std::weak_ptr<Engine>> registry;
 
-uint32_t checked(const char* name, int64_t v, int64_t lo, int64_t hi) {
-  if (v < lo || v > hi)
-    throw Error(dfcclInvalidArgument, fmt::format("environment variable {}={} is out of range {}..{}", name, v, lo, hi));
-  return uint32_t(v);
-}
+
 
 }  // namespace
 
+bool lock_within(std::unique_lock<std::mutex>& lk, int ms) {
+  for (int i = 0; i < ms && !lk.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return lk.owns_lock();
+}
+
 std::shared_ptr<Engine> Engine::acquire(dfcclExecutor_t executor, int device, dfcclMode_t mode) {
+  env_warn_unknown();
   std::lock_guard<std::mutex> lk(registry_mu);
   auto key = std::make_tuple(int(executor), device, int(mode));
   if (auto e = registry[key].lock()) return e;
@@ -57,53 +59,15 @@ std::shared_ptr<Engine> Engine::acquire(dfcclExecutor_t executor, int device, df
 }
 
 Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::move(exec)) {
-  const bool host = exec_->kind() == dfcclExecutorHost;
-  auto pick = [&](const char* cuda_name, const char* host_name) { return env_int(host ? host_name : cuda_name); };
-  // Every daemon block must be resident at once: the default shrinks to what the device holds, a value set by the
-  // user that does not fit is an error.
-  const char* blocks_name = host ? "DFCCL_HOST_BLOCKS" : "DFCCL_BLOCKS";
-  params_.nblocks = checked(blocks_name, env_int(blocks_name), 1, core::kMaxBlocks);
-  const uint32_t resident = exec_->resident_blocks();
-  if (params_.nblocks > resident) {
-    if (env_is_set(blocks_name))
-      throw Error(dfcclInvalidArgument, fmt::format("{}={}: this device holds at most {} daemon blocks at once",
-                                                    blocks_name, params_.nblocks, resident));
-    params_.nblocks = std::max<uint32_t>(1, resident);
-  }
-  params_.blocking = mode == dfcclModeBlocking ? 1 : 0;
-  params_.spin_min_ns = uint64_t(pick("DFCCL_SPIN_MIN_NS", "DFCCL_HOST_SPIN_MIN_NS"));
-  params_.spin_init_ns = uint64_t(pick("DFCCL_SPIN_INIT_NS", "DFCCL_HOST_SPIN_INIT_NS"));
-  params_.spin_max_ns = uint64_t(pick("DFCCL_SPIN_MAX_NS", "DFCCL_HOST_SPIN_MAX_NS"));
-  params_.spin_grow = checked("DFCCL_SPIN_GROW", env_int("DFCCL_SPIN_GROW"), 1, 1000);
-  params_.min_chan_bytes = checked("DFCCL_MIN_CHAN_BYTES", env_int("DFCCL_MIN_CHAN_BYTES"), 1, 1 << 30);
-  params_.idle_ns = uint64_t(pick("DFCCL_IDLE_NS", "DFCCL_HOST_IDLE_NS"));
-  params_.stuck_ns = uint64_t(pick("DFCCL_STUCK_NS", "DFCCL_HOST_STUCK_NS"));
-  relaunch_min_ns_ = uint64_t(pick("DFCCL_RELAUNCH_NS", "DFCCL_HOST_RELAUNCH_NS"));
-  probe_spin_ns_ = uint64_t(env_int("DFCCL_PROBE_SPIN_NS"));
-  // The host executor's daemon threads need the CPUs: its waits sleep at once.
-  sync_spin_ns_ = host ? 0 : uint64_t(env_int("DFCCL_SYNC_SPIN_NS"));
-  // A waiting kernel holds an SM slot until its collective is done: only where the daemon's blocks and one waiter
-  // per submission ring (at most one runs per stream) fit at once, so that waiters can never keep a daemon out.
-  wait_kernel_ = !host && env_int("DFCCL_WAIT_KERNEL") != 0 && params_.nblocks + kMaxRings <= resident;
-  // The descriptor prefetcher is one more block (scheduler.h, prefetch_descs), only where it leaves the waiters
-  // their room.
-  params_.prefetch = params_.nblocks + 1 + (wait_kernel_ ? kMaxRings : 0) <= resident ? 1 : 0;
-  relaunch_max_ns_ = uint64_t(pick("DFCCL_RELAUNCH_MAX_NS", "DFCCL_HOST_RELAUNCH_MAX_NS"));
-  backoff_ns_ = relaunch_min_ns_;
-  if (params_.spin_min_ns > params_.spin_max_ns || params_.spin_init_ns > params_.spin_max_ns)
-    throw Error(dfcclInvalidArgument, "spin budgets: need SPIN_MIN_NS <= SPIN_INIT_NS <= SPIN_MAX_NS");
-
-  transport_.nchan = params_.nblocks;
-  const char* slot_name = host ? "DFCCL_HOST_SLOT_BYTES" : "DFCCL_SLOT_BYTES";
-  transport_.slot_bytes = checked(slot_name, env_int(slot_name), 16, 64 << 20);
-  if (transport_.slot_bytes % 16 != 0)
-    throw Error(dfcclInvalidArgument, fmt::format("environment variable {} must be a multiple of 16", slot_name));
-  const char* slots_name = host ? "DFCCL_HOST_SLOTS" : "DFCCL_SLOTS";
-  transport_.nslots = checked(slots_name, env_int(slots_name), 2, 64);
-  transport_.seq_lanes = checked("DFCCL_LANES", env_int("DFCCL_LANES"), 1, core::kMaxLanes - DFCCL_MAX_PERSISTENT_IDS);
-  transport_.persistent_lanes =
-      checked("DFCCL_PERSISTENT_LANES", env_int("DFCCL_PERSISTENT_LANES"), 0, DFCCL_MAX_PERSISTENT_IDS);
-
+  const EngineConfig c = EngineConfig::from_env(*exec_, mode);
+  params_ = c.params;
+  transport_ = c.transport;
+  relaunch_min_ns_ = c.relaunch_min_ns;
+  relaunch_max_ns_ = c.relaunch_max_ns;
+  backoff_ns_ = c.relaunch_min_ns;
+  probe_spin_ns_ = c.probe_spin_ns;
+  sync_spin_ns_ = c.sync_spin_ns;
+  wait_kernel_ = c.wait_kernel;
   g_ = static_cast<core::EngineGlobal*>(exec_->alloc_device(sizeof(core::EngineGlobal)));
   ctx_ = static_cast<core::ChanCtx*>(exec_->alloc_device(sizeof(core::ChanCtx) * kMaxSlots * params_.nblocks));
   h_ = static_cast<core::EngineHost*>(exec_->alloc_pinned(sizeof(core::EngineHost)));
@@ -125,10 +89,15 @@ Engine::~Engine() {
     while (running_ && !exec_->exited() && host_now_ns() - t0 < 5000000000ull) std::this_thread::yield();
   } catch (...) {
   }
-  for (const RegionBlob& r : retired_) {
+  for (const Leftovers& left : retired_) {
     try {
-      exec_->free_region(r);
+      for (int k = 0; k < 2; ++k)
+        if (left.mapped[k]) exec_->unmap_region(left.mapped[k], left.mapped_blob[k]);
+      if (left.region.ptr) exec_->free_region(left.region);
+      for (void* p : left.device)
+        if (p) exec_->free_device(p);
     } catch (...) {
+      // Teardown of an engine whose device faulted: what is left goes with the process.
     }
   }
   exec_->free_pinned(h_);
@@ -139,8 +108,8 @@ Engine::~Engine() {
 uint32_t Engine::attach(core::CommDev* dev_comm) {
   std::lock_guard<std::mutex> lk(mu_);
   for (uint32_t i = 0; i < core::kMaxComms; ++i) {
-    if (!comm_dev_[i]) {
-      comm_dev_[i] = dev_comm;
+    if (!__atomic_load_n(&comm_dev_[i], __ATOMIC_ACQUIRE)) {
+      __atomic_store_n(&comm_dev_[i], dev_comm, __ATOMIC_RELEASE);
       __atomic_store_n(&comm_gen_[i], ++attachments_, __ATOMIC_RELAXED);
       comm_outstanding_[i].store(0);
       return i;
@@ -151,15 +120,16 @@ uint32_t Engine::attach(core::CommDev* dev_comm) {
                           core::kMaxComms));
 }
 
-void Engine::retire_region(const RegionBlob& region) {
+void Engine::retire(const Leftovers& left) {
   std::lock_guard<std::mutex> lk(retired_mu_);
-  retired_.push_back(region);
+  retired_.push_back(left);
 }
 
+// The generation first, then the entry: attach reuses an entry only once it reads null, so the new attachment's
+// generation is never overwritten by this detach.
 void Engine::detach(uint32_t index) {
-  std::lock_guard<std::mutex> lk(mu_);
-  comm_dev_[index] = nullptr;
   __atomic_store_n(&comm_gen_[index], uint64_t(0), __ATOMIC_RELAXED);
+  __atomic_store_n(&comm_dev_[index], static_cast<core::CommDev*>(nullptr), __ATOMIC_RELEASE);
 }
 
 uint32_t Engine::ring_for_locked(cudaStream_t stream) {
@@ -191,7 +161,7 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
   free_slots_.pop_back();
   d.seq = ++seq_;
   d.comm = comm_index;
-  d.comm_gen = comm_gen_[comm_index];
+  d.comm_gen = __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED);
   h_->desc[slot] = d;
   auto req = std::make_shared<RequestState>();
   req->seq = d.seq;
@@ -219,9 +189,8 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
   if (stream != DFCCL_NO_STREAM) {
     exec_->stream_write(stream, door, entry);
   } else if (host_ordered) {
-    // Host-ordered: a store into pinned memory, forwarded into the ring by the daemon's prefetcher (scheduler.h,
-    // forward_host_doorbell). No CUDA call: nothing can hold it, and it skips the stream's front end (about 4 us from
-    // a stream write's call to its landing; docs/performance-log.md, 25).
+    // Host-ordered: a store into pinned memory, forwarded into the ring by the daemon's prefetcher
+    // (forward_host_doorbell). No CUDA call: nothing can hold it, and it skips the stream's front end.
     __atomic_store_n(&h_->host_ring[host_posted_ % core::kMaxSlots],
                      core::host_ring_entry(host_posted_, core::submission_tag(ring, entry)), __ATOMIC_RELEASE);
     ++host_posted_;
@@ -400,7 +369,7 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
     SlotUse& use = slots_[r->slot];
     if (use.req == r) {
       abort_word = &h_->abort_gen[use.comm];
-      abort_value = comm_gen_[use.comm];
+      abort_value = __atomic_load_n(&comm_gen_[use.comm], __ATOMIC_RELAXED);
     }
     if (use.req == r && !use.waited) {
       use.waited = true;
@@ -414,8 +383,8 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
       probe = probes_;
     }
   }
-  // The stream's wait first: its host call (a kernel launch, about 2-3 us) overlaps the probe's round trip through
-  // the GPU (docs/performance-log.md, 14). Both run only after any pending barrier, whichever is issued first.
+  // The stream's wait first: its host call (a kernel launch) overlaps the probe's round trip through the GPU. Both
+  // run only after any pending barrier, whichever is issued first.
   exec_->stream_wait(stream, &g_->complete[r->slot], r->seq, abort_word, abort_value, wait_kernel_);
   if (probe != 0) confirm_wait(probe);
 }
@@ -480,8 +449,8 @@ uint64_t Engine::waits_holding_locked() {
 
 bool wait_request(RequestState& r, int64_t timeout_ms) {
   if (r.status.load(std::memory_order_acquire) != dfcclInProgress) return true;
-  // A small collective completes within tens of microseconds: poll first, which saves the sleeping thread's wake-up
-  // (about 6 us measured, docs/performance-log.md, 7).
+  // A small collective completes within tens of microseconds: poll first, which saves the sleeping thread's
+  // wake-up.
   uint64_t spin_ns = 0;
   if (auto e = r.engine.lock()) spin_ns = e->sync_spin_ns();
   if (timeout_ms >= 0) spin_ns = std::min<uint64_t>(spin_ns, uint64_t(timeout_ms) * 1000000ull);
@@ -529,7 +498,11 @@ static_assert(sizeof(dfcclStats_t::profileNs) / sizeof(uint64_t) == core::kNumPh
 
 dfcclStats_t Engine::stats() {
   dfcclStats_t s{};
-  std::lock_guard<std::mutex> lk(mu_);
+  std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+  if (!lock_within(lk, kLockWaitMs))
+    throw Error(dfcclTimeout, fmt::format("dfcclGetStats: the engine of device {} was busy for {} ms (a thread inside "
+                                          "a CUDA call that an implicit synchronization holds?)",
+                                          exec_->device(), kLockWaitMs));
   s.submitted = submitted_;
   s.completed = completed_;
   double cycles[core::kNumPhases] = {}, ns = 0;
@@ -554,157 +527,6 @@ dfcclStats_t Engine::stats() {
   s.daemonRunning = running_ ? 1 : 0;
   s.standbyLaunches = standby_launches_;
   return s;
-}
-
-std::string Engine::heartbeats_text() const {
-  const uint32_t nb = params_.nblocks;
-  uint64_t newest = 0;
-  for (uint32_t b = 0; b < nb; ++b) newest = std::max(newest, h_->heartbeat[b].now_ns);
-  std::string out = fmt::format("  heartbeats (executor clock, newest {} ns):", newest);
-  for (uint32_t b = 0; b < nb; ++b) {
-    const core::Heartbeat& hb = h_->heartbeat[b];
-    out += fmt::format(" b{}:e{}/age {} us/passes {}/active {}/first {}", b, hb.epoch, (newest - hb.now_ns) / 1000,
-                       hb.passes, hb.nactive, int(hb.first_slot));
-  }
-  return out + "\n";
-}
-
-// Reads device state through the control stream while the daemon may be running: a snapshot, not atomic.
-void Engine::debug_dump(std::FILE* f, bool device_state) {
-  // The engine lock may be held by a thread whose CUDA call is held by another thread's implicit synchronization:
-  // wait for it at most a second, then print what pinned memory says (no lock, no CUDA call) and stop.
-  std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
-  for (int i = 0; i < 1000 && !lk.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  if (!lk.owns_lock()) {
-    std::string out = fmt::format(
-        "engine device {}: engine lock busy for 1 s (a thread inside a CUDA call?); pinned memory: stream waits "
-        "listed {}, barrier probes run {}, exit reason {}\n",
-        exec_->device(), __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE),
-        __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE), __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE));
-    out += heartbeats_text();
-    std::fwrite(out.data(), 1, out.size(), f);
-    std::fflush(f);
-    return;
-  }
-  std::string out = fmt::format(
-      "engine device {}: daemon {} (epoch {}, launches {}, idle exits {}, stuck exits {}), submitted {}, completed "
-      "{}, outstanding {}, stream waits listed {} (keeping the daemon {}; barrier probes issued {}, run {}), exit "
-      "reason {}\n",
-      exec_->device(), running_ ? "running" : "stopped", epoch_, launches_, exits_idle_, exits_stuck_, submitted_,
-      completed_, outstanding_,
-      __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE), waits_holding_locked(), probes_,
-      __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE), __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE));
-  // Pinned memory first (no CUDA call): the blocks' heartbeats, then the pending collectives as the host sees them.
-  out += heartbeats_text();
-  for (uint32_t s = 0; s < kMaxSlots; ++s) {
-    if (!slots_[s].req) continue;
-    const core::Desc& d = h_->desc[s];
-    out += fmt::format("  host slot {}: seq {} comm {} lane {} turn {} kind {} count {} priority {} ring {}{}\n", s,
-                       d.seq, d.comm, d.lane, d.turn, int(d.kind), d.count, d.priority, slots_[s].ring,
-                       slots_[s].waited ? " (stream-waited)" : "");
-  }
-  for (uint32_t r = 0; r < kMaxRings; ++r)
-    if (rings_[r].used)
-      out += fmt::format("  ring {}: next position {}, outstanding {}\n", r, rings_[r].next_pos, rings_[r].outstanding);
-  std::fwrite(out.data(), 1, out.size(), f);
-  std::fflush(f);
-  out.clear();
-  if (!device_state) return;
-  // The device's side is read through the control stream, which an implicit synchronization pending in this process
-  // (cudaFree, a lazy module load) holds until the daemon leaves, and a dump is asked for exactly when something
-  // hangs. So: snapshot under the lock what the reads need, read on a helper thread that keeps the engine alive, and
-  // wait for it at most kDumpDeviceWaitMs; past that, say so and return (the helper finishes whenever the stream moves).
-  DeviceSnapshot snap;
-  for (uint32_t s = 0; s < kMaxSlots; ++s)
-    if (slots_[s].req) {
-      snap.slots.push_back({s, h_->desc[s].seq});
-      snap.comm_pending[slots_[s].comm] = true;
-    }
-  for (uint32_t r = 0; r < kMaxRings; ++r)
-    if (rings_[r].used && rings_[r].next_pos != 0) snap.rings.push_back({r, rings_[r].next_pos});
-  snap.comm_dev = comm_dev_;
-  snap.comm_gen = comm_gen_;
-  lk.unlock();
-  auto text = std::make_shared<std::promise<std::string>>();
-  std::future<std::string> done = text->get_future();
-  std::thread([self = shared_from_this(), snap = std::move(snap), text]() {
-    try {
-      text->set_value(self->device_state_text(snap));
-    } catch (const std::exception& e) {
-      text->set_value(fmt::format("engine device {}: device state not read: {}\n", self->exec_->device(), e.what()));
-    }
-  }).detach();
-  if (done.wait_for(std::chrono::milliseconds(kDumpDeviceWaitMs)) == std::future_status::ready) {
-    out = done.get();
-  } else {
-    out = fmt::format(
-        "engine device {}: device state not read within {} ms: the control stream is held (an implicit "
-        "synchronization of this process, such as cudaFree or a lazy module load, waits for the daemon)\n",
-        exec_->device(), kDumpDeviceWaitMs);
-  }
-  std::fwrite(out.data(), 1, out.size(), f);
-  std::fflush(f);
-}
-
-// The device-state part of debug_dump, from a snapshot taken under the lock (no engine state is read here but
-// through the executor). Blocks while the control stream is held.
-std::string Engine::device_state_text(const DeviceSnapshot& snap) {
-  const uint32_t nb = params_.nblocks;
-  std::string out = fmt::format("engine device {}: device state\n", exec_->device());
-  std::vector<core::ChanCtx> cx(nb);
-  for (const auto& [s, seq] : snap.slots) {
-    uint64_t complete = 0;
-    exec_->copy_from_device(&complete, &g_->complete[s], sizeof(complete));
-    exec_->copy_from_device(cx.data(), ctx_ + size_t(s) * nb, sizeof(core::ChanCtx) * nb);
-    out += fmt::format("  slot {}: seq {} complete word {}; blocks:", s, seq, complete);
-    // Blocks grouped by what they hold for this slot: (seq seen, state, next primitive).
-    for (uint32_t b = 0; b < nb;) {
-      uint32_t e = b + 1;
-      auto same = [&](uint32_t j) {
-        return cx[j].desc.seq == cx[b].desc.seq && cx[j].state == cx[b].state && cx[j].op == cx[b].op;
-      };
-      while (e < nb && same(e)) ++e;
-      out += fmt::format(" [{}-{}: seq {} state {} op {} preempted {}]", b, e - 1, cx[b].desc.seq, cx[b].state,
-                         cx[b].op, cx[b].preemptions);
-      b = e;
-    }
-    out += "\n";
-  }
-  // Doorbells: how far each ring's stream writes have reached on the device (they run in stream order).
-  for (const auto& [r, next] : snap.rings) {
-    std::array<uint64_t, core::kRingEntries> ring{};
-    exec_->copy_from_device(ring.data(), g_->ring[r], sizeof(ring));
-    const uint64_t lo = next > core::kRingEntries ? next - core::kRingEntries : 0;
-    uint64_t rung = lo;  // one past the newest position whose doorbell the device holds
-    for (uint64_t p = next; p > lo; --p)
-      if ((ring[(p - 1) % core::kRingEntries] >> 16) == p) {
-        rung = p;
-        break;
-      }
-    out += fmt::format("  ring {}: doorbells on the device up to position {} of {}{}\n", r, rung, next,
-                       rung < next ? " (the rest not rung yet: held in their streams)" : "");
-  }
-  // Lanes of the communicators with pending work: turn (next instance allowed), slots sent and received; channel 0.
-  for (uint32_t i = 0; i < core::kMaxComms; ++i) {
-    if (!snap.comm_pending[i] || !snap.comm_dev[i]) continue;
-    core::CommDev c{};
-    exec_->copy_from_device(&c, snap.comm_dev[i], sizeof(c));
-    uint64_t device_gen = 0;  // the daemon's copy of the abort table (EngineGlobal::abort_gen)
-    exec_->copy_from_device(&device_gen, &g_->abort_gen[i], sizeof(device_gen));
-    const bool host_aborted = __atomic_load_n(&h_->abort_gen[i], __ATOMIC_ACQUIRE) == snap.comm_gen[i];
-    std::vector<core::LaneState> lanes(c.s.nlanes);
-    exec_->copy_from_device(lanes.data(), c.s.lanes, sizeof(core::LaneState) * c.s.nlanes);
-    const char* aborted = !host_aborted                     ? "no"
-                          : device_gen == snap.comm_gen[i] ? "yes"
-                                                           : "yes (not seen by the daemon yet)";
-    out += fmt::format("  comm {}: rank {} of {}, aborted {}; channel 0 lanes (turn/sent/recvd):", i, c.s.rank,
-                       c.s.nranks, aborted);
-    for (uint32_t l = 0; l < c.s.nlanes; ++l)
-      if (lanes[l].turn || lanes[l].sent || lanes[l].recvd)
-        out += fmt::format(" {}:{}/{}/{}", l, lanes[l].turn, lanes[l].sent, lanes[l].recvd);
-    out += "\n";
-  }
-  return out;
 }
 
 }  // namespace dfccl

@@ -15,8 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "../../kernels/core/block.h"
+#include "core/block.h"
 #include "dfccl.h"
+#include "engine_config.h"
 #include "executor.h"
 
 namespace dfccl {
@@ -41,14 +42,6 @@ struct RequestState {
   std::thread::id callback_thread{};
 };
 
-// Transport geometry that every communicator of an engine uses (and that all ranks must agree on).
-struct TransportParams {
-  uint32_t nchan;       // = daemon blocks
-  uint32_t slot_bytes;
-  uint32_t nslots;
-  uint32_t seq_lanes;   // lanes for collectives matched by order
-  uint32_t persistent_lanes;
-};
 
 class Engine : public std::enable_shared_from_this<Engine> {
  public:
@@ -62,12 +55,21 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const TransportParams& transport() const { return transport_; }
   uint64_t sync_spin_ns() const { return sync_spin_ns_; }
 
-  // Communicator table of the daemon.
+  // Communicator table of the daemon. detach takes no lock (an abort calls it while the progress thread may hold
+  // the engine's lock inside a CUDA call).
   uint32_t attach(core::CommDev* dev_comm);
   void detach(uint32_t index);
-  // An aborted communicator's connection region, which a peer that has not aborted might still write into: kept
-  // until the engine goes (its last communicator), then freed. Takes no lock the progress thread holds.
-  void retire_region(const RegionBlob& region);
+  // What an aborted communicator leaves behind, freed when the engine goes (its last communicator): its connection
+  // region (a peer that has not aborted may still write into it), its mappings of its neighbours' regions and its
+  // device memory. Caller: the abort, which must make no CUDA call (another thread's implicit synchronization can
+  // hold every one of them until the daemon leaves). Takes no lock that is held across a CUDA call.
+  struct Leftovers {
+    RegionBlob region{};                         // ptr 0: none
+    void* mapped[2] = {nullptr, nullptr};        // next, prev (null: none, or the same as next)
+    RegionBlob mapped_blob[2]{};
+    void* device[2] = {nullptr, nullptr};        // lanes, CommDev
+  };
+  void retire(const Leftovers& left);
 
   // Queues a collective (d.seq is assigned here) and returns its request. Stream-ordered for the CUDA executor.
   std::shared_ptr<RequestState> submit(core::Desc d, uint32_t comm_index, cudaStream_t stream);
@@ -82,11 +84,13 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // again.
   void abort_comm(uint32_t comm_index);
 
+  // Throws dfcclTimeout when the engine's lock stays busy for kLockWaitMs.
   dfcclStats_t stats();
   // dfcclDebugDump: the engine's state as the host and the device see it, for diagnosing a hang (lines of text).
   void debug_dump(std::FILE* f, bool device_state);
   std::string heartbeats_text() const;  // the blocks' heartbeats from pinned memory, one line
   static constexpr int kDumpDeviceWaitMs = 2000;  // debug_dump waits this long for the device's side
+  static constexpr int kLockWaitMs = 1000;        // stats and debug_dump wait this long for the engine's lock
   void device_synchronize() { exec_->device_synchronize(); }
 
  private:
@@ -141,10 +145,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::array<SlotUse, core::kMaxSlots> slots_{};
   std::array<Ring, core::kMaxRings> rings_{};
   std::array<std::atomic<uint32_t>, core::kMaxComms> comm_outstanding_{};  // read without the lock (abort)
-  std::array<core::CommDev*, core::kMaxComms> comm_dev_{};  // attached communicators (device address; null: free)
+  // Attached communicators (device address; null: free). Atomic accesses: detach stores without the lock.
+  std::array<core::CommDev*, core::kMaxComms> comm_dev_{};
   std::array<uint64_t, core::kMaxComms> comm_gen_{};  // their attachment numbers (Desc::comm_gen; atomic accesses)
   std::mutex retired_mu_;
-  std::vector<RegionBlob> retired_;  // regions of aborted communicators, freed with the engine
+  std::vector<Leftovers> retired_;  // what aborted communicators left, freed with the engine
   uint64_t attachments_ = 0;
   uint32_t outstanding_ = 0;
   uint64_t seq_ = 0, epoch_ = 0, cq_head_ = 0, probes_ = 0;
@@ -158,6 +163,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
 };
 
 uint64_t host_now_ns();
+
+// Takes the lock within ms milliseconds, or gives up (false): the engine's lock can be held by a thread whose CUDA
+// call is held by another thread's implicit synchronization, and diagnostics must not hang with it.
+bool lock_within(std::unique_lock<std::mutex>& lk, int ms);
 
 // Blocks up to timeout_ms (< 0: no limit) for the request; true if it finished.
 bool wait_request(RequestState& r, int64_t timeout_ms);

@@ -2,68 +2,133 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
 
+#include "core/types.h"
+#include "cuda/daemon.h"
+#include "dfccl.h"
 #include "error.h"
 
+extern char** environ;
+
 namespace dfccl {
+namespace {
+
+constexpr int64_t kNsMax = int64_t(3600) * 1000000000;  // an hour: the bound of every time in nanoseconds
+constexpr int64_t kMsMax = int64_t(86400) * 1000;       // a day: the bound of every time in milliseconds
+
+EnvVar words(const char* name, const char* def, const char* choices, const char* description) {
+  return {name, def, 0, 0, choices, description};
+}
+EnvVar integer(const char* name, const char* def, int64_t lo, int64_t hi, const char* description) {
+  return {name, def, lo, hi, nullptr, description};
+}
+
+// Variables that the project's scripts and tests read (not the library): known, so never warned about.
+constexpr const char* kToolVariables[] = {"DFCCL_SKIP_DEPS", "DFCCL_CAMPAIGN", "DFCCL_SIM", "DFCCL_PYTHON",
+                                          "DFCCL_S", "DFCCL_REQUIRE_GPUS"};
+
+const EnvVar& find(const char* name) {
+  for (const auto& v : env_table())
+    if (std::strcmp(v.name, name) == 0) return v;
+  throw Error(dfcclInternalError, fmt::format("unknown environment variable {}", name));
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
 
 const std::vector<EnvVar>& env_table() {
   static const std::vector<EnvVar> table = {
-      {"DFCCL_EXECUTOR", "cuda", "executor when the config leaves it unset: cuda or host"},
-      {"DFCCL_MODE", "preemptive", "scheduling when the config leaves it unset: preemptive or blocking (no preemption)"},
-      {"DFCCL_BLOCKS", "128",
-       "CUDA executor: daemon thread blocks = channels per collective (1..128; unset: at most what the GPU holds)"},
-      {"DFCCL_THREADS", "256", "CUDA executor: threads per daemon block (64..512, multiple of 32)"},
-      {"DFCCL_HOST_BLOCKS", "1", "host executor: daemon threads = channels per collective (1..128)"},
-      {"DFCCL_SLOT_BYTES", "131072", "CUDA executor: bytes per connection slot (multiple of 16)"},
-      {"DFCCL_HOST_SLOT_BYTES", "32768", "host executor: bytes per connection slot (multiple of 16)"},
-      {"DFCCL_SLOTS", "4",
-       "CUDA executor: slots per lane (2..64): a sender runs up to this many ahead; a ring step streams half"},
-      {"DFCCL_HOST_SLOTS", "8", "host executor: slots per lane (2..64)"},
-      {"DFCCL_LANES", "4", "sequence lanes per communicator: collectives of one communicator in flight at once"},
-      {"DFCCL_PERSISTENT_LANES", "8",
-       "persistent collective ids a communicator takes (0..8), a lane each: 64 MiB per lane with the CUDA defaults"},
-      {"DFCCL_MIN_CHAN_BYTES", "32768", "CUDA executor: bytes per data channel below which fewer channels carry data"},
-      {"DFCCL_SPIN_MIN_NS", "2000", "CUDA executor: lowest spin budget of a primitive"},
-      {"DFCCL_SPIN_INIT_NS", "20000", "CUDA executor: spin budget of a new collective"},
-      {"DFCCL_SPIN_MAX_NS", "2000000", "CUDA executor: highest spin budget"},
-      {"DFCCL_SPIN_GROW", "4", "after a wait of w ns succeeds, the budget becomes at least SPIN_GROW * w"},
-      {"DFCCL_IDLE_NS", "500000", "CUDA executor: the daemon exits after this long with nothing to run"},
-      {"DFCCL_STUCK_NS", "500000", "CUDA executor: the daemon exits after this long without progress (peers absent)"},
-      {"DFCCL_RELAUNCH_NS", "50000", "CUDA executor: first back-off before relaunching a daemon that exited stuck"},
-      {"DFCCL_PROBE_SPIN_NS", "100000",
-       "dfcclWait: how long to wait for its barrier probe before assuming a device-wide barrier is pending"},
-      {"DFCCL_WAIT_KERNEL", "1",
-       "CUDA executor: dfcclWait by a polling kernel (1; where DFCCL_BLOCKS + 64 blocks fit) or a stream memory wait (0)"},
-      {"DFCCL_SYNC_SPIN_NS", "50000",
-       "CUDA executor: dfcclSynchronize polls for the completion this long before the calling thread sleeps"},
-      {"DFCCL_RELAUNCH_MAX_NS", "5000000", "CUDA executor: back-off ceiling (doubles after each stuck exit)"},
-      {"DFCCL_HOST_SPIN_MIN_NS", "20000", "host executor: lowest spin budget"},
-      {"DFCCL_HOST_SPIN_INIT_NS", "200000", "host executor: spin budget of a new collective"},
-      {"DFCCL_HOST_SPIN_MAX_NS", "20000000", "host executor: highest spin budget"},
-      {"DFCCL_HOST_IDLE_NS", "5000000", "host executor: daemon exits after this long with nothing to run"},
-      {"DFCCL_HOST_STUCK_NS", "5000000", "host executor: daemon exits after this long without progress"},
-      {"DFCCL_HOST_RELAUNCH_NS", "200000", "host executor: first relaunch back-off"},
-      {"DFCCL_HOST_RELAUNCH_MAX_NS", "20000000", "host executor: relaunch back-off ceiling"},
-      {"DFCCL_P2P_DISABLE", "0", "1: connection regions in shared host memory even where GPUs reach each other directly"},
-      {"DFCCL_INIT_TIMEOUT_MS", "60000", "how long communicator init waits for the other ranks"},
-      {"DFCCL_DESTROY_TIMEOUT_MS", "30000", "how long dfcclCommDestroy waits for outstanding collectives and peers"},
-      {"DFCCL_ABORT_TIMEOUT_MS", "1000", "how long dfcclCommAbort waits for the daemon to drop the collectives"},
+      words("DFCCL_EXECUTOR", "cuda", "cuda|host", "executor when the config leaves it unset"),
+      words("DFCCL_MODE", "preemptive", "preemptive|blocking",
+            "scheduling when the config leaves it unset (blocking: no preemption, like NCCL)"),
+      integer("DFCCL_BLOCKS", "128", 1, core::kMaxBlocks,
+              "CUDA executor: daemon thread blocks = channels per collective (unset: at most what the GPU holds)"),
+      integer("DFCCL_THREADS", "256", 64, cuda::kDaemonThreads,
+              "CUDA executor: threads per daemon block (a multiple of 32)"),
+      integer("DFCCL_HOST_BLOCKS", "1", 1, core::kMaxBlocks, "host executor: daemon threads = channels per collective"),
+      integer("DFCCL_SLOT_BYTES", "131072", 16, 64 << 20, "CUDA executor: bytes per connection slot (multiple of 16)"),
+      integer("DFCCL_HOST_SLOT_BYTES", "32768", 16, 64 << 20,
+              "host executor: bytes per connection slot (multiple of 16)"),
+      integer("DFCCL_SLOTS", "4", 2, 64,
+              "CUDA executor: slots per lane: a sender runs up to this many ahead; a ring step streams half"),
+      integer("DFCCL_HOST_SLOTS", "8", 2, 64, "host executor: slots per lane"),
+      integer("DFCCL_LANES", "4", 1, core::kMaxLanes - DFCCL_MAX_PERSISTENT_IDS,
+              "sequence lanes per communicator: collectives of one communicator in flight at once"),
+      integer("DFCCL_PERSISTENT_LANES", "8", 0, DFCCL_MAX_PERSISTENT_IDS,
+              "persistent collective ids a communicator takes, a lane each: 64 MiB per lane with the CUDA defaults"),
+      integer("DFCCL_MIN_CHAN_BYTES", "32768", 1, 1 << 30,
+              "CUDA executor: bytes per data channel below which fewer channels carry data"),
+      integer("DFCCL_SPIN_MIN_NS", "2000", 0, kNsMax, "CUDA executor: lowest spin budget of a primitive"),
+      integer("DFCCL_SPIN_INIT_NS", "20000", 0, kNsMax, "CUDA executor: spin budget of a new collective"),
+      integer("DFCCL_SPIN_MAX_NS", "2000000", 0, kNsMax, "CUDA executor: highest spin budget"),
+      integer("DFCCL_SPIN_GROW", "4", 1, 1000,
+              "after a wait of w ns succeeds, the budget becomes at least SPIN_GROW * w"),
+      integer("DFCCL_IDLE_NS", "500000", 0, kNsMax,
+              "CUDA executor: the daemon exits after this long with nothing to run"),
+      integer("DFCCL_STUCK_NS", "500000", 0, kNsMax,
+              "CUDA executor: the daemon exits after this long without progress (peers absent)"),
+      integer("DFCCL_RELAUNCH_NS", "50000", 0, kNsMax,
+              "CUDA executor: first back-off before relaunching a daemon that exited stuck"),
+      integer("DFCCL_PROBE_SPIN_NS", "100000", 0, kNsMax,
+              "dfcclWait: how long to wait for its barrier probe before assuming a device-wide barrier is pending"),
+      integer("DFCCL_WAIT_KERNEL", "1", 0, 1,
+              "CUDA executor: dfcclWait by a polling kernel (1; where DFCCL_BLOCKS + 64 blocks fit) or a stream "
+              "memory wait (0)"),
+      integer("DFCCL_SYNC_SPIN_NS", "50000", 0, kNsMax,
+              "CUDA executor: dfcclSynchronize polls for the completion this long before the calling thread sleeps"),
+      integer("DFCCL_RELAUNCH_MAX_NS", "5000000", 0, kNsMax,
+              "CUDA executor: back-off ceiling (doubles after each stuck exit)"),
+      integer("DFCCL_HOST_SPIN_MIN_NS", "20000", 0, kNsMax, "host executor: lowest spin budget"),
+      integer("DFCCL_HOST_SPIN_INIT_NS", "200000", 0, kNsMax, "host executor: spin budget of a new collective"),
+      integer("DFCCL_HOST_SPIN_MAX_NS", "20000000", 0, kNsMax, "host executor: highest spin budget"),
+      integer("DFCCL_HOST_IDLE_NS", "5000000", 0, kNsMax,
+              "host executor: daemon exits after this long with nothing to run"),
+      integer("DFCCL_HOST_STUCK_NS", "5000000", 0, kNsMax,
+              "host executor: daemon exits after this long without progress"),
+      integer("DFCCL_HOST_RELAUNCH_NS", "200000", 0, kNsMax, "host executor: first relaunch back-off"),
+      integer("DFCCL_HOST_RELAUNCH_MAX_NS", "20000000", 0, kNsMax, "host executor: relaunch back-off ceiling"),
+      integer("DFCCL_P2P_DISABLE", "0", 0, 1,
+              "1: connection regions in shared host memory even where GPUs reach each other directly"),
+      integer("DFCCL_INIT_TIMEOUT_MS", "60000", 1, kMsMax, "how long communicator init waits for the other ranks"),
+      integer("DFCCL_DESTROY_TIMEOUT_MS", "30000", 0, kMsMax,
+              "how long dfcclCommDestroy waits for outstanding collectives and peers"),
+      integer("DFCCL_ABORT_TIMEOUT_MS", "1000", 0, kMsMax,
+              "how long dfcclCommAbort waits for the daemon to drop the collectives"),
   };
   return table;
-}
-
-static const EnvVar& find(const char* name) {
-  for (const auto& v : env_table())
-    if (std::string(v.name) == name) return v;
-  throw Error(dfcclInternalError, fmt::format("unknown environment variable {}", name));
 }
 
 std::string env_str(const char* name) {
   const EnvVar& v = find(name);
   const char* s = std::getenv(name);
-  return (s && *s) ? std::string(s) : std::string(v.default_value);
+  std::string value = (s && *s) ? std::string(s) : std::string(v.default_value);
+  if (v.choices) {
+    const std::string bar = std::string("|") + v.choices + "|";
+    if (bar.find("|" + value + "|") == std::string::npos)
+      throw Error(dfcclInvalidArgument, fmt::format("environment variable {}='{}': use one of {}", name, value,
+                                                    std::string(v.choices)));
+  }
+  return value;
 }
 
 bool env_is_set(const char* name) {
@@ -73,12 +138,48 @@ bool env_is_set(const char* name) {
 }
 
 int64_t env_int(const char* name) {
-  std::string s = env_str(name);
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 0);
-  if (end == s.c_str() || *end != '\0')
-    throw Error(dfcclInvalidArgument, fmt::format("environment variable {}='{}' is not an integer", name, s));
-  return v;
+  const EnvVar& v = find(name);
+  const std::string s = env_str(name);
+  const bool digits = !s.empty() && s.size() <= 19 && std::all_of(s.begin(), s.end(), [](char ch) {
+    return ch >= '0' && ch <= '9';
+  });
+  errno = 0;
+  const long long value = digits ? std::strtoll(s.c_str(), nullptr, 10) : 0;
+  if (!digits || errno == ERANGE || value < v.lo || value > v.hi)
+    throw Error(dfcclInvalidArgument, fmt::format("environment variable {}='{}': expected a decimal integer in {}..{}",
+                                                  name, s, v.lo, v.hi));
+  return value;
+}
+
+std::string env_closest(const std::string& name) {
+  std::string best;
+  size_t best_d = ~size_t(0);
+  for (const auto& v : env_table()) {
+    const size_t d = edit_distance(name, v.name);
+    if (d < best_d) {
+      best_d = d;
+      best = v.name;
+    }
+  }
+  return best;
+}
+
+void env_warn_unknown() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (char** e = environ; e && *e; ++e) {
+      const std::string entry = *e;
+      if (entry.rfind("DFCCL_", 0) != 0) continue;
+      const std::string name = entry.substr(0, entry.find('='));
+      const bool known = std::any_of(env_table().begin(), env_table().end(),
+                                     [&](const EnvVar& v) { return name == v.name; }) ||
+                         std::any_of(std::begin(kToolVariables), std::end(kToolVariables),
+                                     [&](const char* t) { return name == t; });
+      if (!known)
+        std::fprintf(stderr, "DFCCL WARN: environment variable %s is not a DFCCL setting (did you mean %s?); "
+                             "it is ignored\n", name.c_str(), env_closest(name).c_str());
+    }
+  });
 }
 
 }  // namespace dfccl

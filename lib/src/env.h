@@ -1,5 +1,6 @@
-// Every DFCCL_* environment variable, with its default and meaning, in one table (printed by `dfccl-info`, listed in
-// docs/environment.md). Values are read when an engine or communicator is created.
+// Every DFCCL_* environment variable in one table: name, default, accepted range or choices, effect. Parsing,
+// validation, `dfccl-info` and docs/environment.md (`dfccl-info --markdown`) all come from it. Values are read when
+// an engine or communicator is created.
 #pragma once
 
 #include <cstdint>
@@ -11,15 +12,25 @@ namespace dfccl {
 struct EnvVar {
   const char* name;
   const char* default_value;
+  int64_t lo, hi;         // an integer variable: the accepted range (decimal digits only)
+  const char* choices;    // a word variable: the accepted words, '|'-separated; null for an integer variable
   const char* description;
 };
 
 const std::vector<EnvVar>& env_table();
 
-// The variable's value (or its default), parsed as an integer; a malformed value is an error naming the variable.
+// The variable's value, or its default, as a decimal integer within the table's range; anything else (octal-looking
+// "010" is read as ten, a sign, letters, overflow, out of range) is a dfcclInvalidArgument naming the variable, the
+// value and the range.
 int64_t env_int(const char* name);
+// The variable's value, or its default, checked against the table's choices (for a word variable).
 std::string env_str(const char* name);
 // Whether the user set the variable (to a non-empty value).
 bool env_is_set(const char* name);
+// Once per process: a warning on stderr for each DFCCL_* variable set in the environment that neither the table nor
+// the project's scripts know, naming the closest known name.
+void env_warn_unknown();
+// The closest name of the table to `name` (edit distance), for the warning above.
+std::string env_closest(const std::string& name);
 
 }  // namespace dfccl

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "../../kernels/core/types.h"
+#include "core/types.h"
 #include "dfccl.h"
 
 namespace dfccl {

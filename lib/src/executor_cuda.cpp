@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "../../kernels/cuda/daemon.h"
+#include "cuda/daemon.h"
 #include "env.h"
 #include "error.h"
 #include "executor.h"

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "../../kernels/host/exec_host.h"
+#include "host/exec_host.h"
 #include "error.h"
 #include "executor.h"
 #include "shm_region.h"

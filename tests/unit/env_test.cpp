@@ -1,0 +1,75 @@
+// The environment table (lib/src/env.cpp): every variable parses its default; integers are decimal and within the
+// table's range, words one of the table's choices, and anything else is an error that names the variable; an unknown
+// DFCCL_* name is matched to the closest known one.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "env.h"
+#include "error.h"
+
+namespace {
+
+// Sets a variable for one test and restores the environment afterwards.
+struct ScopedEnv {
+  const char* name;
+  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+};
+
+// The message of the error env_int(name) throws, or "" if it returns.
+std::string int_error(const char* name) {
+  try {
+    dfccl::env_int(name);
+  } catch (const dfccl::Error& e) {
+    EXPECT_EQ(e.code(), dfcclInvalidArgument);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Environment, EveryDefaultIsAccepted) {
+  for (const auto& v : dfccl::env_table()) {
+    if (v.choices) EXPECT_EQ(dfccl::env_str(v.name), v.default_value) << v.name;
+    else EXPECT_EQ(std::to_string(dfccl::env_int(v.name)), v.default_value) << v.name;
+  }
+}
+
+TEST(Environment, IntegersAreDecimalAndInRange) {
+  {
+    ScopedEnv e("DFCCL_IDLE_NS", "010");
+    EXPECT_EQ(dfccl::env_int("DFCCL_IDLE_NS"), 10);  // not octal
+  }
+  for (const char* bad : {"-1", "0x10", "1e6", "12abc", " 5", "+5", "99999999999999999999", "3600000000001"}) {
+    ScopedEnv e("DFCCL_IDLE_NS", bad);
+    const std::string msg = int_error("DFCCL_IDLE_NS");
+    EXPECT_NE(msg.find("DFCCL_IDLE_NS"), std::string::npos) << bad << ": " << msg;
+    EXPECT_NE(msg.find("0..3600000000000"), std::string::npos) << bad << ": " << msg;
+  }
+  ScopedEnv e("DFCCL_INIT_TIMEOUT_MS", "0");  // a timeout of 0 ms would fail every init at once
+  EXPECT_NE(int_error("DFCCL_INIT_TIMEOUT_MS").find("DFCCL_INIT_TIMEOUT_MS"), std::string::npos);
+}
+
+TEST(Environment, WordsAreOneOfTheChoices) {
+  ScopedEnv e("DFCCL_MODE", "blockin");
+  try {
+    dfccl::env_str("DFCCL_MODE");
+    FAIL() << "DFCCL_MODE=blockin was accepted";
+  } catch (const dfccl::Error& err) {
+    EXPECT_NE(std::string(err.what()).find("preemptive|blocking"), std::string::npos) << err.what();
+  }
+}
+
+TEST(Environment, UnknownNamesAreMatchedToTheClosest) {
+  EXPECT_EQ(dfccl::env_closest("DFCCL_IDEL_NS"), "DFCCL_IDLE_NS");
+  EXPECT_EQ(dfccl::env_closest("DFCCL_BLOCK"), "DFCCL_BLOCKS");
+  ScopedEnv e("DFCCL_SLOT_BYTE", "4096");
+  testing::internal::CaptureStderr();
+  dfccl::env_warn_unknown();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("DFCCL_SLOT_BYTE is not a DFCCL setting (did you mean DFCCL_SLOT_BYTES?)"), std::string::npos)
+      << err;
+}
+
+}  // namespace
