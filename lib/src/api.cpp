@@ -27,11 +27,27 @@ constexpr uint64_t kMaxCount = uint64_t(1) << 48;
   throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'comm' was destroyed or aborted", fn));
 }
 
+// A peer's death is reported as such (dfcclRemoteError naming the rank), any other end of the communicator as
+// dfcclInvalidUsage.
 dfcclComm* check_comm(dfcclComm_t comm, const char* fn) {
   if (!comm) bad(fn, "argument 'comm' is NULL");
   if (comm->magic != dfcclComm::kMagic) bad(fn, "argument 'comm' is not a communicator");
-  if (!comm->alive) comm_gone(fn);
+  if (!comm->alive) {
+    if (comm->failed_rank.load(std::memory_order_acquire) >= 0)
+      throw Error(dfcclRemoteError, fmt::format("{}: {}", fn, comm->failure));
+    comm_gone(fn);
+  }
   return comm;
+}
+
+// A finished request's status; an error that a peer's failure caused becomes this thread's last error.
+dfcclResult_t finished_status(RequestState& s) {
+  const int st = s.status.load(std::memory_order_acquire);
+  if (st != dfcclSuccess && st != dfcclInProgress) {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (!s.error.empty()) set_last_error(s.error);
+  }
+  return dfcclResult_t(st);
 }
 
 // The engine of a communicator that check_comm found alive, held for the call: another thread may abort the
@@ -324,6 +340,11 @@ dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* 
 
 dfcclResult_t dfcclCommDestroy(dfcclComm_t comm) {
   return guard([&] {
+    // After a peer's death the communicator was already aborted and released: nothing is left to wait for.
+    if (comm && comm->magic == dfcclComm::kMagic && comm->failed_rank.load() >= 0) {
+      comm_destroy(comm);
+      return dfcclSuccess;
+    }
     dfcclComm* c = check_comm(comm, "dfcclCommDestroy");
     comm_destroy(c);  // the handle stays allocated, marked dead, so later use is reported rather than undefined
     return dfcclSuccess;
@@ -528,7 +549,7 @@ dfcclResult_t dfcclTest(dfcclRequest_t request, int* done) {
     if (!done) bad("dfcclTest", "argument 'done' is NULL");
     const int st = r->state->status.load(std::memory_order_acquire);
     *done = st != dfcclInProgress;
-    return *done ? dfcclResult_t(st) : dfcclSuccess;
+    return *done ? finished_status(*r->state) : dfcclSuccess;
   });
 }
 
@@ -538,7 +559,7 @@ dfcclResult_t dfcclSynchronize(dfcclRequest_t request, int timeoutMs) {
     if (timeoutMs < 0) bad("dfcclSynchronize", fmt::format("argument 'timeoutMs' = {} must be >= 0", timeoutMs));
     if (!wait_request(*r->state, timeoutMs))
       throw Error(dfcclTimeout, fmt::format("dfcclSynchronize: the collective did not finish within {} ms", timeoutMs));
-    return dfcclResult_t(r->state->status.load());
+    return finished_status(*r->state);
   });
 }
 

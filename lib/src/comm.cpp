@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -14,6 +15,7 @@
 #include "core/collectives/collectives.h"
 #include "env.h"
 #include "error.h"
+#include "peer_watch.h"
 
 namespace dfccl {
 namespace {
@@ -234,6 +236,13 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     ex.copy_to_device(c->dev, &d, sizeof(d));
     c->index = e.attach(c->dev);
     c->bootstrap->barrier();
+    std::vector<PeerProcess> peers;
+    for (int i = 0; i < nranks; ++i)
+      if (all[size_t(i)].pid != mine.pid) peers.push_back({i, int(all[size_t(i)].pid)});
+    if (!peers.empty()) {
+      dfcclComm* self = c.get();
+      PeerWatch::add(self, peers, [self](int dead) { comm_fail(self, dead); });
+    }
   } catch (...) {
     release(c.get(), Release::Free);
     throw;
@@ -300,10 +309,10 @@ bool wait_quiet(dfcclComm* c, int64_t timeout_ms) {
 // none is pending, else left in place. A submission can be inside a CUDA call held by another thread's implicit
 // synchronization until the daemon drops this communicator's collectives: it is waited for only after the abort is
 // posted, and only until the timeout.
-void abort_attached(dfcclComm* c) {
+void abort_attached(dfcclComm* c, dfcclResult_t why = dfcclAborted, const std::string& message = {}) {
   if (!c->engine) return;
-  c->engine->abort_comm(c->index);
-  c->async_error = dfcclAborted;
+  c->engine->abort_comm(c->index, why, message);
+  c->async_error = why;
   if (wait_quiet(c, env_int("DFCCL_ABORT_TIMEOUT_MS"))) {
     // Peers may still write into my region: keep it allocated (host: their mapping keeps it alive anyway). On the
     // GPU nothing is freed now: cudaFree and cudaIpcCloseMemHandle wait for the daemon, which in blocking mode may
@@ -317,7 +326,8 @@ void abort_attached(dfcclComm* c) {
 }
 
 void comm_destroy(dfcclComm* c) {
-  if (!c->alive.exchange(false)) return;  // another thread destroyed or aborted it meanwhile
+  PeerWatch::remove(c);
+  if (!c->alive.exchange(false)) return;  // another thread destroyed or aborted it meanwhile, or a peer died
   const int64_t timeout = env_int("DFCCL_DESTROY_TIMEOUT_MS");
   if (!c->engine) return;
   if (!wait_quiet(c, timeout)) {
@@ -339,7 +349,17 @@ void comm_destroy(dfcclComm* c) {
 }
 
 void comm_abort(dfcclComm* c) {
+  PeerWatch::remove(c);
   if (c->alive.exchange(false)) abort_attached(c);
+}
+
+void comm_fail(dfcclComm* c, int rank) {
+  const std::string msg = fmt::format("rank {} of the communicator (size {}; this process is rank {}) exited", rank,
+                                      c->nranks, c->rank);
+  c->failure = msg;
+  c->failed_rank.store(rank, std::memory_order_release);
+  std::fprintf(stderr, "DFCCL WARN: %s: its collectives fail with dfcclRemoteError\n", msg.c_str());
+  if (c->alive.exchange(false)) abort_attached(c, dfcclRemoteError, msg);
 }
 
 std::shared_ptr<Engine> engine_ref(dfcclComm* c) {

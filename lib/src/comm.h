@@ -37,6 +37,9 @@ struct dfcclComm {
   uint64_t persistent_turn[DFCCL_MAX_PERSISTENT_IDS] = {};
   bool persistent_prepared[DFCCL_MAX_PERSISTENT_IDS] = {};
   std::atomic<int> async_error{dfcclSuccess};
+  // A peer process that died (PeerWatch): its rank (-1: none) and the message naming it, written before the rank.
+  std::atomic<int> failed_rank{-1};
+  std::string failure;
 };
 
 struct dfcclRequest {
@@ -65,6 +68,9 @@ dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t
 void comm_destroy(dfcclComm* comm);
 // Callable from any thread, also while others submit on the communicator or wait on it; a second call does nothing.
 void comm_abort(dfcclComm* comm);
+// A peer process of comm died (PeerWatch's thread): comm is aborted with dfcclRemoteError, every pending collective
+// reports it with a message naming the rank, and so do later calls on comm.
+void comm_fail(dfcclComm* comm, int rank);
 // The communicator's engine, kept alive for the caller's use; null once released (aborted or destroyed).
 std::shared_ptr<Engine> engine_ref(dfcclComm* comm);
 // persistent_id < 0: matched by order (sequence lanes); else by id (its own lane).

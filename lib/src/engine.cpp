@@ -109,6 +109,10 @@ uint32_t Engine::attach(core::CommDev* dev_comm) {
   std::lock_guard<std::mutex> lk(mu_);
   for (uint32_t i = 0; i < core::kMaxComms; ++i) {
     if (!__atomic_load_n(&comm_dev_[i], __ATOMIC_ACQUIRE)) {
+      {
+        std::lock_guard<std::mutex> fl(failure_mu_);
+        failure_[i] = {dfcclSuccess, std::string()};
+      }
       __atomic_store_n(&comm_dev_[i], dev_comm, __ATOMIC_RELEASE);
       __atomic_store_n(&comm_gen_[i], ++attachments_, __ATOMIC_RELAXED);
       comm_outstanding_[i].store(0);
@@ -227,6 +231,7 @@ bool Engine::drain_completions() {
   struct Done {
     std::shared_ptr<RequestState> req;
     core::CqInfo info;
+    std::pair<dfcclResult_t, std::string> failure;  // a peer's failure that aborted it (dfcclSuccess: none)
   };
   std::array<Done, 32> done;
   size_t n = 0;
@@ -238,6 +243,11 @@ bool Engine::drain_completions() {
       const uint32_t slot = info.slot;
       SlotUse& use = slots_[slot];
       done[n].info = info;
+      done[n].failure = {dfcclSuccess, std::string()};
+      if (info.status == core::kStatusAborted) {
+        std::lock_guard<std::mutex> fl(failure_mu_);
+        done[n].failure = failure_[use.comm];
+      }
       done[n++].req = std::move(use.req);
       rings_[use.ring].outstanding -= 1;
       use.waited = false;  // its entry in EngineHost::waits is removed below
@@ -264,7 +274,11 @@ bool Engine::drain_completions() {
       req->info.coreEndNs = info.t_end;
       req->info.preemptions = info.preemptions;
       req->info.waitUs = info.wait_us;
-      const int status = info.status == core::kStatusOk ? dfcclSuccess : int(info.status);
+      int status = info.status == core::kStatusOk ? dfcclSuccess : int(info.status);
+      if (status == dfcclAborted && done[k].failure.first != dfcclSuccess) {
+        status = done[k].failure.first;  // aborted because a peer failed: the request reports why
+        req->error = done[k].failure.second;
+      }
       req->info.status = dfcclResult_t(status);
       req->status.store(status, std::memory_order_release);
       cb = req->callback;
@@ -488,7 +502,11 @@ uint32_t Engine::outstanding(uint32_t comm_index) {
 
 // Without the engine's lock (see wait_comm_idle). Concurrent aborts each store their entry, then count: the count's
 // release orders the entry before it, and whichever count the daemon sees covers every entry stored before it.
-void Engine::abort_comm(uint32_t comm_index) {
+void Engine::abort_comm(uint32_t comm_index, dfcclResult_t why, const std::string& message) {
+  if (why != dfcclAborted) {
+    std::lock_guard<std::mutex> fl(failure_mu_);
+    failure_[comm_index] = {why, message};
+  }
   __atomic_store_n(&h_->abort_gen[comm_index], __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED),
                    __ATOMIC_RELAXED);
   __atomic_fetch_add(&h_->aborts, uint64_t(1), __ATOMIC_RELEASE);

@@ -31,6 +31,7 @@ struct RequestState {
   std::weak_ptr<Engine> engine;  // alive while the request is pending (its communicator holds the engine)
   std::atomic<int> status{dfcclInProgress};
   dfcclRequestInfo_t info{};
+  std::string error;  // why it failed, when a peer's failure ended it (under mu)
   std::mutex mu;
   std::condition_variable cv;
   dfcclCallback_t callback = nullptr;
@@ -81,8 +82,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   // dfcclCommAbort: tells the daemon through pinned memory, with no CUDA call (EngineHost::aborts). Its collectives
   // are then finished as aborted wherever they are queued, and blocking-mode waits of other communicators look
-  // again.
-  void abort_comm(uint32_t comm_index);
+  // again. why: the status they report (dfcclAborted, or dfcclRemoteError when a peer failed, with message).
+  void abort_comm(uint32_t comm_index, dfcclResult_t why = dfcclAborted, const std::string& message = {});
 
   // Throws dfcclTimeout when the engine's lock stays busy for kLockWaitMs.
   dfcclStats_t stats();
@@ -148,6 +149,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Attached communicators (device address; null: free). Atomic accesses: detach stores without the lock.
   std::array<core::CommDev*, core::kMaxComms> comm_dev_{};
   std::array<uint64_t, core::kMaxComms> comm_gen_{};  // their attachment numbers (Desc::comm_gen; atomic accesses)
+  // Why each attached communicator was aborted, when not by the application (a peer failed); its own lock, never
+  // held across a CUDA call.
+  std::mutex failure_mu_;
+  std::array<std::pair<dfcclResult_t, std::string>, core::kMaxComms> failure_{};
   std::mutex retired_mu_;
   std::vector<Leftovers> retired_;  // what aborted communicators left, freed with the engine
   uint64_t attachments_ = 0;

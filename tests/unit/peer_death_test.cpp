@@ -1,0 +1,111 @@
+// A peer process that dies becomes an error that names it, on every survivor, in bounded time (DESIGN invariant 8).
+// Four processes (forked, host executor) form a communicator over the unique id; rank 3 is killed with SIGKILL while
+// the others wait in an all-reduce that needs it. Each survivor must see, within 2 s of the kill: the pending
+// collective fail with dfcclRemoteError and dfcclGetLastError name rank 3; dfcclCommGetAsyncError report
+// dfcclRemoteError; a new submission refused with dfcclRemoteError; and dfcclCommDestroy return within 1 s.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dfccl.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kRanks = 4;
+constexpr int kVictim = 3;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// A survivor's side; returns 0 when every check held, else prints why and returns 1.
+int survivor(dfcclComm_t comm, int rank) {
+  auto check = [&](bool ok, const std::string& what) {
+    if (!ok) std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
+    return ok;
+  };
+  std::vector<int32_t> in(4096, rank), out(4096);
+  dfcclRequest_t q = nullptr;
+  if (dfcclAllReduce(in.data(), out.data(), in.size(), dfcclInt32, dfcclSum, comm, 0, nullptr, &q) != dfcclSuccess)
+    return check(false, std::string("dfcclAllReduce: ") + dfcclGetLastError(nullptr)), 1;
+  // The victim is killed about 200 ms after init; the collective must fail within 2 s of that.
+  const auto t0 = Clock::now();
+  const dfcclResult_t st = dfcclSynchronize(q, 10000);
+  const double ms = ms_since(t0);
+  bool ok = check(st == dfcclRemoteError, std::string("the pending collective reported ") + dfcclGetErrorString(st));
+  const std::string err = dfcclGetLastError(nullptr);
+  ok &= check(err.find("rank 3") != std::string::npos, "the error does not name rank 3: '" + err + "'");
+  ok &= check(ms < 2200, "the failure took " + std::to_string(ms) + " ms");
+  dfcclResult_t async = dfcclSuccess;
+  dfcclCommGetAsyncError(comm, &async);
+  ok &= check(async == dfcclRemoteError, std::string("async error ") + dfcclGetErrorString(async));
+  dfcclRequest_t q2 = nullptr;
+  const dfcclResult_t again = dfcclAllReduce(in.data(), out.data(), in.size(), dfcclInt32, dfcclSum, comm, 0, nullptr, &q2);
+  ok &= check(again == dfcclRemoteError, std::string("a new submission returned ") + dfcclGetErrorString(again));
+  ok &= check(std::string(dfcclGetLastError(nullptr)).find("rank 3") != std::string::npos, "the refusal does not name rank 3");
+  dfcclRequestFree(q);
+  const auto t1 = Clock::now();
+  const dfcclResult_t d = dfcclCommDestroy(comm);
+  ok &= check(d == dfcclSuccess, std::string("dfcclCommDestroy returned ") + dfcclGetErrorString(d));
+  ok &= check(ms_since(t1) < 1000, "dfcclCommDestroy took " + std::to_string(ms_since(t1)) + " ms");
+  std::printf("[ peer     ] rank %d: collective failed after %.0f ms: %s\n", rank, ms, err.c_str());
+  std::fflush(stdout);
+  return ok ? 0 : 1;
+}
+
+TEST(PeerDeath, SurvivorsGetARemoteErrorNamingTheDeadRank) {
+  dfcclUniqueId id;
+  ASSERT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
+  // Survivors stay until every survivor has checked (done: one byte each; go: closed by the parent then), so that
+  // the only death a survivor can see is the victim's.
+  int done[2], go[2];
+  ASSERT_EQ(pipe(done), 0);
+  ASSERT_EQ(pipe(go), 0);
+  std::fflush(stdout);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+      cfg.executor = dfcclExecutorHost;
+      dfcclComm_t comm = nullptr;
+      if (dfcclCommInitRankConfig(&comm, kRanks, id, rank, &cfg) != dfcclSuccess) {
+        std::fprintf(stderr, "rank %d: init: %s\n", rank, dfcclGetLastError(nullptr));
+        _exit(2);
+      }
+      if (rank == kVictim) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        raise(SIGKILL);
+      }
+      const int result = survivor(comm, rank);
+      char byte = 0;
+      close(go[1]);
+      if (write(done[1], &byte, 1) != 1 || read(go[0], &byte, 1) != 0) _exit(3);
+      _exit(result);
+    }
+    pids.push_back(pid);
+  }
+  close(go[0]);
+  close(done[1]);
+  char byte = 0;
+  for (int k = 0; k < kRanks - 1; ++k) ASSERT_EQ(read(done[0], &byte, 1), 1) << "a survivor ended early";
+  close(go[1]);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pids[size_t(rank)], &status, 0), pids[size_t(rank)]);
+    if (rank == kVictim) {
+      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the victim did not die of SIGKILL";
+    } else {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << rank << " failed (status " << status << ")";
+    }
+  }
+}
+
+}  // namespace
