@@ -188,6 +188,9 @@ dfcclResult_t dfcclPersistentFree(dfcclPersistent_t coll);
 /*   with DFCCL_WAIT_KERNEL=0); returns at once. Host executor:                                                       */
 /*   blocks the calling thread until the collective is done. A device synchronization after dfcclWait waits for      */
 /*   peers again: wait as late as possible. Refused on a stream that is capturing a CUDA graph (see stream above).    */
+/*   Under serialized launches (CUDA_LAUNCH_BLOCKING=1, compute-sanitizer) the wait holds the calling thread or every */
+/*   later kernel until the collective completes, so ranks that wait in different orders can hang there; the engine */
+/*   warns at creation, and dfcclCommAbort still ends such a hang. Prefer host completion while debugging.          */
 dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream);
 /* *done = 1 when finished; the return value is then the collective's status (dfcclSuccess, dfcclAborted, ...). */
 dfcclResult_t dfcclTest(dfcclRequest_t request, int* done);

@@ -68,6 +68,14 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::mo
   probe_spin_ns_ = c.probe_spin_ns;
   sync_spin_ns_ = c.sync_spin_ns;
   wait_kernel_ = c.wait_kernel;
+  const std::string serialized = exec_->serialization();
+  if (!serialized.empty())
+    std::fprintf(stderr,
+                 "DFCCL WARN: kernel launches are serialized here (%s): a dfcclWait then holds the calling thread or "
+                 "every later kernel of the device until its collective completes, so ranks that wait in different "
+                 "orders can hang although they complete without %s; dfcclCommAbort still ends such a hang "
+                 "(docs/design.md, \"Serialized launches\")\n",
+                 serialized.c_str(), serialized.c_str());
   g_ = static_cast<core::EngineGlobal*>(exec_->alloc_device(sizeof(core::EngineGlobal)));
   ctx_ = static_cast<core::ChanCtx*>(exec_->alloc_device(sizeof(core::ChanCtx) * kMaxSlots * params_.nblocks));
   h_ = static_cast<core::EngineHost*>(exec_->alloc_pinned(sizeof(core::EngineHost)));

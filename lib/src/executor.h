@@ -34,6 +34,9 @@ class Executor {
   virtual unsigned threads_per_block() const = 0;
   // Daemon blocks that can run at once on this device (a persistent daemon needs all of its blocks resident).
   virtual unsigned resident_blocks() const = 0;
+  // What serializes kernel launches in this process ("CUDA_LAUNCH_BLOCKING=1", "compute-sanitizer"), or "" if
+  // nothing does. Under serialization a stream wait blocks the host or later kernels (docs/design.md).
+  virtual std::string serialization() const { return {}; }
 
   // Memory the daemon sees as its device memory (zero-filled), and pinned host memory both sides see.
   virtual void* alloc_device(size_t bytes) = 0;

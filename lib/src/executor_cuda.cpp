@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "cuda/daemon.h"
 #include "env.h"
@@ -32,6 +34,16 @@ Fn driver_entry(const char* symbol) {
 
 void check_cu(CUresult r, const char* what) {
   if (r != CUDA_SUCCESS) throw Error(dfcclUnhandledCudaError, fmt::format("CUDA driver error {} in {}", int(r), what));
+}
+
+// CUDA_LAUNCH_BLOCKING makes every launch return only once its work is done; compute-sanitizer runs one kernel of
+// the device at a time (it announces itself to its target through NV_SANITIZER_* variables).
+std::string detect_serialization() {
+  const char* clb = std::getenv("CUDA_LAUNCH_BLOCKING");
+  if (clb && std::strcmp(clb, "1") == 0) return "CUDA_LAUNCH_BLOCKING=1";
+  if (std::getenv("NV_SANITIZER_INJECTION_TRANSPORT_TYPE") || std::getenv("NV_SANITIZER_INJECTION_PORT_BASE"))
+    return "compute-sanitizer";
+  return {};
 }
 
 class CudaExecutor final : public Executor {
@@ -81,6 +93,7 @@ class CudaExecutor final : public Executor {
   int device() const override { return device_; }
   unsigned threads_per_block() const override { return threads_; }
   unsigned resident_blocks() const override { return resident_; }
+  std::string serialization() const override { return detect_serialization(); }
 
   void* alloc_device(size_t bytes) override {
     DFCCL_CUDA(cudaSetDevice(device_));

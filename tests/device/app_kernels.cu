@@ -39,6 +39,15 @@ cudaError_t launch_second_never_loaded_kernel(float* data, size_t n, cudaStream_
   return cudaGetLastError();
 }
 
+__global__ void fill_kernel(int32_t* data, size_t n, int32_t value) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) data[i] = value;
+}
+
+cudaError_t launch_fill(int32_t* data, size_t n, int32_t value, cudaStream_t stream) {
+  fill_kernel<<<64, 256, 0, stream>>>(data, n, value);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_spin_kernel(uint64_t ns, cudaStream_t stream) {
   spin_kernel<<<1, 32, 0, stream>>>(ns);
   return cudaGetLastError();

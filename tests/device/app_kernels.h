@@ -13,6 +13,8 @@ namespace dfccl::test {
 cudaError_t launch_never_loaded_kernel(float* data, size_t n, cudaStream_t stream);
 // Another one, for a second test that needs a lazy load of its own.
 cudaError_t launch_second_never_loaded_kernel(float* data, size_t n, cudaStream_t stream);
+// data[i] = value for i < n, by a kernel on `stream`.
+cudaError_t launch_fill(int32_t* data, size_t n, int32_t value, cudaStream_t stream);
 // Busy for about `ns` nanoseconds on one block.
 cudaError_t launch_spin_kernel(uint64_t ns, cudaStream_t stream);
 // The elements of data (device memory of the current device) that differ from `expect`, counted by a kernel on
