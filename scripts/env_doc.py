@@ -20,5 +20,5 @@ out += ["", "The harness reads its own settings from workload files and the comm
         "Build options for measurements (pass them in both CMAKE_CUDA_FLAGS and CMAKE_CXX_FLAGS):",
         "`-DDFCCL_PROFILE=1` (time per daemon phase in `dfcclStats_t.profileNs`), `-DDFCCL_COPY_UNROLL=N` (16-byte",
         "loads in flight per thread, default 4), `-DDFCCL_MAX_THREADS=1024` (allows DFCCL_THREADS up to 1024);",
-        "docs/performance-log.md, sections 4 and 5."]
+        "docs/lab/performance-log.md, sections 4 and 5."]
 (root / "docs/environment.md").write_text("\n".join(out) + "\n")

@@ -1,5 +1,5 @@
 // Does a pinned page's latency over PCIe depend on the page? The host-ordered loop's end to end sits at 9.7 or
-// 10.7 us per process of the same binary (docs/performance-log.md, 35 and 39), and overhead_split's own ping-pong
+// 10.7 us per process of the same binary (docs/lab/performance-log.md, 35 and 39), and overhead_split's own ping-pong
 // at 2.7 or 3.1 us, with neither the threads' placement nor the progress thread's yield deciding it (section 40).
 // If the mode belonged to the page (an IOMMU's translation of a DMA address, the memory behind it), it would stay
 // the same for one buffer across sweeps and differ between buffers of one process.

@@ -1,7 +1,7 @@
 // Probe: do one thread's loads from pinned host memory overlap, or does each wait for the one before? For k = 1, 2,
 // 4, 19 loads of 16 bytes issued back to back by one thread (the prefetcher's poll), the time per batch with three
 // kinds of load: ld.volatile (the LL loads, primitives/ll.h), ld.relaxed.sys and ld.global.cg (__ldcg). One batch =
-// one round trip if they overlap, k round trips if not (docs/performance-log.md, 25). Then k lanes of one warp, one
+// one round trip if they overlap, k round trips if not (docs/lab/performance-log.md, 25). Then k lanes of one warp, one
 // load each in one instruction: contiguous (coalesced) or one 128-byte line per lane.
 //   nvcc -O2 -std=c++20 -arch=sm_90 scripts/device/probes/sysmem_loads.cu -o .device/bin/sysmem_loads
 #include <cuda_runtime.h>
