@@ -12,8 +12,9 @@
 # for dfccl and NCCL at 8 B and 64 KiB. The latency sweep (all-reduce, 8 B – 1 MiB) adds NCCL with CUDA graphs
 # (backend nccl-graph: each batch captured and replayed once, nccl-tests -G) beside eager NCCL and dfccl.
 # Binaries in $BIN (default .device/bin): dfccl-harness, cuda_engine_test, mp_collectives, latency_split,
-# stream_loop and gemm_beside_engine (build commands in the probes' headers). At most 8 files come back: the HDF5
-# files (six; the callback-completion one goes into logs.tgz), logs.tgz and summary.txt.
+# stream_loop and gemm_beside_engine (the last three from a build with -DDFCCL_BUILD_PROBES=ON, scripts/probes/).
+# At most 8 files come back: the HDF5 files (six; the callback-completion one goes into logs.tgz), logs.tgz and
+# summary.txt.
 #   scripts/device/perf.sh
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh

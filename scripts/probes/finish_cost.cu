@@ -7,7 +7,7 @@
 //            store of its own before it, the completion word;
 //   nofence: the completion word straight after the count (a lower bound; not a correct publication).
 // Cycles per repetition (median of 9 runs of 2000), and ns with the SM clock measured against %globaltimer.
-//   nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/finish_cost.cu -o .device/bin/finish_cost
+// Build: target finish_cost (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // Probe: what the capture check costs each stream-ordered submission and dfcclWait (lib/src/api.cpp,
 // check_not_capturing: one cudaStreamIsCapturing per call). Host time per call, median of 21 batches of 100000
 // calls, on a non-blocking stream, on the legacy default stream, and, for scale, cudaStreamQuery on the same stream.
-//   nvcc -O2 -std=c++20 -arch=sm_90 scripts/device/probes/capture_query.cu -o .device/bin/capture_query
+// Build: target capture_query (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -7,9 +7,8 @@
 // Then, per collective and rank, the primitives the daemon ran and, when libdfccl was built with -DDFCCL_PROFILE=1,
 // where thread 0 of the blocks spent its time, summed over them (dfcclStats_t.profileNs; read after the daemon exits
 // idle).
-// Built here against libdfccl after `cmake --build build`, run on the GPU machine (scripts/device/perf.sh):
-//   nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/latency_split.cpp build/lib/libdfccl.a \
-//        -lfmt -lcuda -o .device/bin/latency_split
+// Run on the GPU machine by scripts/device/perf.sh.
+// Build: target latency_split (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 //   latency_split [iters=200]
 #include <cuda_runtime.h>
 

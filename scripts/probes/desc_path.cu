@@ -12,7 +12,7 @@
 //   pinned1: as pinned, one 16-byte load only (the round trip over PCIe, not the descriptor).
 // Reported: GPU time per iteration (events around the loop only), and the daemon's time from seeing the doorbell to
 // having the descriptor (globaltimer), and the descriptors that did not match (must be 0: the barrier's order).
-//   nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/desc_path.cu -lcuda -o .device/bin/desc_path
+// Build: target desc_path (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 //   desc_path [iters=200]
 #include <cuda.h>
 #include <cuda_runtime.h>

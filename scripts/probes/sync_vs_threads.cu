@@ -7,6 +7,7 @@
 // which (except event_query) sets the word: a runtime launch of a writer kernel, a driver-API launch of it, a
 // cuStreamWriteValue64 on stream C, or a host store to mapped memory watched by a kernel already running (control).
 // Prints whether H's call returned and whether <sync> returned, each within 3 s.
+// Build: target sync_vs_threads (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 #include <cuda.h>
 #include <cuda_runtime.h>
 

@@ -8,7 +8,7 @@
 //   kernel + kernel:  doorbell by a one-thread kernel that stores the word, wait by the polling kernel;
 //   memop + memop:    doorbell by cuStreamWriteValue64, wait by cuStreamWaitValue64 (DFCCL_WAIT_KERNEL=0);
 // each also with two event records per iteration (what the harness adds around an iteration).
-//   nvcc -O2 -std=c++20 -arch=sm_90 scripts/device/probes/doorbell_path.cu -lcuda -o .device/bin/doorbell_path
+// Build: target doorbell_path (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 //   doorbell_path [iters=100]
 #include <cuda.h>
 #include <cuda_runtime.h>

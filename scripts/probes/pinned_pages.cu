@@ -12,7 +12,7 @@
 // Then the read latency of each 64-byte line of two pages, to tell a page's latency from a line's.
 // Prints the page's guest-physical frame (/proc/self/pagemap; 0 without the right to read it).
 //
-// Build: nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/pinned_pages.cu -o pinned_pages
+// Build: target pinned_pages (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <unistd.h>

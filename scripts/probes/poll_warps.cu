@@ -7,7 +7,7 @@
 // `gap` SM cycles have passed since the last poll of any warp (shared clock word), so the warps stay staggered.
 // Reported: the host's time from starting to write record i to seeing its acknowledgement (median, p10, p90), per
 // configuration, and the polls per record (how often the record was read).
-//   nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/poll_warps.cu -o .device/bin/poll_warps
+// Build: target poll_warps (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 //   poll_warps [iters=4000]
 #include <cuda_runtime.h>
 

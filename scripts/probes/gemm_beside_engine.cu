@@ -3,8 +3,7 @@
 // rounds that alternate: no engine; engine idle (communicators on GPUs 0 and 1, or on GPU 0 alone on a one-GPU
 // machine, a few all-reduces done, then 20 ms for the daemon to exit idle); again without. With DFCCL_IDLE_NS set
 // very high the daemon stays resident while idle, which shows what exiting saves.
-//   nvcc -O3 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/gemm_beside_engine.cu build/lib/libdfccl.a \
-//        -lfmt -lcuda -o .device/bin/gemm_beside_engine
+// Build: target gemm_beside_engine (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 //   gemm_beside_engine [rounds=3]
 #include <cuda_runtime.h>
 

@@ -3,7 +3,7 @@
 // kinds of load: ld.volatile (the LL loads, primitives/ll.h), ld.relaxed.sys and ld.global.cg (__ldcg). One batch =
 // one round trip if they overlap, k round trips if not (docs/lab/performance-log.md, 25). Then k lanes of one warp, one
 // load each in one instruction: contiguous (coalesced) or one 128-byte line per lane.
-//   nvcc -O2 -std=c++20 -arch=sm_90 scripts/device/probes/sysmem_loads.cu -o .device/bin/sysmem_loads
+// Build: target sysmem_loads (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -5,8 +5,7 @@
 // with B waiting by a one-thread kernel that polls the word instead of a stream wait, and with that kernel followed
 // by the stream wait (satisfied by then). A fixed polling period of the
 // stream wait shows as a latency that saws between a floor and floor + period as d grows.
-//   nvcc -O2 -std=c++20 -arch=sm_90 scripts/device/probes/stream_wait_latency.cu -lcuda \
-//        -o .device/bin/stream_wait_latency
+// Build: target stream_wait_latency (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 //   stream_wait_latency [repeats=20]
 #include <cuda.h>
 #include <cuda_runtime.h>

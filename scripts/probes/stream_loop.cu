@@ -10,9 +10,8 @@
 // every iteration tells whether the host bounds the loop (the GPU time moves at once) or has slack.
 // First, the host cost of the CUDA calls such a loop makes (medians): cudaPointerGetAttributes (the argument
 // checks), cudaEventRecord, the launch of an empty kernel (the stream waiter is one) and cuStreamWriteValue64.
-// Built like the other probes (NCCL's header from the CUDA toolkit, its library from PyTorch's package at run time):
-//   nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/stream_loop.cu build/lib/libdfccl.a \
-//        -lfmt -lcuda -lnccl -o .device/bin/stream_loop
+// Build: target stream_loop (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
+// It links the NCCL that the harness's build finds (NCCL_HOME, the CUDA toolkit's, Python's nvidia.nccl).
 //   [NGPUS=1] stream_loop [iters=2000] [pad_us=0]
 #include <cuda.h>
 #include <cuda_runtime.h>

@@ -4,7 +4,7 @@
 // over 64 lines, so that each load waits for the one before: ns per load, median of 9 runs of 4000. Kinds:
 // ld.volatile, ld.relaxed.gpu, ld.acquire.gpu, ld.relaxed.sys, ld.acquire.sys; and ld.volatile followed by
 // fence.acq_rel.gpu (an acquire only where a poll succeeds would cost this).
-//   nvcc -O2 -std=c++20 -arch=sm_90 scripts/device/probes/load_kinds.cu -o .device/bin/load_kinds
+// Build: target load_kinds (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // Probe: what does the first launch of a lazily loaded kernel wait for, and what does it hold back?
-// Built here (nvcc), run on the GPU machine with the default CUDA_MODULE_LOADING=LAZY. Each case prints one line;
+// Run on the GPU machine with the default CUDA_MODULE_LOADING=LAZY. Each case prints one line;
 // a case that does not finish within 3 s is reported as "blocked" (the process is then left to exit).
 //   T1: stream A waits on a word (cuStreamWaitValue64); a never-launched kernel is launched on stream B; then an
 //       already-loaded kernel that writes the word is launched on stream C. Does the writer run (everything done)?
@@ -10,6 +10,7 @@
 //       before P ends?
 //   T4: as T2, and after the lazy launch, a cuStreamWriteValue64 into mapped host memory on stream C (what the
 //       engine's barrier probe is): does the call return, and does the write land, before P ends?
+// Build: target lazy_loading (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 #include <cuda.h>
 #include <cuda_runtime.h>
 

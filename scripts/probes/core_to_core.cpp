@@ -2,7 +2,7 @@
 // the host's topology behind the vCPUs (two vCPUs on one physical core's hyperthreads share its caches and answer
 // fastest). Session 22 looked at it because the host-ordered loop, whose two host threads (the application's and the
 // progress thread) spin, ran in its slow mode on some vCPU pairs only (docs/lab/performance-log.md, 40).
-//   g++ -O2 -std=c++20 -pthread scripts/device/probes/core_to_core.cpp -o core_to_core
+// Build: target core_to_core (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 //   core_to_core [round trips per pair = 20000]   prints, per pair, the median ns of batches of 1000 round trips
 #include <pthread.h>
 #include <sched.h>

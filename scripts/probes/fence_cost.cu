@@ -5,7 +5,7 @@
 // measured against %globaltimer. Fences: none; fence.acq_rel.gpu; fence.sc.gpu (__threadfence, the daemon's
 // fence_device); fence.acq_rel.sys (fence_release, the primitives' posts); fence.sc.sys (__threadfence_system).
 // Also with the store to pinned host memory instead (what a fence waits for when a system-scope write is pending).
-//   nvcc -O2 -std=c++20 -arch=sm_90 scripts/device/probes/fence_cost.cu -o .device/bin/fence_cost
+// Build: target fence_cost (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 #include <cuda_runtime.h>
 
 #include <algorithm>

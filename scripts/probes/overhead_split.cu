@@ -9,9 +9,8 @@
 //           the legacy default stream, once host-ordered (DFCCL_NO_STREAM);
 //   memops: the floor of the stream path without dfccl: a cuStreamWriteValue64 then a cuStreamWaitValue64 on the
 //           word it wrote, per iteration; and a write to pinned host memory that the host spins on (round trip).
-// Then the engine's counters. Built like the other probes:
-//   nvcc -O2 -std=c++20 -arch=sm_90 -I lib/include scripts/device/probes/overhead_split.cu build/lib/libdfccl.a \
-//        -lfmt -lcuda -o .device/bin/overhead_split
+// Then the engine's counters.
+// Build: target overhead_split (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 //   overhead_split [iters=600]
 #include <cuda.h>
 #include <cuda_runtime.h>
