@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Markdown table of dfccl vs NCCL from one harness HDF5 file that ran both backends (the README's headline table).
+"""Markdown table of dfccl vs NCCL from one harness HDF5 file that ran both backends (the tables of docs/results.md).
 
 Usage: scripts/python.sh scripts/compare_table.py FILE.h5 [--coll all_reduce ...] [--sizes 8,1K,1M,...] [--base nccl]
 Columns per size: median time of each backend (us), bus bandwidth (GB/s), and the ratio dfccl/base of busbw (base:
