@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Markdown table of dfccl vs NCCL from one harness HDF5 file that ran both backends (the README's headline table).
+"""Markdown table of dfccl vs NCCL from one harness HDF5 file that ran both backends (the tables of docs/results.md).
 
 Usage: scripts/python.sh scripts/compare_table.py FILE.h5 [--coll all_reduce ...] [--sizes 8,1K,1M,...] [--base nccl]
 Columns per size: median time of each backend (us), bus bandwidth (GB/s), and the ratio dfccl/base of busbw (base:
@@ -41,25 +41,17 @@ def ratio(td, bd, tb, bb):
     return f"{tb / td:.2f}" if td > 0 and tb > 0 else "-"
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("file")
-    ap.add_argument("--coll", nargs="*", default=["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"])
-    ap.add_argument("--sizes", default="8,1K,64K,1M,16M,128M,256M,1G")
-    ap.add_argument("--base", default="nccl", help="the backend(s) dfccl is compared with, comma-separated")
-    a = ap.parse_args()
-    sizes = [parse_size(s) for s in a.sizes.split(",")]
-    bases = a.base.split(",")
-    with h5py.File(a.file, "r") as f:
-        d = load(f, "dfccl")
-        ns = [load(f, b) for b in bases]
+def table(f, colls, sizes, bases):
+    """The table's Markdown lines for the open harness file f: dfccl against each base, per collective and size (bytes),
+    for the (collective, size) pairs that every backend ran."""
+    d = load(f, "dfccl")
+    ns = [load(f, b) for b in bases]
     names = ["NCCL" if b == "nccl" else b for b in bases]
     ratio_head = ["busbw ratio"] if len(bases) == 1 else [f"busbw ratio vs {b}" for b in names]
     head = (["collective", "size", "dfccl time (us)"] + [f"{b} time (us)" for b in names] + ["dfccl busbw (GB/s)"] +
             [f"{b} busbw (GB/s)" for b in names] + ratio_head)
-    print("| " + " | ".join(head) + " |")
-    print("|---|" + "---:|" * (len(head) - 1))
-    for c in a.coll:
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for c in colls:
         for s in sizes:
             if (c, s) not in d or any((c, s) not in n for n in ns):
                 continue
@@ -68,7 +60,20 @@ def main():
             cells = [c, human(s), f"{td:.1f}"] + [f"{t:.1f}" for t, _ in rows] + [f"{bd:.1f}"]
             cells += [f"{b:.1f}" for _, b in rows]
             cells += [ratio(td, bd, t, b) for t, b in rows]
-            print("| " + " | ".join(cells) + " |")
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("file")
+    ap.add_argument("--coll", nargs="*", default=["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"])
+    ap.add_argument("--sizes", default="8,1K,64K,1M,16M,128M,256M,1G")
+    ap.add_argument("--base", default="nccl", help="the backend(s) dfccl is compared with, comma-separated")
+    a = ap.parse_args()
+    sizes = [parse_size(s) for s in a.sizes.split(",")]
+    with h5py.File(a.file, "r") as f:
+        print("\n".join(table(f, a.coll, sizes, a.base.split(","))))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 # Installs the Debian/Ubuntu packages the build and the tests need, if some are missing (run by `make` before its
 # first configure, and by CI). As root it installs them with apt-get; otherwise it prints the command and fails.
 # DFCCL_SKIP_DEPS=1 skips the check (machines without apt that bring the header-only packages another way, see
-# docs/gpu-runs.md). The CUDA toolkit (nvcc) is expected to be installed already.
+# docs/lab/gpu-runs.md). The CUDA toolkit (nvcc) is expected to be installed already.
 set -euo pipefail
 [ "${DFCCL_SKIP_DEPS:-0}" = 1 ] && exit 0
 packages=(cmake g++ make libopenmpi-dev openmpi-bin libhdf5-dev libfmt-dev libgtest-dev

@@ -47,7 +47,7 @@ run() {  # run <workload> [overrides...]
 
 echo "run_campaign: $np ranks, $ngpu GPUs, backends $backends, campaign $campaign, results in $out"
 if [ "$ngpu" -gt 0 ]; then
-  # Timed as nccl-tests does (events around batches of 20 iterations), as the README's tables: an event per
+  # Timed as nccl-tests does (events around batches of 20 iterations), as docs/results.md's tables: an event per
   # iteration inflates small sizes, NCCL's more than dfccl's (docs/harness.md, "Timing").
   run sweep --timing batch --batch 20 --iters 40 --warmup 20
   run stress --tp "$tp"

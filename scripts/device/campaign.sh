@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU campaign whose results are committed under results/gpu/ (docs/gpu-runs.md): GPU engine tests, the sweep
+# The GPU campaign whose results are committed under results/gpu/ (docs/lab/gpu-runs.md): GPU engine tests, the sweep
 # with dfccl and NCCL in the same run, the stress on dfccl (1000 trials) and on NCCL (deadlocks expected).
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh

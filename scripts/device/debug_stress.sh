@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Diagnoses the harness's stress workload on the GPUs (docs/gpu-runs.md): runs it in the background with
+# Diagnoses the harness's stress workload on the GPUs (docs/lab/gpu-runs.md): runs it in the background with
 # run.diagnose (each rank prints where its worker is and its engine's state when the watchdog stops a trial); if it is
 # still running after $WAIT seconds, kills it, after dumping every thread's host backtrace of each rank with cuda-gdb
 # when BT=1 (cuda-gdb attaches to running processes on the GPU machine; slow: minutes). Output: $OUT/stress_<backend>.log, $OUT/bt_<pid>.txt.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The slow first case of a collective's sweep (docs/performance-log.md, 12; run 52: the 8 B rows at 74-122 us
+# The slow first case of a collective's sweep (docs/lab/performance-log.md, 12; run 52: the 8 B rows at 74-122 us
 # median, 17-22 us minimum), in one device call of about a minute. Run 55 ruled out the barrier probe and the
 # switch between collectives (all-gather alone shows it too). What is left: a warm-up transient of the GPUs (clocks
 # ramping up after the idle set-up of the case) or of the engine. Three all-gather sweeps, 8 B - 16 MiB, each in a

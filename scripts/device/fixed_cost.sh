@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fixed cost per collective (docs/performance-log.md, 7) in one device call, about 3 minutes: correctness on
+# The fixed cost per collective (docs/lab/performance-log.md, 7) in one device call, about 3 minutes: correctness on
 # the GPUs first (engine tests, the collective matrix), then the one-GPU overhead split (64 and 1 blocks, and the
 # phase profile with 1 block when $BIN/overhead_split_prof exists), the two-GPU latency split, and the all-reduce
 # sweep from 8 B to 64 MiB with dfccl and NCCL: stream completion, then host completion (dfcclSynchronize).

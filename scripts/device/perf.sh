@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# The performance measurements of docs/performance-log.md in one device call (about 6 minutes), each beside its
+# The performance measurements of docs/lab/performance-log.md in one device call (about 6 minutes), each beside its
 # correctness: first a GEMM beside an idle engine, then the one-process latency split, the full sweep (every
 # collective, float32) with dfccl and NCCL, the all-reduce sweep in blocking mode (what preemption costs on an
 # in-order workload, same build), in bfloat16, with host completion (dfcclSynchronize) and with callback completion
 # (dfcclRequestSetCallback) up to 64 MiB, then the engine tests, the collective matrix and the dfccl stress.
 # The sweeps run 20 warm-up iterations per case: in the first cases of a process both backends, NCCL as well, show
-# iterations of about 120 us for up to ten iterations (docs/performance-log.md, 12; scripts/device/first_case.sh).
+# iterations of about 120 us for up to ten iterations (docs/lab/performance-log.md, 12; scripts/device/first_case.sh).
 # They are timed as nccl-tests does (`--timing batch`: events only around batches of 20 iterations; an event between
-# small operations costs about 3 us of the GPU's timeline, docs/performance-log.md, 14); the host-completion sweep
+# small operations costs about 3 us of the GPU's timeline, docs/lab/performance-log.md, 14); the host-completion sweep
 # keeps a host clock around every iteration (its latency, no events). `stream_loop` puts both timings side by side
 # for dfccl and NCCL at 8 B and 64 KiB. The latency sweep (all-reduce, 8 B – 1 MiB) adds NCCL with CUDA graphs
 # (backend nccl-graph: each batch captured and replayed once, nccl-tests -G) beside eager NCCL and dfccl.
 # Binaries in $BIN (default .device/bin): dfccl-harness, cuda_engine_test, mp_collectives, latency_split,
-# stream_loop and gemm_beside_engine (build commands in the probes' headers). At most 8 files come back: the HDF5
-# files (six; the callback-completion one goes into logs.tgz), logs.tgz and summary.txt.
+# stream_loop and gemm_beside_engine (the last three from a build with -DDFCCL_BUILD_PROBES=ON, scripts/probes/).
+# At most 8 files come back: the HDF5 files (six; the callback-completion one goes into logs.tgz), logs.tgz and
+# summary.txt.
 #   scripts/device/perf.sh
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh

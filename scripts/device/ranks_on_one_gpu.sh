@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Several ranks on ONE GPU: the multi-rank GPU checks for when only the one-GPU kind is lent (docs/gpu-runs.md,
+# Several ranks on ONE GPU: the multi-rank GPU checks for when only the one-GPU kind is lent (docs/lab/gpu-runs.md,
 # session 11). All NP processes run on GPU 0 (the harness and `mp_collectives cuda-shared` put rank r on GPU r % n),
 # their buffers mapped into each other through CUDA IPC as between GPUs; each process has its own CUDA context, and
 # the GPU time-slices the contexts, so every exchange between ranks waits for a time slice: slow, but each context
@@ -8,7 +8,7 @@
 # daemons are then resident together and it is much faster, but MPS couples the clients (a client's work can be
 # held by another's), which separate GPUs never do: the stress workload deadlocks there in 0.2-6 % of the trials
 # with 4 ranks, and with 2 in 6 of 11 runs of 1000 trials, while it completes every trial time-sliced
-# (docs/gpu-runs.md, runs 100-116). Correctness runs are time-sliced; MPS=1 is for a look at speed only (ab.sh).
+# (docs/lab/gpu-runs.md, runs 100-116). Correctness runs are time-sliced; MPS=1 is for a look at speed only (ab.sh).
 # What this covers: the ring and its protocol with real peers (NP = 2, 4 or 8: rings of more than two ranks on the
 # CUDA executor), the scheduler and the prefetcher, preemption under the stress workload's disorder and implicit
 # synchronizations, exactness at sizes that are not multiples of 16 B (float32, bfloat16), the gpt2-3d layout with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# compute-sanitizer over the CUDA daemon, on a GPU machine (docs/gpu-runs.md, runs 136-137):
+# compute-sanitizer over the CUDA daemon, on a GPU machine (docs/lab/gpu-runs.md, runs 136-137):
 #   scripts/device/sanitize.sh [tool...]      (default: memcheck racecheck synccheck; initcheck on request)
 # Each tool runs, two ranks under mpirun (on one GPU or two: rank r uses GPU r % n):
 #   - mp_collectives cuda-shared: every collective x type x operator x count (0, 1, 17, 1009, 262144), in and out

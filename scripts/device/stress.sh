@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU stress campaign for docs/gpu-runs.md and results/gpu/: engine tests, mp_collectives (CUDA IPC), the harness's
+# The GPU stress campaign for docs/lab/gpu-runs.md and results/gpu/: engine tests, mp_collectives (CUDA IPC), the harness's
 # stress workload on dfccl (TRIALS, default 1000; run.diagnose on) and on NCCL (NCCL_TRIALS, default 20: deadlocks
 # expected, recovered by ncclCommAbort). Logs, HDF5 files and a summary go to $OUT.
 #   scripts/device/stress.sh

@@ -162,7 +162,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, ImplicitSync,
                          ::testing::Values(Sync::DeviceSynchronize, Sync::Free, Sync::MallocFreeHost,
                                            Sync::HostRegister, Sync::LazyKernel));
 
-// The harness's stress trial 21 (docs/gpu-runs.md, session 3): a lazy load (a device-wide barrier) makes the
+// The harness's stress trial 21 (docs/lab/gpu-runs.md, session 3): a lazy load (a device-wide barrier) makes the
 // daemon leave; a collective and its stream wait issued after it need a new daemon, and the thread's next call is
 // cudaFree, which waits for that stream wait and holds every other thread's kernel launch. dfcclWait must have
 // made sure a daemon runs after the barrier (Engine::confirm_wait); the peer arrives 300 ms later.

@@ -165,7 +165,7 @@ TEST(CorePrograms, DataChannelsAndRanges) {
 }
 
 // Each primitive is a handshake with the peer even when its slice is empty: programs run no more slices per ring
-// step than the data needs (docs/performance-log.md, 3), and the full pipe once it does.
+// step than the data needs (docs/lab/performance-log.md, 3), and the full pipe once it does.
 TEST(CorePrograms, SmallCollectivesRunOnlyTheStepsTheirDataNeeds) {
   auto ops = [](Kind kind, u64 count, int n) {
     Desc d{};
