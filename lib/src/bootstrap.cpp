@@ -23,7 +23,8 @@ constexpr uint64_t kSegMagic = 0x4446434253454731ull;
 struct RankWord {
   uint64_t seq;    // rounds published
   int64_t nranks;  // what this rank believes
-  uint64_t pad[6];
+  uint64_t owner;  // who claimed the rank: pid << 32 | a random number (0: nobody yet)
+  uint64_t pad[5];
 };
 
 }  // namespace
@@ -80,10 +81,28 @@ Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_
   auto* h = static_cast<Header*>(base_);
   __atomic_store_n(&h->magic, kSegMagic, __ATOMIC_RELEASE);
   auto* words = reinterpret_cast<RankWord*>(h + 1);
+  // A rank is claimed once: a second caller for it (a launcher that gave two processes one rank) is refused, naming
+  // the process that holds it.
+  owner_ = (uint64_t(uint32_t(getpid())) << 32) | (std::random_device{}() | 1u);
+  uint64_t expected = 0;
+  if (!__atomic_compare_exchange_n(&words[rank].owner, &expected, owner_, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    owner_ = 0;
+    munmap(base_, bytes_);
+    base_ = nullptr;
+    unlinked_ = true;  // the segment is the other ranks'
+    throw Error(dfcclInvalidUsage, fmt::format("communicator init: rank {} is already claimed by process {} (each "
+                                               "rank of a communicator must be initialised exactly once)",
+                                               rank, expected >> 32));
+  }
   __atomic_store_n(&words[rank].nranks, int64_t(nranks), __ATOMIC_RELEASE);
 }
 
 Bootstrap::~Bootstrap() {
+  if (base_ && owner_) {  // release the claim: a failed init may be retried with the same id
+    auto* words = reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1);
+    uint64_t mine = owner_;
+    __atomic_compare_exchange_n(&words[rank_].owner, &mine, uint64_t(0), false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  }
   if (base_) munmap(base_, bytes_);
   if (!unlinked_) shm_unlink(name_.c_str());  // harmless if another rank already did
 }

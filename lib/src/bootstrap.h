@@ -49,6 +49,7 @@ class Bootstrap {
   void* base_ = nullptr;
   size_t bytes_ = 0;
   uint64_t round_ = 0;
+  uint64_t owner_ = 0;  // this caller's claim on its rank (RankWord::owner)
   bool unlinked_ = false;
 };
 

@@ -128,6 +128,16 @@ dfcclConfig_t resolve_config(const dfcclConfig_t* config, int rank) {
     if (config->magic != DFCCL_CONFIG_MAGIC || config->size != sizeof(dfcclConfig_t))
       throw Error(dfcclInvalidArgument, "argument 'config' was not initialised with DFCCL_CONFIG_INITIALIZER");
     c = *config;
+    if (c.version != DFCCL_VERSION_CODE)
+      throw Error(dfcclInvalidArgument, fmt::format("argument 'config->version' = {}: this library is version {} "
+                                                    "(initialise the config with DFCCL_CONFIG_INITIALIZER of its dfccl.h)",
+                                                    c.version, DFCCL_VERSION_CODE));
+    if (c.device < -1)
+      throw Error(dfcclInvalidArgument, fmt::format("argument 'config->device' = {} is negative (-1: the default)",
+                                                    c.device));
+    if (c.initTimeoutMs < -1 || c.initTimeoutMs == 0)
+      throw Error(dfcclInvalidArgument, fmt::format("argument 'config->initTimeoutMs' = {} must be positive (-1: "
+                                                    "DFCCL_INIT_TIMEOUT_MS)", c.initTimeoutMs));
   }
   if (c.executor < 0) {
     const std::string e = env_str("DFCCL_EXECUTOR");

@@ -1,9 +1,12 @@
 // Bad input: every invalid argument returns an error code whose message names the argument; nothing crashes, and
 // a collective queued before the bad calls still completes (DESIGN invariant 7).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "group.h"
@@ -76,6 +79,18 @@ TEST(ApiErrors, EveryBadArgumentIsNamedAndNothingQueuedIsLost) {
   EXPECT_REJECTS(dfcclCommInitRankConfig(&nc, 1, id, 0, &cfg), inv, "'config->mode'");
   dfcclConfig_t raw{};
   EXPECT_REJECTS(dfcclCommInitRankConfig(&nc, 1, id, 0, &raw), inv, "'config'");
+  cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = dfcclExecutorHost;
+  cfg.version = DFCCL_VERSION_CODE + 1;
+  EXPECT_REJECTS(dfcclCommInitRankConfig(&nc, 1, id, 0, &cfg), inv, "'config->version'");
+  cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = dfcclExecutorHost;
+  cfg.device = -7;
+  EXPECT_REJECTS(dfcclCommInitRankConfig(&nc, 1, id, 0, &cfg), inv, "'config->device'");
+  cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = dfcclExecutorHost;
+  cfg.initTimeoutMs = 0;
+  EXPECT_REJECTS(dfcclCommInitRankConfig(&nc, 1, id, 0, &cfg), inv, "'config->initTimeoutMs'");
   EXPECT_REJECTS(dfcclCommInitAll(nullptr, 2, nullptr), inv, "'comms'");
   EXPECT_REJECTS(dfcclCommInitAll(&nc, 0, nullptr), inv, "'ndev'");
   EXPECT_REJECTS(dfcclCommSplit(c, 0, 0, nullptr, nullptr), inv, "'newcomm'");
@@ -132,3 +147,25 @@ TEST(ApiErrors, CudaExecutorWithoutGpuSaysSo) {
 
 }  // namespace
 }  // namespace dfccl::test
+
+// Two callers for one rank of a communicator: the second is refused at once, naming the process that holds the rank;
+// the first completes its init with the real other rank.
+TEST(ApiErrors, ARankClaimedTwiceIsNamed) {
+  dfcclUniqueId id;
+  ASSERT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
+  dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = dfcclExecutorHost;
+  cfg.initTimeoutMs = 20000;
+  dfcclComm_t first = nullptr, second = nullptr, other = nullptr;
+  dfcclResult_t first_result = dfcclInternalError;
+  std::thread t([&] { first_result = dfcclCommInitRankConfig(&first, 2, id, 0, &cfg); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the first caller holds rank 0 and waits for rank 1
+  EXPECT_REJECTS(dfcclCommInitRankConfig(&second, 2, id, 0, &cfg), dfcclInvalidUsage,
+                 "rank 0 is already claimed by process " + std::to_string(getpid()));
+  cfg.device = 1;
+  ASSERT_EQ(dfcclCommInitRankConfig(&other, 2, id, 1, &cfg), dfcclSuccess) << dfcclGetLastError(nullptr);
+  t.join();
+  ASSERT_EQ(first_result, dfcclSuccess);
+  EXPECT_EQ(dfcclCommDestroy(first), dfcclSuccess);
+  EXPECT_EQ(dfcclCommDestroy(other), dfcclSuccess);
+}
