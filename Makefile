@@ -30,7 +30,7 @@ test-asan: configure
 	PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDFCCL_ASAN=ON $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target $(ASAN_TESTS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ctest --output-on-failure --timeout 900 \
-		-R '^(core_(abort|cq|prefetch|programs)_test|api_errors_test|host_engine_test|host_stress_test(_4blocks)?|harness_mpi_stress_host(_callback|_blocking)?)$$'
+		-R '^((core_(abort|cq|prefetch|programs)_test|api_errors_test|host_engine_test|host_stress_test)\.|host_stress_test_4blocks$$|harness_mpi_stress_host(_callback|_blocking)?$$)'
 
 run: build
 	scripts/run_campaign.sh

@@ -37,12 +37,18 @@ flags+=(${MPIRUN_FLAGS:-})
 tp=1
 [ $((np % 2)) -eq 0 ] && tp=2
 
-run() {  # run <workload> [overrides...]
+failed=()  # workloads whose harness exited non-zero (3: wrong elements, 1: an expectation, 2: bad input)
+run() {  # run <workload> [overrides...]: goes on after a failure, which the campaign's exit status reports
   local name=$1
   shift
   echo "== $name: mpirun -np $np $harness --workload workloads/$name.toml --backend $backends $*"
   mpirun -np "$np" "${flags[@]}" "$harness" --workload "workloads/$name.toml" --backend "$backends" \
-    --out "$out/$name.h5" "$@" 2>&1 | tee "$out/$name.log" || echo "run_campaign: $name exited with an error (see $out/$name.log)"
+    --out "$out/$name.h5" "$@" 2>&1 | tee "$out/$name.log"
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" -ne 0 ]; then
+    echo "run_campaign: $name exited with status $rc (see $out/$name.log)"
+    failed+=("$name:$rc")
+  fi
 }
 
 echo "run_campaign: $np ranks, $ngpu GPUs, backends $backends, campaign $campaign, results in $out"
@@ -72,3 +78,7 @@ else
   echo "run_campaign: plotting failed (scripts/python.sh needs python3 with h5py, numpy and matplotlib)"
 fi
 echo "run_campaign: results (HDF5, logs) in $out"
+if ((${#failed[@]} > 0)); then
+  echo "run_campaign: FAILED: ${failed[*]}"
+  exit 1
+fi

@@ -12,3 +12,4 @@ step stress_nccl 100 "${H[@]}" --workload workloads/stress.toml --backend nccl -
   --out "$OUT/stress_nccl.h5"
 grep -E "gpu   |PASSED|FAILED" "$OUT/engine.log" | tee -a "$OUT/summary.txt"
 for f in sweep stress_dfccl stress_nccl; do grep -E "^# (dfccl|nccl)( |:)|trials:" "$OUT/$f.log" | tail -3 | tee -a "$OUT/summary.txt"; done
+steps_status

@@ -6,13 +6,21 @@ MPIRUN=(mpirun --allow-run-as-root --bind-to none -np "${NP:-2}")
 BIN=${BIN:-.device/bin}
 OUT=${OUT:-/tmp/dfccl-out}
 mkdir -p "$OUT"
-# step <name> <timeout s> <command...>: runs a command into $OUT/<name>.log and appends its status to summary.txt.
+# step <name> <timeout s> <command...>: runs a command into $OUT/<name>.log and appends its status to summary.txt;
+# a status other than 0 and 77 (skipped) is counted in step_failures, which the scripts turn into their exit status
+# (steps_status).
+step_failures=0
 step() {  # step <name> <timeout s> <command...>
   local name=$1 t=$2
   shift 2
   local t0=$SECONDS
   timeout -k 10 "$t" "$@" > "$OUT/$name.log" 2>&1
-  echo "== $name rc=$? $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
+  local rc=$?
+  echo "== $name rc=$rc $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then step_failures=$((step_failures + 1)); fi
+}
+steps_status() {  # the exit status of a script made of steps: 1 if any failed
+  [ "$step_failures" -eq 0 ] || { echo "FAILED: $step_failures step(s)" | tee -a "$OUT/summary.txt"; return 1; }
 }
 # mps_start: runs the following processes of this script under MPS (private pipe and log folders, so that nothing
 # of the machine's is touched), and stops it when the script exits. For several ranks on one GPU

@@ -24,3 +24,5 @@ for t in fc_dfccl fc_nccl fc_dfccl_warm300; do
   grep -E "^ +all_gather +world +(8|64|512) " "$OUT/$t.log" |
     awk -v t="$t" '{print t, $1, $3, "median", $8, "min", $12, "max", $13}' | tee -a "$OUT/summary.txt"
 done
+
+steps_status

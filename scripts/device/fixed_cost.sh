@@ -23,3 +23,5 @@ for t in stream host; do
   grep -E "^ +all_reduce +world" "$OUT/small_$t.log" | awk -v t="$t" '{print t, $0}' | tee -a "$OUT/summary.txt"
 done
 (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
+
+steps_status

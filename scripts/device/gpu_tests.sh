@@ -24,6 +24,7 @@ step() {  # step <name> <timeout s> <command...>
   local rc=$?
   local ms=$((($(date +%s%N) - t0) / 1000000))
   printf '== %-28s rc=%-3s %4d.%01d s\n' "$name" "$rc" $((ms / 1000)) $((ms % 1000 / 100))
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then step_failures=$((step_failures + 1)); fi
   grep -E '^\[ (gpu|stress) |FAILED|Failure|PASSED|passed|wrong|skipped|rror' "$OUT/$name.log" | head -40
 }
 
@@ -35,6 +36,10 @@ case "$filter" in
   all | matrix) step cuda_collectives_test 300 "$BIN/cuda_collectives_test" ;;&
   all | mp) step mp_collectives_cuda 240 "${mpi[@]}" "$BIN/mp_collectives" cuda 500 ;;&
   all | abort) step mp_abort 120 "${mpi[@]}" "$BIN/mp_abort"
-    step mp_abort_memory_wait 120 "${mpi[@]}" -x DFCCL_WAIT_KERNEL=0 "$BIN/mp_abort" ;;&
+    step mp_abort_memory_wait 120 "${mpi[@]}" -x DFCCL_WAIT_KERNEL=0 "$BIN/mp_abort"
+    for k in free lazy devsync mallochost; do step "mp_abort_blocking_$k" 90 "${mpi[@]}" "$BIN/mp_abort_blocking" "$k"; done
+    step mp_serialized 120 "${mpi[@]}" "$BIN/mp_serialized" 50 30
+    step mp_serialized_launch_blocking 90 "${mpi[@]}" -x CUDA_LAUNCH_BLOCKING=1 "$BIN/mp_serialized" 20 15 ;;&
   *) ;;
 esac
+steps_status

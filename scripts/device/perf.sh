@@ -50,3 +50,5 @@ for t in float32 latency blocking bfloat16 host callback; do
 done
 cb=sweep-callback-completion-2xH200.h5
 (cd "$OUT" && tar czf logs.tgz ./*.log $(ls $cb 2>/dev/null) && rm -f ./*.log $cb)
+
+steps_status

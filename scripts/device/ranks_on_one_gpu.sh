@@ -52,3 +52,4 @@ step "$tag-sweep" 300 "${H[@]}" --workload workloads/sweep.toml --backend dfccl 
   --warmup 2 "${X[@]}" --out "$OUT/sweep-$tag.h5"
 tail -qn1 "$OUT/$tag-matrix.log" | tee -a "$OUT/summary.txt"
 grep -hE "^# (dfccl-harness|dfccl:|engine|Expectations)|xpectation" "$OUT/$tag"-*.log | tee -a "$OUT/summary.txt"
+steps_status

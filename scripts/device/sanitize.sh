@@ -26,3 +26,5 @@ for tool in "${tools[@]}"; do
   grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|^PASSED|^FAILED|^# dfccl:" "$OUT/san-$tool"-*.log | sort | uniq -c |
     tee -a "$OUT/summary.txt"
 done
+
+steps_status

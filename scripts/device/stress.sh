@@ -18,3 +18,5 @@ for f in stress_dfccl stress_nccl; do
   grep -E "trials:|^# diagnose" "$OUT/$f.log" | head -6 | cut -c1-300 | tee -a "$OUT/summary.txt"
   grep -E "^# (dfccl|nccl) " "$OUT/$f.log" | tail -1 | tee -a "$OUT/summary.txt"
 done
+
+steps_status

@@ -1,19 +1,17 @@
-// main() of the GPU tests: exits with 77 (ctest: skipped) when fewer GPUs than DFCCL_TEST_MIN_GPUS are present.
-#include <cuda_runtime_api.h>
+// main() of the GPU tests: runs them where DFCCL_TEST_MIN_GPUS GPUs are present; otherwise skipped (exit 77) or
+// failed under DFCCL_REQUIRE_GPUS (gpu_check.h). Listing the tests (--gtest_list_tests, ctest's discovery) needs no
+// GPU.
 #include <gtest/gtest.h>
 
-#include <cstdio>
+#include "gpu_check.h"
 
 #ifndef DFCCL_TEST_MIN_GPUS
 #define DFCCL_TEST_MIN_GPUS 2
 #endif
 
 int main(int argc, char** argv) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n < DFCCL_TEST_MIN_GPUS) {
-    std::printf("skipped: %d GPU(s) present, %d needed\n", n, DFCCL_TEST_MIN_GPUS);
-    return 77;
-  }
   ::testing::InitGoogleTest(&argc, argv);
+  if (!GTEST_FLAG_GET(list_tests))
+    if (const int rc = dfccl::test::gpus_or_skip(DFCCL_TEST_MIN_GPUS)) return rc;
   return RUN_ALL_TESTS();
 }

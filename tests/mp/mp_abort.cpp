@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "app_kernels.h"
+#include "gpu_check.h"
 #include "dfccl.h"
 
 namespace {
@@ -156,12 +157,12 @@ int main(int argc, char** argv) {
     run[i] = true;
     pos = end + 1;
   }
-  int ngpus = 0;
-  if (cudaGetDeviceCount(&ngpus) != cudaSuccess || ngpus < 1) {
-    if (g_rank == 0) std::printf("skipped: no GPU\n");
+  if (const int rc = dfccl::test::gpus_or_skip(1, g_rank != 0)) {  // skipped, or failed under DFCCL_REQUIRE_GPUS
     MPI_Finalize();
-    return 77;
+    return rc;
   }
+  int ngpus = 0;
+  cudaGetDeviceCount(&ngpus);
   const int device = g_rank % ngpus;
   cuda_ok(cudaSetDevice(device), "cudaSetDevice");
   // Load the module of the test's kernels with another of its kernels: the first launch of a kernel of a module

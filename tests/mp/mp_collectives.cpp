@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dfccl.h"
+#include "gpu_check.h"
 #include "reference.h"
 
 using namespace dfccl::test;
@@ -184,12 +185,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (g_cuda) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < (share ? 1 : g_size)) {
-      if (g_rank == 0) std::printf("skipped: %d GPUs for %d ranks\n", n, g_size);
+    if (const int rc = dfccl::test::gpus_or_skip(share ? 1 : g_size, g_rank != 0)) {
       MPI_Finalize();
-      return 77;
+      return rc;
     }
+    int n = 0;
+    cudaGetDeviceCount(&n);
     cudaSetDevice(g_rank % n);
   }
   const dfcclExecutor_t ex = g_cuda ? dfcclExecutorCuda : dfcclExecutorHost;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "app_kernels.h"
+#include "gpu_check.h"
 #include "dfccl.h"
 
 namespace {
@@ -116,12 +117,12 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
-  int ngpus = 0;
-  if (cudaGetDeviceCount(&ngpus) != cudaSuccess || ngpus < 1) {
-    if (g_rank == 0) std::printf("skipped: no GPU\n");
+  if (const int rc = dfccl::test::gpus_or_skip(1, g_rank != 0)) {  // skipped, or failed under DFCCL_REQUIRE_GPUS
     MPI_Finalize();
-    return 77;
+    return rc;
   }
+  int ngpus = 0;
+  cudaGetDeviceCount(&ngpus);
   cuda_ok(cudaSetDevice(g_rank % ngpus), "cudaSetDevice");
   const std::string serialized = serialization();
   StderrTap tap;
