@@ -15,6 +15,7 @@
 #include "core/collectives/collectives.h"
 #include "env.h"
 #include "error.h"
+#include "log.h"
 #include "peer_watch.h"
 
 namespace dfccl {
@@ -253,6 +254,11 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
       dfcclComm* self = c.get();
       PeerWatch::add(self, peers, [self](int dead) { comm_fail(self, dead); });
     }
+    log(LogLevel::Info, LogSubsys::Init,
+        "communicator {}: rank {} of {} on device {} ({} executor, {} mode); to ranks {} and {} through {}", c->index,
+        rank, nranks, cfg.device, cfg.executor == dfcclExecutorHost ? "host" : "CUDA",
+        cfg.mode == dfcclModeBlocking ? "blocking" : "preemptive", prev, next,
+        host_path ? "shared host memory" : (cfg.executor == dfcclExecutorHost ? "shared memory" : "GPU peer memory"));
   } catch (...) {
     release(c.get(), Release::Free);
     throw;
@@ -331,6 +337,10 @@ void abort_attached(dfcclComm* c, dfcclResult_t why = dfcclAborted, const std::s
   } else {
     // The daemon still holds the communicator's collectives, or one is still being submitted: leave its memory in
     // place, drop only our handles.
+    log(LogLevel::Warn, LogSubsys::Abort,
+        "dfcclCommAbort: rank {} of {}: {} collectives still pending after {} ms (DFCCL_ABORT_TIMEOUT_MS); they end "
+        "when the daemon next runs, and the communicator's memory stays until the process exits",
+        c->rank, c->nranks, c->engine->outstanding(c->index), env_int("DFCCL_ABORT_TIMEOUT_MS"));
     c->bootstrap.reset();
   }
 }
@@ -368,7 +378,7 @@ void comm_fail(dfcclComm* c, int rank) {
                                       c->nranks, c->rank);
   c->failure = msg;
   c->failed_rank.store(rank, std::memory_order_release);
-  std::fprintf(stderr, "DFCCL WARN: %s: its collectives fail with dfcclRemoteError\n", msg.c_str());
+  log(LogLevel::Warn, LogSubsys::Abort, "{}: its collectives fail with dfcclRemoteError", msg);
   if (c->alive.exchange(false)) abort_attached(c, dfcclRemoteError, msg);
 }
 

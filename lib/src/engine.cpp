@@ -12,6 +12,7 @@
 
 #include "env.h"
 #include "error.h"
+#include "log.h"
 
 namespace dfccl {
 
@@ -70,12 +71,19 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::mo
   wait_kernel_ = c.wait_kernel;
   const std::string serialized = exec_->serialization();
   if (!serialized.empty())
-    std::fprintf(stderr,
-                 "DFCCL WARN: kernel launches are serialized here (%s): a dfcclWait then holds the calling thread or "
-                 "every later kernel of the device until its collective completes, so ranks that wait in different "
-                 "orders can hang although they complete without %s; dfcclCommAbort still ends such a hang "
-                 "(docs/design.md, \"Serialized launches\")\n",
-                 serialized.c_str(), serialized.c_str());
+    log(LogLevel::Warn, LogSubsys::Engine,
+        "kernel launches are serialized here ({}): a dfcclWait then holds the calling thread or every later kernel of "
+        "the device until its collective completes, so ranks that wait in different orders can hang although they "
+        "complete without {}; dfcclCommAbort still ends such a hang (docs/design.md, \"Serialized launches\")",
+        serialized, serialized);
+  log(LogLevel::Info, LogSubsys::Engine,
+      "DFCCL {}.{}.{} engine on device {}: {} executor, {} mode, {} blocks x {} threads{}, stream waits by {}; {} "
+      "slots x {} B per lane, {} sequence + {} persistent lanes per communicator",
+      DFCCL_MAJOR, DFCCL_MINOR, DFCCL_PATCH, exec_->device(), exec_->kind() == dfcclExecutorHost ? "host" : "CUDA",
+      params_.blocking ? "blocking" : "preemptive", params_.nblocks, exec_->threads_per_block(),
+      params_.prefetch ? " + prefetcher" : "", wait_kernel_ ? "a polling kernel" : "a stream memory wait",
+      transport_.nslots, transport_.slot_bytes, transport_.seq_lanes, transport_.persistent_lanes);
+  stuck_warn_ns_ = uint64_t(env_int("DFCCL_STUCK_WARN_S")) * 1000000000ull;
   g_ = static_cast<core::EngineGlobal*>(exec_->alloc_device(sizeof(core::EngineGlobal)));
   ctx_ = static_cast<core::ChanCtx*>(exec_->alloc_device(sizeof(core::ChanCtx) * kMaxSlots * params_.nblocks));
   h_ = static_cast<core::EngineHost*>(exec_->alloc_pinned(sizeof(core::EngineHost)));
@@ -214,6 +222,26 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
   return req;
 }
 
+// At most once a second: the oldest pending collective, if it has been pending longer than DFCCL_STUCK_WARN_S, is
+// named in a warning (once per collective).
+void Engine::warn_if_stuck_locked(uint64_t now) {
+  if (stuck_warn_ns_ == 0 || outstanding_ == 0 || now - last_stuck_check_ns_ < 1000000000ull) return;
+  last_stuck_check_ns_ = now;
+  const SlotUse* oldest = nullptr;
+  for (const SlotUse& use : slots_)
+    if (use.req && (!oldest || use.req->seq < oldest->req->seq)) oldest = &use;
+  if (!oldest || oldest->req->seq <= stuck_warned_seq_) return;
+  const uint64_t age = now - oldest->req->info.submitNs;
+  if (age < stuck_warn_ns_) return;
+  stuck_warned_seq_ = oldest->req->seq;
+  const core::Desc& d = h_->desc[oldest->req->slot];
+  log(LogLevel::Warn, LogSubsys::Engine,
+      "device {}: collective {} (communicator {}, rank {} of {}, kind {}, count {}) pending for {} s{}; "
+      "{} collectives outstanding; dfcclDebugDump shows what each block holds",
+      exec_->device(), d.seq, oldest->comm, d.cs.rank, d.cs.nranks, int(d.kind), d.count, age / 1000000000ull,
+      oldest->waited ? ", a stream waits on it" : "", outstanding_);
+}
+
 void Engine::launch_locked(uint64_t now) {
   core::EngineView ev;
   ev.g = g_;
@@ -340,6 +368,11 @@ void Engine::progress_loop() {
             // No back-off while a stream waits on pending work (see wait_on_stream).
             const bool waited = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE) != 0;
             next_launch_ns_ = waited ? now : now + backoff_ns_;
+            if (backoff_ns_ < relaunch_max_ns_ && backoff_ns_ * 2 >= relaunch_max_ns_)
+              log(LogLevel::Warn, LogSubsys::Engine,
+                  "device {}: the daemon keeps leaving with every collective stuck ({} stuck exits): relaunches are now "
+                  "{} us apart (DFCCL_RELAUNCH_MAX_NS); are all ranks submitting?",
+                  exec_->device(), exits_stuck_, relaunch_max_ns_ / 1000);
             backoff_ns_ = std::min(backoff_ns_ * 2, relaunch_max_ns_);
           } else {
             exits_idle_ += 1;
@@ -349,6 +382,7 @@ void Engine::progress_loop() {
           busy = true;
         }
       }
+      warn_if_stuck_locked(now);
       if (!running_ && outstanding_ > 0 && now >= next_launch_ns_) {
         launch_locked(now);
         busy = true;

@@ -108,6 +108,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void progress_loop();
   bool drain_completions();
   void launch_locked(uint64_t now);
+  void warn_if_stuck_locked(uint64_t now);
   bool wait_pending_locked(const core::WaitEntry& w) const;
   void confirm_wait(uint64_t probe);  // after listing a wait: a daemon will run for it (see engine.cpp)
   void compact_waits_locked();
@@ -162,6 +163,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::atomic<bool> running_{false};  // written under mu_; read without it by the progress loop's quiet turns
   uint64_t submitted_ = 0, completed_ = 0, launches_ = 0, exits_idle_ = 0, exits_stuck_ = 0, late_doorbells_ = 0;
   uint64_t standby_launches_ = 0;  // launches by confirm_wait while a daemon was running
+  uint64_t stuck_warn_ns_ = 0, last_stuck_check_ns_ = 0, stuck_warned_seq_ = 0;  // DFCCL_STUCK_WARN_S (0: off)
 
   std::atomic<bool> stop_{false};
   std::thread progress_;

@@ -13,6 +13,7 @@
 #include "cuda/daemon.h"
 #include "dfccl.h"
 #include "error.h"
+#include "log.h"
 
 extern char** environ;
 
@@ -114,6 +115,13 @@ const std::vector<EnvVar>& env_table() {
               "how long dfcclCommDestroy waits for outstanding collectives and peers"),
       integer("DFCCL_ABORT_TIMEOUT_MS", "1000", 0, kMsMax,
               "how long dfcclCommAbort waits for the daemon to drop the collectives"),
+      words("DFCCL_DEBUG", "WARN", "NONE|WARN|INFO|TRACE",
+            "what DFCCL prints: warnings; INFO adds a banner per engine and communicator; TRACE each collective"),
+      words("DFCCL_DEBUG_SUBSYS", "ALL", "",
+            "comma list of INIT, ENGINE, ABORT, ENV, COLL or ALL that DFCCL_DEBUG applies to (^ in front: all but)"),
+      words("DFCCL_DEBUG_FILE", "", "", "write the messages to this file (%h: host name, %p: pid) instead of stderr"),
+      integer("DFCCL_STUCK_WARN_S", "60", 0, 86400,
+              "warn when a collective has been pending this long, naming it (0: never)"),
   };
   return table;
 }
@@ -122,7 +130,7 @@ std::string env_str(const char* name) {
   const EnvVar& v = find(name);
   const char* s = std::getenv(name);
   std::string value = (s && *s) ? std::string(s) : std::string(v.default_value);
-  if (v.choices) {
+  if (v.choices && *v.choices) {
     const std::string bar = std::string("|") + v.choices + "|";
     if (bar.find("|" + value + "|") == std::string::npos)
       throw Error(dfcclInvalidArgument, fmt::format("environment variable {}='{}': use one of {}", name, value,
@@ -176,8 +184,9 @@ void env_warn_unknown() {
                          std::any_of(std::begin(kToolVariables), std::end(kToolVariables),
                                      [&](const char* t) { return name == t; });
       if (!known)
-        std::fprintf(stderr, "DFCCL WARN: environment variable %s is not a DFCCL setting (did you mean %s?); "
-                             "it is ignored\n", name.c_str(), env_closest(name).c_str());
+        log(LogLevel::Warn, LogSubsys::Env,
+            "environment variable {} is not a DFCCL setting (did you mean {}?); it is ignored", name,
+            env_closest(name));
     }
   });
 }

@@ -13,7 +13,7 @@ struct EnvVar {
   const char* name;
   const char* default_value;
   int64_t lo, hi;         // an integer variable: the accepted range (decimal digits only)
-  const char* choices;    // a word variable: the accepted words, '|'-separated; null for an integer variable
+  const char* choices;    // a word variable: the accepted words, '|'-separated ("": any text); null: an integer
   const char* description;
 };
 
