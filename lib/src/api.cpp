@@ -10,6 +10,7 @@
 #include "comm.h"
 #include "env.h"
 #include "error.h"
+#include "requests.h"
 
 using namespace dfccl;
 
@@ -154,14 +155,13 @@ dfcclResult_t submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t
   check_not_capturing(stream, dfcclExecutor_t(c->config.executor), fn);
   auto st = comm_submit(c, d, persistent_id, stream);
   if (request) {
-    auto* r = new dfcclRequest;
+    dfcclRequest_t h = request_handle_new(st);
     {
       // Under the request's lock: the collective is queued, and the progress thread may already be completing it.
       std::lock_guard<std::mutex> lk(st->mu);
-      st->handle = r;
+      st->handle = h;
     }
-    r->state = std::move(st);
-    *request = r;
+    *request = h;
   }
   return dfcclSuccess;
 }
@@ -180,11 +180,6 @@ core::Desc make_desc(core::Kind kind, const void* send, void* recv, size_t count
   return d;
 }
 
-dfcclRequest* check_request(dfcclRequest_t r, const char* fn) {
-  if (!r) bad(fn, "argument 'request' is NULL");
-  if (r->magic != dfcclRequest::kMagic) bad(fn, "argument 'request' is not a request (freed twice?)");
-  return r;
-}
 
 dfcclPersistent* check_persistent(dfcclPersistent_t p, const char* fn) {
   if (!p) bad(fn, "argument 'coll' is NULL");
@@ -531,43 +526,43 @@ dfcclResult_t dfcclPersistentFree(dfcclPersistent_t coll) {
 
 dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream) {
   return guard([&] {
-    dfcclRequest* r = check_request(request, "dfcclWait");
+    const std::shared_ptr<RequestState> state = request_state(request, "dfcclWait");
     if (stream == DFCCL_NO_STREAM)
       bad("dfcclWait", "argument 'stream' is DFCCL_NO_STREAM: give the stream that must wait for the collective "
                        "(or wait on the host: dfcclSynchronize)");
-    std::shared_ptr<Engine> engine = r->state->engine.lock();
+    std::shared_ptr<Engine> engine = state->engine.lock();
     if (engine) check_not_capturing(stream, engine->executor_kind(), "dfcclWait");
-    if (r->state->status.load(std::memory_order_acquire) != dfcclInProgress) return dfcclSuccess;  // nothing to wait
-    if (engine) engine->wait_on_stream(r->state, stream);
+    if (state->status.load(std::memory_order_acquire) != dfcclInProgress) return dfcclSuccess;  // nothing to wait
+    if (engine) engine->wait_on_stream(state, stream);
     return dfcclSuccess;
   });
 }
 
 dfcclResult_t dfcclTest(dfcclRequest_t request, int* done) {
   return guard([&] {
-    dfcclRequest* r = check_request(request, "dfcclTest");
+    const std::shared_ptr<RequestState> state = request_state(request, "dfcclTest");
     if (!done) bad("dfcclTest", "argument 'done' is NULL");
-    const int st = r->state->status.load(std::memory_order_acquire);
+    const int st = state->status.load(std::memory_order_acquire);
     *done = st != dfcclInProgress;
-    return *done ? finished_status(*r->state) : dfcclSuccess;
+    return *done ? finished_status(*state) : dfcclSuccess;
   });
 }
 
 dfcclResult_t dfcclSynchronize(dfcclRequest_t request, int timeoutMs) {
   return guard([&] {
-    dfcclRequest* r = check_request(request, "dfcclSynchronize");
+    const std::shared_ptr<RequestState> state = request_state(request, "dfcclSynchronize");
     if (timeoutMs < 0) bad("dfcclSynchronize", fmt::format("argument 'timeoutMs' = {} must be >= 0", timeoutMs));
-    if (!wait_request(*r->state, timeoutMs))
+    if (!wait_request(*state, timeoutMs))
       throw Error(dfcclTimeout, fmt::format("dfcclSynchronize: the collective did not finish within {} ms", timeoutMs));
-    return finished_status(*r->state);
+    return finished_status(*state);
   });
 }
 
 dfcclResult_t dfcclRequestSetCallback(dfcclRequest_t request, dfcclCallback_t fn, void* userArg) {
   return guard([&] {
-    dfcclRequest* r = check_request(request, "dfcclRequestSetCallback");
+    const std::shared_ptr<RequestState> state = request_state(request, "dfcclRequestSetCallback");
     if (!fn) bad("dfcclRequestSetCallback", "argument 'fn' is NULL");
-    RequestState& s = *r->state;
+    RequestState& s = *state;
     {
       std::lock_guard<std::mutex> lk(s.mu);
       if (s.status.load() == dfcclInProgress) {
@@ -583,27 +578,26 @@ dfcclResult_t dfcclRequestSetCallback(dfcclRequest_t request, dfcclCallback_t fn
 
 dfcclResult_t dfcclRequestGetInfo(dfcclRequest_t request, dfcclRequestInfo_t* info) {
   return guard([&] {
-    dfcclRequest* r = check_request(request, "dfcclRequestGetInfo");
+    const std::shared_ptr<RequestState> state = request_state(request, "dfcclRequestGetInfo");
     if (!info) bad("dfcclRequestGetInfo", "argument 'info' is NULL");
-    std::lock_guard<std::mutex> lk(r->state->mu);
-    *info = r->state->info;
+    std::lock_guard<std::mutex> lk(state->mu);
+    *info = state->info;
     return dfcclSuccess;
   });
 }
 
 dfcclResult_t dfcclRequestFree(dfcclRequest_t request) {
   return guard([&] {
-    dfcclRequest* r = check_request(request, "dfcclRequestFree");
+    const std::shared_ptr<RequestState> state = request_state(request, "dfcclRequestFree");
     {
-      RequestState& s = *r->state;
+      RequestState& s = *state;
       std::unique_lock<std::mutex> lk(s.mu);
       s.callback = nullptr;  // nobody is left to be called back with this handle
       s.handle = nullptr;
       // A callback already taken by the progress thread: wait until it returns, unless this is that callback.
       if (s.callback_thread != std::this_thread::get_id()) s.cv.wait(lk, [&] { return !s.callback_running; });
     }
-    r->magic = 0;
-    delete r;
+    request_handle_free(request);
     return dfcclSuccess;
   });
 }

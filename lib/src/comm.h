@@ -42,12 +42,6 @@ struct dfcclComm {
   std::string failure;
 };
 
-struct dfcclRequest {
-  static constexpr uint32_t kMagic = 0xdfcc0e01u;
-  uint32_t magic = kMagic;
-  std::shared_ptr<dfccl::RequestState> state;
-};
-
 struct dfcclPersistent {
   static constexpr uint32_t kMagic = 0xdfcc0f01u;
   uint32_t magic = kMagic;

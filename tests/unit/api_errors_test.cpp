@@ -169,3 +169,30 @@ TEST(ApiErrors, ARankClaimedTwiceIsNamed) {
   EXPECT_EQ(dfcclCommDestroy(first), dfcclSuccess);
   EXPECT_EQ(dfcclCommDestroy(other), dfcclSuccess);
 }
+
+// A request handle kept after dfcclRequestFree is refused, also once a newer request took its place in the table.
+TEST(ApiErrors, AFreedRequestHandleIsRefusedNotAliased) {
+  dfcclComm_t comms[2] = {};
+  dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = dfcclExecutorHost;
+  ASSERT_EQ(dfcclCommInitAllConfig(comms, 2, nullptr, &cfg), dfcclSuccess) << dfcclGetLastError(nullptr);
+  std::vector<int32_t> in(16, 1), out0(16), out1(16);
+  auto all_reduce = [&](dfcclRequest_t* q0) {
+    dfcclRequest_t q1 = nullptr;
+    ASSERT_EQ(dfcclAllReduce(in.data(), out0.data(), 16, dfcclInt32, dfcclSum, comms[0], 0, nullptr, q0), dfcclSuccess);
+    ASSERT_EQ(dfcclAllReduce(in.data(), out1.data(), 16, dfcclInt32, dfcclSum, comms[1], 0, nullptr, &q1), dfcclSuccess);
+    ASSERT_EQ(dfcclSynchronize(q1, 30000), dfcclSuccess);
+    ASSERT_EQ(dfcclRequestFree(q1), dfcclSuccess);
+  };
+  dfcclRequest_t old = nullptr, fresh = nullptr;
+  all_reduce(&old);
+  ASSERT_EQ(dfcclSynchronize(old, 30000), dfcclSuccess);
+  ASSERT_EQ(dfcclRequestFree(old), dfcclSuccess);
+  all_reduce(&fresh);  // takes the freed slot
+  int done = 0;
+  EXPECT_REJECTS(dfcclTest(old, &done), dfcclInvalidArgument, "not a live request");
+  EXPECT_REJECTS(dfcclRequestFree(old), dfcclInvalidArgument, "not a live request");
+  EXPECT_EQ(dfcclSynchronize(fresh, 30000), dfcclSuccess);  // the newer request is untouched
+  EXPECT_EQ(dfcclRequestFree(fresh), dfcclSuccess);
+  for (dfcclComm_t c : comms) EXPECT_EQ(dfcclCommDestroy(c), dfcclSuccess);
+}
