@@ -185,9 +185,10 @@ dfcclResult_t dfcclPersistentFree(dfcclPersistent_t coll);
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Completion. A request stays valid until dfcclRequestFree, also after its communicator is destroyed.                */
 /* dfcclWait: stream waits on the GPU for the collective (a one-thread polling kernel, or a stream memory wait        */
-/*   with DFCCL_WAIT_KERNEL=0); returns at once. Host executor:                                                       */
-/*   blocks the calling thread until the collective is done. A device synchronization after dfcclWait waits for      */
-/*   peers again: wait as late as possible. Refused on a stream that is capturing a CUDA graph (see stream above).    */
+/*   with DFCCL_WAIT_KERNEL=0); returns at once. Host executor: blocks the calling thread until the collective is    */
+/*   done (at most DFCCL_HOST_WAIT_TIMEOUT_MS, then dfcclTimeout) and returns its status. A device synchronization     */
+/*   after dfcclWait waits for peers again: wait as late as possible. Refused on a stream that is capturing a CUDA    */
+/*   graph (see stream above).                                                                                        */
 /*   Under serialized launches (CUDA_LAUNCH_BLOCKING=1, compute-sanitizer) the wait holds the calling thread or every */
 /*   later kernel until the collective completes, so ranks that wait in different orders can hang there; the engine */
 /*   warns at creation, and dfcclCommAbort still ends such a hang. Prefer host completion while debugging.          */

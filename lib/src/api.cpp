@@ -532,9 +532,11 @@ dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream) {
                        "(or wait on the host: dfcclSynchronize)");
     std::shared_ptr<Engine> engine = state->engine.lock();
     if (engine) check_not_capturing(stream, engine->executor_kind(), "dfcclWait");
-    if (state->status.load(std::memory_order_acquire) != dfcclInProgress) return dfcclSuccess;  // nothing to wait
-    if (engine) engine->wait_on_stream(state, stream);
-    return dfcclSuccess;
+    // The host executor waits for the collective here, and answers with its status (aborted, a peer's failure).
+    const bool host = engine ? engine->executor_kind() == dfcclExecutorHost : true;
+    if (engine && state->status.load(std::memory_order_acquire) == dfcclInProgress)
+      engine->wait_on_stream(state, stream);
+    return host ? finished_status(*state) : dfcclSuccess;
   });
 }
 

@@ -368,8 +368,9 @@ void Engine::progress_loop() {
             // No back-off while a stream waits on pending work (see wait_on_stream).
             const bool waited = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE) != 0;
             next_launch_ns_ = waited ? now : now + backoff_ns_;
+            // Warned once per engine (a late peer climbs it too), then noted at INFO.
             if (backoff_ns_ < relaunch_max_ns_ && backoff_ns_ * 2 >= relaunch_max_ns_)
-              log(LogLevel::Warn, LogSubsys::Engine,
+              log(std::exchange(ceiling_warned_, true) ? LogLevel::Info : LogLevel::Warn, LogSubsys::Engine,
                   "device {}: the daemon keeps leaving with every collective stuck ({} stuck exits): relaunches are now "
                   "{} us apart (DFCCL_RELAUNCH_MAX_NS); are all ranks submitting?",
                   exec_->device(), exits_stuck_, relaunch_max_ns_ / 1000);
@@ -404,7 +405,10 @@ void Engine::progress_loop() {
 
 void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t stream) {
   if (exec_->kind() == dfcclExecutorHost) {
-    wait_request(*r, -1);
+    const int64_t limit = env_int("DFCCL_HOST_WAIT_TIMEOUT_MS");
+    if (!wait_request(*r, limit))
+      throw Error(dfcclTimeout, fmt::format("dfcclWait (host executor): the collective did not finish within {} ms "
+                                            "(DFCCL_HOST_WAIT_TIMEOUT_MS)", limit));
     return;
   }
   // While a stream waits on a pending collective, an implicit device-wide synchronization issued later (the first

@@ -74,7 +74,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   // Queues a collective (d.seq is assigned here) and returns its request. Stream-ordered for the CUDA executor.
   std::shared_ptr<RequestState> submit(core::Desc d, uint32_t comm_index, cudaStream_t stream);
-  // dfcclWait: the stream waits on the GPU (CUDA); the calling thread waits (host executor).
+  // dfcclWait: the stream waits on the GPU (CUDA); the calling thread waits (host executor), at most
+  // DFCCL_HOST_WAIT_TIMEOUT_MS, then dfcclTimeout.
   void wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t stream);
   // Blocks up to timeout_ms for every outstanding collective of one communicator.
   bool wait_comm_idle(uint32_t comm_index, int64_t timeout_ms);
@@ -163,6 +164,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::atomic<bool> running_{false};  // written under mu_; read without it by the progress loop's quiet turns
   uint64_t submitted_ = 0, completed_ = 0, launches_ = 0, exits_idle_ = 0, exits_stuck_ = 0, late_doorbells_ = 0;
   uint64_t standby_launches_ = 0;  // launches by confirm_wait while a daemon was running
+  bool ceiling_warned_ = false;  // the relaunch back-off's ceiling was reported at WARN once
   uint64_t stuck_warn_ns_ = 0, last_stuck_check_ns_ = 0, stuck_warned_seq_ = 0;  // DFCCL_STUCK_WARN_S (0: off)
 
   std::atomic<bool> stop_{false};

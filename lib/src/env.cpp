@@ -107,6 +107,8 @@ const std::vector<EnvVar>& env_table() {
       integer("DFCCL_HOST_STUCK_NS", "5000000", 0, kNsMax,
               "host executor: daemon exits after this long without progress"),
       integer("DFCCL_HOST_RELAUNCH_NS", "200000", 0, kNsMax, "host executor: first relaunch back-off"),
+      integer("DFCCL_HOST_WAIT_TIMEOUT_MS", "300000", 1, kMsMax,
+              "host executor: how long dfcclWait blocks the calling thread before it returns dfcclTimeout"),
       integer("DFCCL_HOST_RELAUNCH_MAX_NS", "20000000", 0, kNsMax, "host executor: relaunch back-off ceiling"),
       integer("DFCCL_P2P_DISABLE", "0", 0, 1,
               "1: connection regions in shared host memory even where GPUs reach each other directly"),
