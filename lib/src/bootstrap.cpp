@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,7 +25,9 @@ struct RankWord {
   uint64_t seq;    // rounds published
   int64_t nranks;  // what this rank believes
   uint64_t owner;  // who claimed the rank: pid << 32 | a random number (0: nobody yet)
-  uint64_t pad[5];
+  uint64_t state;      // Bootstrap::kRunning, kAborted or kLeft: how this rank's communicator ended
+  uint64_t heartbeat;  // CLOCK_MONOTONIC ns of this rank's last beat (its PeerWatch thread)
+  uint64_t pad[3];
 };
 
 }  // namespace
@@ -94,7 +97,35 @@ Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_
                                                "rank of a communicator must be initialised exactly once)",
                                                rank, expected >> 32));
   }
+  __atomic_store_n(&words[rank].state, uint64_t(kRunning), __ATOMIC_RELAXED);
+  beat(now_ns());
   __atomic_store_n(&words[rank].nranks, int64_t(nranks), __ATOMIC_RELEASE);
+}
+
+uint64_t Bootstrap::now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+void Bootstrap::set_state(uint64_t state) {
+  auto* words = reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1);
+  __atomic_store_n(&words[rank_].state, state, __ATOMIC_RELEASE);
+}
+
+void Bootstrap::beat(uint64_t now) {
+  auto* words = reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1);
+  __atomic_store_n(&words[rank_].heartbeat, now, __ATOMIC_RELEASE);
+}
+
+uint64_t Bootstrap::peer_state(int rank) const {
+  auto* words = reinterpret_cast<const RankWord*>(static_cast<const Header*>(base_) + 1);
+  return __atomic_load_n(&words[rank].state, __ATOMIC_ACQUIRE);
+}
+
+uint64_t Bootstrap::peer_heartbeat(int rank) const {
+  auto* words = reinterpret_cast<const RankWord*>(static_cast<const Header*>(base_) + 1);
+  return __atomic_load_n(&words[rank].heartbeat, __ATOMIC_ACQUIRE);
 }
 
 Bootstrap::~Bootstrap() {

@@ -37,6 +37,16 @@ class Bootstrap {
   // Removes the segment's name once every rank has it mapped (the mapping stays valid).
   void unlink();
 
+  // Liveness words in the segment, which every rank keeps mapped for the communicator's life: how each rank's
+  // communicator ended (kRunning until it aborts or is destroyed) and its heartbeat, written by its PeerWatch thread
+  // and read by the peers' (comm.cpp, watch_peers).
+  static constexpr uint64_t kRunning = 1, kAborted = 2, kLeft = 3;
+  static uint64_t now_ns();
+  void set_state(uint64_t state);
+  void beat(uint64_t now_ns);
+  uint64_t peer_state(int rank) const;
+  uint64_t peer_heartbeat(int rank) const;
+
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   uint64_t token() const { return token_; }

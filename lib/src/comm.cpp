@@ -121,6 +121,34 @@ void release(dfcclComm* c, Release how) {
   if (how == Release::Retire && last.use_count() == 1) std::thread([e = std::move(last)] {}).detach();
 }
 
+// Registers c with PeerWatch: its peers in other processes fail it when they exit without destroying it, abort it, or
+// fall silent for DFCCL_PEER_TIMEOUT_S (0: never); its probe beats this rank's heartbeat. The functions read c's
+// bootstrap, which stays until PeerWatch::remove or the failure they report.
+void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
+  const uint64_t timeout_ns = uint64_t(env_int("DFCCL_PEER_TIMEOUT_S")) * 1000000000ull;
+  PeerChecks checks;
+  checks.peers = std::move(peers);
+  checks.departed = [c](int rank) { return c->bootstrap->peer_state(rank) == Bootstrap::kLeft; };
+  checks.probe = [c, timeout_ns](int* rank) -> std::string {
+    const uint64_t now = Bootstrap::now_ns();
+    c->bootstrap->beat(now);
+    for (int i = 0; i < c->nranks; ++i) {
+      if (i == c->rank) continue;
+      const uint64_t state = c->bootstrap->peer_state(i);
+      if (state == Bootstrap::kLeft) continue;
+      *rank = i;
+      if (state == Bootstrap::kAborted) return "aborted the communicator";
+      const uint64_t last = c->bootstrap->peer_heartbeat(i);
+      if (timeout_ns && now > last && now - last > timeout_ns)
+        return fmt::format("has not been heard from for {} s (stopped or hung; DFCCL_PEER_TIMEOUT_S)",
+                           (now - last) / 1000000000ull);
+    }
+    return {};
+  };
+  checks.on_failure = [c](int rank, const std::string& reason) { comm_fail(c, rank, reason); };
+  PeerWatch::add(c, std::move(checks));
+}
+
 }  // namespace
 
 dfcclConfig_t resolve_config(const dfcclConfig_t* config, int rank) {
@@ -250,10 +278,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     std::vector<PeerProcess> peers;
     for (int i = 0; i < nranks; ++i)
       if (all[size_t(i)].pid != mine.pid) peers.push_back({i, int(all[size_t(i)].pid)});
-    if (!peers.empty()) {
-      dfcclComm* self = c.get();
-      PeerWatch::add(self, peers, [self](int dead) { comm_fail(self, dead); });
-    }
+    if (!peers.empty()) watch_peers(c.get(), std::move(peers));
     log(LogLevel::Info, LogSubsys::Init,
         "communicator {}: rank {} of {} on device {} ({} executor, {} mode); to ranks {} and {} through {}", c->index,
         rank, nranks, cfg.device, cfg.executor == dfcclExecutorHost ? "host" : "CUDA",
@@ -327,6 +352,8 @@ bool wait_quiet(dfcclComm* c, int64_t timeout_ms) {
 // posted, and only until the timeout.
 void abort_attached(dfcclComm* c, dfcclResult_t why = dfcclAborted, const std::string& message = {}) {
   if (!c->engine) return;
+  // The peers learn of an abort of this rank's own (not of one that a peer's failure caused: they see that failure).
+  if (why == dfcclAborted && c->bootstrap) c->bootstrap->set_state(Bootstrap::kAborted);
   c->engine->abort_comm(c->index, why, message);
   c->async_error = why;
   if (wait_quiet(c, env_int("DFCCL_ABORT_TIMEOUT_MS"))) {
@@ -357,6 +384,7 @@ void comm_destroy(dfcclComm* c) {
                                           "(DFCCL_DESTROY_TIMEOUT_MS); the communicator was aborted instead",
                                           left, c->rank, timeout));
   }
+  c->bootstrap->set_state(Bootstrap::kLeft);  // the peers no longer count on this rank (nor its process)
   // The last writes a peer makes into my region are the credits for what I sent it: wait for them (not for the
   // peers to call destroy: destroy is local, as in NCCL), then free.
   const uint64_t t0 = host_now_ns();
@@ -373,9 +401,9 @@ void comm_abort(dfcclComm* c) {
   if (c->alive.exchange(false)) abort_attached(c);
 }
 
-void comm_fail(dfcclComm* c, int rank) {
-  const std::string msg = fmt::format("rank {} of the communicator (size {}; this process is rank {}) exited", rank,
-                                      c->nranks, c->rank);
+void comm_fail(dfcclComm* c, int rank, const std::string& reason) {
+  const std::string msg = fmt::format("rank {} of the communicator (size {}; this process is rank {}) {}", rank,
+                                      c->nranks, c->rank, reason);
   c->failure = msg;
   c->failed_rank.store(rank, std::memory_order_release);
   log(LogLevel::Warn, LogSubsys::Abort, "{}: its collectives fail with dfcclRemoteError", msg);

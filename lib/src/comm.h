@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "bootstrap.h"
 #include "engine.h"
@@ -62,9 +63,9 @@ dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t
 void comm_destroy(dfcclComm* comm);
 // Callable from any thread, also while others submit on the communicator or wait on it; a second call does nothing.
 void comm_abort(dfcclComm* comm);
-// A peer process of comm died (PeerWatch's thread): comm is aborted with dfcclRemoteError, every pending collective
-// reports it with a message naming the rank, and so do later calls on comm.
-void comm_fail(dfcclComm* comm, int rank);
+// A peer of comm failed (PeerWatch's thread; reason: "exited", "aborted the communicator", ...): comm is aborted with
+// dfcclRemoteError, every pending collective reports it with a message naming the rank, and so do later calls.
+void comm_fail(dfcclComm* comm, int rank, const std::string& reason);
 // The communicator's engine, kept alive for the caller's use; null once released (aborted or destroyed).
 std::shared_ptr<Engine> engine_ref(dfcclComm* comm);
 // persistent_id < 0: matched by order (sequence lanes); else by id (its own lane).

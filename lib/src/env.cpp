@@ -122,6 +122,9 @@ const std::vector<EnvVar>& env_table() {
       words("DFCCL_DEBUG_SUBSYS", "ALL", "",
             "comma list of INIT, ENGINE, ABORT, ENV, COLL or ALL that DFCCL_DEBUG applies to (^ in front: all but)"),
       words("DFCCL_DEBUG_FILE", "", "", "write the messages to this file (%h: host name, %p: pid) instead of stderr"),
+      integer("DFCCL_PEER_TIMEOUT_S", "30", 0, 86400,
+              "a peer process whose heartbeat has not moved for this long (stopped, hung) fails its communicators "
+              "with dfcclRemoteError (0: never)"),
       integer("DFCCL_STUCK_WARN_S", "60", 0, 86400,
               "warn when a collective has been pending this long, naming it (0: never)"),
   };

@@ -16,14 +16,13 @@ namespace {
 int pidfd_open(int pid) { return int(syscall(SYS_pidfd_open, pid, 0)); }
 
 struct Watched {
-  std::vector<PeerProcess> peers;
+  PeerChecks checks;
   std::vector<int> fds;  // -1: could not be opened (the process is gone)
-  std::function<void(int)> on_death;
   bool reported = false;
 };
 
-// The process's one watcher: its thread runs while something is watched. The map is guarded by mu; on_death runs
-// with `busy` set to its owner and mu released, and remove() waits until no call for its owner runs.
+// The process's one watcher: its thread runs while something is watched. The map is guarded by mu; an owner's
+// functions run with `busy` set to it and mu released, and remove() waits until none runs for its owner.
 struct Watcher {
   std::mutex mu;
   std::condition_variable cv;
@@ -31,33 +30,42 @@ struct Watcher {
   const void* busy = nullptr;
   bool running = false;
 
-  // The first dead peer of w, or -1.
-  static int dead_rank(const Watched& w) {
-    for (size_t i = 0; i < w.peers.size(); ++i) {
-      if (w.fds[i] < 0) return w.peers[i].rank;
-      pollfd p{w.fds[i], POLLIN, 0};
-      if (::poll(&p, 1, 0) > 0) return w.peers[i].rank;
+  // The first failed peer of w (its rank, and why), or -1.
+  static int failed(const Watched& w, std::string* reason) {
+    for (size_t i = 0; i < w.checks.peers.size(); ++i) {
+      const int rank = w.checks.peers[i].rank;
+      bool gone = w.fds[i] < 0;
+      if (!gone) {
+        pollfd p{w.fds[i], POLLIN, 0};
+        gone = ::poll(&p, 1, 0) > 0;
+      }
+      if (gone && !(w.checks.departed && w.checks.departed(rank))) {
+        *reason = "exited";
+        return rank;
+      }
     }
-    return -1;
+    int rank = -1;
+    if (w.checks.probe) *reason = w.checks.probe(&rank);
+    return reason->empty() ? -1 : rank;
   }
 
   void loop() {
     std::unique_lock<std::mutex> lk(mu);
     while (!watched.empty()) {
       for (auto it = watched.begin(); it != watched.end(); ++it) {
-        Watched& w = it->second;
-        if (w.reported) continue;
-        const int rank = dead_rank(w);
-        if (rank < 0) continue;
-        w.reported = true;
-        busy = it->first;
-        std::function<void(int)> f = w.on_death;
+        if (it->second.reported) continue;
+        busy = it->first;  // its functions run without mu: remove() waits for them
         lk.unlock();
-        f(rank);
+        std::string reason;
+        const int rank = failed(it->second, &reason);
+        if (rank >= 0) {
+          it->second.reported = true;
+          it->second.checks.on_failure(rank, reason);
+        }
         lk.lock();
         busy = nullptr;
         cv.notify_all();
-        break;  // the map may have changed meanwhile
+        if (rank >= 0) break;  // the map may have changed meanwhile
       }
       cv.wait_for(lk, std::chrono::milliseconds(PeerWatch::kPollMs));
     }
@@ -72,11 +80,10 @@ Watcher& watcher() {
 
 }  // namespace
 
-void PeerWatch::add(const void* owner, const std::vector<PeerProcess>& peers, std::function<void(int)> on_death) {
+void PeerWatch::add(const void* owner, PeerChecks checks) {
   Watched w;
-  w.peers = peers;
-  for (const PeerProcess& p : peers) w.fds.push_back(pidfd_open(p.pid));
-  w.on_death = std::move(on_death);
+  for (const PeerProcess& p : checks.peers) w.fds.push_back(pidfd_open(p.pid));
+  w.checks = std::move(checks);
   Watcher& wt = watcher();
   std::lock_guard<std::mutex> lk(wt.mu);
   wt.watched[owner] = std::move(w);

@@ -1,11 +1,14 @@
-// Liveness of the other processes of this host's communicators (DESIGN invariant 8). A communicator registers the
-// process ids of its peers that run in other processes; one thread per process polls their pidfds (a process
-// cannot fake its own exit, and a recycled pid is never mistaken for the peer) every kPollMs and, when one has
-// exited, calls the communicator's on_death with the rank. Threads of one process (dfcclCommInitAll) are not
-// watched: they share their fate.
+// Liveness of the other processes of this host's communicators (DESIGN invariant 8). One thread per process, every
+// kPollMs, for each registered owner (a communicator):
+//   - polls the pidfds of its peers in other processes (a process cannot fake its own exit, and a recycled pid is
+//     never mistaken for the peer), skipping peers that `departed` says left cleanly;
+//   - calls its probe, which beats this rank's heartbeat and reports a peer that aborted or fell silent.
+// The first failure found is handed to on_failure(rank, reason) once, on that thread. Threads of one process
+// (dfcclCommInitAll) are not registered: they share their fate.
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace dfccl {
@@ -15,14 +18,20 @@ struct PeerProcess {
   int pid;
 };
 
+struct PeerChecks {
+  std::vector<PeerProcess> peers;             // watched through pidfds
+  std::function<bool(int rank)> departed;     // true: that peer left cleanly (its exit is no failure)
+  std::function<std::string(int* rank)> probe;  // "" or a reason, with *rank the peer it names
+  std::function<void(int rank, const std::string& reason)> on_failure;
+};
+
 class PeerWatch {
  public:
   static constexpr int kPollMs = 100;
-  // Starts watching `peers` for `owner`; on_death(rank) runs once, on the watch's thread, for the first peer seen
-  // dead. Peers whose pidfd cannot be opened (already gone) are reported at the first poll.
-  static void add(const void* owner, const std::vector<PeerProcess>& peers, std::function<void(int rank)> on_death);
-  // Stops watching for `owner`; after it returns, on_death is not running and will not run. Not callable from
-  // on_death itself.
+  // Starts watching for `owner`. Peers whose pidfd cannot be opened (already gone) are reported at the first poll.
+  static void add(const void* owner, PeerChecks checks);
+  // Stops watching for `owner`; after it returns, none of its functions is running or will run. Not callable from
+  // them.
   static void remove(const void* owner);
 };
 

@@ -1,7 +1,8 @@
-// A peer process that dies becomes an error that names it, on every survivor, in bounded time (DESIGN invariant 8).
-// Four processes (forked, host executor) form a communicator over the unique id; rank 3 is killed with SIGKILL while
-// the others wait in an all-reduce that needs it. Each survivor must see, within 2 s of the kill: the pending
-// collective fail with dfcclRemoteError and dfcclGetLastError name rank 3; dfcclCommGetAsyncError report
+// A peer process that dies, aborts or stops becomes an error that names it, on every survivor, in bounded time
+// (DESIGN invariant 8). Four processes (forked, host executor) form a communicator over the unique id; 200 ms after
+// init rank 3 is killed with SIGKILL, calls dfcclCommAbort, or stops itself with SIGSTOP (DFCCL_PEER_TIMEOUT_S=1),
+// while the others wait in an all-reduce that needs it. Each survivor must see, within 2 s: the pending collective
+// fail with dfcclRemoteError and dfcclGetLastError name rank 3 and what happened; dfcclCommGetAsyncError report
 // dfcclRemoteError; a new submission refused with dfcclRemoteError; and dfcclCommDestroy return within 1 s.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -24,8 +25,9 @@ constexpr int kVictim = 3;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-// A survivor's side; returns 0 when every check held, else prints why and returns 1.
-int survivor(dfcclComm_t comm, int rank) {
+// A survivor's side; returns 0 when every check held, else prints why and returns 1. what: the words that the error
+// must contain after "rank 3".
+int survivor(dfcclComm_t comm, int rank, const std::string& what) {
   auto check = [&](bool ok, const std::string& what) {
     if (!ok) std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
     return ok;
@@ -40,8 +42,9 @@ int survivor(dfcclComm_t comm, int rank) {
   const double ms = ms_since(t0);
   bool ok = check(st == dfcclRemoteError, std::string("the pending collective reported ") + dfcclGetErrorString(st));
   const std::string err = dfcclGetLastError(nullptr);
-  ok &= check(err.find("rank 3") != std::string::npos, "the error does not name rank 3: '" + err + "'");
-  ok &= check(ms < 2200, "the failure took " + std::to_string(ms) + " ms");
+  ok &= check(err.find("rank 3") != std::string::npos && err.find(what) != std::string::npos,
+              "the error does not say that rank 3 " + what + ": '" + err + "'");
+  ok &= check(ms < 2500, "the failure took " + std::to_string(ms) + " ms");
   dfcclResult_t async = dfcclSuccess;
   dfcclCommGetAsyncError(comm, &async);
   ok &= check(async == dfcclRemoteError, std::string("async error ") + dfcclGetErrorString(async));
@@ -59,11 +62,14 @@ int survivor(dfcclComm_t comm, int rank) {
   return ok ? 0 : 1;
 }
 
-TEST(PeerDeath, SurvivorsGetARemoteErrorNamingTheDeadRank) {
+enum class Victim { Killed, Aborts, Stops };
+
+// Runs the four ranks with rank 3 doing `how`; every survivor must pass its checks.
+void run_case(Victim how, const std::string& what) {
   dfcclUniqueId id;
   ASSERT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
   // Survivors stay until every survivor has checked (done: one byte each; go: closed by the parent then), so that
-  // the only death a survivor can see is the victim's.
+  // the only failure a survivor can see is the victim's.
   int done[2], go[2];
   ASSERT_EQ(pipe(done), 0);
   ASSERT_EQ(pipe(go), 0);
@@ -73,6 +79,7 @@ TEST(PeerDeath, SurvivorsGetARemoteErrorNamingTheDeadRank) {
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
+      if (how == Victim::Stops) setenv("DFCCL_PEER_TIMEOUT_S", "1", 1);
       dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
       cfg.executor = dfcclExecutorHost;
       dfcclComm_t comm = nullptr;
@@ -82,9 +89,13 @@ TEST(PeerDeath, SurvivorsGetARemoteErrorNamingTheDeadRank) {
       }
       if (rank == kVictim) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        raise(SIGKILL);
+        if (how == Victim::Killed) raise(SIGKILL);
+        if (how == Victim::Stops) raise(SIGSTOP);
+        dfcclCommAbort(comm);
+        std::this_thread::sleep_for(std::chrono::seconds(30));  // alive: the parent kills it
+        _exit(0);
       }
-      const int result = survivor(comm, rank);
+      const int result = survivor(comm, rank, what);
       char byte = 0;
       close(go[1]);
       if (write(done[1], &byte, 1) != 1 || read(go[0], &byte, 1) != 0) _exit(3);
@@ -97,15 +108,18 @@ TEST(PeerDeath, SurvivorsGetARemoteErrorNamingTheDeadRank) {
   char byte = 0;
   for (int k = 0; k < kRanks - 1; ++k) ASSERT_EQ(read(done[0], &byte, 1), 1) << "a survivor ended early";
   close(go[1]);
+  kill(pids[kVictim], SIGKILL);
   for (int rank = 0; rank < kRanks; ++rank) {
     int status = 0;
     ASSERT_EQ(waitpid(pids[size_t(rank)], &status, 0), pids[size_t(rank)]);
-    if (rank == kVictim) {
-      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the victim did not die of SIGKILL";
-    } else {
+    if (rank != kVictim)
       EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << rank << " failed (status " << status << ")";
-    }
   }
+  close(done[0]);
 }
+
+TEST(PeerDeath, AKilledRankIsNamed) { run_case(Victim::Killed, "exited"); }
+TEST(PeerDeath, ARankThatAbortsIsNamed) { run_case(Victim::Aborts, "aborted the communicator"); }
+TEST(PeerDeath, AStoppedRankIsNamedAfterThePeerTimeout) { run_case(Victim::Stops, "has not been heard from"); }
 
 }  // namespace
