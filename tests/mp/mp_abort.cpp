@@ -24,29 +24,12 @@
 #include <thread>
 
 #include "app_kernels.h"
-#include "gpu_check.h"
+#include "mp_test.h"
 #include "dfccl.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-int g_rank = 0;
-
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "rank %d: FAILED: %s\n", g_rank, what.c_str());
-  std::fflush(stderr);
-  std::_Exit(1);  // mpirun ends the other rank
-}
-
-void ok(dfcclResult_t r, const char* what) {
-  if (r != dfcclSuccess) fail(std::string(what) + ": " + dfcclGetErrorString(r) + ": " + dfcclGetLastError(nullptr));
-}
-
-void cuda_ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fail(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+using namespace dfccl::test::mp;
 
 enum class Sync { Free, LazyKernel, DeviceSynchronize, MallocHost };
 struct Kind {
@@ -128,43 +111,31 @@ double abort_under(const Kind& kind, dfcclComm_t comm, int device) {
   return abort_ms;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size != 2) {
-    if (g_rank == 0) std::fprintf(stderr, "mp_abort: run it with mpirun -np 2 (got %d ranks)\n", size);
-    MPI_Finalize();
-    return 2;
-  }
-  std::string kinds = argc > 1 ? argv[1] : "free,lazy,devsync,mallochost";
-  bool run[kNumKinds] = {};
+// The kinds named in a comma list; false if one is unknown.
+bool parse_kinds(const std::string& kinds, bool run[kNumKinds]) {
   for (size_t pos = 0; pos <= kinds.size();) {
     const size_t end = std::min(kinds.find(',', pos), kinds.size());
     const std::string k = kinds.substr(pos, end - pos);
     int i = 0;
     while (i < kNumKinds && k != kKinds[i].arg) ++i;
-    if (i == kNumKinds) {
-      if (g_rank == 0)
-        std::fprintf(stderr, "mp_abort: argument 'KINDS': unknown kind '%s' (free, lazy, devsync, mallochost)\n",
-                     k.c_str());
-      MPI_Finalize();
-      return 2;
-    }
+    if (i == kNumKinds) return false;
     run[i] = true;
     pos = end + 1;
   }
-  if (const int rc = dfccl::test::gpus_or_skip(1, g_rank != 0)) {  // skipped, or failed under DFCCL_REQUIRE_GPUS
-    MPI_Finalize();
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool run[kNumKinds] = {};
+  const bool parsed = parse_kinds(argc > 1 ? argv[1] : "free,lazy,devsync,mallochost", run);
+  if (const int rc = start(&argc, &argv, 2, parsed, "mpirun -np 2 mp_abort [KINDS: comma list of free, lazy, devsync, "
+                                                    "mallochost]");
+      rc >= 0)
     return rc;
-  }
-  int ngpus = 0;
-  cudaGetDeviceCount(&ngpus);
-  const int device = g_rank % ngpus;
-  cuda_ok(cudaSetDevice(device), "cudaSetDevice");
+  int device = 0;
+  cudaGetDevice(&device);
   // Load the module of the test's kernels with another of its kernels: the first launch of a kernel of a module
   // already loaded is the one that acts as a device-wide barrier (docs/design.md, "Implicit synchronizations").
   cuda_ok(dfccl::test::launch_spin_kernel(1000, nullptr), "launch_spin_kernel");

@@ -27,29 +27,12 @@
 #include <vector>
 
 #include "app_kernels.h"
-#include "gpu_check.h"
+#include "mp_test.h"
 #include "dfccl.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-int g_rank = 0;
-
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "rank %d: FAILED: %s\n", g_rank, what.c_str());
-  std::fflush(stderr);
-  std::_Exit(1);  // mpirun ends the other rank
-}
-
-void ok(dfcclResult_t r, const char* what) {
-  if (r != dfcclSuccess) fail(std::string(what) + ": " + dfcclGetErrorString(r) + ": " + dfcclGetLastError(nullptr));
-}
-
-void cuda_ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fail(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+using namespace dfccl::test::mp;
 
 // Runs f on its own thread; fails the test if it has not returned within limit_ms. Returns its duration in ms.
 template <class F>
@@ -84,26 +67,14 @@ cudaError_t synchronize_by(const std::string& kind, int device, float* lazy_data
 
 int main(int argc, char** argv) {
   setenv("CUDA_MODULE_LOADING", "LAZY", 1);
-  MPI_Init(&argc, &argv);
-  int size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
   const std::string kind = argc > 1 ? argv[1] : "";
-  if (size != 2 || (kind != "free" && kind != "lazy" && kind != "devsync" && kind != "mallochost")) {
-    if (g_rank == 0)
-      std::fprintf(stderr, "usage: mpirun -np 2 mp_abort_blocking KIND (free, lazy, devsync or mallochost; got %d "
-                           "ranks, KIND '%s')\n", size, kind.c_str());
-    MPI_Finalize();
-    return 2;
-  }
-  if (const int rc = dfccl::test::gpus_or_skip(1, g_rank != 0)) {  // skipped, or failed under DFCCL_REQUIRE_GPUS
-    MPI_Finalize();
+  const bool known = kind == "free" || kind == "lazy" || kind == "devsync" || kind == "mallochost";
+  if (const int rc = start(&argc, &argv, 2, known, "mpirun -np 2 mp_abort_blocking KIND (free, lazy, devsync or "
+                                                   "mallochost)");
+      rc >= 0)
     return rc;
-  }
-  int ngpus = 0;
-  cudaGetDeviceCount(&ngpus);
-  const int device = g_rank % ngpus;
-  cuda_ok(cudaSetDevice(device), "cudaSetDevice");
+  int device = 0;
+  cudaGetDevice(&device);
   // Load the test kernels' module with another of its kernels: the first launch of a kernel of a loaded module is
   // the lazy load that acts as a device-wide barrier.
   cuda_ok(dfccl::test::launch_spin_kernel(1000, nullptr), "launch_spin_kernel");

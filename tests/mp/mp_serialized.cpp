@@ -24,22 +24,12 @@
 #include <unistd.h>
 
 #include "app_kernels.h"
-#include "gpu_check.h"
+#include "mp_test.h"
 #include "dfccl.h"
 
 namespace {
 
-int g_rank = 0;
-
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "rank %d: FAILED: %s\n", g_rank, what.c_str());
-  std::fflush(stderr);
-  std::_Exit(1);
-}
-
-void cuda_ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fail(std::string(what) + ": " + cudaGetErrorString(e));
-}
+using namespace dfccl::test::mp;
 
 constexpr size_t kCount = 1 << 14;
 
@@ -106,24 +96,12 @@ bool run_one(Coll& c, int32_t value, cudaStream_t fill, dfcclRequest_t* q) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 50;
   const int limit_s = argc > 2 ? std::atoi(argv[2]) : 20;
-  if (size != 2 || rounds < 1 || limit_s < 1) {
-    if (g_rank == 0) std::fprintf(stderr, "usage: mpirun -np 2 mp_serialized [ROUNDS >= 1 [LIMIT s >= 1]]\n");
-    MPI_Finalize();
-    return 2;
-  }
-  if (const int rc = dfccl::test::gpus_or_skip(1, g_rank != 0)) {  // skipped, or failed under DFCCL_REQUIRE_GPUS
-    MPI_Finalize();
+  if (const int rc = start(&argc, &argv, 2, rounds >= 1 && limit_s >= 1,
+                           "mpirun -np 2 mp_serialized [ROUNDS >= 1 [LIMIT s >= 1]]");
+      rc >= 0)
     return rc;
-  }
-  int ngpus = 0;
-  cudaGetDeviceCount(&ngpus);
-  cuda_ok(cudaSetDevice(g_rank % ngpus), "cudaSetDevice");
   const std::string serialized = serialization();
   StderrTap tap;
   dfcclUniqueId id;
