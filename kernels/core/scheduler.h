@@ -21,6 +21,7 @@
 #pragma once
 
 #include "collectives/collectives.h"
+#include "engine_memory.h"
 #include "primitives/slot_op.h"
 
 namespace dfccl::core {

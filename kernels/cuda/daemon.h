@@ -3,7 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../core/types.h"
+#include "../core/engine_memory.h"
 
 namespace dfccl::cuda {
 

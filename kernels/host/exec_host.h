@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "../core/engine_memory.h"
 #include "../core/primitives/copy.h"
 
 namespace dfccl::host {

@@ -8,6 +8,7 @@
 // i-th primitive that sends on a connection pairs with the i-th one that receives on it.
 #pragma once
 
+#include "../desc.h"
 #include "../patterns/ring.h"
 
 namespace dfccl::core {

@@ -5,7 +5,7 @@
 // 16 bytes so that aligned buffers stay aligned in every primitive.
 #pragma once
 
-#include "../types.h"
+#include "../limits.h"
 
 namespace dfccl::core {
 

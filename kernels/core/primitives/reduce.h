@@ -10,7 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "../types.h"
+#include "../desc.h"
 
 namespace dfccl::core {
 
