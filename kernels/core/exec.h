@@ -107,4 +107,15 @@ DFCCL_HD constexpr T round_up(T a, T b) {
   return div_up(a, b) * b;
 }
 
+// A word another agent writes, read anew each time: a volatile load on the GPU; on the host executor a relaxed
+// atomic load (the same instruction on x86, and no data race in C++ terms for ThreadSanitizer).
+template <class T>
+DFCCL_HD DFCCL_FORCEINLINE T vload(const T& x) {
+#if defined(__CUDA_ARCH__)
+  return *const_cast<const volatile T*>(&x);
+#else
+  return __atomic_load_n(&x, __ATOMIC_RELAXED);
+#endif
+}
+
 }  // namespace dfccl::core

@@ -1,5 +1,5 @@
 // The CUDA executor's daemon kernel: the shared scheduler run by one thread block per channel.
-#include "../core/scheduler.h"
+#include "../core/scheduler/daemon.h"
 #include "daemon.h"
 #include "exec_cuda.cuh"
 

@@ -1,7 +1,7 @@
 // The host executor's daemon: the shared scheduler run by one CPU thread per block.
 #include <memory>
 
-#include "../core/scheduler.h"
+#include "../core/scheduler/daemon.h"
 #include "exec_host.h"
 
 namespace dfccl::host {

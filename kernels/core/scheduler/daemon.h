@@ -1,0 +1,171 @@
+// The daemon's scheduler: what one block of the daemon does from launch to exit. Written once, run by the CUDA
+// executor (one thread block per channel) and the host executor (one thread per channel).
+//
+// Every block runs channel b of every collective; a block is an independent scheduler:
+//   1. pick up new submissions: poll the head of every submission ring (device memory), copy the descriptor of
+//      each new collective from pinned memory into its context (once), and insert it in scheduling order;
+//   2. one pass over the runnable collectives, in order (priority, then age; blocking mode: age only, and only the
+//      oldest runs): an attempt resumes the collective's program at its saved step and runs primitives until the
+//      program ends (the channel is done) or a primitive's spin budget runs out (preemption: the context — the
+//      step index — is saved, and the block moves on to the next collective);
+//   3. leave when told (engine shutdown, another block's exit request) or when no block made progress for
+//      stuck_ns while collectives are pending (they wait on absent peers) or for idle_ns with nothing to do.
+//      Contexts always live in device memory, so leaving saves nothing but the ring positions; the host relaunches
+//      the daemon when work is pending (DESIGN invariants 3 and 4).
+//
+// Adaptive spin budget ("stickiness"), per collective and channel, between spin_min and spin_max:
+//   - a wait that succeeds after w ns raises the budget to at least spin_grow * w: its peers are active, so waiting
+//     for them is cheaper than switching;
+//   - an attempt preempted before any progress halves it: its peers are elsewhere, so give the block to others.
+// Ranks whose budgets grow on the same collective stay on it together: de-facto gang scheduling without talking.
+#pragma once
+
+#include "attempt.h"
+#include "exit.h"
+#include "pickup.h"
+#include "prefetcher.h"
+
+namespace dfccl::core {
+
+static_assert(kNumPhases <= sizeof(BlockStats::prof) / sizeof(u64));
+
+// All threads of block b: the daemon's life, from launch to exit.
+template <class X>
+DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
+  if (b >= ev.p.nblocks) {
+    prefetch_descs<X>(ev);
+    return;
+  }
+  const u32 tid = X::tid(), nt = X::nthreads();
+  const u64 t_launch = prof_now<X>(), ns_launch = kProfile ? X::now_ns() : 0;
+  for (u32 r = tid; r < kMaxRings; r += nt) bs.frontier[r] = ev.g->frontier[b][r];
+  if (tid == 0) {
+    bs.primitives = 0;
+    bs.prefetched = 0;
+    for (u32 k = 0; k < kNumPhases; ++k) bs.prof[k] = 0;
+    bs.nactive = 0;
+    bs.nnew = 0;
+    bs.preemptions = 0;
+    bs.switches = 0;
+    bs.last_slot = ~0u;
+    bs.exit = 0;
+    bs.passes = 0;
+    bs.heartbeat_ns = 0;
+    bs.abort_look_ns = 0;
+    X::atomic_max64(&ev.g->last_activity_ns, X::now_ns());
+  }
+  X::sync();
+  // Restore: the collectives this block had not finished when the daemon last left (their contexts are intact).
+  for (u32 s = tid; s < kMaxSlots; s += nt)
+    if (chan_ctx(ev, s, b).state == kCtxActive) bs.active[X::shared_inc(&bs.nnew)] = u16(s);
+  X::sync();
+  if (tid == 0) {  // in-place insertion sort: insert_active writes only positions <= k, already read
+    const u32 found = bs.nnew;
+    bs.nactive = 0;
+    for (u32 k = 0; k < found; ++k) {
+      const Desc& d = chan_ctx(ev, bs.active[k], b).desc;
+      insert_active<X>(ev, bs, bs.active[k], d.priority, d.seq, lane_state(d, b));
+    }
+  }
+  X::sync();
+  for (;;) {
+    // The abort count for step 2, loaded first so that its round trip overlaps step 1's (see below).
+    const u64 aborts_seen = X::load_relaxed(&ev.g->aborts);
+    // 1. New submissions.
+    u64 t0 = prof_now<X>();
+    if (tid == 0) bs.nnew = 0;
+    X::sync();
+    // A ring that has been used (frontier > 0) also has the entry after the next loaded, relaxed and issued first, so
+    // that both round trips overlap: a ring that had one new entry is done without a second round trip to look for
+    // another (330 cycles less on a new submission's way to its start: docs/performance-log.md, 33). An entry seen only
+    // there is loaded again with acquire before it is taken; one that came after that look waits for the next pass.
+    for (u32 r = tid; r < kMaxRings; r += nt) {
+      u64 pos = bs.frontier[r];
+      u64 ahead = pos != 0 ? X::load_relaxed(&ev.g->ring[r][(pos + 1) % kRingEntries]) : ~0ull;
+      for (u32 taken = 0; taken < kAcceptPerRing; ++taken) {
+        const u64 e = X::load_acquire(&ev.g->ring[r][pos % kRingEntries]);
+        if ((e >> 16) != pos + 1) break;
+        const u32 k = X::shared_inc(&bs.nnew);
+        bs.fresh[k] = u16(e & 0xffffu);  // the slot and kRingCopied (accept)
+        bs.fresh_tag[k] = submission_tag(r, e & ~kRingCopied);
+        bs.frontier[r] = ++pos;
+        if (ahead != ~0ull && (ahead >> 16) != pos + 1) break;
+        ahead = ~0ull;  // looked at once: the loop's next load is the acquire
+      }
+    }
+    X::sync();
+    LaneLook look;  // thread 0's, for the pass's first attempt (not in blocking mode, whose first only checks aborts)
+    for (u32 k = tid; k < bs.nnew; k += nt) {
+      const LaneLook l = accept<X>(ev, bs, b, k, k == 0 && !ev.p.blocking);
+      if (k == 0) look = l;
+    }
+    X::sync();
+    if (tid == 0) {
+      for (u32 k = 0; k < bs.nnew; ++k)
+        insert_active<X>(ev, bs, bs.fresh[k], bs.fresh_prio[k], bs.fresh_seq[k], bs.fresh_lane[k]);
+      bs.progressed = bs.nnew > 0 ? 1u : 0u;
+      // Busy from now, not from the pass's end (should_exit): the pass may wait in what it just took, in blocking
+      // mode with no budget, and meanwhile the other blocks must not judge the daemon idle.
+      if (bs.nnew > 0) ev.g->busy[b] = 1u;
+    }
+    X::sync();
+    prof_add<X>(bs, kPhasePoll, t0);
+
+    // 2. One pass over the runnable collectives. Blocking mode: first drop the collectives of aborted
+    // communicators wherever they are queued (an abort must not wait behind another communicator's queue head),
+    // then run only the oldest. The daemon's copy of the aborts has each communicator's entry before the count
+    // (look_for_aborts): a count read first (then the fence: acquire) guarantees that the checks below see every
+    // abort it counts; no count, no abort to check (the attempts then skip the table; a later abort still ends every
+    // wait through its quit test).
+    if (aborts_seen != 0) X::fence_system();
+    for (u32 k = 0; k < bs.nactive;) {
+      const u32 res =
+          attempt<X>(ev, bs, b, bs.active[k], bs.active_lane[k], aborts_seen, look, ev.p.blocking != 0);
+      look.slot = ~0u;  // a later attempt may follow one on the same lane
+      if (res == kAttemptDone) {
+        if (tid == 0) {
+          remove_active(bs, k);
+          bs.progressed = 1;
+        }
+        X::sync();
+        continue;
+      }
+      if (res == kAttemptProgress && tid == 0) bs.progressed = 1;
+      ++k;
+    }
+    if (ev.p.blocking && bs.nactive > 0) {
+      const u32 res = attempt<X>(ev, bs, b, bs.active[0], bs.active_lane[0], aborts_seen, LaneLook{});
+      if (tid == 0 && res != kAttemptBlocked) bs.progressed = 1;
+      if (res == kAttemptDone) {
+        if (tid == 0) remove_active(bs, 0);
+        X::sync();
+      }
+    }
+
+    // 3. Leave?
+    t0 = prof_now<X>();
+    if (tid == 0) {
+      bs.exit = should_exit<X>(ev, bs, b) ? 1u : 0u;
+      heartbeat<X>(ev, bs, b);
+    }
+    X::sync();
+    prof_add<X>(bs, kPhaseExit, t0);
+    if (bs.exit) break;
+  }
+  prof_add<X>(bs, kPhaseLaunch, t_launch);
+  for (u32 r = tid; r < kMaxRings; r += nt) ev.g->frontier[b][r] = bs.frontier[r];
+  if (tid == 0) {
+    BlockStats& st = ev.h->stats[b];
+    st.preemptions += bs.preemptions;
+    st.switches += bs.switches;
+    st.exits += 1;
+    st.primitives += bs.primitives;
+    st.prefetched += bs.prefetched;
+    if constexpr (kProfile) {
+      for (u32 k = 0; k < kNumPhases; ++k) st.prof[k] += bs.prof[k];
+      st.prof_ns += X::now_ns() - ns_launch;
+    }
+  }
+}
+
+}  // namespace dfccl::core
