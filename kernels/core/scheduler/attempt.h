@@ -28,6 +28,94 @@ DFCCL_DEV inline bool wait_must_end(const EngineView& ev, u64 aborts_seen) {
   return aborts != aborts_seen || quit != 0 || exit_ordered(req, ev.p.epoch);
 }
 
+// Thread 0's decision at the start of an attempt (attempt_setup), broadcast through BlockShared::ok.
+enum : u32 { kDecideRun = 0, kDecideAbort = 1, kDecideWaitTurn = 2 };
+
+// Thread 0 decides, everybody follows: aborted communicator, not this collective's turn on its lane, or run.
+// Every load here is independent of the others, so the attempt starts after one round trip to memory: the
+// descriptor, the lane's turn and positions (its address came with the active list) and the channel's dynamic
+// context. Only after an abort somewhere does the communicator's flag cost a second. Thread 0 leaves what the
+// attempt needs in BlockShared::at for the others (the descriptor, the geometry, the lane's addresses).
+// The decision (kDecide*) goes to BlockShared::ok; spin and tally receive the channel's saved budget and tally.
+template <class X>
+DFCCL_DEV DFCCL_FORCEINLINE void attempt_setup(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, LaneState* ls,
+                                              u64 aborts_seen, const LaneLook& look, bool only_if_aborted,
+                                              ChanCtx& cx, u64& spin, ChanTally& tally) {
+  const bool fresh = look.slot == slot;
+  Desc d;
+  u64 turn, sent, recvd;
+  u32 first_op, budget;
+  if (fresh) {  // accept's reset (ChanCtx) and its loads
+    d = bs.at.desc;
+    turn = look.turn;
+    sent = look.sent;
+    recvd = look.recvd;  // tally: zero as accept left it
+    budget = u32(ev.p.spin_init_ns);
+    first_op = 0;
+  } else {
+    d = cx.desc;
+    turn = vload(ls->turn);
+    sent = ls->sent;
+    recvd = ls->recvd;
+    tally = ChanTally{cx.t_start, cx.preemptions, cx.wait_us};
+    budget = cx.spin_ns;
+    first_op = cx.op;
+    bs.at.desc = d;
+  }
+  spin = budget;
+  const bool aborted = aborts_seen != 0 && comm_aborted(ev, d);
+  u32 decision = kDecideRun;
+  if (aborted) {
+    decision = kDecideAbort;
+  } else if (only_if_aborted || turn != d.turn) {
+    decision = kDecideWaitTurn;
+  } else {
+    const CommStatic& c = d.cs;
+    const Geometry g = make_geometry(d, c.rank, c.nranks, b, c.slot_bytes, c.nslots);  // registers, not reloaded
+    const u64 nops = program_num_ops(g);
+    bs.at.geo = g;
+    bs.at.nops = nops;
+    bs.at.ll = nops > 0 && uses_ll(g) ? 1u : 0u;
+    bs.at.lv = lane_view(c, b, d.lane);
+    bs.sent = sent;
+    bs.recvd = recvd;
+    bs.first_op = first_op;
+    if (tally.t_start == 0) {
+      tally.t_start = X::now_ns();
+      cx.t_start = tally.t_start;
+    }
+    if (bs.last_slot != slot) {
+      bs.switches += bs.last_slot != ~0u ? 1 : 0;
+      bs.last_slot = slot;
+    }
+  }
+  bs.ok = decision;
+}
+
+// Thread 0, after the attempt's primitives ran up to i (excluded): stores only, what the attempt changed (the channel's next primitive i, its tally and
+// spin budget, the lane's positions); a preempted attempt that made no progress halves the budget, and a done one
+// finishes the channel (finish_channel).
+template <class X>
+DFCCL_DEV DFCCL_FORCEINLINE void attempt_save(const EngineView& ev, BlockShared& bs, u32 slot, ChanCtx& cx,
+                                              LaneState* ls, ChanTally& tally, u64 i, bool done, bool progressed,
+                                              u64 waited_ns, u64 spin) {
+  cx.op = u32(i);
+  if (waited_ns >= 1000) {
+    tally.wait_us += u32(waited_ns / 1000);
+    cx.wait_us = tally.wait_us;
+  }
+  ls->sent = bs.sent;
+  ls->recvd = bs.recvd;
+  if (!done) {
+    bs.preemptions += 1;
+    tally.preemptions += 1;
+    cx.preemptions = tally.preemptions;
+    if (!progressed) spin = max_of(ev.p.spin_min_ns, spin / 2);
+  }
+  cx.spin_ns = u32(spin);
+  if (done) finish_channel<X>(ev, slot, bs.at.desc, cx, ls, tally, kStatusOk);
+}
+
 // All threads: run channel b of the collective in `slot` (lane state ls: BlockShared::active_lane) until it ends or
 // would block. only_if_aborted: finish it if its communicator was aborted, else leave it untouched (blocking mode's
 // queue behind its head). aborts_seen: EngineGlobal::aborts as read at the start of the scheduler pass, before its
@@ -41,75 +129,19 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
                       LaneLook look, bool only_if_aborted = false) {
   u64 t_prog = prof_now<X>();
   ChanCtx& cx = chan_ctx(ev, slot, b);
-
-  // Thread 0 decides, everybody follows: aborted communicator, not this collective's turn on its lane, or run.
-  // Every load here is independent of the others, so the attempt starts after one round trip to memory: the
-  // descriptor, the lane's turn and positions (its address came with the active list) and the channel's dynamic
-  // context. Only after an abort somewhere does the communicator's flag cost a second. Thread 0 leaves what the
-  // attempt needs in BlockShared::at for the others (the descriptor, the geometry, the lane's addresses).
-  enum : u32 { kRun = 0, kAbort = 1, kWaitTurn = 2 };
-  u64 spin = 0;   // thread 0: the adaptive spin budget
+  u64 spin = 0;       // thread 0: the adaptive spin budget
   ChanTally tally{};  // thread 0
-  if (X::tid() == 0) {
-    const bool fresh = look.slot == slot;
-    Desc d;
-    u64 turn, sent, recvd;
-    u32 first_op;
-    if (fresh) {  // accept's reset (ChanCtx) and its loads
-      d = bs.at.desc;
-      turn = look.turn;
-      sent = look.sent;
-      recvd = look.recvd;  // tally: zero as accept left it
-      spin = u32(ev.p.spin_init_ns);
-      first_op = 0;
-    } else {
-      d = cx.desc;
-      turn = vload(ls->turn);
-      sent = ls->sent;
-      recvd = ls->recvd;
-      tally = ChanTally{cx.t_start, cx.preemptions, cx.wait_us};
-      spin = cx.spin_ns;
-      first_op = cx.op;
-      bs.at.desc = d;
-    }
-    const bool aborted = aborts_seen != 0 && comm_aborted(ev, d);
-    u32 decision = kRun;
-    if (aborted) {
-      decision = kAbort;
-    } else if (only_if_aborted || turn != d.turn) {
-      decision = kWaitTurn;
-    } else {
-      const CommStatic& c = d.cs;
-      const Geometry g = make_geometry(d, c.rank, c.nranks, b, c.slot_bytes, c.nslots);  // registers, not reloaded
-      const u64 nops = program_num_ops(g);
-      bs.at.geo = g;
-      bs.at.nops = nops;
-      bs.at.ll = nops > 0 && uses_ll(g) ? 1u : 0u;
-      bs.at.lv = lane_view(c, b, d.lane);
-      bs.sent = sent;
-      bs.recvd = recvd;
-      bs.first_op = first_op;
-      if (tally.t_start == 0) {
-        tally.t_start = X::now_ns();
-        cx.t_start = tally.t_start;
-      }
-      if (bs.last_slot != slot) {
-        bs.switches += bs.last_slot != ~0u ? 1 : 0;
-        bs.last_slot = slot;
-      }
-    }
-    bs.ok = decision;
-  }
+  if (X::tid() == 0) attempt_setup<X>(ev, bs, b, slot, ls, aborts_seen, look, only_if_aborted, cx, spin, tally);
   X::sync();
   const u32 decision = bs.ok;
   const u64 first = bs.first_op;
   const u64 nops = bs.at.nops;
   X::sync();
-  if (decision == kWaitTurn) {
+  if (decision == kDecideWaitTurn) {
     prof_add<X>(bs, kPhaseProgram, t_prog);
     return kAttemptBlocked;
   }
-  if (decision == kAbort) {
+  if (decision == kDecideAbort) {
     if (X::tid() == 0) finish_channel<X>(ev, slot, bs.at.desc, cx, nullptr, tally, kStatusAborted);
     X::sync();
     return kAttemptDone;
@@ -138,23 +170,7 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
     if (X::tid() == 0 && waited > 0) spin = min_of(ev.p.spin_max_ns, max_of(spin, u64(ev.p.spin_grow) * waited));
   }
   const bool done = i == nops;
-  if (X::tid() == 0) {  // stores only: what the attempt changed
-    cx.op = u32(i);
-    if (waited_ns >= 1000) {
-      tally.wait_us += u32(waited_ns / 1000);
-      cx.wait_us = tally.wait_us;
-    }
-    ls->sent = bs.sent;
-    ls->recvd = bs.recvd;
-    if (!done) {
-      bs.preemptions += 1;
-      tally.preemptions += 1;
-      cx.preemptions = tally.preemptions;
-      if (!progressed) spin = max_of(ev.p.spin_min_ns, spin / 2);
-    }
-    cx.spin_ns = u32(spin);
-    if (done) finish_channel<X>(ev, slot, bs.at.desc, cx, ls, tally, kStatusOk);
-  }
+  if (X::tid() == 0) attempt_save<X>(ev, bs, slot, cx, ls, tally, i, done, progressed, waited_ns, spin);
   X::sync();
   return done ? kAttemptDone : (progressed ? kAttemptProgress : kAttemptBlocked);
 }

@@ -29,15 +29,10 @@ namespace dfccl::core {
 
 static_assert(kNumPhases <= sizeof(BlockStats::prof) / sizeof(u64));
 
-// All threads of block b: the daemon's life, from launch to exit.
+// All threads of block b, at launch: reset the block's counters and restore its active list (the collectives it had
+// not finished when the daemon last left; their contexts are intact), in scheduling order.
 template <class X>
-DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
-  if (b >= ev.p.nblocks) {
-    prefetch_descs<X>(ev);
-    return;
-  }
-  const u32 tid = X::tid(), nt = X::nthreads();
-  const u64 t_launch = prof_now<X>(), ns_launch = kProfile ? X::now_ns() : 0;
+DFCCL_DEV DFCCL_FORCEINLINE void start_block(const EngineView& ev, u32 b, BlockShared& bs, u32 tid, u32 nt) {
   for (u32 r = tid; r < kMaxRings; r += nt) bs.frontier[r] = ev.g->frontier[b][r];
   if (tid == 0) {
     bs.primitives = 0;
@@ -68,91 +63,48 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
     }
   }
   X::sync();
-  for (;;) {
-    // The abort count for step 2, loaded first so that its round trip overlaps step 1's (see below).
-    const u64 aborts_seen = X::load_relaxed(&ev.g->aborts);
-    // 1. New submissions.
-    u64 t0 = prof_now<X>();
-    if (tid == 0) bs.nnew = 0;
-    X::sync();
-    // A ring that has been used (frontier > 0) also has the entry after the next loaded, relaxed and issued first, so
-    // that both round trips overlap: a ring that had one new entry is done without a second round trip to look for
-    // another (330 cycles less on a new submission's way to its start: docs/performance-log.md, 33). An entry seen only
-    // there is loaded again with acquire before it is taken; one that came after that look waits for the next pass.
-    for (u32 r = tid; r < kMaxRings; r += nt) {
-      u64 pos = bs.frontier[r];
-      u64 ahead = pos != 0 ? X::load_relaxed(&ev.g->ring[r][(pos + 1) % kRingEntries]) : ~0ull;
-      for (u32 taken = 0; taken < kAcceptPerRing; ++taken) {
-        const u64 e = X::load_acquire(&ev.g->ring[r][pos % kRingEntries]);
-        if ((e >> 16) != pos + 1) break;
-        const u32 k = X::shared_inc(&bs.nnew);
-        bs.fresh[k] = u16(e & 0xffffu);  // the slot and kRingCopied (accept)
-        bs.fresh_tag[k] = submission_tag(r, e & ~kRingCopied);
-        bs.frontier[r] = ++pos;
-        if (ahead != ~0ull && (ahead >> 16) != pos + 1) break;
-        ahead = ~0ull;  // looked at once: the loop's next load is the acquire
-      }
-    }
-    X::sync();
-    LaneLook look;  // thread 0's, for the pass's first attempt (not in blocking mode, whose first only checks aborts)
-    for (u32 k = tid; k < bs.nnew; k += nt) {
-      const LaneLook l = accept<X>(ev, bs, b, k, k == 0 && !ev.p.blocking);
-      if (k == 0) look = l;
-    }
-    X::sync();
-    if (tid == 0) {
-      for (u32 k = 0; k < bs.nnew; ++k)
-        insert_active<X>(ev, bs, bs.fresh[k], bs.fresh_prio[k], bs.fresh_seq[k], bs.fresh_lane[k]);
-      bs.progressed = bs.nnew > 0 ? 1u : 0u;
-      // Busy from now, not from the pass's end (should_exit): the pass may wait in what it just took, in blocking
-      // mode with no budget, and meanwhile the other blocks must not judge the daemon idle.
-      if (bs.nnew > 0) ev.g->busy[b] = 1u;
-    }
-    X::sync();
-    prof_add<X>(bs, kPhasePoll, t0);
+}
 
-    // 2. One pass over the runnable collectives. Blocking mode: first drop the collectives of aborted
-    // communicators wherever they are queued (an abort must not wait behind another communicator's queue head),
-    // then run only the oldest. The daemon's copy of the aborts has each communicator's entry before the count
-    // (look_for_aborts): a count read first (then the fence: acquire) guarantees that the checks below see every
-    // abort it counts; no count, no abort to check (the attempts then skip the table; a later abort still ends every
-    // wait through its quit test).
-    if (aborts_seen != 0) X::fence_system();
-    for (u32 k = 0; k < bs.nactive;) {
-      const u32 res =
-          attempt<X>(ev, bs, b, bs.active[k], bs.active_lane[k], aborts_seen, look, ev.p.blocking != 0);
-      look.slot = ~0u;  // a later attempt may follow one on the same lane
-      if (res == kAttemptDone) {
-        if (tid == 0) {
-          remove_active(bs, k);
-          bs.progressed = 1;
-        }
-        X::sync();
-        continue;
+// All threads: step 2 of a pass, one attempt at each runnable collective in order, removing those done. Blocking
+// mode: first drop the collectives of aborted communicators wherever they are queued (an abort must not wait behind
+// another communicator's queue head), then run only the oldest. The daemon's copy of the aborts has each
+// communicator's entry before the count (look_for_aborts): a count read first (then the fence: acquire) guarantees
+// that the checks below see every abort it counts; no count, no abort to check (the attempts then skip the table; a
+// later abort still ends every wait through its quit test).
+template <class X>
+DFCCL_DEV DFCCL_FORCEINLINE void run_pass(const EngineView& ev, BlockShared& bs, u32 b, u32 tid, u64 aborts_seen,
+                                          LaneLook& look) {
+  if (aborts_seen != 0) X::fence_system();
+  for (u32 k = 0; k < bs.nactive;) {
+    const u32 res =
+        attempt<X>(ev, bs, b, bs.active[k], bs.active_lane[k], aborts_seen, look, ev.p.blocking != 0);
+    look.slot = ~0u;  // a later attempt may follow one on the same lane
+    if (res == kAttemptDone) {
+      if (tid == 0) {
+        remove_active(bs, k);
+        bs.progressed = 1;
       }
-      if (res == kAttemptProgress && tid == 0) bs.progressed = 1;
-      ++k;
+      X::sync();
+      continue;
     }
-    if (ev.p.blocking && bs.nactive > 0) {
-      const u32 res = attempt<X>(ev, bs, b, bs.active[0], bs.active_lane[0], aborts_seen, LaneLook{});
-      if (tid == 0 && res != kAttemptBlocked) bs.progressed = 1;
-      if (res == kAttemptDone) {
-        if (tid == 0) remove_active(bs, 0);
-        X::sync();
-      }
-    }
-
-    // 3. Leave?
-    t0 = prof_now<X>();
-    if (tid == 0) {
-      bs.exit = should_exit<X>(ev, bs, b) ? 1u : 0u;
-      heartbeat<X>(ev, bs, b);
-    }
-    X::sync();
-    prof_add<X>(bs, kPhaseExit, t0);
-    if (bs.exit) break;
+    if (res == kAttemptProgress && tid == 0) bs.progressed = 1;
+    ++k;
   }
-  prof_add<X>(bs, kPhaseLaunch, t_launch);
+  if (ev.p.blocking && bs.nactive > 0) {
+    const u32 res = attempt<X>(ev, bs, b, bs.active[0], bs.active_lane[0], aborts_seen, LaneLook{});
+    if (tid == 0 && res != kAttemptBlocked) bs.progressed = 1;
+    if (res == kAttemptDone) {
+      if (tid == 0) remove_active(bs, 0);
+      X::sync();
+    }
+  }
+}
+
+// All threads of block b, at exit: save the ring positions and add this launch's counters to the block's statistics
+// (pinned memory).
+template <class X>
+DFCCL_DEV DFCCL_FORCEINLINE void end_block(const EngineView& ev, u32 b, BlockShared& bs, u32 tid, u32 nt,
+                                           u64 ns_launch) {
   for (u32 r = tid; r < kMaxRings; r += nt) ev.g->frontier[b][r] = bs.frontier[r];
   if (tid == 0) {
     BlockStats& st = ev.h->stats[b];
@@ -166,6 +118,38 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
       st.prof_ns += X::now_ns() - ns_launch;
     }
   }
+}
+
+// All threads of block b: the daemon's life, from launch to exit.
+template <class X>
+DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
+  if (b >= ev.p.nblocks) {
+    prefetch_descs<X>(ev);
+    return;
+  }
+  const u32 tid = X::tid(), nt = X::nthreads();
+  const u64 t_launch = prof_now<X>(), ns_launch = kProfile ? X::now_ns() : 0;
+  start_block<X>(ev, b, bs, tid, nt);
+  for (;;) {
+    // The abort count for step 2, loaded first so that its round trip overlaps step 1's.
+    const u64 aborts_seen = X::load_relaxed(&ev.g->aborts);
+    // 1. New submissions.
+    LaneLook look;  // thread 0's, for the pass's first attempt
+    pick_up<X>(ev, bs, b, tid, nt, look);
+    // 2. One pass over the runnable collectives.
+    run_pass<X>(ev, bs, b, tid, aborts_seen, look);
+    // 3. Leave?
+    const u64 t0 = prof_now<X>();
+    if (tid == 0) {
+      bs.exit = should_exit<X>(ev, bs, b) ? 1u : 0u;
+      heartbeat<X>(ev, bs, b);
+    }
+    X::sync();
+    prof_add<X>(bs, kPhaseExit, t0);
+    if (bs.exit) break;
+  }
+  prof_add<X>(bs, kPhaseLaunch, t_launch);
+  end_block<X>(ev, b, bs, tid, nt, ns_launch);
 }
 
 }  // namespace dfccl::core

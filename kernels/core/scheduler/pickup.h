@@ -128,4 +128,55 @@ DFCCL_DEV DFCCL_FORCEINLINE LaneLook accept(const EngineView& ev, BlockShared& b
   return look;
 }
 
+// All threads: take up to kAcceptPerRing new entries of every submission ring into BlockShared::fresh / fresh_tag
+// (bs.nnew counts them; the caller zeroed it). A ring that has been used (frontier > 0) also has the entry after the
+// next loaded, relaxed and issued first, so that both round trips overlap: a ring that had one new entry is done
+// without a second round trip to look for another (330 cycles less on a new submission's way to its start:
+// docs/performance-log.md, 33). An entry seen only there is loaded again with acquire before it is taken; one that
+// came after that look waits for the next pass.
+template <class X>
+DFCCL_DEV DFCCL_FORCEINLINE void poll_rings(const EngineView& ev, BlockShared& bs, u32 tid, u32 nt) {
+  for (u32 r = tid; r < kMaxRings; r += nt) {
+    u64 pos = bs.frontier[r];
+    u64 ahead = pos != 0 ? X::load_relaxed(&ev.g->ring[r][(pos + 1) % kRingEntries]) : ~0ull;
+    for (u32 taken = 0; taken < kAcceptPerRing; ++taken) {
+      const u64 e = X::load_acquire(&ev.g->ring[r][pos % kRingEntries]);
+      if ((e >> 16) != pos + 1) break;
+      const u32 k = X::shared_inc(&bs.nnew);
+      bs.fresh[k] = u16(e & 0xffffu);  // the slot and kRingCopied (accept)
+      bs.fresh_tag[k] = submission_tag(r, e & ~kRingCopied);
+      bs.frontier[r] = ++pos;
+      if (ahead != ~0ull && (ahead >> 16) != pos + 1) break;
+      ahead = ~0ull;  // looked at once: the loop's next load is the acquire
+    }
+  }
+}
+
+// All threads of block b: step 1 of a pass. Poll the rings, accept every new submission (one thread each) and insert
+// them into the active list. look receives thread 0's LaneLook for the pass's first attempt (not in blocking mode,
+// whose first attempt only checks aborts).
+template <class X>
+DFCCL_DEV DFCCL_FORCEINLINE void pick_up(const EngineView& ev, BlockShared& bs, u32 b, u32 tid, u32 nt, LaneLook& look) {
+  const u64 t0 = prof_now<X>();
+  if (tid == 0) bs.nnew = 0;
+  X::sync();
+  poll_rings<X>(ev, bs, tid, nt);
+  X::sync();
+  for (u32 k = tid; k < bs.nnew; k += nt) {
+    const LaneLook l = accept<X>(ev, bs, b, k, k == 0 && !ev.p.blocking);
+    if (k == 0) look = l;
+  }
+  X::sync();
+  if (tid == 0) {
+    for (u32 k = 0; k < bs.nnew; ++k)
+      insert_active<X>(ev, bs, bs.fresh[k], bs.fresh_prio[k], bs.fresh_seq[k], bs.fresh_lane[k]);
+    bs.progressed = bs.nnew > 0 ? 1u : 0u;
+    // Busy from now, not from the pass's end (should_exit): the pass may wait in what it just took, in blocking
+    // mode with no budget, and meanwhile the other blocks must not judge the daemon idle.
+    if (bs.nnew > 0) ev.g->busy[b] = 1u;
+  }
+  X::sync();
+  prof_add<X>(bs, kPhasePoll, t0);
+}
+
 }  // namespace dfccl::core
