@@ -1,5 +1,5 @@
 // The table of collectives: which algorithm each kind runs, and the geometry of one channel of one instance.
-// Add an algorithm: write <kind>_<algorithm>.h with num_ops/op, then route to it here.
+// Add an algorithm: write <kind>_<algorithm>.h with num_ops/op, then route to it in with_algorithm.
 #pragma once
 
 #if !defined(__CUDA_ARCH__)
@@ -80,18 +80,25 @@ DFCCL_HD inline Geometry make_geometry(const Desc& d, int rank, int nranks, u32 
   return g;
 }
 
+// Calls f(A{}) with the algorithm A that channel geometry g runs, and returns its result: the one place where a kind
+// is routed to its algorithms. f's result for an unknown kind is its value-initialized type.
+template <class F>
+DFCCL_HD DFCCL_FORCEINLINE auto with_algorithm(const Geometry& g, F&& f) {
+  if (g.nranks == 1) return f(LocalCopy{});
+  switch (g.kind) {
+    case Kind::AllReduce: return AllReduceOneShot::fits(g) ? f(AllReduceOneShot{}) : f(AllReduceRing{});
+    case Kind::AllGather: return f(AllGatherRing{});
+    case Kind::ReduceScatter: return f(ReduceScatterRing{});
+    case Kind::Broadcast: return f(BroadcastChain{});
+    case Kind::Reduce: return f(ReduceChain{});
+  }
+  return decltype(f(LocalCopy{})){};
+}
+
+// Primitives in the channel's program (0 when the channel has no data).
 DFCCL_HD inline u64 program_num_ops(const Geometry& g) {
   if (g.chan.count == 0) return 0;
-  if (g.nranks == 1) return LocalCopy::num_ops(g);
-  switch (g.kind) {
-    case Kind::AllReduce:
-      return AllReduceOneShot::fits(g) ? AllReduceOneShot::num_ops(g) : AllReduceRing::num_ops(g);
-    case Kind::AllGather: return AllGatherRing::num_ops(g);
-    case Kind::ReduceScatter: return ReduceScatterRing::num_ops(g);
-    case Kind::Broadcast: return BroadcastChain::num_ops(g);
-    case Kind::Reduce: return ReduceChain::num_ops(g);
-  }
-  return 0;
+  return with_algorithm(g, [&](auto a) { return decltype(a)::num_ops(g); });
 }
 
 // The LL protocol (primitives/ll.h) carries every step of a collective whose data is channel 0's alone and fits one
@@ -104,16 +111,7 @@ DFCCL_HD inline bool uses_ll(const Geometry& g) {
 
 // Primitive i of the channel's algorithm, without its protocol.
 DFCCL_HD inline Op algorithm_op(const Geometry& g, u64 i) {
-  if (g.nranks == 1) return LocalCopy::op(g, i);
-  switch (g.kind) {
-    case Kind::AllReduce:
-      return AllReduceOneShot::fits(g) ? AllReduceOneShot::op(g, i) : AllReduceRing::op(g, i);
-    case Kind::AllGather: return AllGatherRing::op(g, i);
-    case Kind::ReduceScatter: return ReduceScatterRing::op(g, i);
-    case Kind::Broadcast: return BroadcastChain::op(g, i);
-    case Kind::Reduce: return ReduceChain::op(g, i);
-  }
-  return Op{0, 0, 0, 0};
+  return with_algorithm(g, [&](auto a) { return decltype(a)::op(g, i); });
 }
 
 // Primitive i of the channel's program: the algorithm's step, and kOpLL where the collective goes through LL.
