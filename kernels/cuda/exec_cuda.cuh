@@ -6,9 +6,10 @@
 
 namespace dfccl::cuda {
 
-using namespace dfccl::core;
-
 struct CudaExec {
+  using u32 = core::u32;
+  using u64 = core::u64;
+  using Pack = core::Pack;
   static constexpr u32 kPollsPerClock = 16;
   static constexpr u32 kWarp = 32;
   __device__ static __forceinline__ u64 shfl(u64 v, u32 src) { return __shfl_sync(0xffffffffu, v, int(src)); }

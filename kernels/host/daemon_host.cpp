@@ -6,9 +6,9 @@
 
 namespace dfccl::host {
 
-void run_daemon_block(const EngineView& ev, u32 b) {
-  auto bs = std::make_unique<BlockShared>();
-  daemon_block<HostExec>(ev, b, *bs);
+void run_daemon_block(const core::EngineView& ev, core::u32 b) {
+  auto bs = std::make_unique<core::BlockShared>();
+  core::daemon_block<HostExec>(ev, b, *bs);
 }
 
 }  // namespace dfccl::host

@@ -14,9 +14,10 @@
 
 namespace dfccl::host {
 
-using namespace dfccl::core;
-
 struct HostExec {
+  using u32 = core::u32;
+  using u64 = core::u64;
+  using Pack = core::Pack;
   static constexpr u32 kPollsPerClock = 1;
   static constexpr u32 kWarp = 1;
   static u64 shfl(u64 v, u32) { return v; }
@@ -89,6 +90,6 @@ struct HostExec {
 };
 
 // Runs block b of the daemon on the calling thread until the daemon decides to leave.
-void run_daemon_block(const EngineView& ev, u32 b);
+void run_daemon_block(const core::EngineView& ev, core::u32 b);
 
 }  // namespace dfccl::host
