@@ -6,7 +6,7 @@
 
 namespace dfccl::core {
 
-// ---- kinds, data types and operators (NCCL's numbering) ---------------------------------------------------------
+// Kinds, data types and operators, in NCCL's numbering.
 enum class Kind : u8 { AllReduce = 0, AllGather = 1, ReduceScatter = 2, Broadcast = 3, Reduce = 4 };
 inline constexpr u32 kNumKinds = 5;
 enum class DType : u8 { I8 = 0, U8, I32, U32, I64, U64, F16, F32, F64, BF16 };
@@ -14,6 +14,7 @@ inline constexpr u32 kNumDTypes = 10;
 enum class RedOp : u8 { Sum = 0, Prod, Max, Min, Avg };
 inline constexpr u32 kNumOps = 5;
 
+// Bytes per element of type t.
 DFCCL_HD constexpr u32 dtype_size(DType t) {
   switch (t) {
     case DType::I8:
@@ -35,7 +36,7 @@ DFCCL_HD constexpr u32 dtype_size(DType t) {
 inline constexpr u32 kStatusOk = 0;
 inline constexpr u32 kStatusAborted = 9;
 
-// ---- the static context: one per submitted collective, written by the host into pinned memory ------------------
+// The static context: one per submitted collective, written by the host into pinned memory.
 struct Desc {
   u64 seq;           // engine-wide submission number (> 0); also the value written to the completion word
   u64 count;         // NCCL's count: AllReduce/Broadcast/Reduce count, AllGather sendcount, ReduceScatter recvcount
@@ -58,7 +59,7 @@ struct Desc {
 };
 static_assert(sizeof(Desc) == 144 && sizeof(Desc) % 16 == 0, "Desc is read in 16-byte loads, all issued at once");
 
-// ---- the dynamic context of one channel of one instance, saved in device memory ----------------------------------
+// The dynamic context of one channel of one instance, saved in device memory (ChanCtx::state values first).
 enum : u32 { kCtxFree = 0, kCtxActive = 1, kCtxDone = 2 };
 
 struct ChanCtx {

@@ -9,14 +9,13 @@
 //   EngineHost     pinned host     descriptors, the post log and host-ordered doorbells: host (read by the
 //                                  daemon's prefetcher, and by blocks without its copy); completion queue entries and
 //                                  statistics: daemon (one write each); aborts: host (plain stores, no CUDA call),
-//                                  copied into EngineGlobal by the daemon (scheduler.h, look_for_aborts)
+//                                  copied into EngineGlobal by the daemon (scheduler/aborts.h, look_for_aborts)
 #pragma once
 
 #include "flagged.h"
 
 namespace dfccl::core {
 
-// Exit requests / reasons.
 // Exit requests (EngineGlobal::exit_request = epoch << 8 | kExit*). kExitPending: a block is deciding (announced in
 // EngineHost::exit_announced, then the waits are scanned again); the blocks leave only on Idle, Stuck or Quit.
 enum : u64 { kExitNone = 0, kExitIdle = 1, kExitStuck = 2, kExitQuit = 3, kExitPending = 4 };
@@ -35,13 +34,12 @@ struct EngineGlobal {                          // device memory
   u32 preemptions[kMaxSlots];                  // summed over the blocks of the slot's current instance
   u32 wait_max_us[kMaxSlots];                  // the longest ChanCtx::wait_us of the instance's channels
   u64 start_inv[kMaxSlots];                    // ~(earliest block start time), max-combined; 0 = none yet
-  // Descriptors copied from pinned memory by the first block that accepts them, for the others: reads of pinned
-  // memory cost about 40-60 ns each on the GPU's link, so 64 blocks reading it all took 14-22 us per collective
-  // (docs/performance-log.md, 7). Tags name a submission: (ring + 1) << 48 | its ring entry.
+  // Descriptors copied from pinned memory by the first block that claims them, for the other blocks (one reader of
+  // pinned memory per collective, not one per block). Tags name a submission: (ring + 1) << 48 | its ring entry.
   Desc desc[kMaxSlots];
   u64 desc_claim[kMaxSlots];                   // tag of the submission whose copy a block has taken on
   u64 desc_ready[kMaxSlots];                   // tag of the submission whose copy is in desc[]
-  // The prefetcher's copies (scheduler.h, prefetch_descs), by slot, and the tag of the submission each holds.
+  // The prefetcher's copies (scheduler/prefetcher.h), by slot, and the tag of the submission each holds.
   Desc pre_desc[kMaxSlots];
   u64 pre_ready[kMaxSlots];
   u64 pre_next;                                // the prefetcher: next EngineHost::post_log record to copy
@@ -50,7 +48,7 @@ struct EngineGlobal {                          // device memory
   u64 last_activity_ns;                        // last time any block made progress or picked up work
   u64 exit_request;                            // epoch << 8 | kExit*: all blocks of that launch leave
   u64 quit;                                    // host: leave now (engine shutdown)
-  // The daemon's copy of EngineHost::aborts and abort_gen (scheduler.h, look_for_aborts): the count last, after
+  // The daemon's copy of EngineHost::aborts and abort_gen (scheduler/aborts.h, look_for_aborts): the count last, after
   // the table, and each only ever raised (atomic max), so that no copy, however late, lowers one.
   u64 aborts;                                  // communicators aborted so far
   u64 abort_gen[kMaxComms];                    // by communicator index: attachment number of the last one aborted
@@ -87,9 +85,10 @@ struct WaitEntry {  // a stream waits until complete[slot] >= seq; probe: the ba
 DFCCL_HD inline u64 ring_entry(u64 pos, u32 slot) { return ((pos + 1) << 16) | slot; }
 // Bit 15 of an entry that the prefetcher forwarded (a host-ordered doorbell) right after its own copy of the same
 // submission's descriptor, behind that copy's fence: the blocks take EngineGlobal::pre_desc[slot] without first
-// reading pre_ready (scheduler.h, forward_host_doorbell and accept). Never part of a tag.
+// reading pre_ready (scheduler/prefetcher.h, forward_host_doorbell; scheduler/pickup.h, accept). Never part of a tag.
 inline constexpr u64 kRingCopied = u64(1) << 15;
 static_assert(kMaxSlots <= kRingCopied, "slots fit below the copied bit of a ring entry");
+// A ring entry's slot; a submission's tag from its ring and ring entry, and back.
 DFCCL_HD inline u32 ring_slot(u64 e) { return u32(e & (kRingCopied - 1)); }
 DFCCL_HD inline u64 submission_tag(u32 ring, u64 entry) { return (u64(ring + 1) << 48) | entry; }
 DFCCL_HD inline u32 tag_ring(u64 tag) { return u32((tag >> 48) & 0xffu) - 1; }
@@ -100,6 +99,7 @@ DFCCL_HD inline u64 tag_entry(u64 tag) { return tag & ((u64(1) << 48) - 1); }
 // (n / kMaxSlots + 1, mod 256; a zeroed ring matches no lap). The prefetcher tells the doorbell it waits for from
 // one of a lap earlier (not stored yet) by the lap alone.
 inline constexpr u64 kHostRingTagMask = (u64(1) << 56) - 1;
+// The lap of host-ordered submission n, and its doorbell for submission `tag`.
 DFCCL_HD inline u32 host_ring_lap(u64 n) { return u32((n / kMaxSlots + 1) & 0xffu); }
 DFCCL_HD inline u64 host_ring_entry(u64 n, u64 tag) { return (u64(host_ring_lap(n)) << 56) | tag; }
 
@@ -112,11 +112,11 @@ struct EngineHost {                // pinned host memory
   u64 nwaits;                      // host: entries of waits[] (released after the entries are written)
   u64 exit_announced;              // device: epoch of a daemon deciding to leave (0 after it decided to stay)
   WaitEntry waits[kMaxSlots];      // host: stream waits (dfcclWait) issued; completed ones are removed lazily
-  // Submissions as the host posts them, before their doorbells (scheduler.h, prefetch_descs): record n % kMaxSlots
+  // Submissions as the host posts them, before their doorbells (scheduler/prefetcher.h): record n % kMaxSlots
   // = the n-th submission (whose seq is n + 1) with its descriptor (PostRecord).
   PostRecord post_log[kMaxSlots];
   // Doorbells of host-ordered submissions (DFCCL_NO_STREAM), stored by the host with no CUDA call and forwarded into
-  // EngineGlobal::ring by the prefetcher (scheduler.h, forward_host_doorbell): entry n % kMaxSlots =
+  // EngineGlobal::ring by the prefetcher (scheduler/prefetcher.h, forward_host_doorbell): entry n % kMaxSlots =
   // host_ring_entry(n, tag of the n-th host-ordered submission). The host cannot lap the prefetcher: an entry not yet
   // forwarded holds a slot until its collective completes, which needs the doorbell.
   u64 host_ring[kMaxSlots];
@@ -140,17 +140,18 @@ struct DaemonParams {
   u32 min_chan_bytes;  // bytes per data channel below which fewer channels carry data
   u64 idle_ns;         // exit after this long with nothing to run
   u64 stuck_ns;        // exit after this long without progress while collectives are pending
-  u32 prefetch;        // 1: block nblocks is the descriptor prefetcher (scheduler.h, prefetch_descs)
+  u32 prefetch;        // 1: block nblocks is the descriptor prefetcher (scheduler/prefetcher.h)
   u32 pad;
 };
 
-struct EngineView {
+struct EngineView {  // what a daemon launch is given: its memory and parameters
   EngineGlobal* g;
   ChanCtx* ctx;  // [kMaxSlots][nblocks]
   EngineHost* h;
   DaemonParams p;
 };
 
+// The context of channel `block` of the collective in `slot`.
 DFCCL_HD inline ChanCtx& chan_ctx(const EngineView& ev, u32 slot, u32 block) {
   return ev.ctx[u64(slot) * ev.p.nblocks + block];
 }

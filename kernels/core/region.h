@@ -1,11 +1,10 @@
-// A communicator as the daemon sees it, and its connection region.
+// A communicator as the daemon sees it (CommStatic), its connection region and how one lane of it is addressed.
 #pragma once
 
 #include "limits.h"
 
 namespace dfccl::core {
 
-// ---- a communicator as the daemon sees it ----------------------------------------------------------------------
 // Connection region of one rank (docs/design.md, "Transport"): control words then receive buffers,
 //   ctrl[nchan][nlanes] { tail: slots written by prev into my buffers; head: slots of mine consumed by next }
 //   bufs[nchan][nlanes][nslots][slot_bytes]
@@ -26,7 +25,7 @@ struct LaneState {
 };
 
 // What never changes while the communicator lives. Each descriptor carries a copy (Desc::cs), so that an attempt
-// needs no dependent load of the communicator before it can read its lane (docs/performance-log.md, 7).
+// needs no dependent load of the communicator before it can read its lane.
 struct CommStatic {
   int32_t rank, nranks, prev, next;  // ring neighbours (the ring follows rank order)
   u32 nchan;                         // channels (= engine blocks)
@@ -40,7 +39,7 @@ struct CommStatic {
 };
 static_assert(sizeof(CommStatic) == 64);
 
-struct CommDev {
+struct CommDev {  // a communicator in device memory
   CommStatic s;
 };
 
@@ -48,6 +47,7 @@ struct CommDev {
 // slots (channel 0 only, the one channel of a collective small enough for LL: primitives/ll.h).
 inline constexpr u32 kLLMaxBytes = 8192;               // data per LL slot
 inline constexpr u32 kLLSlotBytes = 2 * kLLMaxBytes;   // an LL line carries 8 data bytes in 16
+// Sizes in bytes: the control words, the Simple slots, and the whole region (LL slots included).
 DFCCL_HD inline u64 region_ctrl_bytes(u32 nchan, u32 nlanes) { return u64(nchan) * nlanes * sizeof(LaneCtrl); }
 DFCCL_HD inline u64 region_simple_bytes(u32 nchan, u32 nlanes, u32 nslots, u32 slot_bytes) {
   return u64(nchan) * nlanes * nslots * slot_bytes;
@@ -56,6 +56,7 @@ DFCCL_HD inline u64 region_bytes(u32 nchan, u32 nlanes, u32 nslots, u32 slot_byt
   return region_ctrl_bytes(nchan, nlanes) + region_simple_bytes(nchan, nlanes, nslots, slot_bytes) +
          u64(nlanes) * nslots * kLLSlotBytes;
 }
+// The control words of (channel ch, lane) in `region`, and its Simple slot for position pos (mod nslots).
 DFCCL_HD inline LaneCtrl* region_ctrl(char* region, const CommStatic& c, u32 ch, u32 lane) {
   return reinterpret_cast<LaneCtrl*>(region) + (u64(ch) * c.nlanes + lane);
 }
@@ -72,6 +73,7 @@ struct LaneView {
   u32 ch, lane;
 };
 
+// The four control blocks of (channel ch, lane) as this rank sees them.
 DFCCL_HD inline LaneView lane_view(const CommStatic& c, u32 ch, u32 lane) {
   LaneView v;
   v.recv_ctrl = region_ctrl(c.self, c, ch, lane);
@@ -83,6 +85,7 @@ DFCCL_HD inline LaneView lane_view(const CommStatic& c, u32 ch, u32 lane) {
   return v;
 }
 
+// The LL slot of `lane` for position pos (mod nslots) in `region` (channel 0 only: primitives/ll.h).
 DFCCL_HD inline char* region_ll(char* region, const CommStatic& c, u32 lane, u64 pos) {
   const u64 idx = u64(lane) * c.nslots + umod(pos, c.nslots);
   return region + region_ctrl_bytes(c.nchan, c.nlanes) +

@@ -1,5 +1,6 @@
 // The CUDA executor's machine layer (see kernels/core/exec.h): a "block" is a CUDA thread block. Peers' memory is
 // reached through peer access or CUDA IPC mappings; ordering with peers and the host uses system-scope operations.
+// Each member's contract is its line in the table of exec.h; the comments here say how this machine meets it.
 #pragma once
 
 #include "../core/primitives/copy.h"
@@ -28,7 +29,7 @@ struct CudaExec {
   __device__ static __forceinline__ void fence_release() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
   // Before a receive credit alone (the slot may be overwritten after it): the block's loads of the slot have
   // returned, since every loaded value was stored before the barrier that precedes the post. No fence, as in NCCL's
-  // receive posts; a system-scope fence here cost 1-3 us per primitive (docs/performance-log.md, 4).
+  // receive posts.
   __device__ static __forceinline__ void fence_credit() {}
   __device__ static __forceinline__ void store_flag(u64* p, u64 v) {
     asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");

@@ -6,6 +6,7 @@
 
 namespace dfccl::host {
 
+// See exec_host.h. The block's shared state is this thread's own (on the heap).
 void run_daemon_block(const core::EngineView& ev, core::u32 b) {
   auto bs = std::make_unique<core::BlockShared>();
   core::daemon_block<HostExec>(ev, b, *bs);

@@ -1,5 +1,6 @@
 // The host executor's machine layer (see kernels/core/exec.h): a "block" is one CPU thread. Memory is ordinary or
-// POSIX shared memory; atomics are the compiler's; the clock is CLOCK_MONOTONIC.
+// POSIX shared memory; atomics are the compiler's; the clock is CLOCK_MONOTONIC. Each member's contract is its line
+// in the table of exec.h.
 #pragma once
 
 #include <sched.h>
@@ -89,7 +90,8 @@ struct HostExec {
   }
 };
 
-// Runs block b of the daemon on the calling thread until the daemon decides to leave.
+// Caller: a daemon thread of the host executor (lib/src/executor_host.cpp). Runs block b of the daemon on the calling
+// thread until the daemon decides to leave.
 void run_daemon_block(const core::EngineView& ev, core::u32 b);
 
 }  // namespace dfccl::host

@@ -20,6 +20,8 @@ namespace dfccl::core {
 // block for AllGather/ReduceScatter.
 DFCCL_HD inline u64 block_count(const Desc& d) { return d.count; }
 
+// Whether collective d runs in place on `rank`, by its kind's rule (AllGather: send is rank's block of recv;
+// ReduceScatter: recv is rank's block of send; the others: send == recv).
 DFCCL_HD inline bool in_place(const Desc& d, int rank) {
   const auto s = reinterpret_cast<uintptr_t>(d.send), r = reinterpret_cast<uintptr_t>(d.recv);
   const u64 block_bytes = d.count * dtype_size(d.dtype);
@@ -33,15 +35,14 @@ DFCCL_HD inline bool in_place(const Desc& d, int rank) {
   }
 }
 
-// pipe: slices per ring step, half the lane's slots, so that a step never needs more than half the FIFO and two
+// Slices per ring step: half the lane's slots, so that a step never needs more than half the FIFO and two
 // neighbours streaming to each other always leave each other room (core_programs_test checks this with bounded
 // FIFOs).
 DFCCL_HD inline u64 pipe_slices(u32 nslots) { return max_of<u64>(1, nslots / 2); }
 
-// The host's part of a descriptor's geometry, the same for every channel, set once per submission (comm_submit; tests
-// that build descriptors, after the kind, type and count): the data channels, the element size's log2 and each
-// channel's share. Each block's set-up is then shifts and clamps: its divisions on one thread held the attempt's
-// start by some 1000 cycles (docs/performance-log.md, 31-32).
+// Caller: the host, once per submission after the kind, type and count are set (comm_submit; tests that build
+// descriptors). Sets the part of the geometry that is the same for every channel: nchan data channels, the element
+// size's log2 and each channel's share, so that a block's own set-up needs no division.
 DFCCL_HD inline void set_channels(Desc& d, u32 nchan) {
   const u32 esize = dtype_size(d.dtype);
   d.nchan = nchan;
@@ -49,6 +50,9 @@ DFCCL_HD inline void set_channels(Desc& d, u32 nchan) {
   d.chan_share = channel_share(block_count(d), nchan, esize);
 }
 
+// Caller: thread 0 at an attempt's set-up (and the tests). Returns channel ch's geometry of collective d on `rank`.
+// Invariant: it depends only on the descriptor and the channel, so every rank computes matching programs. On the
+// host executor, a descriptor whose channels were not set by set_channels for its type and count traps.
 DFCCL_HD inline Geometry make_geometry(const Desc& d, int rank, int nranks, u32 ch, u32 slot_bytes, u32 nslots) {
 #if !defined(__CUDA_ARCH__)
   // A descriptor whose channels were not set by set_channels (or whose type or count changed after) would run a
@@ -72,8 +76,7 @@ DFCCL_HD inline Geometry make_geometry(const Desc& d, int rank, int nranks, u32 
   g.slice = slot_bytes >> d.esize_log2;
   g.chan = ch < d.nchan ? piece_of(block_count(d), d.chan_share, ch) : Range{0, 0};
   // No more slices per step than the data needs: every primitive costs a full handshake with the peer even when
-  // its slice is empty (a small all-reduce on 2 ranks ran 12 primitives instead of 3: docs/performance-log.md, 3).
-  // The same on every rank: it depends only on the descriptor and the channel.
+  // its slice is empty.
   const u64 parts = d.kind == Kind::AllReduce ? u64(nranks) : 1;
   g.pipe = min_of(pipe_slices(nslots), max_of<u64>(1, div_up(g.chan.count, g.slice * parts)));
   g.in_place = in_place(d, rank);

@@ -48,7 +48,8 @@ struct Geometry {
 };
 
 // The rounds of the block-wise rings (AllGather, ReduceScatter): round r covers `pipe` slices of each rank's block in
-// this channel; op i is slice k of step s of its round.
+// this channel; op i is slice k of step s of its round. block_ring_num_ops: their primitives; block_ring_step: op i's
+// step and the elements of the block it moves.
 struct BlockStep {
   int step;
   Range piece;  // elements of the block (offsets inside one rank's block)

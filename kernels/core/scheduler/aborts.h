@@ -1,20 +1,20 @@
-// How aborts reach the daemon: the copy of the host's abort table into device memory, and the check of a
-// collective's communicator.
+// How an abort reaches the daemon. dfcclCommAbort writes pinned memory only (EngineHost::abort_gen, then the count:
+// a stream write could be held behind an implicit synchronization that waits for the aborted collective itself,
+// docs/design.md "Abort"); the daemon copies it into device memory, where every block reads it.
 #pragma once
 
 #include "../engine_memory.h"
 
 namespace dfccl::core {
 
-// Aborts reach the daemon through pinned memory: dfcclCommAbort stores the communicator's attachment number and
-// raises a count there, with no CUDA call, because a stream write can be held by another thread's implicit
-// synchronization (cudaFree, a lazy load) that itself waits for a stream waiting on the aborted collective
-// (docs/design.md, "Abort"). One thread 0 copies them into device memory, where every block reads them: the table
-// first, then the count (blocks read the count, then, after a fence, the table). Looked at every kAbortLookNs by the
-// prefetcher (or, without one, by the last channel's block between its passes), and by any thread 0 whose wait has
-// lasted that long (a blocking-mode wait has no budget: it must see the abort that ends it).
+// How often the copy is refreshed: by the prefetcher (without one, by the last channel's block between passes), and
+// by any thread 0 whose wait has lasted this long (a blocking-mode wait has no budget: it must see its abort).
 inline constexpr u64 kAbortLookNs = 50000;
 
+// Caller: one thread (the prefetcher's thread 0, a block's thread 0). Copies EngineHost's abort table, then its
+// count, into EngineGlobal when the host's count is ahead. Invariant: the table lands before the count (device-scope
+// fence), and both only rise (atomic max), so that a late copy never lowers a newer one and a block that reads the
+// count, then fences, sees every abort it counts.
 template <class X>
 DFCCL_DEV void look_for_aborts(const EngineView& ev) {
   const u64 n = X::load_acquire(&ev.h->aborts);
@@ -27,7 +27,8 @@ DFCCL_DEV void look_for_aborts(const EngineView& ev) {
   X::atomic_max64(&ev.g->aborts, n);
 }
 
-// look_for_aborts once `now` (the executor's clock) has reached look_at, which then moves kAbortLookNs ahead.
+// Caller: as look_for_aborts. Runs it once `now` (the executor's clock) has reached look_at, then moves look_at
+// kAbortLookNs ahead.
 template <class X>
 DFCCL_DEV void look_for_aborts_when_due(const EngineView& ev, u64& look_at, u64 now) {
   if (now < look_at) return;
@@ -35,8 +36,8 @@ DFCCL_DEV void look_for_aborts_when_due(const EngineView& ev, u64& look_at, u64 
   look_at = now + kAbortLookNs;
 }
 
-// Whether the communicator of collective d was aborted, as far as the daemon has seen (after an acquire of
-// EngineGlobal::aborts that was non-zero).
+// Caller: thread 0, after an acquire of a non-zero EngineGlobal::aborts. Returns whether collective d's communicator
+// was aborted, as far as the daemon's copy says.
 DFCCL_DEV inline bool comm_aborted(const EngineView& ev, const Desc& d) {
   return vload(ev.g->abort_gen[d.comm]) == d.comm_gen;
 }

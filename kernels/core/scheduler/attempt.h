@@ -1,4 +1,8 @@
-// An attempt: one block runs one channel of one collective from its saved step until it ends or would block.
+// Step 2 of a scheduler pass, an attempt: one block resumes one channel of one collective at its saved primitive
+// (ChanCtx::op) and runs primitives until the program ends (the channel is done) or one would block past its spin
+// budget (preemption: the index is saved, DESIGN invariant 2). The budget adapts per channel ("stickiness"): a wait
+// that succeeds after w ns raises it to at least spin_grow * w, an attempt preempted without progress halves it,
+// within [spin_min, spin_max], so that ranks whose peers are active stay on the same collective.
 #pragma once
 
 #include "../collectives/collectives.h"
@@ -11,17 +15,10 @@ namespace dfccl::core {
 
 enum : u32 { kAttemptBlocked = 0, kAttemptProgress = 1, kAttemptDone = 2 };
 
-// Thread 0 in a wait of an attempt: whether the wait must end before its condition holds or its budget runs out.
-//   - An abort of any communicator: the next pass finishes this collective if it was its own, and in blocking mode
-//     drops that communicator's collectives queued behind this one. The count is the pass's (aborts_seen): an abort
-//     that came after the pass checked its queue but before this wait began must end the wait too (read at the
-//     wait, it would be missed and hold that abort until its timeout: host_stress_test_4blocks caught it).
-//   - Engine shutdown (quit).
-//   - This launch's exit, ordered by another block (idle or stuck): the block leaves with the others, and the host
-//     relaunches the daemon for what is pending. A blocking-mode wait has no budget: staying in it alone, it would be
-//     the only block to see later submissions, and a collective queued behind its own would never be taken by the
-//     blocks that left, not even to be dropped by an abort (host_stress_test_4blocks: an abort that waited for its
-//     8 s timeout, about once in 900 trials).
+// Caller: thread 0 in a wait of an attempt (the quit test of spin_wait). Returns whether the wait must end before its
+// condition holds or its budget runs out: an abort since the pass read aborts_seen (the pass's count, so that an abort
+// between the pass's check and this wait is not missed), engine shutdown, or this launch's exit ordered by another
+// block (a blocking-mode wait has no budget: alone it would hold work that the relaunch must see). DESIGN invariant 1.
 DFCCL_DEV inline bool wait_must_end(const EngineView& ev, u64 aborts_seen) {
   // Three independent loads, issued together.
   const u64 aborts = vload(ev.g->aborts), quit = vload(ev.g->quit), req = vload(ev.g->exit_request);
@@ -31,12 +28,11 @@ DFCCL_DEV inline bool wait_must_end(const EngineView& ev, u64 aborts_seen) {
 // Thread 0's decision at the start of an attempt (attempt_setup), broadcast through BlockShared::ok.
 enum : u32 { kDecideRun = 0, kDecideAbort = 1, kDecideWaitTurn = 2 };
 
-// Thread 0 decides, everybody follows: aborted communicator, not this collective's turn on its lane, or run.
-// Every load here is independent of the others, so the attempt starts after one round trip to memory: the
-// descriptor, the lane's turn and positions (its address came with the active list) and the channel's dynamic
-// context. Only after an abort somewhere does the communicator's flag cost a second. Thread 0 leaves what the
-// attempt needs in BlockShared::at for the others (the descriptor, the geometry, the lane's addresses).
-// The decision (kDecide*) goes to BlockShared::ok; spin and tally receive the channel's saved budget and tally.
+// Caller: thread 0 at the start of an attempt. Decides (kDecide* into BlockShared::ok): abort (its communicator was
+// aborted), wait (not its turn on the lane, or only_if_aborted), or run, and for a run sets up BlockShared::at (the
+// descriptor, geometry, lane addresses) and the lane's positions for every thread. spin and tally receive the
+// channel's saved budget and tally (a fresh collective's come from accept through look). Every load here is
+// independent of the others: the attempt starts after one round trip to memory.
 template <class X>
 DFCCL_DEV DFCCL_FORCEINLINE void attempt_setup(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, LaneState* ls,
                                               u64 aborts_seen, const LaneLook& look, bool only_if_aborted,
@@ -92,9 +88,9 @@ DFCCL_DEV DFCCL_FORCEINLINE void attempt_setup(const EngineView& ev, BlockShared
   bs.ok = decision;
 }
 
-// Thread 0, after the attempt's primitives ran up to i (excluded): stores only, what the attempt changed (the channel's next primitive i, its tally and
-// spin budget, the lane's positions); a preempted attempt that made no progress halves the budget, and a done one
-// finishes the channel (finish_channel).
+// Caller: thread 0, after the attempt's primitives ran up to i (excluded). Stores only, what the attempt changed:
+// the channel's next primitive, tally and spin budget (halved when preempted without progress) and the lane's
+// positions; a done channel is finished (finish_channel).
 template <class X>
 DFCCL_DEV DFCCL_FORCEINLINE void attempt_save(const EngineView& ev, BlockShared& bs, u32 slot, ChanCtx& cx,
                                               LaneState* ls, ChanTally& tally, u64 i, bool done, bool progressed,
@@ -116,14 +112,10 @@ DFCCL_DEV DFCCL_FORCEINLINE void attempt_save(const EngineView& ev, BlockShared&
   if (done) finish_channel<X>(ev, slot, bs.at.desc, cx, ls, tally, kStatusOk);
 }
 
-// All threads: run channel b of the collective in `slot` (lane state ls: BlockShared::active_lane) until it ends or
-// would block. only_if_aborted: finish it if its communicator was aborted, else leave it untouched (blocking mode's
-// queue behind its head). aborts_seen: EngineGlobal::aborts as read at the start of the scheduler pass, before its
-// collectives were checked for aborts (0: none was ever aborted, and the communicator's flag is not read).
-//
-// look: the lane as accept loaded it in this pass (LaneLook), for the pass's first attempt only (nothing else has
-// run on the block since); when it names this slot, the collective is new: its descriptor is already in
-// BlockShared::at, its dynamic context is accept's reset, and the attempt starts without a round trip to memory.
+// Caller: every thread of block b, in a pass. Runs channel b of the collective in `slot` (lane state ls) until it
+// ends or would block; returns kAttemptDone, kAttemptProgress or kAttemptBlocked. aborts_seen: EngineGlobal::aborts
+// as read at the pass's start (0: no communicator's flag is read). only_if_aborted: finish it if aborted, else leave
+// it untouched (blocking mode's queue behind its head). look: accept's loads, used when it names this slot.
 template <class X>
 DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, LaneState* ls, u64 aborts_seen,
                       LaneLook look, bool only_if_aborted = false) {

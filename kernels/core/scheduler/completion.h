@@ -1,5 +1,5 @@
 // The end of a channel: finish_channel marks it done, and the last block of a collective publishes its completion
-// (completion word, completion queue entry).
+// (the completion word in device memory, the completion queue entry in pinned memory).
 #pragma once
 
 #include "../engine_memory.h"
@@ -7,15 +7,16 @@
 
 namespace dfccl::core {
 
-// What one channel of a collective has tallied over its attempts (ChanCtx fields), read by thread 0 at the start of
-// an attempt together with the lane, and handed to finish_channel: the finish reads nothing back.
+// What one channel has tallied over its attempts (ChanCtx fields), kept by thread 0 during an attempt and handed to
+// finish_channel, which reads nothing back.
 struct ChanTally {
   u64 t_start;
   u32 preemptions;
   u32 wait_us;
 };
 
-// Completion pos's entry (types.h, CqEntry): c in flagged words, two per 16-byte store.
+// Caller: one thread. Writes completion number pos into entry e: c in flagged words of entry_flag(pos) (flagged.h),
+// two words per 16-byte store. No fence: the host takes the entry once every word carries its flag.
 template <class X>
 DFCCL_DEV void write_cq_entry(CqEntry& e, u64 pos, const CqInfo& c) {
   u32 p[kCqWords];
@@ -26,9 +27,10 @@ DFCCL_DEV void write_cq_entry(CqEntry& e, u64 pos, const CqInfo& c) {
     X::st_ll(dst + i, Pack{flagged_word(p[2 * i], f), flagged_word(p[2 * i + 1], f)});
 }
 
-// Thread 0, after the block's last data movement for this collective: mark the channel done (ls: pass the lane to
-// the collective's next turn, d.turn + 1, which this attempt found current); the last block to finish publishes the
-// completion (completion word in device memory, completion queue entry in pinned memory).
+// Caller: thread 0, after the block's last data movement for the collective in `slot`. Marks the channel done with
+// `status`, passes the lane to the next turn (ls; null for an aborted collective) and adds tally t to the slot's
+// words; the last block to finish publishes the completion word and queue entry. Invariant: the slot's words are
+// reset before the completion is published, so that its next collective counts from zero.
 template <class X>
 DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, const Desc& d, ChanCtx& cx, LaneState* ls,
                               const ChanTally& t, u32 status) {
@@ -42,12 +44,9 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, const Desc& d, Cha
   X::fence_device();
   const u32 old = X::atomic_add(&ev.g->done_count[slot], 1u);
   if (old + 1 < ev.p.nblocks) return;
-  // The last block: publish to the GPU first, then gather what the others left in the slot's words, reset them, and
-  // publish to the host. The completion word is read on this GPU only (dfcclWait's stream wait, the daemon's exit
-  // decisions), and the collective's data was written by this GPU's blocks, ordered before it by their fences and
-  // done_count: a device-scope fence suffices, and the stream goes on without waiting for the work below, about 1-2 us
-  // (docs/performance-log.md, 9). done_count is reset before that fence: the slot's next collective, which the host
-  // submits only after the completion queue entry, counts from zero.
+  // The last block. The completion word first: it is read on this GPU only (stream waits, exit decisions) and the
+  // data was written by this GPU's blocks, ordered by their fences and done_count, so a device-scope fence suffices.
+  // done_count is reset before that fence: the host submits the slot's next collective only after the entry below.
   ev.g->done_count[slot] = 0;
   X::fence_device();
   X::store_flag(&ev.g->complete[slot], d.seq);
@@ -62,10 +61,8 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, const Desc& d, Cha
   c.wait_us = X::atomic_exch32(&ev.g->wait_max_us[slot], 0);
   c.status = X::atomic_exch32(&ev.g->status[slot], 0u);
   const u64 pos = X::atomic_add64(&ev.g->cq_tail, 1);
-  // The entry in flagged words, with no fence: the host waits for every flag. The collective's data needs none for
-  // the host either: on a GPU it is device memory (checked at submission), read by later GPU work, which the
-  // device-scope fence above already orders (the host executor's fences are the CPU's, and the host takes the entry
-  // with an acquire fence).
+  // Then the entry, with no fence: the host waits for every flag, and the data (device memory on a GPU, checked at
+  // submission) is read by later GPU work, already ordered by the fence above.
   write_cq_entry<X>(ev.h->cq[pos % kCqEntries], pos, c);
 }
 

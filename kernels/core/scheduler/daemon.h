@@ -1,23 +1,16 @@
 // The daemon's scheduler: what one block of the daemon does from launch to exit. Written once, run by the CUDA
 // executor (one thread block per channel) and the host executor (one thread per channel).
 //
-// Every block runs channel b of every collective; a block is an independent scheduler:
-//   1. pick up new submissions: poll the head of every submission ring (device memory), copy the descriptor of
-//      each new collective from pinned memory into its context (once), and insert it in scheduling order;
-//   2. one pass over the runnable collectives, in order (priority, then age; blocking mode: age only, and only the
-//      oldest runs): an attempt resumes the collective's program at its saved step and runs primitives until the
-//      program ends (the channel is done) or a primitive's spin budget runs out (preemption: the context — the
-//      step index — is saved, and the block moves on to the next collective);
-//   3. leave when told (engine shutdown, another block's exit request) or when no block made progress for
-//      stuck_ns while collectives are pending (they wait on absent peers) or for idle_ns with nothing to do.
-//      Contexts always live in device memory, so leaving saves nothing but the ring positions; the host relaunches
-//      the daemon when work is pending (DESIGN invariants 3 and 4).
-//
-// Adaptive spin budget ("stickiness"), per collective and channel, between spin_min and spin_max:
-//   - a wait that succeeds after w ns raises the budget to at least spin_grow * w: its peers are active, so waiting
-//     for them is cheaper than switching;
-//   - an attempt preempted before any progress halves it: its peers are elsewhere, so give the block to others.
-// Ranks whose budgets grow on the same collective stay on it together: de-facto gang scheduling without talking.
+// Every block runs channel b of every collective; a block is an independent scheduler. Each pass:
+//   1. pick up new submissions (pickup.h): poll every submission ring (device memory), load the descriptor of each
+//      new collective into its context (once), and insert it into the active list in scheduling order;
+//   2. one attempt at each runnable collective, in order (priority, then age; blocking mode: age only, and only the
+//      oldest runs) (attempt.h): resume its program at its saved step until it ends or a primitive's spin budget
+//      runs out (preemption: the step index stays saved, and the block moves on);
+//   3. leave when told (engine shutdown, another block's exit request) or when no block made progress for stuck_ns
+//      with collectives pending or for idle_ns with none (exit.h). Contexts live in device memory, so leaving saves
+//      only the ring positions; the host relaunches the daemon while work is pending (DESIGN invariants 3 and 4).
+// One more block, where the device holds it, is the descriptor prefetcher (prefetcher.h).
 #pragma once
 
 #include "attempt.h"
@@ -29,8 +22,9 @@ namespace dfccl::core {
 
 static_assert(kNumPhases <= sizeof(BlockStats::prof) / sizeof(u64));
 
-// All threads of block b, at launch: reset the block's counters and restore its active list (the collectives it had
-// not finished when the daemon last left; their contexts are intact), in scheduling order.
+// Caller: every thread of block b, at launch. Loads the ring positions, resets the block's counters and restores
+// its active list in scheduling order: the collectives it had not finished when the daemon last left (DESIGN
+// invariant 3: their contexts are intact). Ends with a barrier.
 template <class X>
 DFCCL_DEV DFCCL_FORCEINLINE void start_block(const EngineView& ev, u32 b, BlockShared& bs, u32 tid, u32 nt) {
   for (u32 r = tid; r < kMaxRings; r += nt) bs.frontier[r] = ev.g->frontier[b][r];
@@ -50,7 +44,6 @@ DFCCL_DEV DFCCL_FORCEINLINE void start_block(const EngineView& ev, u32 b, BlockS
     X::atomic_max64(&ev.g->last_activity_ns, X::now_ns());
   }
   X::sync();
-  // Restore: the collectives this block had not finished when the daemon last left (their contexts are intact).
   for (u32 s = tid; s < kMaxSlots; s += nt)
     if (chan_ctx(ev, s, b).state == kCtxActive) bs.active[X::shared_inc(&bs.nnew)] = u16(s);
   X::sync();
@@ -65,12 +58,10 @@ DFCCL_DEV DFCCL_FORCEINLINE void start_block(const EngineView& ev, u32 b, BlockS
   X::sync();
 }
 
-// All threads: step 2 of a pass, one attempt at each runnable collective in order, removing those done. Blocking
-// mode: first drop the collectives of aborted communicators wherever they are queued (an abort must not wait behind
-// another communicator's queue head), then run only the oldest. The daemon's copy of the aborts has each
-// communicator's entry before the count (look_for_aborts): a count read first (then the fence: acquire) guarantees
-// that the checks below see every abort it counts; no count, no abort to check (the attempts then skip the table; a
-// later abort still ends every wait through its quit test).
+// Caller: every thread of block b, after pick_up. One attempt at each active collective in order, removing those
+// done; blocking mode first drops the collectives of aborted communicators wherever queued, then runs the oldest.
+// aborts_seen was read before step 1; the fence after it makes every abort it counts visible to the checks (the
+// daemon's copy has each entry before the count). look is used by the first attempt only.
 template <class X>
 DFCCL_DEV DFCCL_FORCEINLINE void run_pass(const EngineView& ev, BlockShared& bs, u32 b, u32 tid, u64 aborts_seen,
                                           LaneLook& look) {
@@ -100,8 +91,8 @@ DFCCL_DEV DFCCL_FORCEINLINE void run_pass(const EngineView& ev, BlockShared& bs,
   }
 }
 
-// All threads of block b, at exit: save the ring positions and add this launch's counters to the block's statistics
-// (pinned memory).
+// Caller: every thread of block b, at exit. Saves the ring positions (device memory) and adds this launch's counters
+// to the block's statistics (pinned memory).
 template <class X>
 DFCCL_DEV DFCCL_FORCEINLINE void end_block(const EngineView& ev, u32 b, BlockShared& bs, u32 tid, u32 nt,
                                            u64 ns_launch) {
@@ -120,7 +111,8 @@ DFCCL_DEV DFCCL_FORCEINLINE void end_block(const EngineView& ev, u32 b, BlockSha
   }
 }
 
-// All threads of block b: the daemon's life, from launch to exit.
+// Caller: every thread of block b of a daemon launch (b == nblocks: the prefetcher). Runs the block's scheduler from
+// launch to exit: start_block, then passes (pick_up, run_pass, should_exit) until an exit, then end_block.
 template <class X>
 DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   if (b >= ev.p.nblocks) {

@@ -1,4 +1,6 @@
-// When the daemon leaves (should_exit, kept_by_a_wait), and the heartbeat each block writes for the host.
+// When the daemon leaves (should_exit, kept_by_a_wait), and the heartbeat each block writes for the host. Leaving
+// saves nothing but the ring positions (contexts live in device memory); the host relaunches the daemon while work is
+// pending (DESIGN invariants 3 and 4).
 #pragma once
 
 #include "../block.h"
@@ -7,9 +9,9 @@
 
 namespace dfccl::core {
 
-// Whether a listed stream wait keeps the daemon: its barrier probe has run (no device-wide barrier was pending when
-// it was issued: a barrier issued later waits for its collective and holds any relaunch) and its collective is not
-// finished (docs/design.md, "Implicit synchronizations"). Host memory, read only at exit decisions.
+// Caller: thread 0, deciding an exit. Returns whether a listed stream wait keeps the daemon: its barrier probe has
+// run (a device-wide barrier issued after it would wait for its collective and hold any relaunch) and its collective
+// has not completed (docs/design.md, "Implicit synchronizations"). Reads host memory: never called in a loop.
 template <class X>
 DFCCL_DEV bool kept_by_a_wait(const EngineView& ev) {
   const u64 nwaits = X::load_acquire(&ev.h->nwaits);
@@ -21,7 +23,10 @@ DFCCL_DEV bool kept_by_a_wait(const EngineView& ev) {
   return false;
 }
 
-// Thread 0: should the daemon leave now?
+// Caller: thread 0 of block b, at the end of each pass. Publishes the block's activity (busy, last_activity_ns) and
+// returns whether the daemon leaves now: an exit ordered for this launch, quit, or no progress for stuck_ns with work
+// pending (idle_ns without), unless a stream wait keeps it. Invariant: one block decides (kExitPending), announcing
+// before its last scan, so that a wait the host confirms meanwhile either keeps the daemon or sees the exit.
 template <class X>
 DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   const u64 now = X::now_ns();
@@ -29,7 +34,7 @@ DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
     look_for_aborts_when_due<X>(ev, bs.abort_look_ns, now);
   if (bs.progressed) X::atomic_max64(&ev.g->last_activity_ns, now);
   ev.g->busy[b] = bs.nactive > 0 ? 1u : 0u;
-  // Three independent loads, issued together (one round trip to L2 per pass, not three).
+  // Three independent loads, issued together.
   const u64 req = vload(ev.g->exit_request), quit = vload(ev.g->quit), last = vload(ev.g->last_activity_ns);
   if (exit_ordered(req, ev.p.epoch)) return true;
   if (req == ((ev.p.epoch << 8) | kExitPending)) return false;  // another block is deciding
@@ -63,7 +68,8 @@ DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   return true;
 }
 
-// Thread 0: about once a millisecond, tell the host (pinned memory) that this block is alive and what it holds.
+// Caller: thread 0 of block b, after should_exit. Counts the pass and, about once a millisecond and at exit, writes
+// the block's Heartbeat (pinned memory): it is alive and what it holds.
 template <class X>
 DFCCL_DEV void heartbeat(const EngineView& ev, BlockShared& bs, u32 b) {
   bs.passes += 1;

@@ -1,5 +1,6 @@
-// Picking up new submissions: the block's active list in scheduling order, and accept, which loads a new
-// collective's descriptor and resets its context.
+// Step 1 of a scheduler pass, picking up new submissions: poll the submission rings (device memory), accept each
+// new collective (its descriptor into its context, once) and insert it into the block's active list, which is kept
+// in scheduling order (priority, then age; blocking mode: age only).
 #pragma once
 
 #include "../block.h"
@@ -8,12 +9,12 @@
 
 namespace dfccl::core {
 
-// Block b's lane state for a collective (its communicator's lane array, row b).
+// Returns block b's lane state for collective d (row b of its communicator's lane array).
 DFCCL_HD inline LaneState* lane_state(const Desc& d, u32 b) { return &d.cs.lanes[u64(b) * d.cs.nlanes + d.lane]; }
 
-// Thread 0: insert slot into the block's active list, in scheduling order (its key: priority and seq, kept beside
-// the list in shared memory with its lane state, so that neither the insertion nor the attempt's first loads wait
-// for the context in device memory).
+// Caller: thread 0. Inserts slot into the active list at its place in scheduling order, with its key (priority, seq)
+// and lane state beside it in BlockShared, so that neither the insertion nor an attempt's first loads wait for the
+// context in device memory. Writes only positions >= the insertion point.
 template <class X>
 DFCCL_DEV void insert_active(const EngineView& ev, BlockShared& bs, u32 slot, int32_t priority, u64 seq,
                              LaneState* lane) {
@@ -36,7 +37,7 @@ DFCCL_DEV void insert_active(const EngineView& ev, BlockShared& bs, u32 slot, in
   bs.nactive += 1;
 }
 
-// Thread 0: remove position k of the active list.
+// Caller: thread 0. Removes position k of the active list, keeping the order of the rest.
 DFCCL_HD inline void remove_active(BlockShared& bs, u32 k) {
   for (u32 j = k + 1; j < bs.nactive; ++j) {
     bs.active[j - 1] = bs.active[j];
@@ -47,9 +48,9 @@ DFCCL_HD inline void remove_active(BlockShared& bs, u32 k) {
   bs.nactive -= 1;
 }
 
-// A thread of a block >= 1: take on the copy of a submission's descriptor for the other blocks if no block has yet
-// (an exchange on EngineGlobal::desc_claim): read it from pinned memory into v, copy it into EngineGlobal::desc and
-// flag it ready. Returns false, v untouched, when another block had claimed it.
+// Caller: a thread of a block >= 1, accepting a submission that has no prefetched copy. Claims the copy for the
+// other blocks (an exchange on EngineGlobal::desc_claim) and, if first, reads the descriptor from pinned memory into
+// v and publishes it (EngineGlobal::desc, desc_ready). Returns false, v untouched, when another block had claimed it.
 template <class X>
 DFCCL_DEV bool claim_and_publish(const EngineView& ev, u32 slot, u64 tag, Pack* v) {
   if (X::atomic_exch64(&ev.g->desc_claim[slot], tag) == tag) return false;
@@ -58,26 +59,19 @@ DFCCL_DEV bool claim_and_publish(const EngineView& ev, u32 slot, u64 tag, Pack* 
   return true;
 }
 
-// One thread per new submission (they run in parallel): load its static context and reset its dynamic context;
-// its key goes to fresh_prio / fresh_seq, its lane state to fresh_lane, and its slot to fresh[k] (which held the
-// ring entry's low bits). Every block takes the prefetcher's copy when it is there (usually: the host posts ahead of
-// the stream), at once when the entry says kRingCopied, else after reading the copy's ready flag. Otherwise block 0
-// (channel 0: a small collective's only data channel) reads the descriptor from pinned memory itself and goes on: it
-// never waits for a copy's fence (about 0.5 us on a small collective's critical path: docs/performance-log.md, 15);
-// of the other blocks, the first to claim the submission copies it into device memory (EngineGlobal::desc), and the
-// rest wait for that copy.
-//
-// With `looks` (the pass's first new submission, k = 0 on thread 0, outside blocking mode), accept also starts its
-// attempt's loads: the lane's turn and positions, issued as soon as the descriptor gives their address and returned
-// in a LaneLook (thread 0's registers: passed by pointer, it went to the stack, whose stores waited for the loads
-// here), and the descriptor goes into BlockShared::at. The loads then travel while the block does its bookkeeping
-// (insert_active, the barriers) instead of after it (docs/performance-log.md, 36). attempt takes them only where
-// nothing can have changed them: in the pass's first attempt, of the same slot.
+// The lane of the pass's first new collective as accept loaded it (thread 0's registers), so that its first attempt
+// starts without a round trip: valid only for that attempt, in the same pass, on the same slot (nothing else has run
+// on the block since).
 struct LaneLook {
   u32 slot = ~0u;  // the slot whose lane was loaded; ~0u: none
   u64 turn = 0, sent = 0, recvd = 0;
 };
 
+// Caller: one thread per new submission k of the pass, in parallel. Loads its descriptor, resets its context
+// (ChanCtx) and leaves its key and lane state in fresh_prio / fresh_seq / fresh_lane and its slot in fresh[k]. Source:
+// the prefetcher's copy when ready (at once under kRingCopied), else block 0 reads pinned memory and never waits for
+// a copy, and the other blocks share one claimed copy. With `looks`, also issues the lane's loads early and returns
+// them with the descriptor in BlockShared::at (LaneLook); otherwise the returned LaneLook names no slot.
 template <class X>
 DFCCL_DEV DFCCL_FORCEINLINE LaneLook accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k, bool looks) {
   const u32 low = bs.fresh[k];
@@ -107,7 +101,7 @@ DFCCL_DEV DFCCL_FORCEINLINE LaneLook accept(const EngineView& ev, BlockShared& b
   memcpy(&d, v, sizeof(Desc));  // registers: no reload of what was just stored
   LaneState* ls = lane_state(d, b);
   LaneLook look;
-  if (looks) {  // issued before the stores below: their round trip overlaps the rest of the pass's step 1
+  if (looks) {  // issued before the stores below, so that their round trip overlaps the rest of step 1
     look.turn = vload(ls->turn);
     look.sent = ls->sent;
     look.recvd = ls->recvd;
@@ -128,12 +122,10 @@ DFCCL_DEV DFCCL_FORCEINLINE LaneLook accept(const EngineView& ev, BlockShared& b
   return look;
 }
 
-// All threads: take up to kAcceptPerRing new entries of every submission ring into BlockShared::fresh / fresh_tag
-// (bs.nnew counts them; the caller zeroed it). A ring that has been used (frontier > 0) also has the entry after the
-// next loaded, relaxed and issued first, so that both round trips overlap: a ring that had one new entry is done
-// without a second round trip to look for another (330 cycles less on a new submission's way to its start:
-// docs/performance-log.md, 33). An entry seen only there is loaded again with acquire before it is taken; one that
-// came after that look waits for the next pass.
+// Caller: every thread of the block, between barriers, bs.nnew zeroed. Takes up to kAcceptPerRing new entries of
+// each ring (thread r % nthreads polls ring r) into fresh / fresh_tag, counted in nnew, and advances frontier. A used
+// ring has its next two entries loaded at once, so that a single new entry costs one round trip; an entry seen only
+// in the early, relaxed load is loaded again with acquire before it is taken.
 template <class X>
 DFCCL_DEV DFCCL_FORCEINLINE void poll_rings(const EngineView& ev, BlockShared& bs, u32 tid, u32 nt) {
   for (u32 r = tid; r < kMaxRings; r += nt) {
@@ -152,11 +144,12 @@ DFCCL_DEV DFCCL_FORCEINLINE void poll_rings(const EngineView& ev, BlockShared& b
   }
 }
 
-// All threads of block b: step 1 of a pass. Poll the rings, accept every new submission (one thread each) and insert
-// them into the active list. look receives thread 0's LaneLook for the pass's first attempt (not in blocking mode,
-// whose first attempt only checks aborts).
+// Caller: every thread of block b, at the start of a pass. Polls the rings, accepts every new submission (a thread
+// each), inserts them into the active list and marks the block busy when it took any. look receives thread 0's
+// LaneLook for the pass's first attempt (none in blocking mode, whose first attempt only checks aborts).
 template <class X>
-DFCCL_DEV DFCCL_FORCEINLINE void pick_up(const EngineView& ev, BlockShared& bs, u32 b, u32 tid, u32 nt, LaneLook& look) {
+DFCCL_DEV DFCCL_FORCEINLINE void pick_up(const EngineView& ev, BlockShared& bs, u32 b, u32 tid, u32 nt,
+                                         LaneLook& look) {
   const u64 t0 = prof_now<X>();
   if (tid == 0) bs.nnew = 0;
   X::sync();

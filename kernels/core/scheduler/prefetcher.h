@@ -1,5 +1,9 @@
-// The descriptor prefetcher: one warp that copies posted descriptors into device memory ahead of their doorbells
-// and forwards host-ordered doorbells.
+// The descriptor prefetcher: the first X::kWarp threads (a warp) of one more block after the channels' (where the
+// device holds it: DaemonParams::prefetch), which runs no collective. It copies each descriptor the host posts
+// (EngineHost::post_log, written before the doorbell) into device memory (EngineGlobal::pre_desc, by slot), in
+// posting order, so that at the doorbell every block finds it there; and it forwards the doorbells of host-ordered
+// submissions (EngineHost::host_ring) into the rings, each after its own descriptor's copy (docs/design.md,
+// "Host-ordered submissions"). It also keeps the daemon's copy of the aborts (look_for_aborts).
 #pragma once
 
 #include "../engine_memory.h"
@@ -8,12 +12,11 @@
 
 namespace dfccl::core {
 
-// A host-ordered doorbell (EngineHost::host_ring, entry e of host-ordered submission number hn): false if it is not
-// stored yet (an earlier lap's entry); else its ring entry goes into EngineGlobal::ring, after a device-scope fence
-// (whatever the prefetcher published before, the submission's descriptor copy included, is seen first). When the
-// submission is `just_copied` (the tag this thread copied and fenced in the same turn), that fence already orders its
-// copy before the entry: no second one, and the entry carries kRingCopied, so that the blocks skip the copy's ready
-// flag (docs/performance-log.md, 30).
+// Caller: the prefetcher's thread 0. Forwards host_ring entry e, expected for host-ordered submission number hn,
+// into EngineGlobal::ring; returns false, storing nothing, when e is a lap early (not stored yet). Invariant: the
+// entry lands after everything published before it, behind a device-scope fence; when the submission is
+// `just_copied` (copied and fenced in this turn) that fence serves, and the entry carries kRingCopied so that the
+// blocks skip the copy's ready flag.
 template <class X>
 DFCCL_DEV bool forward_host_doorbell(const EngineView& ev, u64 hn, u64 e, u64 just_copied) {
   if (u32(e >> 56) != host_ring_lap(hn)) return false;
@@ -28,23 +31,11 @@ DFCCL_DEV bool forward_host_doorbell(const EngineView& ev, u64 hn, u64 e, u64 ju
   return true;
 }
 
-// The prefetcher: the first X::kWarp threads (a warp) of one more block after the channels' (when the device holds
-// it: DaemonParams::prefetch), which takes part in no collective. It copies each descriptor the host has posted
-// (EngineHost::post_log, written before the doorbell) from pinned memory into device memory (EngineGlobal::pre_desc,
-// by slot), in posting order, as soon as it is posted, so that at the doorbell every block, block 0 included, finds
-// it there (two round trips to L2 instead of reading pinned memory, or waiting for another block's copy:
-// docs/performance-log.md, 18 and 20). It polls the record of the next posting, one 16-byte pack per thread in one
-// instruction: one thread's loads from pinned memory go one round trip after another, one instruction of the warp's
-// takes one (about 0.6 us; section 25). The record holds the descriptor in flagged words (types.h, PostRecord), so
-// the poll that finds the posting has its descriptor too (section 28). Fallen a lap or more behind (records
-// overwritten), it resumes at the record it finds. A copy of a submission that has completed meanwhile is harmless:
-// its tag is never looked for again, and the slot's next submission is copied after it (posting order).
-// It also rings the doorbells of host-ordered submissions (EngineHost::host_ring, one per turn, in their order),
-// polled in the same instruction; a doorbell is forwarded after the turn's copy (the host stores it after the
-// record; for a host-ordered posting whose doorbell was not stored yet at the poll, it is read again at once), so
-// that the blocks find the copy at the doorbell (docs/design.md, "Host-ordered submissions"). Leaves with the other
-// blocks (exit request of this launch, or quit). Also looks for aborts (look_for_aborts). Every thread of the warp
-// keeps the same positions.
+// Caller: every thread of the prefetcher's block (threads past the warp return). Loops until this launch's exit or
+// quit: each turn polls post record pre_next and host_ring entry host_next in one warp instruction (a pack per
+// thread), copies a record once all its words carry one flag (flagged.h, PostRecord) and forwards the doorbell.
+// Invariant: copies go in posting order, and one fallen a lap behind resumes at the record it finds (a stale copy is
+// harmless: its tag is never looked for again). Positions are saved at exit; every thread of the warp keeps them.
 template <class X>
 DFCCL_DEV void prefetch_descs(const EngineView& ev) {
   constexpr u32 W = X::kWarp;
