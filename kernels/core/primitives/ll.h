@@ -29,7 +29,7 @@
 #pragma once
 
 #include "../block.h"
-#include "../collectives/program.h"
+#include "../collectives/collectives.h"
 #include "copy.h"
 #include "wait.h"
 

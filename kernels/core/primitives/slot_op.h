@@ -18,7 +18,7 @@
 #pragma once
 
 #include "../block.h"
-#include "../collectives/program.h"
+#include "../collectives/collectives.h"
 #include "copy.h"
 #include "ll.h"
 #include "wait.h"
