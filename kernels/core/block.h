@@ -7,8 +7,8 @@ namespace dfccl::core {
 
 inline constexpr u32 kAcceptPerRing = 8;  // submissions a block takes from one ring in one pass
 
-// Phase profile (builds with -DDFCCL_PROFILE=1; docs/performance-log.md): thread 0 of each block adds the executor
-// cycles (X::cycles()) it spends in each phase; the sums reach dfcclStats_t at each daemon exit. Off: no clock reads.
+// Phase profile (builds with -DDFCCL_PROFILE=1): thread 0 of each block adds the executor cycles (X::cycles()) it
+// spends in each phase; the sums reach dfcclStats_t at each daemon exit. Off: no clock reads.
 #ifndef DFCCL_PROFILE
 #define DFCCL_PROFILE 0
 #endif
@@ -24,10 +24,8 @@ enum Phase : u32 {
   kNumPhases
 };
 
-// The working set of the block's current attempt, written by thread 0 when the attempt starts (scheduler.h,
-// attempt) and by it before each primitive (op), read by every thread from here. Kept in every thread's registers
-// instead (a 144-byte descriptor, the geometry, the lane's addresses), it made the daemon kernel spill at its
-// 128-register cap (docs/performance-log.md, 12).
+// The working set of the block's current attempt, written by thread 0 when the attempt starts (scheduler/attempt.h)
+// and before each primitive (op), read by every thread from here rather than held in each thread's registers.
 struct AttemptShared {
   Desc desc;      // the collective's static context
   Geometry geo;   // this channel's part of it
@@ -44,7 +42,7 @@ struct BlockShared {
   u16 active[kMaxSlots];        // slots this block runs, in scheduling order
   int32_t active_prio[kMaxSlots];  // their scheduling keys: priority, then submission order
   u64 active_seq[kMaxSlots];
-  LaneState* active_lane[kMaxSlots];  // and their lane states: an attempt reads its lane without waiting for its context
+  LaneState* active_lane[kMaxSlots];  // and their lane states (an attempt's first loads need no context)
   u32 nactive;
   u32 nnew;                     // new submissions found in this pass
   u16 fresh[kMaxRings * kAcceptPerRing];  // new slots found in this pass
@@ -53,20 +51,21 @@ struct BlockShared {
   u64 fresh_seq[kMaxRings * kAcceptPerRing];
   LaneState* fresh_lane[kMaxRings * kAcceptPerRing];
   u64 sent, recvd;              // positions of the lane used by the current attempt
-  u32 ok;                       // broadcast of a decision of thread 0
+  u32 ok;                       // thread 0's decision for the block (attempt: kDecide*; primitive: conditions met)
   u32 first_op;                 // broadcast of thread 0: the primitive an attempt resumes at
   u32 last_slot;                // last slot this block ran (context-switch counting)
   u64 preemptions, switches;    // counters of this run
   u32 exit;
   u32 progressed;
   u64 passes, heartbeat_ns;     // scheduler passes of this launch; last heartbeat written
-  u64 abort_look_ns;            // the last channel's block without a prefetcher: next look for aborts (scheduler.h)
+  u64 abort_look_ns;            // the last channel's block without a prefetcher: next look for aborts (exit.h)
   u64 primitives;               // primitives run in this launch
   u32 prefetched;               // block 0: submissions accepted from the prefetcher's copy in this launch
   u64 prof[kNumPhases];         // kProfile: cycles per phase (thread 0)
 };
 
-// kProfile: start / end of a timed phase (thread 0 only counts). Compiled out otherwise.
+// Caller: every thread; thread 0 only counts. kProfile: start / end of a timed phase (prof_add adds the cycles since
+// t0 to phase p). Compiled out otherwise.
 template <class X>
 DFCCL_DEV DFCCL_FORCEINLINE u64 prof_now() {
   if constexpr (kProfile) return X::cycles();

@@ -61,6 +61,7 @@ using u16 = uint16_t;
 using u32 = uint32_t;
 using u64 = uint64_t;
 
+// The smaller and the larger of a and b.
 template <class T>
 DFCCL_HD constexpr T min_of(T a, T b) {
   return a < b ? a : b;
@@ -69,12 +70,10 @@ template <class T>
 DFCCL_HD constexpr T max_of(T a, T b) {
   return a < b ? b : a;
 }
-// Unsigned division and remainder. The GPU has no integer divider: a 64-bit division is a long software
-// routine (about 1 us of a small collective's set-up went to a dozen of them: docs/performance-log.md, 7), and even
-// the 32-bit one is a chain of some 20 dependent instructions around a reciprocal. Divisors are mostly powers of two
-// (element and slot sizes, one data channel, two ranks): those shift, on both executors, so that the host's tests
-// run the same arithmetic (docs/performance-log.md, 31); other operands that fit in 32 bits take the GPU's 32-bit
-// path. A zero divisor is not a power of two: it still traps on the host.
+// Unsigned division and remainder on the cheapest path. The GPU has no integer divider (a 64-bit division is a long
+// software routine): a power-of-two divisor shifts or masks, on both executors so that the host's tests run the same
+// arithmetic; on the GPU other operands that fit in 32 bits take the 32-bit routine. A zero divisor is not a power of
+// two: it still traps on the host. log2_pow2(b): log2 of b, a power of two.
 DFCCL_HD DFCCL_FORCEINLINE u32 log2_pow2(u64 b) {
 #if defined(__CUDA_ARCH__)
   return u32(__ffsll(static_cast<long long>(b)) - 1);
@@ -97,6 +96,7 @@ DFCCL_HD DFCCL_FORCEINLINE u64 umod(u64 a, u64 b) {
   return a % b;
 }
 
+// a / b rounded up, and a rounded up to a multiple of b (b > 0).
 template <class T>
 DFCCL_HD constexpr T div_up(T a, T b) {
   return (a + b - 1) / b;
@@ -105,6 +105,17 @@ DFCCL_HD DFCCL_FORCEINLINE u64 div_up(u64 a, u64 b) { return udiv(a + b - 1, b);
 template <class T>
 DFCCL_HD constexpr T round_up(T a, T b) {
   return div_up(a, b) * b;
+}
+
+// A word another agent writes, read anew each time: a volatile load on the GPU; on the host executor a relaxed
+// atomic load (the same instruction on x86, and no data race in C++ terms for ThreadSanitizer).
+template <class T>
+DFCCL_HD DFCCL_FORCEINLINE T vload(const T& x) {
+#if defined(__CUDA_ARCH__)
+  return *const_cast<const volatile T*>(&x);
+#else
+  return __atomic_load_n(&x, __ATOMIC_RELAXED);
+#endif
 }
 
 }  // namespace dfccl::core

@@ -1,10 +1,11 @@
 // The CUDA executor's daemon kernel: the shared scheduler run by one thread block per channel.
-#include "../core/scheduler.h"
+#include "../core/scheduler/daemon.h"
 #include "daemon.h"
 #include "exec_cuda.cuh"
 
 namespace dfccl::cuda {
 
+// The daemon: block b runs core::daemon_block (see launch_daemon in daemon.h).
 __global__ void __launch_bounds__(kDaemonThreads, 1) daemon_kernel(const core::EngineView ev, bool preload) {
   __shared__ core::BlockShared bs;
   if (preload) return;
@@ -16,6 +17,7 @@ cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool pre
   return cudaGetLastError();
 }
 
+// See launch_stream_waiter in daemon.h. Thread 0 polls; the others return.
 __global__ void __launch_bounds__(32) stream_waiter(const uint64_t* word, uint64_t value, const uint64_t* abort_word,
                                                     uint64_t abort_value) {
   if (threadIdx.x != 0) return;

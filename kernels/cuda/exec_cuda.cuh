@@ -1,14 +1,16 @@
 // The CUDA executor's machine layer (see kernels/core/exec.h): a "block" is a CUDA thread block. Peers' memory is
 // reached through peer access or CUDA IPC mappings; ordering with peers and the host uses system-scope operations.
+// Each member's contract is its line in the table of exec.h; the comments here say how this machine meets it.
 #pragma once
 
 #include "../core/primitives/copy.h"
 
 namespace dfccl::cuda {
 
-using namespace dfccl::core;
-
 struct CudaExec {
+  using u32 = core::u32;
+  using u64 = core::u64;
+  using Pack = core::Pack;
   static constexpr u32 kPollsPerClock = 16;
   static constexpr u32 kWarp = 32;
   __device__ static __forceinline__ u64 shfl(u64 v, u32 src) { return __shfl_sync(0xffffffffu, v, int(src)); }
@@ -27,7 +29,7 @@ struct CudaExec {
   __device__ static __forceinline__ void fence_release() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
   // Before a receive credit alone (the slot may be overwritten after it): the block's loads of the slot have
   // returned, since every loaded value was stored before the barrier that precedes the post. No fence, as in NCCL's
-  // receive posts; a system-scope fence here cost 1-3 us per primitive (docs/performance-log.md, 4).
+  // receive posts.
   __device__ static __forceinline__ void fence_credit() {}
   __device__ static __forceinline__ void store_flag(u64* p, u64 v) {
     asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");

@@ -1,14 +1,15 @@
 // The host executor's daemon: the shared scheduler run by one CPU thread per block.
 #include <memory>
 
-#include "../core/scheduler.h"
+#include "../core/scheduler/daemon.h"
 #include "exec_host.h"
 
 namespace dfccl::host {
 
-void run_daemon_block(const EngineView& ev, u32 b) {
-  auto bs = std::make_unique<BlockShared>();
-  daemon_block<HostExec>(ev, b, *bs);
+// See exec_host.h. The block's shared state is this thread's own (on the heap).
+void run_daemon_block(const core::EngineView& ev, core::u32 b) {
+  auto bs = std::make_unique<core::BlockShared>();
+  core::daemon_block<HostExec>(ev, b, *bs);
 }
 
 }  // namespace dfccl::host

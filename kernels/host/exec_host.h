@@ -1,5 +1,6 @@
 // The host executor's machine layer (see kernels/core/exec.h): a "block" is one CPU thread. Memory is ordinary or
-// POSIX shared memory; atomics are the compiler's; the clock is CLOCK_MONOTONIC.
+// POSIX shared memory; atomics are the compiler's; the clock is CLOCK_MONOTONIC. Each member's contract is its line
+// in the table of exec.h.
 #pragma once
 
 #include <sched.h>
@@ -9,13 +10,15 @@
 #include <cstring>
 #include <thread>
 
+#include "../core/engine_memory.h"
 #include "../core/primitives/copy.h"
 
 namespace dfccl::host {
 
-using namespace dfccl::core;
-
 struct HostExec {
+  using u32 = core::u32;
+  using u64 = core::u64;
+  using Pack = core::Pack;
   static constexpr u32 kPollsPerClock = 1;
   static constexpr u32 kWarp = 1;
   static u64 shfl(u64 v, u32) { return v; }
@@ -87,7 +90,8 @@ struct HostExec {
   }
 };
 
-// Runs block b of the daemon on the calling thread until the daemon decides to leave.
-void run_daemon_block(const EngineView& ev, u32 b);
+// Caller: a daemon thread of the host executor (lib/src/executor_host.cpp). Runs block b of the daemon on the calling
+// thread until the daemon decides to leave.
+void run_daemon_block(const core::EngineView& ev, core::u32 b);
 
 }  // namespace dfccl::host

@@ -10,7 +10,9 @@
 #include <memory>
 #include <thread>
 
-#include "../../kernels/core/scheduler.h"
+#include "../../kernels/core/scheduler/aborts.h"
+#include "../../kernels/core/scheduler/attempt.h"
+#include "../../kernels/core/scheduler/prefetcher.h"
 #include "../../kernels/host/exec_host.h"
 
 namespace dfccl::test {

@@ -4,7 +4,7 @@
 // a word still missing (the words travel without a fence, each on its own).
 #include <gtest/gtest.h>
 
-#include "../../kernels/core/scheduler.h"
+#include "../../kernels/core/scheduler/completion.h"
 #include "../../kernels/host/exec_host.h"
 
 namespace dfccl::test {

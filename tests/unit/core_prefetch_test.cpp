@@ -12,7 +12,7 @@
 #include <memory>
 #include <thread>
 
-#include "../../kernels/core/scheduler.h"
+#include "../../kernels/core/scheduler/prefetcher.h"
 #include "../../kernels/host/exec_host.h"
 
 namespace dfccl::test {

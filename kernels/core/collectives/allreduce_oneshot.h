@@ -8,8 +8,7 @@
 //   op 1   receive the peer's input, reduce with mine,  (kOpRecv | kOpSrc | kOpDst | kOpFinish)
 //          finish (avg), write output
 // Use case: 2 ranks, at most kMaxBytes of data per channel and one slot (up to 4 MiB on 64 channels). Above it the
-// ring's half-size steps overlap better: 16 MiB (256 KiB per channel) took 91.4 us one-shot against 83.7 us with
-// the ring, 8 MiB (128 KiB) 54.3 against 55.1, 4 MiB (64 KiB) 38.7 against 42.1 (docs/performance-log.md, 8).
+// ring's half-size steps overlap better.
 // Protocol: LL (primitives/ll.h) when the whole collective is channel 0's and fits kLLMaxBytes (8 KiB), as for every
 // collective (collectives.h, uses_ll): one flight per hop instead of data, fence and flag; Simple above.
 // Traffic per rank: the channel's data sent and received once, as in the ring (twice the bytes with LL). Both ranks
@@ -23,6 +22,7 @@ namespace dfccl::core {
 
 struct AllReduceOneShot {
   static constexpr u64 kMaxBytes = 64 * 1024;
+  // Whether channel geometry g is this algorithm's use case (with_algorithm routes AllReduce here when it is).
   DFCCL_HD static bool fits(const Geometry& g) {
     return g.nranks == 2 && g.chan.count <= g.slice && g.chan.count * g.esize <= kMaxBytes;
   }

@@ -1,6 +1,6 @@
 // AllReduce, ring algorithm.
 //
-// Purpose: every rank ends with op(input of all ranks). Use case: every size (the only all-reduce algorithm so far).
+// Purpose: every rank ends with op(input of all ranks). Use case: every size (2 ranks, small channels: one-shot).
 // Each round covers nranks chunks of at most `pipe` slices; 2n-1 steps per round (NCCL's ring), each step moving
 // its chunk slice by slice so that consecutive slices of a step are in flight together:
 //   step 0          send chunk r-1 (own input)
@@ -16,6 +16,7 @@
 namespace dfccl::core {
 
 struct AllReduceRing {
+  // num_ops and op as program.h says; a round is 2n - 1 steps of `pipe` primitives each.
   DFCCL_HD static u64 ops_per_round(const Geometry& g) { return (2u * u64(g.nranks) - 1) * g.pipe; }
   DFCCL_HD static u64 num_ops(const Geometry& g) {
     return div_up(g.chan.count, g.slice * g.pipe * g.nranks) * ops_per_round(g);

@@ -1,5 +1,5 @@
 // The table of collectives: which algorithm each kind runs, and the geometry of one channel of one instance.
-// Add an algorithm: write <kind>_<algorithm>.h with num_ops/op, then route to it here.
+// Add an algorithm: write <kind>_<algorithm>.h with num_ops/op, then route to it in with_algorithm.
 #pragma once
 
 #if !defined(__CUDA_ARCH__)
@@ -20,6 +20,8 @@ namespace dfccl::core {
 // block for AllGather/ReduceScatter.
 DFCCL_HD inline u64 block_count(const Desc& d) { return d.count; }
 
+// Whether collective d runs in place on `rank`, by its kind's rule (AllGather: send is rank's block of recv;
+// ReduceScatter: recv is rank's block of send; the others: send == recv).
 DFCCL_HD inline bool in_place(const Desc& d, int rank) {
   const auto s = reinterpret_cast<uintptr_t>(d.send), r = reinterpret_cast<uintptr_t>(d.recv);
   const u64 block_bytes = d.count * dtype_size(d.dtype);
@@ -33,15 +35,14 @@ DFCCL_HD inline bool in_place(const Desc& d, int rank) {
   }
 }
 
-// pipe: slices per ring step, half the lane's slots, so that a step never needs more than half the FIFO and two
+// Slices per ring step: half the lane's slots, so that a step never needs more than half the FIFO and two
 // neighbours streaming to each other always leave each other room (core_programs_test checks this with bounded
 // FIFOs).
 DFCCL_HD inline u64 pipe_slices(u32 nslots) { return max_of<u64>(1, nslots / 2); }
 
-// The host's part of a descriptor's geometry, the same for every channel, set once per submission (comm_submit; tests
-// that build descriptors, after the kind, type and count): the data channels, the element size's log2 and each
-// channel's share. Each block's set-up is then shifts and clamps: its divisions on one thread held the attempt's
-// start by some 1000 cycles (docs/performance-log.md, 31-32).
+// Caller: the host, once per submission after the kind, type and count are set (comm_submit; tests that build
+// descriptors). Sets the part of the geometry that is the same for every channel: nchan data channels, the element
+// size's log2 and each channel's share, so that a block's own set-up needs no division.
 DFCCL_HD inline void set_channels(Desc& d, u32 nchan) {
   const u32 esize = dtype_size(d.dtype);
   d.nchan = nchan;
@@ -49,6 +50,9 @@ DFCCL_HD inline void set_channels(Desc& d, u32 nchan) {
   d.chan_share = channel_share(block_count(d), nchan, esize);
 }
 
+// Caller: thread 0 at an attempt's set-up (and the tests). Returns channel ch's geometry of collective d on `rank`.
+// Invariant: it depends only on the descriptor and the channel, so every rank computes matching programs. On the
+// host executor, a descriptor whose channels were not set by set_channels for its type and count traps.
 DFCCL_HD inline Geometry make_geometry(const Desc& d, int rank, int nranks, u32 ch, u32 slot_bytes, u32 nslots) {
 #if !defined(__CUDA_ARCH__)
   // A descriptor whose channels were not set by set_channels (or whose type or count changed after) would run a
@@ -72,26 +76,32 @@ DFCCL_HD inline Geometry make_geometry(const Desc& d, int rank, int nranks, u32 
   g.slice = slot_bytes >> d.esize_log2;
   g.chan = ch < d.nchan ? piece_of(block_count(d), d.chan_share, ch) : Range{0, 0};
   // No more slices per step than the data needs: every primitive costs a full handshake with the peer even when
-  // its slice is empty (a small all-reduce on 2 ranks ran 12 primitives instead of 3: docs/performance-log.md, 3).
-  // The same on every rank: it depends only on the descriptor and the channel.
+  // its slice is empty.
   const u64 parts = d.kind == Kind::AllReduce ? u64(nranks) : 1;
   g.pipe = min_of(pipe_slices(nslots), max_of<u64>(1, div_up(g.chan.count, g.slice * parts)));
   g.in_place = in_place(d, rank);
   return g;
 }
 
+// Calls f(A{}) with the algorithm A that channel geometry g runs, and returns its result: the one place where a kind
+// is routed to its algorithms. f's result for an unknown kind is its value-initialized type.
+template <class F>
+DFCCL_HD DFCCL_FORCEINLINE auto with_algorithm(const Geometry& g, F&& f) {
+  if (g.nranks == 1) return f(LocalCopy{});
+  switch (g.kind) {
+    case Kind::AllReduce: return AllReduceOneShot::fits(g) ? f(AllReduceOneShot{}) : f(AllReduceRing{});
+    case Kind::AllGather: return f(AllGatherRing{});
+    case Kind::ReduceScatter: return f(ReduceScatterRing{});
+    case Kind::Broadcast: return f(BroadcastChain{});
+    case Kind::Reduce: return f(ReduceChain{});
+  }
+  return decltype(f(LocalCopy{})){};
+}
+
+// Primitives in the channel's program (0 when the channel has no data).
 DFCCL_HD inline u64 program_num_ops(const Geometry& g) {
   if (g.chan.count == 0) return 0;
-  if (g.nranks == 1) return LocalCopy::num_ops(g);
-  switch (g.kind) {
-    case Kind::AllReduce:
-      return AllReduceOneShot::fits(g) ? AllReduceOneShot::num_ops(g) : AllReduceRing::num_ops(g);
-    case Kind::AllGather: return AllGatherRing::num_ops(g);
-    case Kind::ReduceScatter: return ReduceScatterRing::num_ops(g);
-    case Kind::Broadcast: return BroadcastChain::num_ops(g);
-    case Kind::Reduce: return ReduceChain::num_ops(g);
-  }
-  return 0;
+  return with_algorithm(g, [&](auto a) { return decltype(a)::num_ops(g); });
 }
 
 // The LL protocol (primitives/ll.h) carries every step of a collective whose data is channel 0's alone and fits one
@@ -104,16 +114,7 @@ DFCCL_HD inline bool uses_ll(const Geometry& g) {
 
 // Primitive i of the channel's algorithm, without its protocol.
 DFCCL_HD inline Op algorithm_op(const Geometry& g, u64 i) {
-  if (g.nranks == 1) return LocalCopy::op(g, i);
-  switch (g.kind) {
-    case Kind::AllReduce:
-      return AllReduceOneShot::fits(g) ? AllReduceOneShot::op(g, i) : AllReduceRing::op(g, i);
-    case Kind::AllGather: return AllGatherRing::op(g, i);
-    case Kind::ReduceScatter: return ReduceScatterRing::op(g, i);
-    case Kind::Broadcast: return BroadcastChain::op(g, i);
-    case Kind::Reduce: return ReduceChain::op(g, i);
-  }
-  return Op{0, 0, 0, 0};
+  return with_algorithm(g, [&](auto a) { return decltype(a)::op(g, i); });
 }
 
 // Primitive i of the channel's program: the algorithm's step, and kOpLL where the collective goes through LL.

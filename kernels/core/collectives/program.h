@@ -8,6 +8,7 @@
 // i-th primitive that sends on a connection pairs with the i-th one that receives on it.
 #pragma once
 
+#include "../desc.h"
 #include "../patterns/ring.h"
 
 namespace dfccl::core {
@@ -47,7 +48,8 @@ struct Geometry {
 };
 
 // The rounds of the block-wise rings (AllGather, ReduceScatter): round r covers `pipe` slices of each rank's block in
-// this channel; op i is slice k of step s of its round.
+// this channel; op i is slice k of step s of its round. block_ring_num_ops: their primitives; block_ring_step: op i's
+// step and the elements of the block it moves.
 struct BlockStep {
   int step;
   Range piece;  // elements of the block (offsets inside one rank's block)

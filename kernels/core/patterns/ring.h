@@ -5,15 +5,16 @@
 // 16 bytes so that aligned buffers stay aligned in every primitive.
 #pragma once
 
-#include "../types.h"
+#include "../limits.h"
 
 namespace dfccl::core {
 
-struct Range {
+struct Range {  // elements [begin, begin + count)
   u64 begin;
   u64 count;
 };
 
+// x mod n in [0, n), for negative x too (ring neighbours: ring_mod(r - 1, n)).
 DFCCL_HD inline int ring_mod(int x, int n) { return ((x % n) + n) % n; }
 
 // Piece i of `total` elements cut into pieces of `per` elements: the last pieces may be shorter or empty.
@@ -28,6 +29,7 @@ DFCCL_HD inline Range split_aligned(u64 total, u64 parts, u64 i, u64 align) {
   return piece_of(total, round_up(div_up(total, parts), align), i);
 }
 
+// Elements of esize bytes per kAlignBytes.
 DFCCL_HD inline u64 align_elems(u32 esize) { return udiv(kAlignBytes, esize); }
 
 // How many channels carry data for a collective moving `bytes` (per rank-sized block): at least min_chan_bytes per

@@ -12,17 +12,18 @@
 
 #include "reduce.h"
 
-// 16-byte loads in flight per thread in the vector loop (a build option for measurements: -DDFCCL_COPY_UNROLL=8).
+// 16-byte loads in flight per thread in the vector loop (a build option: -DDFCCL_COPY_UNROLL=8).
 #ifndef DFCCL_COPY_UNROLL
 #define DFCCL_COPY_UNROLL 4
 #endif
 
 namespace dfccl::core {
 
-struct alignas(16) Pack {
+struct alignas(16) Pack {  // 16 bytes, the unit of vector loads and stores
   u64 lo, hi;
 };
 
+// Whether p is 16-byte aligned; reduce_pack / finish_pack apply OP / the final step to a pack's elements.
 DFCCL_HD DFCCL_FORCEINLINE bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 template <class T, RedOp OP>
@@ -79,6 +80,7 @@ DFCCL_UNROLL
   return i;
 }
 
+// Caller: every thread of the block (see the top of this file for the contract).
 template <class X, class T, RedOp OP, u64 kUnroll = DFCCL_COPY_UNROLL>
 DFCCL_DEV void reduce_copy(const T* in0, const T* in1, T* out0, T* out1, u64 n, int divisor) {
   const u64 tid = X::tid(), nt = X::nthreads();
@@ -110,8 +112,8 @@ DFCCL_DEV void reduce_copy(const T* in0, const T* in1, T* out0, T* out1, u64 n, 
   }
 }
 
-// A plain copy is the one-input case of reduce_copy on bytes (16 bytes per vector, no operator applied), with twice
-// the loads in flight: the registers of the second input are free (docs/performance-log.md, next levers).
+// Caller: every thread of the block. A plain copy: the one-input case of reduce_copy on bytes (no operator applied),
+// with twice the loads in flight, since the second input's registers are free.
 template <class X>
 DFCCL_DEV void copy_bytes(const void* in, void* out0, void* out1, u64 bytes) {
   reduce_copy<X, uint8_t, RedOp::Sum, 2 * DFCCL_COPY_UNROLL>(static_cast<const uint8_t*>(in), nullptr,

@@ -29,12 +29,13 @@
 #pragma once
 
 #include "../block.h"
-#include "../collectives/program.h"
+#include "../collectives/collectives.h"
 #include "copy.h"
 #include "wait.h"
 
 namespace dfccl::core {
 
+// An LL line of 8 data bytes under `flag`; whether line v carries `flag` in both words; its data.
 DFCCL_HD DFCCL_FORCEINLINE Pack ll_line(u64 data, u32 flag) {
   return Pack{(data & 0xffffffffull) | (u64(flag) << 32), (data >> 32) | (u64(flag) << 32)};
 }
@@ -86,6 +87,7 @@ DFCCL_HD DFCCL_FORCEINLINE u64 ll_reduce(u64 in0, u64 in1, bool has_in1, u32 byt
   return out;
 }
 
+// Caller: every thread of the block, from run_op when bs.at.ll (contract at the top of this file).
 template <class X, class Quit>
 DFCCL_DEV bool ll_op(BlockShared& bs, u64 i_op, u64 budget_ns, bool unbounded, Quit&& quit, u64& waited) {
   const u32 tid = X::tid(), nt = X::nthreads();

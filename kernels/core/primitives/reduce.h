@@ -10,10 +10,11 @@
 #include <cstring>
 #include <type_traits>
 
-#include "../types.h"
+#include "../desc.h"
 
 namespace dfccl::core {
 
+// The half types as their bits, and their exact conversions to and from float (round to nearest-even).
 struct f16 {
   u16 bits;
 };
@@ -99,6 +100,7 @@ struct Reducer {
   }
 };
 
+// Floating types compute in their own precision; half types compute in float and round after every operation.
 template <class F, RedOp OP>
 struct FloatReducer {
   DFCCL_HD static DFCCL_FORCEINLINE F apply(F a, F b) {

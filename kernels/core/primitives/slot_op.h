@@ -1,9 +1,8 @@
 // The two-phase primitive: one step of a collective program on one connection slot.
 //
 //   run_op<X>(bs, i, budget_ns, unbounded, quit, waited) -> true when primitive i of the attempt's program (bs.at)
-//   was done, false when it would block (nothing was changed); waited: thread 0's spin time in it, in a register:
-//   in shared memory, read by thread 0 after the call, the compiler loaded it in every thread, and thread 0's next
-//   call wrote it while others might still read it (compute-sanitizer racecheck, docs/gpu-runs.md run 136)
+//   was done, false when it would block (nothing was changed); waited: thread 0's spin time in it (a register of
+//   thread 0's, never shared memory: other threads may still read shared memory when thread 0's next call writes)
 //
 // Phase 1 (spin): thread 0 checks the step's conditions — a filled slot from prev (kOpRecv: the lane's tail is past
 // our receive position) and a free slot at next (kOpSend: fewer than nslots of our slots unconsumed) — polling for
@@ -19,13 +18,14 @@
 #pragma once
 
 #include "../block.h"
-#include "../collectives/program.h"
+#include "../collectives/collectives.h"
 #include "copy.h"
 #include "ll.h"
 #include "wait.h"
 
 namespace dfccl::core {
 
+// Caller: every thread of the block, from attempt (contract at the top of this file).
 template <class X, class Quit>
 DFCCL_DEV bool run_op(BlockShared& bs, u64 i, u64 budget_ns, bool unbounded, Quit&& quit, u64& waited) {
   if (bs.at.ll) return ll_op<X>(bs, i, budget_ns, unbounded, quit, waited);

@@ -9,7 +9,7 @@
 // the time spent.
 #pragma once
 
-#include "../types.h"
+#include "../exec.h"
 
 namespace dfccl::core {
 

@@ -1,0 +1,17 @@
+// Compile-time limits of an engine: how many collectives, rings, blocks, communicators and lanes it holds.
+#pragma once
+
+#include "exec.h"
+
+namespace dfccl::core {
+
+inline constexpr u32 kMaxSlots = 1024;          // collectives outstanding per engine
+inline constexpr u32 kMaxRings = 64;            // submission rings per engine (one per user stream in use)
+inline constexpr u32 kRingEntries = kMaxSlots;  // so a ring can hold every outstanding collective
+inline constexpr u32 kMaxBlocks = 128;          // daemon blocks (= channels) per engine
+inline constexpr u32 kMaxComms = 256;           // communicators attached to one engine at a time
+inline constexpr u32 kMaxLanes = 64;            // lanes per communicator (sequence lanes + persistent lanes)
+inline constexpr u32 kCqEntries = kMaxSlots;    // completions can never outnumber outstanding collectives
+inline constexpr u32 kAlignBytes = 16;          // chunk boundaries fall on multiples of 16 bytes
+
+}  // namespace dfccl::core
