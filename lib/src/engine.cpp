@@ -196,8 +196,8 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
   outstanding_ += 1;
   comm_outstanding_[comm_index].fetch_add(1);
   submitted_ += 1;
-  // Posted before the doorbell, so that the daemon's prefetcher can copy the descriptor ahead of it (scheduler.h,
-  // prefetch_descs): the record of posting number seq - 1, with the descriptor in it (types.h, PostRecord). The
+  // Posted before the doorbell, so that the daemon's prefetcher can copy the descriptor ahead of it (scheduler/prefetcher.h,
+  // prefetch_descs): the record of posting number seq - 1, with the descriptor in it (flagged.h, PostRecord). The
   // descriptor also stays in desc[slot], where blocks read it when the copy is late; the fence orders both before
   // the doorbell.
   const uint64_t entry = core::ring_entry(pos, slot);
@@ -258,7 +258,7 @@ void Engine::launch_locked(uint64_t now) {
 
 // The completions the daemon queued since the last call: the slots' bookkeeping under one hold of the engine's lock
 // (the application's submissions and waits take it too), then each request's result outside it. An entry whose
-// first words have landed but not yet all the others (types.h, CqEntry) is taken at a later turn: they are on their
+// first words have landed but not yet all the others (flagged.h, CqEntry) is taken at a later turn: they are on their
 // way, and the lock is not held meanwhile.
 bool Engine::drain_completions() {
   core::CqInfo info;

@@ -1,4 +1,4 @@
-// How an abort reaches the daemon (kernels/core/scheduler.h, look_for_aborts): dfcclCommAbort stores into host
+// How an abort reaches the daemon (kernels/core/scheduler/aborts.h, look_for_aborts): dfcclCommAbort stores into host
 // memory only (EngineHost::aborts and abort_gen) and the daemon copies them into its own (EngineGlobal), the table
 // before the count, each only ever raised. Checked here on the host executor against a host side written the way
 // Engine::abort_comm writes it: the copy itself, a stale copy that must not undo a newer one, and the prefetcher,

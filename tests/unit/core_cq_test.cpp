@@ -1,4 +1,4 @@
-// The completion queue entry (kernels/core/types.h, CqEntry): what the daemon's last block writes (scheduler.h,
+// The completion queue entry (kernels/core/flagged.h, CqEntry): what the daemon's last block writes (scheduler/completion.h,
 // write_cq_entry, here on the host executor) is what the host reads back (read_cq_entry), and the host takes an entry
 // only when every word carries its completion's flag: not a zeroed entry, not an entry of a lap earlier, not one with
 // a word still missing (the words travel without a fence, each on its own).

@@ -1,4 +1,4 @@
-// The descriptor prefetcher (kernels/core/scheduler.h, prefetch_descs) on the host executor, against a host side
+// The descriptor prefetcher (kernels/core/scheduler/prefetcher.h, prefetch_descs) on the host executor, against a host side
 // written here the way Engine::submit posts: the post record with the descriptor (types.h, write_post_record), then,
 // for a host-ordered submission (DFCCL_NO_STREAM), its doorbell (EngineHost::host_ring). The prefetcher runs on a
 // thread of its own; the test checks which copies it publishes (EngineGlobal::pre_desc and pre_ready), over several

@@ -155,7 +155,7 @@ TEST_F(HostEngine, AbortReturnsWithinASecondWhilePeersAreAbsent) {
 
 // Blocking mode, four blocks, small collectives (one data channel: blocks 1-3 finish theirs at once). Block 0 takes
 // rank 0's collective A and waits for its absent peer, with no budget, in the pass that took it. The other blocks,
-// with nothing to run, must not judge the daemon idle meanwhile (scheduler.h: a block is busy from the pass that
+// with nothing to run, must not judge the daemon idle meanwhile (scheduler/exit.h: a block is busy from the pass that
 // takes a collective): the daemon stays, one launch, as NCCL's kernel would. Then B on another communicator of rank
 // 0 (same engine) and B's abort: every block drops B at once, and A still waits.
 TEST_F(HostEngine, BlockingModeDaemonStaysWhileABlockWaitsAndAnAbortElsewhereEndsAtOnce) {
@@ -250,7 +250,7 @@ TEST_F(HostEngine, AbortWhileOtherThreadsSubmitLosesNothing) {
 }
 
 // 128 blocks leave no room for the prefetcher (kMaxBlocks), which otherwise looks for aborts: the last channel's
-// block looks between its passes (scheduler.h, should_exit). Waits shorter than kAbortLookNs never look themselves,
+// block looks between its passes (scheduler/exit.h, should_exit). Waits shorter than kAbortLookNs never look themselves,
 // so in preemptive mode only that look can end the collective; in blocking mode the wait looks (it has no budget).
 class HostEngineWithoutPrefetcher : public HostEngine, public ::testing::WithParamInterface<dfcclMode_t> {
  protected:
@@ -286,7 +286,7 @@ TEST_P(HostEngineWithoutPrefetcher, AbortEndsACollectiveWhosePeerIsAbsent) {
 INSTANTIATE_TEST_SUITE_P(Modes, HostEngineWithoutPrefetcher, ::testing::Values(dfcclModePreemptive, dfcclModeBlocking));
 
 // Host-ordered submissions (DFCCL_NO_STREAM): their doorbells go through EngineHost::host_ring and the prefetcher
-// (scheduler.h, forward_host_doorbell), or, where there is no prefetcher (128 host blocks), through the executor's
+// (scheduler/prefetcher.h, forward_host_doorbell), or, where there is no prefetcher (128 host blocks), through the executor's
 // control stream. Rank 0 submits host-ordered, rank 1 alternates; with the prefetcher, 3000 collectives in batches
 // of 40 take the host ring round about three times; every result exact. dfcclWait refuses DFCCL_NO_STREAM, naming the argument.
 class HostOrdered : public HostEngine, public ::testing::WithParamInterface<bool> {
@@ -448,7 +448,7 @@ TEST_F(HostEngine, MoreCollectivesInFlightThanLanes) {
 // chunk and waits (ranks 1 and 2 have submitted nothing) when its second, of priority 5, arrives in a later scheduler
 // pass and sorts first on rank 0's block. Taking the lane before the first has finished would put the second's chunk
 // into the slot where rank 1's first collective then reads the first's next one. This is the case where a new
-// collective's first attempt uses the lane as accept loaded it (scheduler.h, LaneLook): with the turn taken from the
+// collective's first attempt uses the lane as accept loaded it (scheduler/pickup.h, LaneLook): with the turn taken from the
 // descriptor instead, the results are wrong.
 TEST_F(HostEngine, AHigherPriorityCollectiveWaitsForItsLaneTurn) {
   struct Unset {

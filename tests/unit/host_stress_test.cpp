@@ -258,7 +258,7 @@ TEST_F(HostStress, BlockingModeHangsInMostTrials) {
     // that waits for its timeout (DFCCL_ABORT_TIMEOUT_MS, 8 s here) left them in place. The bound is half of it.
     // Once in about 900 trials an abort waited its whole timeout (in CI at b22e7ad; with a 1 s timeout, the 1.0-2.7 s
     // aborts once put down to a loaded machine were most likely the same): a block stayed alone in a blocking-mode wait
-    // after the others had left, so nobody dropped a later collective of the aborted communicator (scheduler.h,
+    // after the others had left, so nobody dropped a later collective of the aborted communicator (scheduler/attempt.h,
     // wait_must_end; host_engine_test.BlockingModeDaemonStaysWhileABlockWaitsAndAnAbortElsewhereEndsAtOnce).
     // Fixed: none of 2144 trials (two runs side by side on two cores) had an abort over 2 s.
     ASSERT_LT(w.slowest_abort, std::chrono::seconds(4)) << "trial " << k;
