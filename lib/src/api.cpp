@@ -336,7 +336,7 @@ dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* 
 dfcclResult_t dfcclCommDestroy(dfcclComm_t comm) {
   return guard([&] {
     // After a peer's death the communicator was already aborted and released: nothing is left to wait for.
-    if (comm && comm->magic == dfcclComm::kMagic && comm->failed_rank.load() >= 0) {
+    if (comm && comm->magic == dfcclComm::kMagic && comm->failed_rank.load() >= 0 && !comm->user_aborted) {
       comm_destroy(comm);
       return dfcclSuccess;
     }

@@ -397,6 +397,7 @@ void comm_destroy(dfcclComm* c) {
 }
 
 void comm_abort(dfcclComm* c) {
+  c->user_aborted = true;
   PeerWatch::remove(c);
   if (c->alive.exchange(false)) abort_attached(c);
 }
@@ -406,7 +407,11 @@ void comm_fail(dfcclComm* c, int rank, const std::string& reason) {
                                       c->nranks, c->rank, reason);
   c->failure = msg;
   c->failed_rank.store(rank, std::memory_order_release);
-  log(LogLevel::Warn, LogSubsys::Abort, "{}: its collectives fail with dfcclRemoteError", msg);
+  // A peer's own abort is the application's decision (its watchdog usually aborts every rank): INFO. A death or
+  // silence is a failure: WARN.
+  const bool aborted = reason == "aborted the communicator";
+  log(aborted ? LogLevel::Info : LogLevel::Warn, LogSubsys::Abort, "{}: its collectives fail with dfcclRemoteError",
+      msg);
   if (c->alive.exchange(false)) abort_attached(c, dfcclRemoteError, msg);
 }
 

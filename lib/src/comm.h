@@ -41,6 +41,7 @@ struct dfcclComm {
   // A peer process that died (PeerWatch): its rank (-1: none) and the message naming it, written before the rank.
   std::atomic<int> failed_rank{-1};
   std::string failure;
+  std::atomic<bool> user_aborted{false};  // dfcclCommAbort was called (a destroy after it is refused)
 };
 
 struct dfcclPersistent {

@@ -368,11 +368,12 @@ void Engine::progress_loop() {
             // No back-off while a stream waits on pending work (see wait_on_stream).
             const bool waited = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE) != 0;
             next_launch_ns_ = waited ? now : now + backoff_ns_;
-            // Warned once per engine (a late peer climbs it too), then noted at INFO.
+            // INFO: a late peer, or ranks time-sliced on one GPU, climb it too; a real hang is named by the stuck
+            // warning (warn_if_stuck_locked).
             if (backoff_ns_ < relaunch_max_ns_ && backoff_ns_ * 2 >= relaunch_max_ns_)
-              log(std::exchange(ceiling_warned_, true) ? LogLevel::Info : LogLevel::Warn, LogSubsys::Engine,
+              log(LogLevel::Info, LogSubsys::Engine,
                   "device {}: the daemon keeps leaving with every collective stuck ({} stuck exits): relaunches are now "
-                  "{} us apart (DFCCL_RELAUNCH_MAX_NS); are all ranks submitting?",
+                  "{} us apart (DFCCL_RELAUNCH_MAX_NS)",
                   exec_->device(), exits_stuck_, relaunch_max_ns_ / 1000);
             backoff_ns_ = std::min(backoff_ns_ * 2, relaunch_max_ns_);
           } else {

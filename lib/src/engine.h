@@ -164,7 +164,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::atomic<bool> running_{false};  // written under mu_; read without it by the progress loop's quiet turns
   uint64_t submitted_ = 0, completed_ = 0, launches_ = 0, exits_idle_ = 0, exits_stuck_ = 0, late_doorbells_ = 0;
   uint64_t standby_launches_ = 0;  // launches by confirm_wait while a daemon was running
-  bool ceiling_warned_ = false;  // the relaunch back-off's ceiling was reported at WARN once
   uint64_t stuck_warn_ns_ = 0, last_stuck_check_ns_ = 0, stuck_warned_seq_ = 0;  // DFCCL_STUCK_WARN_S (0: off)
 
   std::atomic<bool> stop_{false};
