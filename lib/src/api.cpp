@@ -28,13 +28,13 @@ constexpr uint64_t kMaxCount = uint64_t(1) << 48;
   throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'comm' was destroyed or aborted", fn));
 }
 
-// A peer's death is reported as such (dfcclRemoteError naming the rank), any other end of the communicator as
-// dfcclInvalidUsage.
+// A peer's failure is reported as such (dfcclRemoteError naming the rank), unless the application aborted the
+// communicator itself; any other end of it as dfcclInvalidUsage.
 dfcclComm* check_comm(dfcclComm_t comm, const char* fn) {
   if (!comm) bad(fn, "argument 'comm' is NULL");
   if (comm->magic != dfcclComm::kMagic) bad(fn, "argument 'comm' is not a communicator");
   if (!comm->alive) {
-    if (comm->failed_rank.load(std::memory_order_acquire) >= 0)
+    if (comm->failed_rank.load(std::memory_order_acquire) >= 0 && !comm->user_aborted)
       throw Error(dfcclRemoteError, fmt::format("{}: {}", fn, comm->failure));
     comm_gone(fn);
   }
