@@ -62,17 +62,17 @@ Replay::Program Replay::program(int rank, uint64_t scenario_trial) const {
   size_t k = 0;
   for (sim::Step s : steps) {
     if (s == sim::kSync) {
-      p.ops.push_back(scenario::Op{scenario::OpKind::DeviceSync, -1, {}});
+      p.ops.push_back(program::Op{program::OpKind::DeviceSync, -1, {}});
       ++p.syncs;
     } else {
-      p.ops.push_back(scenario::Op{scenario::OpKind::Submit, static_cast<int>(s), {}});
+      p.ops.push_back(program::Op{program::OpKind::Submit, static_cast<int>(s), {}});
       if (k >= canonical.size() || canonical[k] != s) p.disordered = true;
       ++k;
       ++p.submissions;
     }
   }
   p.steps = static_cast<int64_t>(steps.size());
-  p.ops.push_back(scenario::Op{scenario::OpKind::WaitAll, -1, {}});
+  p.ops.push_back(program::Op{program::OpKind::WaitAll, -1, {}});
   return p;
 }
 

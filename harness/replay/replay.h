@@ -17,7 +17,7 @@
 
 #include "config/workload.h"
 #include "output/results.h"
-#include "scenario/scenario.h"  // harness/scenario: the harness's program operations
+#include "program/rank_program.h"  // the harness's program operations
 #include "scenario.h"           // sim/scenario.h: the simulator's scenario generator (target dfccl_scenario)
 
 namespace dfccl::harness::replay {
@@ -43,7 +43,7 @@ class Replay {
   // Rank `rank`'s program of a scenario trial, as harness operations (Submit with entry = collective id, DeviceSync,
   // then WaitAll), and whether its submissions leave the rank's canonical order (a disorder event happened).
   struct Program {
-    std::vector<scenario::Op> ops;
+    std::vector<program::Op> ops;
     int64_t steps = 0, submissions = 0, syncs = 0;
     bool disordered = false;
   };

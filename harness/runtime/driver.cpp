@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "replay/replay.h"
-#include "scenario/scenario.h"
+#include "program/rank_program.h"
 #include "stats/stats.h"
 
 namespace dfccl::harness {
@@ -244,7 +244,7 @@ class Campaign {
       p.count = e.coll->count_from_bytes(e.bytes, p.group_size, type_size(e.dtype));
       p.send_elems = e.coll->send_elems(p.count, p.group_size);
       p.recv_elems = e.coll->recv_elems(p.count, p.group_size);
-      p.data_seed = scenario::Rng::seed_of({w_.seed, 0xDA7A, static_cast<uint64_t>(case_index), generation,
+      p.data_seed = program::Rng::seed_of({w_.seed, 0xDA7A, static_cast<uint64_t>(case_index), generation,
                                             static_cast<uint64_t>(i), group_key[0], group_key[1]});
       plans.push_back(p);
     }
@@ -301,7 +301,7 @@ class Campaign {
       }
       uint64_t generation = c.step.empty() && w_.mix_per_trial ? static_cast<uint64_t>(trial) : 0;
       if (!prepared || generation != prepared_generation) {
-        step = c.step.empty() ? scenario::draw_mix(w_, generation) : c.step;
+        step = c.step.empty() ? program::draw_mix(w_, generation) : c.step;
         plans = make_plans(step, c.index, generation);
         std::string error;
         if (!prepare(b, plans, error)) {
@@ -332,7 +332,7 @@ class Campaign {
                         : op == -2     ? fmt::format("end of iteration {}", iteration)
                         : op < 0       ? std::string("starting")
                                        : fmt::format("iteration {}, operation {} ({})", iteration, op,
-                                                     scenario::op_kind_name(static_cast<scenario::OpKind>(kind)));
+                                                     program::op_kind_name(static_cast<program::OpKind>(kind)));
     for (int round = 0; round < 2; ++round)
       for (int r = 0; r < world_.size; ++r) {
         if (r == world_.rank) {
@@ -418,31 +418,31 @@ class Campaign {
         b.worker_begin(sh->cancel);
         for (int it = 0; it < iterations; ++it) {
           if (w.check && it == iterations - 1) b.poison_outputs();
-          std::vector<scenario::Op> prog;
+          std::vector<program::Op> prog;
           if (replayed) {
             prog = replayed->ops;
             if (replayed->disordered) ++sh->reordered;
           } else {
-            prog = scenario::rank_program(sh->step, w, rank, trial, static_cast<uint64_t>(it));
-            if (!scenario::in_step_order(prog)) ++sh->reordered;
+            prog = program::rank_program(sh->step, w, rank, trial, static_cast<uint64_t>(it));
+            if (!program::in_step_order(prog)) ++sh->reordered;
           }
           b.start_iteration(it);
           sh->at_iteration = it;
           for (size_t k = 0; k < prog.size(); ++k) {
-            const scenario::Op& op = prog[k];
+            const program::Op& op = prog[k];
             if (sh->cancel.load()) throw BackendError("cancelled by the watchdog");
             sh->at_op = static_cast<int>(k);
             sh->at_kind = static_cast<int>(op.kind);
             switch (op.kind) {
-              case scenario::OpKind::Submit:
+              case program::OpKind::Submit:
                 if (sh->plans[op.entry].slot >= 0) b.submit(op.entry);
                 break;
-              case scenario::OpKind::DeviceSync: ++sh->syncs; b.device_sync(); break;
-              case scenario::OpKind::HostAlloc: ++sh->syncs; b.host_alloc(op.alloc, w.host_alloc_bytes); break;
-              case scenario::OpKind::CudaFree: ++sh->syncs; b.cuda_free(); break;
-              case scenario::OpKind::LazyKernel: ++sh->syncs; b.lazy_kernel(); break;
-              case scenario::OpKind::Compute: b.compute(w.compute_us); break;
-              case scenario::OpKind::WaitAll: break;
+              case program::OpKind::DeviceSync: ++sh->syncs; b.device_sync(); break;
+              case program::OpKind::HostAlloc: ++sh->syncs; b.host_alloc(op.alloc, w.host_alloc_bytes); break;
+              case program::OpKind::CudaFree: ++sh->syncs; b.cuda_free(); break;
+              case program::OpKind::LazyKernel: ++sh->syncs; b.lazy_kernel(); break;
+              case program::OpKind::Compute: b.compute(w.compute_us); break;
+              case program::OpKind::WaitAll: break;
             }
             sh->executed.fetch_add(1);
             progress();

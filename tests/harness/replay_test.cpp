@@ -90,13 +90,13 @@ TEST(Replay, ProgramsAreTheSimulatorsStepForStep) {
       ASSERT_EQ(p.ops.size(), want.size() + 1);
       for (size_t i = 0; i < want.size(); ++i) {
         if (want[i] == dfccl::sim::kSync) {
-          EXPECT_EQ(p.ops[i].kind, scenario::OpKind::DeviceSync);
+          EXPECT_EQ(p.ops[i].kind, program::OpKind::DeviceSync);
         } else {
-          EXPECT_EQ(p.ops[i].kind, scenario::OpKind::Submit);
+          EXPECT_EQ(p.ops[i].kind, program::OpKind::Submit);
           EXPECT_EQ(p.ops[i].entry, want[i]);
         }
       }
-      EXPECT_EQ(p.ops.back().kind, scenario::OpKind::WaitAll);
+      EXPECT_EQ(p.ops.back().kind, program::OpKind::WaitAll);
       auto canon = r.scenario().canonical(rank);
       std::vector<dfccl::sim::Step> subs;
       for (auto s : want)

@@ -1,6 +1,6 @@
-// Scenarios: what each rank does in one iteration of a step, drawn deterministically from (workload seed, trial,
-// iteration, rank). This is the harness's own generator, behind a small interface; the simulator (sim/) can consume
-// the same programs to be validated against the harness.
+// Rank programs: what each rank does in one iteration of a step, drawn deterministically from (workload seed,
+// trial, iteration, rank). This is the harness's own generator, driven by the workload's knobs; the simulator's
+// scenario model (sim/scenario.h) is a different one, which a replay workload runs instead (replay/replay.h).
 //
 // A program is a list of operations. Submissions keep every group kind's own order (collectives of one communicator
 // are matched by submission order, as in NCCL); with probability order.probability a rank interleaves the groups in
@@ -16,7 +16,7 @@
 
 #include "config/workload.h"
 
-namespace dfccl::harness::scenario {
+namespace dfccl::harness::program {
 
 enum class OpKind : int { Submit = 0, DeviceSync = 1, HostAlloc = 2, CudaFree = 3, LazyKernel = 4, Compute = 5, WaitAll = 6 };
 std::string_view op_kind_name(OpKind k);
@@ -53,4 +53,4 @@ class Rng {
   uint64_t state_;
 };
 
-}  // namespace dfccl::harness::scenario
+}  // namespace dfccl::harness::program
