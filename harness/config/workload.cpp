@@ -13,7 +13,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
-#include "scenario.h"  // sim/: the simulator's layouts, for a replay
+#include "scenario.h"  // common/: the simulator's layouts, for a replay
 
 namespace dfccl::harness {
 namespace {
@@ -666,7 +666,7 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
     if (w.sim_layout.empty()) fail(origin, "sim.layout", "is required for a replay (e.g. 'megatron:2x2x2')");
     // The layout must parse, and every group must get at least one element per rank of the collective.
     try {
-      sim::Layout layout = sim::Layout::parse(w.sim_layout, w.sim_colls);
+      scenario::Layout layout = scenario::Layout::parse(w.sim_layout, w.sim_colls);
       for (const auto& g : layout.groups) {
         const int n = static_cast<int>(g.size());
         if (w.sim_coll->count_from_bytes(w.sim_bytes, n, type_size(w.dtype)) == 0)

@@ -90,7 +90,7 @@ struct Workload {
   // [[step]]
   std::vector<StepEntry> step;
 
-  // [sim]: a replay of the simulator's scenarios (sim/scenario.h, docs/simulator.md): rank r of harness trial t runs
+  // [sim]: a replay of the simulator's scenarios (common/scenario.h, docs/simulator.md): rank r of harness trial t runs
   // Scenario::program(r, sim_first_trial + t) of (sim_layout, sim_colls, sim_disorder, sim_sync, sim_seed).
   std::string sim_layout;
   int sim_colls = 10;

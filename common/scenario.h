@@ -1,4 +1,4 @@
-// The random scenario generator (CMake target dfccl_scenario), shared by the simulator and the harness.
+// The random scenario generator (library dfccl_common), shared by the simulator and the harness's replay workload.
 //
 // A scenario is, for each rank, an exact program: an ordered list of steps, each either "submit collective k of group
 // g" or "sync". It is a pure function of (layout, collectives per group, disorder probability, sync probability,
@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "rng.h"
+#include "scenario_rng.h"
 
-namespace dfccl::sim {
+namespace dfccl::scenario {
 
 enum class GroupKind : uint8_t { generic, tp, dp, pp };
 std::string_view to_string(GroupKind kind);
@@ -121,4 +121,4 @@ class Scenario {
   std::vector<int> rgroups_;          // groups of every rank, concatenated
 };
 
-}  // namespace dfccl::sim
+}  // namespace dfccl::scenario
