@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
     const auto settings = expand(plan);
     const int threads = plan.threads > 0 ? plan.threads : static_cast<int>(std::thread::hardware_concurrency());
 
-    RunMeta meta;
+    dfccl::h5::RunIdentity meta;
     meta.dfccl_version = DFCCL_SIM_VERSION;
     meta.git_revision = DFCCL_SIM_GIT_REVISION;
     meta.date_utc = utc_now();
