@@ -30,5 +30,8 @@ void gentle_allreduce(void* inout, int count, MPI_Datatype type, MPI_Op op, MPI_
 std::string bcast_string(const std::string& s, int root, MPI_Comm comm);
 // Every rank's string, on rank 0 (empty elsewhere).
 std::vector<std::string> gather_strings(const std::string& s, MPI_Comm comm);
+// The same error text on every rank of MPI_COMM_WORLD ("" if no rank has one): the lowest failing rank's, prefixed
+// with "rank R: " when the world has several ranks.
+std::string agree_error(const std::string& local);
 
 }  // namespace dfccl::harness
