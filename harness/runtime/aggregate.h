@@ -17,7 +17,8 @@
 
 namespace dfccl::harness {
 
-// This rank's engine counters; invalid ones (the trial then records -1) when the backend cannot read them.
+// This rank's engine counters. When the backend cannot read them: invalid ones (the trial then records -1), and the
+// error on stderr.
 EngineCounters read_counters(Backend& b, int rank);
 
 // Fills a completed trial's counters, summed over ranks: reordered rank-iterations, synchronizations, executed

@@ -182,8 +182,9 @@ class Campaign {
       t.message = "creating communicators: " + error;
       writer_.add_trial(t);
       try {
-        b.abort_comms();
-      } catch (...) {
+        b.abort_comms();  // gets rid of the communicators this rank did create
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "dfccl-harness: rank {}: aborting after a failed creation: {}\n", world_.rank, e.what());
       }
       return false;
     }
