@@ -14,6 +14,7 @@
 #include <set>
 
 #include "backends/backend.h"
+#include "config/settings.h"
 #include "config/workload.h"
 #include "harness_build_info.h"
 #include "output/layout_check.h"
@@ -100,10 +101,7 @@ RunInfo collect_run_info(const Workload& w, const MpiWorld& world, const std::st
   r.command_line = command_line;
   r.config_toml = w.resolved_toml;
   r.workload = w.name;
-  r.workload_kind = w.kind == Workload::Kind::Sweep  ? "sweep"
-                    : w.kind == Workload::Kind::Mix  ? "mix"
-                    : w.kind == Workload::Kind::Step ? "step"
-                                                     : "replay";
+  r.workload_kind = name_of(w.kind, Workload::kKindNames);
   if (w.kind == Workload::Kind::Replay) r.replay = replay::Replay(w).info();
   r.workload_description = w.description;
   r.workload_source = w.source;

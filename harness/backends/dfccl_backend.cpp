@@ -47,11 +47,11 @@ class DfcclBackend final : public Backend {
     if (on_gpu_) {
       int n = 0;
       if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw BackendError("no CUDA device");
-      gpu_.emplace(ctx.local_rank % n, ctx.workload->streams == "per_group" ? kNumGroupKinds : 1);
-      host_completion_ = ctx.workload->completion != "stream";
-      host_order_ = ctx.workload->order == "host";
+      gpu_.emplace(ctx.local_rank % n, ctx.workload->streams == Streams::PerGroup ? kNumGroupKinds : 1);
+      host_completion_ = ctx.workload->completion != Completion::Stream;
+      host_order_ = ctx.workload->order == SubmitOrder::Host;
     }
-    callback_completion_ = ctx.workload->completion == "callback";
+    callback_completion_ = ctx.workload->completion == Completion::Callback;
   }
 
   ~DfcclBackend() override { free_requests(); }

@@ -56,7 +56,7 @@ class NcclBackend final : public Backend {
       : ctx_(ctx),
         graphs_(graphs),
         timing_(TimingPlan::of(*ctx.workload)),
-        gpu_(select_device(ctx), ctx.workload->streams == "per_group" ? kNumGroupKinds : 1) {
+        gpu_(select_device(ctx), ctx.workload->streams == Streams::PerGroup ? kNumGroupKinds : 1) {
     gpu_.use_graphs(graphs);
   }
 
@@ -213,7 +213,8 @@ class NcclBackend final : public Backend {
   // interrupted, which an in-order sweep does not risk.
   bool blocking() const {
     const Workload& w = *ctx_.workload;
-    return graphs_ || w.nccl_comms == "blocking" || (w.nccl_comms == "auto" && w.kind == Workload::Kind::Sweep);
+    return graphs_ || w.nccl_comms == NcclComms::Blocking ||
+           (w.nccl_comms == NcclComms::Auto && w.kind == Workload::Kind::Sweep);
   }
   static int select_device(const BackendContext& ctx) {
     int n = 0;
