@@ -1,6 +1,6 @@
 // A backend runs the collectives of a workload: dfccl (GPU), nccl (GPU baseline), host and host-blocking (dfccl's
-// CPU executor). The shared driver (runtime/driver.cpp) owns the workload, the watchdog, timing aggregation and
-// verification; a backend only knows how to create communicators, place buffers and execute one rank's program.
+// CPU executor). The shared driver (runtime/) owns the workload, the watchdog, timing aggregation and verification;
+// a backend only knows how to create communicators, place buffers and execute one rank's program.
 //
 // Threads: the driver's main thread calls the "main thread" methods (MPI is allowed there, MPI_THREAD_FUNNELED);
 // one worker thread per trial calls the "worker" methods. abort_comms() runs on the main thread while the worker may

@@ -101,9 +101,8 @@ class DfcclBackend final : public Backend {
     }
   }
 
-  // All communicators at once, one thread each, so that abort times do not add up over communicators (before
-  // 197fdca, in blocking mode, aborting a communicator whose collectives were queued behind another one's stuck
-  // collective waited DFCCL_ABORT_TIMEOUT_MS, 1 s, each).
+  // Aborts all communicators at once, one thread each, so that their abort times do not add up (a communicator
+  // whose collectives wait behind another one's stuck collective may take up to DFCCL_ABORT_TIMEOUT_MS).
   void abort_comms() override {
     std::vector<std::thread> threads;
     for (auto& c : comms_)

@@ -19,6 +19,8 @@ struct DriverResult {
   int64_t deadlocked = 0, failed = 0, wrong = 0;
 };
 
+// Runs every backend of the workload in turn (MPI-collective over MPI_COMM_WORLD; every rank calls it). Returns
+// the counts over all backends; an exception means the run cannot go on (main then aborts the MPI job).
 DriverResult run_campaign(const Workload& w, MpiWorld& world, Writer& writer);
 
 }  // namespace dfccl::harness

@@ -21,9 +21,10 @@ struct MpiWorld {
   std::vector<Membership> memberships;
 
   static MpiWorld create(int tp, int dp, int pp);  // throws WorkloadError naming layout.* when it does not fit
-  void free();
+  void free();  // frees the group communicators (before MPI_Finalize)
 };
 
+// MPI_Barrier and MPI_Allreduce (in place) that wait by polling the nonblocking call with short sleeps.
 void gentle_barrier(MPI_Comm comm);
 void gentle_allreduce(void* inout, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
 // Rank `root`'s string, on every rank.
