@@ -72,10 +72,11 @@ class CaseAggregate {
     int64_t wrong = 0, preemptions = 0;
     bool checked = false;
   };
-  std::string row_key(const StepEntry& e, size_t index) const;
+  std::string row_key(const StepEntry& e, size_t index) const;  // the row an entry's samples go to
+  // The identity fields of an entry's row, and of the whole step's.
   CaseRow identity(const StepEntry& e, const EntryPlan& p, size_t index, int64_t case_index) const;
   CaseRow step_identity(const std::vector<StepEntry>& step, int64_t case_index) const;
-  static CaseRow summarize_row(const Acc& a, const char* time_kind);
+  static CaseRow summarize_row(const Acc& a, const char* time_kind);  // statistics, algbw and busbw of a row
 
   const Workload& w_;
   const replay::Replay* replay_;

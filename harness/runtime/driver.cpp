@@ -24,6 +24,8 @@ struct Case {
   std::vector<StepEntry> step;  // empty for a mix
 };
 
+// The cases of a workload: a replay's one step, one per collective and size of a sweep, the [[step]] entries, or
+// one mix (its step drawn per trial).
 std::vector<Case> make_cases(const Workload& w, const replay::Replay* rp) {
   std::vector<Case> cases;
   if (rp) {
@@ -49,10 +51,12 @@ std::vector<Case> make_cases(const Workload& w, const replay::Replay* rp) {
   return cases;
 }
 
+// One run of a workload on every rank (every method is MPI-collective over MPI_COMM_WORLD).
 class Campaign {
  public:
   Campaign(const Workload& w, MpiWorld& world, Writer& writer) : w_(w), world_(world), writer_(writer) {}
 
+  // Runs every backend in turn; returns the counts over all of them.
   DriverResult run() {
     if (w_.kind == Workload::Kind::Replay) make_replay_comms();
     for (const auto& name : w_.backends) run_backend(name);
@@ -81,6 +85,9 @@ class Campaign {
   }
 
   // ---------------------------------------------------------------------------------------------------------------
+  // One backend: created, its communicators built, every case run, its summary written. A backend that cannot be
+  // created or cannot build its communicators has every trial skipped; one left with a stuck worker is never
+  // destroyed.
   void run_backend(const std::string& name) {
     auto t0 = Clock::now();
     BackendContext ctx{world_.rank, world_.size, world_.local_rank, world_.local_size, &w_};
@@ -135,6 +142,7 @@ class Campaign {
     }
   }
 
+  // Completes the backend's summary (rate, interval, mean busbw, wall time), adds it to the result and writes it.
   void finish_backend(Clock::time_point t0) {
     BackendSummary& s = summary_;
     s.trials = s.completed + s.deadlocked + s.failed + s.skipped;
@@ -155,6 +163,8 @@ class Campaign {
     writer_.end_backend(s);
   }
 
+  // The communicators the workload uses: a replay's groups, else the group kinds it names (MPI_COMM_NULL for the
+  // others).
   std::vector<CommSlot> used_slots() const {
     if (replay_) return replay_slots_;  // one per group of the scenario's layout
     std::vector<bool> used(kNumGroupKinds, false);
@@ -168,6 +178,8 @@ class Campaign {
     return slots;
   }
 
+  // Builds the backend's communicators. On failure (on any rank) writes a failed trial naming the error, aborts what
+  // was built, and returns false on every rank.
   bool create_comms(Backend& b) {
     std::string error;
     try {
@@ -192,6 +204,8 @@ class Campaign {
   }
 
   // ---------------------------------------------------------------------------------------------------------------
+  // How this rank runs each entry of a step: its communicator, count, buffers and data seed (a function of the run's
+  // seed, the case, the mix generation, the entry and the group).
   std::vector<EntryPlan> make_plans(const std::vector<StepEntry>& step, int case_index, uint64_t generation) {
     std::vector<EntryPlan> plans;
     for (size_t i = 0; i < step.size(); ++i) {
@@ -229,6 +243,8 @@ class Campaign {
     return plans;
   }
 
+  // Fills the send buffers with their exact-check data and hands them to the backend. Returns false on every rank,
+  // with the agreed error, when any rank fails.
   bool prepare(Backend& b, const std::vector<EntryPlan>& plans, std::string& error) {
     std::string local;
     try {
@@ -248,6 +264,7 @@ class Campaign {
     return error.empty();
   }
 
+  // Every trial of a case (a mix draws a new step, and new buffers, per generation), then the case's rows.
   void run_case(Backend& b, const Case& c, Clock::time_point backend_t0) {
     CaseAggregate agg(w_, replay_.get(), world_.size);
     std::vector<StepEntry> step;
@@ -296,10 +313,11 @@ class Campaign {
 
     for (const CaseRow& r : agg.rows()) {
       writer_.add_case(r);
-      if (!std::isnan(r.busbw_GBs)) busbw_.push_back(r.busbw_GBs);
+      busbw_.push_back(r.busbw_GBs);  // NaN where a row has none: finish_backend leaves it out
     }
   }
 
+  // Writes a trial's row and the progress of the backend.
   void report_trial(const TrialRow& row, Clock::time_point backend_t0) {
     writer_.add_trial(row);
     ++done_trials_;

@@ -37,6 +37,7 @@ WatchVerdict watch_trial(WorkerState& sh, double timeout_s, Clock::time_point t0
 
 namespace {
 
+// Where a worker is, in words, from WorkerState's at_iteration, at_op and at_kind.
 std::string worker_position(bool done, int iteration, int op, int kind) {
   if (done) return "done";
   if (op == -3) return "finish (waiting for the last iteration)";
