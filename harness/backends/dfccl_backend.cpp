@@ -101,8 +101,7 @@ class DfcclBackend final : public Backend {
     }
   }
 
-  // Aborts all communicators at once, one thread each, so that their abort times do not add up (a communicator
-  // whose collectives wait behind another one's stuck collective may take up to DFCCL_ABORT_TIMEOUT_MS).
+  // Aborts all communicators at once, one thread each, so that their abort times do not add up.
   void abort_comms() override {
     std::vector<std::thread> threads;
     for (auto& c : comms_)
