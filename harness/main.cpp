@@ -11,9 +11,11 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "backends/backend.h"
+#include "config/settings.h"
 #include "config/workload.h"
 #include "harness_build_info.h"
 #include "output/layout_check.h"
@@ -100,10 +102,7 @@ RunInfo collect_run_info(const Workload& w, const MpiWorld& world, const std::st
   r.command_line = command_line;
   r.config_toml = w.resolved_toml;
   r.workload = w.name;
-  r.workload_kind = w.kind == Workload::Kind::Sweep  ? "sweep"
-                    : w.kind == Workload::Kind::Mix  ? "mix"
-                    : w.kind == Workload::Kind::Step ? "step"
-                                                     : "replay";
+  r.workload_kind = name_of(w.kind, Workload::kKindNames);
   if (w.kind == Workload::Kind::Replay) r.replay = replay::Replay(w).info();
   r.workload_description = w.description;
   r.workload_source = w.source;
@@ -180,6 +179,65 @@ int finish(int rc) {
   return rc;
 }
 
+struct Options {
+  std::string workload_path, out_path;
+  bool quiet = false, list_keys = false;
+  std::vector<std::string> expectations;
+  std::vector<std::string> extras;  // --section.key value ...: the workload overrides
+};
+
+// Parses the command line. Returns the exit code when the process stops here (--help, a bad option; rank 0 prints
+// why), else nullopt.
+std::optional<int> parse_options(int argc, char** argv, bool root, Options& o) {
+  CLI::App app{"dfccl-harness: runs a workload on dfccl, nccl or dfccl's host executor under mpirun and writes HDF5.\n"
+               "Every workload key can be overridden as --section.key value (see --list-keys)."};
+  app.add_option("--workload", o.workload_path, "workload file (workloads/<name>.toml)");
+  app.add_option("--out", o.out_path, "HDF5 file to write (default: results/<workload>.h5)");
+  app.add_flag("--quiet", o.quiet, "no per-trial lines and no progress line");
+  app.add_flag("--list-keys", o.list_keys, "print every workload key with its default and meaning");
+  app.add_option("--expect", o.expectations,
+                 "after the run, read the file back and check '[backend:]counter OP n' (counters: trials completed "
+                 "deadlocked failed skipped wrong rows); exit 1 if one does not hold");
+  app.allow_extras();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = root ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+    if (!root && e.get_exit_code() != 0) rc = 2;
+    return rc == 0 ? 0 : 2;
+  }
+  o.extras = app.remaining();
+  return std::nullopt;
+}
+
+// The workload with its overrides; run.backend = auto becomes the backends this machine has. Throws WorkloadError.
+Workload read_workload(const Options& o) {
+  if (o.workload_path.empty()) throw WorkloadError("--workload: required (a file such as workloads/sweep.toml)");
+  Overrides overrides = parse_extras(o.extras);
+  Workload w = load_workload(o.workload_path, overrides);
+  if (std::find(w.backends.begin(), w.backends.end(), "auto") != w.backends.end()) {
+    overrides.emplace_back("run.backend", resolve_auto_backends(w.backends));
+    w = load_workload(o.workload_path, overrides);
+  }
+  return w;
+}
+
+// Rank 0, after the run: names the file and checks it against the --expect expressions. Returns the exit code.
+int report(const Options& o, const DriverResult& result) {
+  int rc = 0;
+  fmt::print("# Results: {}\n", o.out_path);
+  if (result.wrong > 0) rc = 3;
+  if (o.expectations.empty()) return rc;
+  auto problems = check_layout(o.out_path);
+  for (const auto& p : problems) fmt::print(stderr, "dfccl-harness: {}: layout: {}\n", o.out_path, p);
+  std::vector<std::string> failures;
+  if (problems.empty()) failures = check_expectations(read_counters(o.out_path), o.expectations);
+  for (const auto& f : failures) fmt::print(stderr, "dfccl-harness: {}\n", f);
+  if (!problems.empty() || !failures.empty()) return 1;
+  fmt::print("# Expectations hold: {}\n", fmt::join(o.expectations, ", "));
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -192,49 +250,19 @@ int main(int argc, char** argv) {
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
 
-  CLI::App app{"dfccl-harness: runs a workload on dfccl, nccl or dfccl's host executor under mpirun and writes HDF5.\n"
-               "Every workload key can be overridden as --section.key value (see --list-keys)."};
-  std::string workload_path, out_path;
-  bool quiet = false, list_keys = false;
-  std::vector<std::string> expectations;
-  app.add_option("--workload", workload_path, "workload file (workloads/<name>.toml)");
-  app.add_option("--out", out_path, "HDF5 file to write (default: results/<workload>.h5)");
-  app.add_flag("--quiet", quiet, "no per-trial lines and no progress line");
-  app.add_flag("--list-keys", list_keys, "print every workload key with its default and meaning");
-  app.add_option("--expect", expectations,
-                 "after the run, read the file back and check '[backend:]counter OP n' (counters: trials completed "
-                 "deadlocked failed skipped wrong rows); exit 1 if one does not hold");
-  app.allow_extras();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = root ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
-    if (!root && e.get_exit_code() != 0) rc = 2;
-    return finish(rc == 0 ? 0 : 2);
-  }
-  if (list_keys) {
+  Options o;
+  if (auto rc = parse_options(argc, argv, root, o)) return finish(*rc);
+  if (o.list_keys) {
     if (root) fmt::print("Workload keys (file: [section] key = value; command line: --section.key value):\n{}",
                          describe_settings());
     return finish(0);
   }
 
   Workload w;
-  try {
-    if (workload_path.empty()) throw WorkloadError("--workload: required (a file such as workloads/sweep.toml)");
-    Overrides overrides = parse_extras(app.remaining());
-    w = load_workload(workload_path, overrides);
-    if (std::find(w.backends.begin(), w.backends.end(), "auto") != w.backends.end()) {
-      overrides.emplace_back("run.backend", resolve_auto_backends(w.backends));
-      w = load_workload(workload_path, overrides);
-    }
-  } catch (const WorkloadError& e) {
-    if (root) fmt::print(stderr, "dfccl-harness: {}\n", e.what());
-    return finish(2);
-  }
-  if (out_path.empty()) out_path = "results/" + w.name + ".h5";
-
   MpiWorld world;
   try {
+    w = read_workload(o);
+    if (o.out_path.empty()) o.out_path = "results/" + w.name + ".h5";
     world = MpiWorld::create(w.tp, w.dp, w.pp);
     replay::check_world(w, world.size);
   } catch (const WorkloadError& e) {
@@ -245,11 +273,10 @@ int main(int argc, char** argv) {
   RunInfo info = collect_run_info(w, world, command_line);
   MultiWriter writer;
   if (root) {
-    writer.add(make_console_writer(quiet));
-    writer.add(make_hdf5_writer(out_path));
+    writer.add(make_console_writer(o.quiet));
+    writer.add(make_hdf5_writer(o.out_path));
   }
 
-  int rc = 0;
   DriverResult result;
   try {
     writer.begin_run(info);
@@ -260,25 +287,13 @@ int main(int argc, char** argv) {
     try {
       writer.end_run(fmt::format("error: {}", e.what()));
     } catch (const std::exception& e2) {
-      fmt::print(stderr, "dfccl-harness: writing {} failed: {}\n", out_path, e2.what());
+      fmt::print(stderr, "dfccl-harness: writing {} failed: {}\n", o.out_path, e2.what());
     }
     std::fflush(nullptr);
     MPI_Abort(MPI_COMM_WORLD, 1);  // a rank may be inside an MPI call that can no longer complete
   }
 
-  if (root) {
-    fmt::print("# Results: {}\n", out_path);
-    if (result.wrong > 0) rc = 3;
-    if (!expectations.empty()) {
-      auto problems = check_layout(out_path);
-      for (const auto& p : problems) fmt::print(stderr, "dfccl-harness: {}: layout: {}\n", out_path, p);
-      std::vector<std::string> failures;
-      if (problems.empty()) failures = check_expectations(read_counters(out_path), expectations);
-      for (const auto& f : failures) fmt::print(stderr, "dfccl-harness: {}\n", f);
-      if (!problems.empty() || !failures.empty()) rc = 1;
-      else fmt::print("# Expectations hold: {}\n", fmt::join(expectations, ", "));
-    }
-  }
+  const int rc = root ? report(o, result) : 0;
   std::fflush(nullptr);
   world.free();
   if (result.stuck_worker) {

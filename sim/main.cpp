@@ -53,6 +53,90 @@ void print_programs(const Scenario& s, uint64_t trial) {
   }
 }
 
+// The plan to run: the file's (--plan), where the options given on the command line win, else one block made of
+// the command line's options; --trials overrides every block's.
+Plan resolve_plan(const CLI::App& app, const std::string& plan_file, const Plan& given, const SweepBlock& cli,
+                  int64_t trials_override) {
+  Plan plan = given;
+  if (!plan_file.empty()) {
+    plan = Plan::from_toml_file(plan_file);
+    if (app.count("--seed")) plan.seed = given.seed;
+    if (app.count("--first-trial")) plan.first_trial = given.first_trial;
+    if (app.count("--threads")) plan.threads = given.threads;
+    if (given.per_trial) plan.per_trial = true;
+    if (given.verify_cycles) plan.verify_cycles = true;
+  } else {
+    plan.blocks.push_back(cli);
+  }
+  if (trials_override > 0)
+    for (auto& b : plan.blocks) b.trials = trials_override;
+  return plan;
+}
+
+dfccl::h5::RunIdentity run_identity(int argc, char** argv, const Plan& plan) {
+  dfccl::h5::RunIdentity meta;
+  meta.dfccl_version = DFCCL_SIM_VERSION;
+  meta.git_revision = DFCCL_SIM_GIT_REVISION;
+  meta.date_utc = utc_now();
+  meta.hostname = host_name();
+  for (int i = 0; i < argc; ++i) meta.command_line += (i ? " " : "") + shell_quote(argv[i]);
+  meta.config = plan.to_toml();
+  return meta;
+}
+
+struct Totals {
+  int64_t submissions = 0, collectives = 0;
+  double seconds = 0;
+};
+
+// Runs settings [i, j), which share a scenario (layout, colls, p_disorder, p_sync): their models on the same
+// generated programs. Prints one table line per setting and returns its row (per-trial results only if per_trial).
+std::vector<Row> run_batch(const std::vector<Setting>& settings, size_t i, size_t j, const Plan& plan, int cycle_hops,
+                           bool quiet, Totals& totals) {
+  const auto& s0 = settings[i];
+  const Scenario sc(Layout::parse(s0.layout, s0.colls), ScenarioParams{s0.p_disorder, s0.p_sync, plan.seed});
+  std::vector<ModelSpec> models;
+  for (size_t k = i; k < j; ++k) models.push_back(settings[k].model);
+  RunOptions opt;
+  opt.trials = s0.trials;
+  opt.first_trial = plan.first_trial;
+  opt.threads = plan.threads;
+  opt.verify_cycles = plan.verify_cycles;
+  opt.cycle_hops = cycle_hops > 0 ? static_cast<size_t>(cycle_hops) : SIZE_MAX;
+  if (!quiet)
+    opt.progress = [&, i, j](int64_t done, int64_t dl) {
+      fmt::print(stderr, "  [settings {}-{} of {}] {}/{} trials, {} deadlocks\n", i + 1, j, settings.size(), done,
+                 s0.trials, dl);
+    };
+  auto results = run_models(sc, models, opt);
+  totals.submissions += sc.num_submissions() * s0.trials * static_cast<int64_t>(models.size());
+  totals.collectives += sc.num_collectives() * s0.trials * static_cast<int64_t>(models.size());
+  totals.seconds += results.front().seconds;
+  std::vector<Row> rows;
+  for (size_t k = i; k < j; ++k) {
+    Row row;
+    row.setting = settings[k];
+    row.layout_spec = sc.layout().spec;
+    row.ranks = sc.num_ranks();
+    row.groups = sc.num_groups();
+    row.collectives = sc.num_collectives();
+    row.submissions = sc.num_submissions();
+    row.seed = plan.seed;
+    row.first_trial = plan.first_trial;
+    row.batch = static_cast<int64_t>(i);
+    row.result = std::move(results[k - i]);
+    fmt::print("{}\n", table_row(row));
+    if (!quiet && row.result.deadlocks > 0)
+      fmt::print("   first deadlock: trial {}, cycle of {}\n", row.result.first_deadlock_trial, row.result.first_cycle);
+    if (!plan.per_trial) {
+      row.result.deadlocked = {};
+      row.result.completed = {};
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,7 +159,8 @@ int main(int argc, char** argv) {
   app.add_flag("--verify-cycles", plan.verify_cycles, "Search a wait-for cycle in every deadlocked trial (slower)");
   app.add_option("--cycle-hops", cycle_hops, "Hops of the first deadlock cycle printed and stored (0: all)");
   app.add_flag("--quiet,-q", quiet, "Only the table");
-  app.add_option("--show-programs", show_trial, "Print every rank's program of this trial for the first setting, then exit");
+  app.add_option("--show-programs", show_trial,
+                 "Print every rank's program of this trial for the first setting, then exit");
 
   app.add_option("--models,-m", cli.models, "Models: a|queue b|stream c|stream-limit d|dfccl")->delimiter(',');
   app.add_option("--limits,-R", cli.limits, "Resident-collective limits R for model c")->delimiter(',');
@@ -90,31 +175,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    if (!plan_file.empty()) {
-      const Plan from = Plan::from_toml_file(plan_file);
-      const Plan given = plan;
-      plan = from;
-      // Command-line options given explicitly win over the file.
-      if (app.count("--seed")) plan.seed = given.seed;
-      if (app.count("--first-trial")) plan.first_trial = given.first_trial;
-      if (app.count("--threads")) plan.threads = given.threads;
-      if (given.per_trial) plan.per_trial = true;
-      if (given.verify_cycles) plan.verify_cycles = true;
-    } else {
-      plan.blocks.push_back(cli);
-    }
-    if (trials_override > 0)
-      for (auto& b : plan.blocks) b.trials = trials_override;
+    const Plan given = plan;
+    plan = resolve_plan(app, plan_file, given, cli, trials_override);
     const auto settings = expand(plan);
     const int threads = plan.threads > 0 ? plan.threads : static_cast<int>(std::thread::hardware_concurrency());
-
-    RunMeta meta;
-    meta.dfccl_version = DFCCL_SIM_VERSION;
-    meta.git_revision = DFCCL_SIM_GIT_REVISION;
-    meta.date_utc = utc_now();
-    meta.hostname = host_name();
-    for (int i = 0; i < argc; ++i) meta.command_line += (i ? " " : "") + shell_quote(argv[i]);
-    meta.config = plan.to_toml();
+    const dfccl::h5::RunIdentity meta = run_identity(argc, argv, plan);
 
     if (show_trial >= 0) {
       const auto& s = settings.front();
@@ -130,8 +195,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
 
     std::vector<Row> rows;
-    int64_t total_submissions = 0, total_collectives = 0;
-    double total_seconds = 0;
+    Totals totals;
     // Settings that share a scenario (layout, colls, p_disorder, p_sync) are adjacent; each such batch runs its models
     // on the same generated programs.
     auto scenario_key = [](const Setting& s) {
@@ -140,47 +204,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < settings.size();) {
       size_t j = i + 1;
       while (j < settings.size() && scenario_key(settings[j]) == scenario_key(settings[i])) ++j;
-      const auto& s0 = settings[i];
-      const Scenario sc(Layout::parse(s0.layout, s0.colls), ScenarioParams{s0.p_disorder, s0.p_sync, plan.seed});
-      std::vector<ModelSpec> models;
-      for (size_t k = i; k < j; ++k) models.push_back(settings[k].model);
-      RunOptions opt;
-      opt.trials = s0.trials;
-      opt.first_trial = plan.first_trial;
-      opt.threads = plan.threads;
-      opt.verify_cycles = plan.verify_cycles;
-      opt.cycle_hops = cycle_hops > 0 ? static_cast<size_t>(cycle_hops) : SIZE_MAX;
-      if (!quiet)
-        opt.progress = [&, i, j](int64_t done, int64_t dl) {
-          fmt::print(stderr, "  [settings {}-{} of {}] {}/{} trials, {} deadlocks\n", i + 1, j, settings.size(), done,
-                     s0.trials, dl);
-        };
-      auto results = run_models(sc, models, opt);
-      total_submissions += sc.num_submissions() * s0.trials * static_cast<int64_t>(models.size());
-      total_collectives += sc.num_collectives() * s0.trials * static_cast<int64_t>(models.size());
-      total_seconds += results.front().seconds;
-      for (size_t k = i; k < j; ++k) {
-        Row row;
-        row.setting = settings[k];
-        row.layout_spec = sc.layout().spec;
-        row.ranks = sc.num_ranks();
-        row.groups = sc.num_groups();
-        row.collectives = sc.num_collectives();
-        row.submissions = sc.num_submissions();
-        row.seed = plan.seed;
-        row.first_trial = plan.first_trial;
-        row.batch = static_cast<int64_t>(i);
-        row.result = std::move(results[k - i]);
-        fmt::print("{}\n", table_row(row));
-        if (!quiet && row.result.deadlocks > 0)
-          fmt::print("   first deadlock: trial {}, cycle of {}\n", row.result.first_deadlock_trial,
-                     row.result.first_cycle);
-        if (!plan.per_trial) {
-          row.result.deadlocked = {};
-          row.result.completed = {};
-        }
-        rows.push_back(std::move(row));
-      }
+      for (auto& row : run_batch(settings, i, j, plan, cycle_hops, quiet, totals)) rows.push_back(std::move(row));
       std::fflush(stdout);
       i = j;
     }
@@ -188,9 +212,9 @@ int main(int argc, char** argv) {
       fmt::print(
           "total: {} collectives ({} submissions) simulated in {:.2f} s: {:.3g} collectives/s, {:.3g} submissions/s "
           "({} threads; each trial's programs generated once and run under every model of its batch)\n",
-          total_collectives, total_submissions, total_seconds,
-          total_seconds > 0 ? static_cast<double>(total_collectives) / total_seconds : 0.0,
-          total_seconds > 0 ? static_cast<double>(total_submissions) / total_seconds : 0.0, threads);
+          totals.collectives, totals.submissions, totals.seconds,
+          totals.seconds > 0 ? static_cast<double>(totals.collectives) / totals.seconds : 0.0,
+          totals.seconds > 0 ? static_cast<double>(totals.submissions) / totals.seconds : 0.0, threads);
     if (!out_file.empty()) {
       write_hdf5(out_file, meta, rows, plan.per_trial);
       if (!quiet) fmt::print("wrote {}\n", out_file);

@@ -24,6 +24,15 @@
 
 namespace dfccl::sim {
 
+// The scenario vocabulary (common/scenario.h): what the simulator runs.
+using scenario::Bernoulli;
+using scenario::kSync;
+using scenario::Layout;
+using scenario::Programs;
+using scenario::Scenario;
+using scenario::ScenarioParams;
+using scenario::Step;
+
 enum class Model : uint8_t { queue, stream, stream_limit, dfccl };
 
 struct ModelSpec {

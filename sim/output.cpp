@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "h5_table.h"
+#include "run_identity.h"
 
 namespace dfccl::sim {
 
@@ -25,15 +26,9 @@ std::string table_row(const Row& r) {
                      fmt::format("[{}, {}]", pct(x.ci.lo), pct(x.ci.hi)), x.seconds);
 }
 
-void write_hdf5(const std::string& path, const RunMeta& meta, const std::vector<Row>& rows, bool per_trial) {
+void write_hdf5(const std::string& path, const h5::RunIdentity& meta, const std::vector<Row>& rows, bool per_trial) {
   auto f = h5::File::create(path);
-  f.set_attr("/", "tool", std::string("dfccl-sim"));
-  f.set_attr("/", "dfccl_version", meta.dfccl_version);
-  f.set_attr("/", "git_revision", meta.git_revision);
-  f.set_attr("/", "date_utc", meta.date_utc);
-  f.set_attr("/", "hostname", meta.hostname);
-  f.set_attr("/", "command_line", meta.command_line);
-  f.set_attr("/", "config", meta.config);
+  h5::write_run_identity(f, "dfccl-sim", meta);
 
   const std::string g = "/sim/settings";
   auto col_s = [&](const char* name, auto get) {

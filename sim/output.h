@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "plan.h"
+#include "run_identity.h"
 #include "runner.h"
 
 namespace dfccl::sim {
@@ -20,14 +21,10 @@ struct Row {
   SettingResult result;
 };
 
-struct RunMeta {
-  std::string dfccl_version, git_revision, date_utc, hostname, command_line, config;
-};
-
 std::string table_header();
 std::string table_row(const Row& row);
 
 // Writes the whole file (truncating an existing one). Per-trial rows only when per_trial.
-void write_hdf5(const std::string& path, const RunMeta& meta, const std::vector<Row>& rows, bool per_trial);
+void write_hdf5(const std::string& path, const h5::RunIdentity& meta, const std::vector<Row>& rows, bool per_trial);
 
 }  // namespace dfccl::sim

@@ -1,6 +1,6 @@
 // A backend runs the collectives of a workload: dfccl (GPU), nccl (GPU baseline), host and host-blocking (dfccl's
-// CPU executor). The shared driver (runtime/driver.cpp) owns the workload, the watchdog, timing aggregation and
-// verification; a backend only knows how to create communicators, place buffers and execute one rank's program.
+// CPU executor). The shared driver (runtime/) owns the workload, the watchdog, timing aggregation and verification;
+// a backend only knows how to create communicators, place buffers and execute one rank's program.
 //
 // Threads: the driver's main thread calls the "main thread" methods (MPI is allowed there, MPI_THREAD_FUNNELED);
 // one worker thread per trial calls the "worker" methods. abort_comms() runs on the main thread while the worker may
@@ -13,50 +13,20 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "config/workload.h"
 #include "output/results.h"
+#include "plan/entry_plan.h"
 
 namespace dfccl::harness {
-
-struct BackendError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // One communicator this rank takes part in.
 struct CommSlot {
   MPI_Comm mpi = MPI_COMM_NULL;  // the group's ranks (this rank included), ordered by world rank
   int rank = 0, size = 1;
   std::string name;              // "tp", "dp", ...
-};
-
-// One collective of the step as this rank executes it.
-struct EntryPlan {
-  int entry = 0;           // index in the step
-  const Collective* coll = nullptr;
-  int slot = -1;           // communicator; -1: this rank does not take part
-  int group_rank = 0, group_size = 1;
-  size_t count = 0;        // the count argument
-  size_t send_elems = 0, recv_elems = 0;
-  DataType dtype = DataType::Float32;
-  RedOp op = RedOp::Sum;
-  int root = 0;            // in the group
-  int priority = 0;
-  uint64_t data_seed = 0;
-};
-
-struct EntryTiming {
-  double e2e_us = kNaN;   // submit -> result usable (the backend's completion path)
-  double core_us = kNaN;  // execution inside the library (dfccl only)
-  int64_t preemptions = 0;
-};
-
-struct IterationTiming {
-  double time_us = kNaN;              // the whole iteration on this rank
-  std::vector<EntryTiming> entries;   // by entry index
 };
 
 struct EngineCounters {

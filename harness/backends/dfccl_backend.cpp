@@ -47,11 +47,11 @@ class DfcclBackend final : public Backend {
     if (on_gpu_) {
       int n = 0;
       if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw BackendError("no CUDA device");
-      gpu_.emplace(ctx.local_rank % n, ctx.workload->streams == "per_group" ? kNumGroupKinds : 1);
-      host_completion_ = ctx.workload->completion != "stream";
-      host_order_ = ctx.workload->order == "host";
+      gpu_.emplace(ctx.local_rank % n, ctx.workload->streams == Streams::PerGroup ? kNumGroupKinds : 1);
+      host_completion_ = ctx.workload->completion != Completion::Stream;
+      host_order_ = ctx.workload->order == SubmitOrder::Host;
     }
-    callback_completion_ = ctx.workload->completion == "callback";
+    callback_completion_ = ctx.workload->completion == Completion::Callback;
   }
 
   ~DfcclBackend() override { free_requests(); }
@@ -101,9 +101,7 @@ class DfcclBackend final : public Backend {
     }
   }
 
-  // All communicators at once, one thread each, so that abort times do not add up over communicators (before
-  // 197fdca, in blocking mode, aborting a communicator whose collectives were queued behind another one's stuck
-  // collective waited DFCCL_ABORT_TIMEOUT_MS, 1 s, each).
+  // Aborts all communicators at once, one thread each, so that their abort times do not add up.
   void abort_comms() override {
     std::vector<std::thread> threads;
     for (auto& c : comms_)

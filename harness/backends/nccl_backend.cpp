@@ -27,9 +27,8 @@ void nccl_check(ncclResult_t r, const char* what, ncclComm_t comm = nullptr) {
   throw BackendError(fmt::format("{}: {}{}", what, ncclGetErrorString(r), last.empty() ? "" : " (" + last + ")"));
 }
 
-// Nonblocking communicators: an operation may return ncclInProgress; wait (bounded, cancellable) until it is done.
-// Poll without sleeping for the first 10 ms: a 50 us sleep per collective would be timed as NCCL latency (the
-// 2026-11-30 GPU sweep saw 130-240 us for small NCCL collectives that take 6-14 us alone).
+// Nonblocking communicators: an operation may return ncclInProgress; waits (bounded by timeout_s, cancellable) until
+// it is done. Polls without sleeping for the first 10 ms, so that no sleep is timed as NCCL latency.
 void nccl_wait(ncclComm_t comm, const char* what, const std::atomic<bool>* cancel, double timeout_s) {
   auto t0 = std::chrono::steady_clock::now();
   while (true) {
@@ -56,7 +55,7 @@ class NcclBackend final : public Backend {
       : ctx_(ctx),
         graphs_(graphs),
         timing_(TimingPlan::of(*ctx.workload)),
-        gpu_(select_device(ctx), ctx.workload->streams == "per_group" ? kNumGroupKinds : 1) {
+        gpu_(select_device(ctx), ctx.workload->streams == Streams::PerGroup ? kNumGroupKinds : 1) {
     gpu_.use_graphs(graphs);
   }
 
@@ -179,8 +178,8 @@ class NcclBackend final : public Backend {
         break;
     }
     nccl_check(r, "nccl collective", comm);
-    // An enqueue that does not finish is a hang like any other: wait until the watchdog cancels (it then records a
-    // deadlock), not for run.timeout (that recorded a failure: stop 9's GPU stress, trial 2).
+    // An enqueue that does not finish is a hang like any other: wait until the watchdog cancels, which records a
+    // deadlock (a time limit here would record a failure instead).
     if (r == ncclInProgress)
       nccl_wait(comm, "nccl collective enqueue", cancel_, std::numeric_limits<double>::infinity());
     gpu_.entry_end(entry, s);
@@ -213,7 +212,8 @@ class NcclBackend final : public Backend {
   // interrupted, which an in-order sweep does not risk.
   bool blocking() const {
     const Workload& w = *ctx_.workload;
-    return graphs_ || w.nccl_comms == "blocking" || (w.nccl_comms == "auto" && w.kind == Workload::Kind::Sweep);
+    return graphs_ || w.nccl_comms == NcclComms::Blocking ||
+           (w.nccl_comms == NcclComms::Auto && w.kind == Workload::Kind::Sweep);
   }
   static int select_device(const BackendContext& ctx) {
     int n = 0;

@@ -1,16 +1,16 @@
 // A workload: what the harness runs, resolved from a TOML file plus command-line overrides.
 //
-// Every knob is a key of the settings table (config/settings.cpp: one row per key with its type, default and
-// meaning; `dfccl-harness --list-keys` prints it, docs/harness.md documents it). A knob is set in the workload file
+// Every knob is a key of the settings table (config/settings.h: one row per key with its type, default, valid values
+// and meaning; `dfccl-harness --list-keys` prints it, docs/harness.md documents it). A knob is set in the workload file
 // (`[section] key = value`) and overridden on the command line as `--section.key value` (or a short alias such as
 // `--backend`, `--iters`). Unknown keys, values of the wrong type and out-of-range values are errors that name the
 // key.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,83 +38,93 @@ struct StepEntry {
   int sim_group = -1;  // replay: the scenario's group (its communicator); -1 in other workloads
 };
 
-enum class HostAllocKind : int { MallocHost = 0, FreeHost = 1, HostRegister = 2 };
-std::string_view host_alloc_name(HostAllocKind k);
+// Enum-valued settings: each enum's names, in its order, are the choices of its row in the settings table.
+enum class Completion : int { Stream, Host, Callback };  // run.completion (dfccl)
+inline constexpr const char* kCompletionNames[] = {"stream", "host", "callback"};
+enum class SubmitOrder : int { Stream, Host };  // run.order (dfccl on GPUs; host: DFCCL_NO_STREAM)
+inline constexpr const char* kSubmitOrderNames[] = {"stream", "host"};
+enum class Streams : int { Single, PerGroup };  // run.streams (GPU backends)
+inline constexpr const char* kStreamsNames[] = {"single", "per_group"};
+enum class NcclComms : int { Auto, Blocking, Nonblocking };  // run.nccl_comms (nccl backend)
+inline constexpr const char* kNcclCommsNames[] = {"auto", "blocking", "nonblocking"};
+enum class TimingMode : int { Iteration, Batch };  // run.timing
+inline constexpr const char* kTimingModeNames[] = {"iteration", "batch"};
+enum class SyncPlacement : int { Between, BeforeWait };  // sync.placement
+inline constexpr const char* kSyncPlacementNames[] = {"between", "before_wait"};
+enum class HostAllocKind : int { MallocHost, FreeHost, HostRegister };  // each of host_alloc.kinds
+inline constexpr const char* kHostAllocKindNames[] = {"malloc_host", "free_host", "host_register"};
+// Backend names (run.backend; "auto" is resolved by main before the run).
+inline constexpr const char* kBackendNames[] = {"dfccl", "dfccl-blocking", "nccl", "nccl-graph",
+                                                "host",  "host-blocking",  "auto"};
 
-enum class SyncPlacement : int { Between = 0, BeforeWait = 1 };
+// The name of an enum-valued setting's value, from its names above.
+template <class E, size_t N>
+std::string_view name_of(E value, const char* const (&names)[N]) {
+  return names[static_cast<size_t>(value)];
+}
 
+// The resolved workload. Members are only value-initialized here: parse_workload sets every one of them, from the
+// file, the overrides, or the settings table's defaults.
 struct Workload {
   std::string name, description, source;
+  enum class Kind : int { Sweep, Mix, Step, Replay } kind{};  // kind: exactly one of them
+  static constexpr const char* kKindNames[] = {"sweep", "mix", "step", "replay"};
 
   // [run]
   std::vector<std::string> backends;
-  int iterations = 20;
-  int warmup = 5;
-  int trials = 1;
-  double timeout_s = 60;
-  uint64_t seed = 1;
-  bool check = true;
-  bool diagnose = false;
-  std::string completion = "stream";  // dfccl GPU backend: stream | host
-  std::string order = "stream";       // dfccl GPU backend: stream | host (DFCCL_NO_STREAM)
-  std::string streams = "single";     // GPU backends: single | per_group
-  std::string nccl_comms = "auto";    // nccl backend: auto | blocking | nonblocking
-  std::string timing = "iteration";   // iteration (a time per iteration) | batch (nccl-tests': per batch, averaged)
-  int batch = 10;                     // timed iterations per batch (batch timing)
+  int iterations{}, warmup{}, trials{};
+  double timeout_s{};
+  uint64_t seed{};
+  bool check{}, diagnose{};
+  Completion completion{};
+  SubmitOrder order{};
+  Streams streams{};
+  NcclComms nccl_comms{};
+  TimingMode timing{};
+  int batch{};  // timed iterations per batch (batch timing)
 
   // [layout] (dp = 0: the world size divided by tp * pp)
-  int tp = 1, dp = 0, pp = 1;
+  int tp{}, dp{}, pp{};
 
   // [data]
-  DataType dtype = DataType::Float32;
-  RedOp op = RedOp::Sum;
-  int root = 0;
-  int priority = 0;
+  DataType dtype{};
+  RedOp op{};
+  int root{}, priority{};
 
-  // Exactly one of sweep, mix, step, replay.
-  enum class Kind { Sweep, Mix, Step, Replay } kind = Kind::Sweep;
-
-  // [sweep]
+  // [sweep] and [sizes]
   std::vector<const Collective*> sweep_collectives;
-  uint64_t begin = 8, end = 8;
-  double factor = 2;
-  GroupKind sweep_group = GroupKind::World;
+  uint64_t begin{}, end{};
+  double factor{};
+  GroupKind sweep_group{};
 
   // [mix]
-  int mix_count = 0;
+  int mix_count{};
   std::vector<std::pair<const Collective*, double>> mix_weights;
   std::vector<GroupKind> mix_groups;
-  bool mix_per_trial = true;
-  int mix_priority_max = 0;
+  bool mix_per_trial{};
+  int mix_priority_max{};
 
   // [[step]]
   std::vector<StepEntry> step;
 
-  // [sim]: a replay of the simulator's scenarios (sim/scenario.h, docs/simulator.md): rank r of harness trial t runs
+  // [sim]: a replay of the simulator's scenarios (common/scenario.h, docs/simulator.md): rank r of harness trial t runs
   // Scenario::program(r, sim_first_trial + t) of (sim_layout, sim_colls, sim_disorder, sim_sync, sim_seed).
   std::string sim_layout;
-  int sim_colls = 10;
-  double sim_disorder = 0, sim_sync = 0;
-  uint64_t sim_seed = 1;
-  uint64_t sim_first_trial = 0;
-  const Collective* sim_coll = nullptr;  // every replayed collective (default all_reduce)
-  uint64_t sim_bytes = 64;               // its size S
+  int sim_colls{};
+  double sim_disorder{}, sim_sync{};
+  uint64_t sim_seed{}, sim_first_trial{};
+  const Collective* sim_coll = nullptr;  // every replayed collective
+  uint64_t sim_bytes{};                  // its size S
 
-  // [order]
-  double order_probability = 0;
-  // [sync]
-  double sync_probability = 0;
-  SyncPlacement sync_placement = SyncPlacement::Between;
-  // [host_alloc]
-  double host_alloc_probability = 0;
-  uint64_t host_alloc_bytes = 1 << 20;
+  // [order], [sync], [host_alloc], [implicit], [compute]
+  double order_probability{};
+  double sync_probability{};
+  SyncPlacement sync_placement{};
+  double host_alloc_probability{};
+  uint64_t host_alloc_bytes{};
   std::vector<HostAllocKind> host_alloc_kinds;
-  // [implicit]
-  double cuda_free_probability = 0;
-  double lazy_kernel_probability = 0;
-  // [compute]
-  double compute_us = 0;
-  double compute_probability = 1;
+  double cuda_free_probability{}, lazy_kernel_probability{};
+  double compute_us{}, compute_probability{};
 
   // The sizes of the sweep (begin, begin*factor, ... <= end) or of the mix.
   std::vector<uint64_t> sizes() const;
@@ -132,10 +142,5 @@ Workload parse_workload(const std::string& toml_text, const std::string& origin,
 
 // "8", "8B", "64K", "64KiB", "1M", "1G", ... (K = 1024). Throws WorkloadError naming `key`.
 uint64_t parse_bytes(const std::string& text, const std::string& key);
-
-// The settings table as text (for --list-keys and the docs).
-std::string describe_settings();
-// Short aliases accepted on the command line -> their full key.
-const std::map<std::string, std::string>& setting_aliases();
 
 }  // namespace dfccl::harness

@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "config/workload.h"
+#include "plan/entry_plan.h"
 #include "timing/timing_plan.h"
 
 namespace dfccl::harness {

@@ -14,8 +14,8 @@ namespace dfccl::harness {
 enum class GroupKind : int { World = 0, Tp = 1, Dp = 2, Pp = 3 };
 inline constexpr int kNumGroupKinds = 4;
 
-std::string_view group_name(GroupKind g);
-std::optional<GroupKind> parse_group(std::string_view name);
+std::string_view group_name(GroupKind g);                    // world tp dp pp
+std::optional<GroupKind> parse_group(std::string_view name);  // nullopt if unknown
 
 struct Layout {
   int tp = 1, dp = 1, pp = 1;
@@ -30,6 +30,7 @@ struct Membership {
   std::vector<int> members;  // world ranks, in group-rank order
 };
 
+// The group of `kind` that `world_rank` belongs to.
 Membership membership(const Layout& layout, GroupKind kind, int world_rank);
 // Number of distinct groups of a kind.
 int group_count(const Layout& layout, GroupKind kind);

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "h5_table.h"
+#include "run_identity.h"
 #include "layout_check.h"
 #include "writer.h"
 
@@ -77,13 +78,9 @@ class Hdf5Writer final : public Writer {
   }
 
   void write_root(h5::File& f, const std::string& status) {
-    f.set_attr("/", "tool", std::string("dfccl-harness"));
-    f.set_attr("/", "dfccl_version", run_.dfccl_version);
-    f.set_attr("/", "git_revision", run_.git_revision);
-    f.set_attr("/", "date_utc", run_.date_utc);
-    f.set_attr("/", "hostname", join(run_.hosts, ","));
-    f.set_attr("/", "command_line", run_.command_line);
-    f.set_attr("/", "config", run_.config_toml);
+    h5::write_run_identity(f, "dfccl-harness",
+                           {run_.dfccl_version, run_.git_revision, run_.date_utc, join(run_.hosts, ","),
+                            run_.command_line, run_.config_toml});
     f.set_attr("/", "layout_version", std::string(kHarnessLayoutVersion));
     f.set_attr("/", "status", status);
     f.set_attr("/", "workload", run_.workload);

@@ -15,7 +15,7 @@ inline constexpr const char* kHarnessLayoutVersion = "1";
 // Problems found, one line each; empty when the file follows the layout.
 std::vector<std::string> check_layout(const std::string& path);
 
-// The /summary table: counters per backend, and "*" for their sum over backends.
+// The /summary table of a file (read_counters): counters per backend, and "*" for their sum over backends.
 struct Counters {
   int64_t trials = 0, completed = 0, deadlocked = 0, failed = 0, skipped = 0, wrong = 0, rows = 0;
 };

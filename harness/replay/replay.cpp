@@ -8,10 +8,10 @@
 namespace dfccl::harness::replay {
 namespace {
 
-sim::Scenario make_scenario(const Workload& w) {
+scenario::Scenario make_scenario(const Workload& w) {
   try {
-    sim::Layout layout = sim::Layout::parse(w.sim_layout, w.sim_colls);
-    return sim::Scenario(std::move(layout), sim::ScenarioParams{w.sim_disorder, w.sim_sync, w.sim_seed});
+    scenario::Layout layout = scenario::Layout::parse(w.sim_layout, w.sim_colls);
+    return scenario::Scenario(std::move(layout), scenario::ScenarioParams{w.sim_disorder, w.sim_sync, w.sim_seed});
   } catch (const std::invalid_argument& e) {
     throw WorkloadError(fmt::format("'sim.layout': {}", e.what()));
   }
@@ -27,7 +27,7 @@ std::vector<StepEntry> Replay::step() const {
   std::vector<StepEntry> step;
   step.reserve(static_cast<size_t>(scenario_.num_collectives()));
   for (int64_t id = 0; id < scenario_.num_collectives(); ++id) {
-    const auto cid = static_cast<sim::Step>(id);
+    const auto cid = static_cast<scenario::Step>(id);
     StepEntry e;
     e.coll = w_.sim_coll;
     e.group = GroupKind::World;  // not used by a replay: sim_group names the communicator
@@ -49,30 +49,30 @@ int Replay::rank_in_group(int g, int world_rank) const {
   return it == m.end() ? -1 : static_cast<int>(it - m.begin());
 }
 
-std::string Replay::group_kind(int g) const { return std::string(sim::to_string(scenario_.layout().kinds[g])); }
+std::string Replay::group_kind(int g) const { return std::string(scenario::to_string(scenario_.layout().kinds[g])); }
 
 std::string Replay::group_name(int g) const { return scenario_.layout().group_name(g); }
 
 Replay::Program Replay::program(int rank, uint64_t scenario_trial) const {
-  std::vector<sim::Step> steps;
+  std::vector<scenario::Step> steps;
   scenario_.program(rank, scenario_trial, steps);
   Program p;
   p.ops.reserve(steps.size() + 1);
   auto canonical = scenario_.canonical(rank);
   size_t k = 0;
-  for (sim::Step s : steps) {
-    if (s == sim::kSync) {
-      p.ops.push_back(scenario::Op{scenario::OpKind::DeviceSync, -1, {}});
+  for (scenario::Step s : steps) {
+    if (s == scenario::kSync) {
+      p.ops.push_back(program::Op{program::OpKind::DeviceSync, -1, {}});
       ++p.syncs;
     } else {
-      p.ops.push_back(scenario::Op{scenario::OpKind::Submit, static_cast<int>(s), {}});
+      p.ops.push_back(program::Op{program::OpKind::Submit, static_cast<int>(s), {}});
       if (k >= canonical.size() || canonical[k] != s) p.disordered = true;
       ++k;
       ++p.submissions;
     }
   }
   p.steps = static_cast<int64_t>(steps.size());
-  p.ops.push_back(scenario::Op{scenario::OpKind::WaitAll, -1, {}});
+  p.ops.push_back(program::Op{program::OpKind::WaitAll, -1, {}});
   return p;
 }
 

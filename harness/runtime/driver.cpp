@@ -3,26 +3,20 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <climits>
 #include <cmath>
-#include <condition_variable>
-#include <map>
-#include <mutex>
-#include <optional>
+#include <cstdio>
+#include <memory>
 #include <thread>
 
+#include "program/rank_program.h"
 #include "replay/replay.h"
-#include "scenario/scenario.h"
+#include "runtime/aggregate.h"
+#include "runtime/watchdog.h"
+#include "runtime/worker.h"
 #include "stats/stats.h"
 
 namespace dfccl::harness {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // One case: a fixed step (sweep, [[step]]) or a mix drawn per trial.
 struct Case {
@@ -30,6 +24,8 @@ struct Case {
   std::vector<StepEntry> step;  // empty for a mix
 };
 
+// The cases of a workload: a replay's one step, one per collective and size of a sweep, the [[step]] entries, or
+// one mix (its step drawn per trial).
 std::vector<Case> make_cases(const Workload& w, const replay::Replay* rp) {
   std::vector<Case> cases;
   if (rp) {
@@ -55,18 +51,12 @@ std::vector<Case> make_cases(const Workload& w, const replay::Replay* rp) {
   return cases;
 }
 
-// Statistics of one row, accumulated over trials.
-struct Acc {
-  CaseRow row;  // identity fields
-  std::vector<double> times, e2e, core;
-  int64_t wrong = 0, preemptions = 0;
-  bool checked = false;
-};
-
+// One run of a workload on every rank (every method is MPI-collective over MPI_COMM_WORLD).
 class Campaign {
  public:
   Campaign(const Workload& w, MpiWorld& world, Writer& writer) : w_(w), world_(world), writer_(writer) {}
 
+  // Runs every backend in turn; returns the counts over all of them.
   DriverResult run() {
     if (w_.kind == Workload::Kind::Replay) make_replay_comms();
     for (const auto& name : w_.backends) run_backend(name);
@@ -95,6 +85,9 @@ class Campaign {
   }
 
   // ---------------------------------------------------------------------------------------------------------------
+  // One backend: created, its communicators built, every case run, its summary written. A backend that cannot be
+  // created or cannot build its communicators has every trial skipped; one left with a stuck worker is never
+  // destroyed.
   void run_backend(const std::string& name) {
     auto t0 = Clock::now();
     BackendContext ctx{world_.rank, world_.size, world_.local_rank, world_.local_size, &w_};
@@ -149,6 +142,7 @@ class Campaign {
     }
   }
 
+  // Completes the backend's summary (rate, interval, mean busbw, wall time), adds it to the result and writes it.
   void finish_backend(Clock::time_point t0) {
     BackendSummary& s = summary_;
     s.trials = s.completed + s.deadlocked + s.failed + s.skipped;
@@ -169,15 +163,8 @@ class Campaign {
     writer_.end_backend(s);
   }
 
-  // The same error string on every rank ("" if none): the first failing rank's.
-  std::string agree_error(const std::string& local) {
-    int who = local.empty() ? INT_MAX : world_.rank;
-    gentle_allreduce(&who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (who == INT_MAX) return "";
-    std::string msg = bcast_string(local, who, MPI_COMM_WORLD);
-    return world_.size > 1 ? fmt::format("rank {}: {}", who, msg) : msg;
-  }
-
+  // The communicators the workload uses: a replay's groups, else the group kinds it names (MPI_COMM_NULL for the
+  // others).
   std::vector<CommSlot> used_slots() const {
     if (replay_) return replay_slots_;  // one per group of the scenario's layout
     std::vector<bool> used(kNumGroupKinds, false);
@@ -191,6 +178,8 @@ class Campaign {
     return slots;
   }
 
+  // Builds the backend's communicators. On failure (on any rank) writes a failed trial naming the error, aborts what
+  // was built, and returns false on every rank.
   bool create_comms(Backend& b) {
     std::string error;
     try {
@@ -205,8 +194,9 @@ class Campaign {
       t.message = "creating communicators: " + error;
       writer_.add_trial(t);
       try {
-        b.abort_comms();
-      } catch (...) {
+        b.abort_comms();  // gets rid of the communicators this rank did create
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "dfccl-harness: rank {}: aborting after a failed creation: {}\n", world_.rank, e.what());
       }
       return false;
     }
@@ -214,6 +204,8 @@ class Campaign {
   }
 
   // ---------------------------------------------------------------------------------------------------------------
+  // How this rank runs each entry of a step: its communicator, count, buffers and data seed (a function of the run's
+  // seed, the case, the mix generation, the entry and the group).
   std::vector<EntryPlan> make_plans(const std::vector<StepEntry>& step, int case_index, uint64_t generation) {
     std::vector<EntryPlan> plans;
     for (size_t i = 0; i < step.size(); ++i) {
@@ -244,13 +236,15 @@ class Campaign {
       p.count = e.coll->count_from_bytes(e.bytes, p.group_size, type_size(e.dtype));
       p.send_elems = e.coll->send_elems(p.count, p.group_size);
       p.recv_elems = e.coll->recv_elems(p.count, p.group_size);
-      p.data_seed = scenario::Rng::seed_of({w_.seed, 0xDA7A, static_cast<uint64_t>(case_index), generation,
+      p.data_seed = program::Rng::seed_of({w_.seed, 0xDA7A, static_cast<uint64_t>(case_index), generation,
                                             static_cast<uint64_t>(i), group_key[0], group_key[1]});
       plans.push_back(p);
     }
     return plans;
   }
 
+  // Fills the send buffers with their exact-check data and hands them to the backend. Returns false on every rank,
+  // with the agreed error, when any rank fails.
   bool prepare(Backend& b, const std::vector<EntryPlan>& plans, std::string& error) {
     std::string local;
     try {
@@ -270,11 +264,9 @@ class Campaign {
     return error.empty();
   }
 
+  // Every trial of a case (a mix draws a new step, and new buffers, per generation), then the case's rows.
   void run_case(Backend& b, const Case& c, Clock::time_point backend_t0) {
-    std::map<std::string, Acc> accs;
-    std::vector<std::string> order;  // keys in first-seen order
-    Acc step_acc;
-    bool multi = false;
+    CaseAggregate agg(w_, replay_.get(), world_.size);
     std::vector<StepEntry> step;
     std::vector<EntryPlan> plans;
     bool prepared = false;
@@ -301,7 +293,7 @@ class Campaign {
       }
       uint64_t generation = c.step.empty() && w_.mix_per_trial ? static_cast<uint64_t>(trial) : 0;
       if (!prepared || generation != prepared_generation) {
-        step = c.step.empty() ? scenario::draw_mix(w_, generation) : c.step;
+        step = c.step.empty() ? program::draw_mix(w_, generation) : c.step;
         plans = make_plans(step, c.index, generation);
         std::string error;
         if (!prepare(b, plans, error)) {
@@ -315,44 +307,17 @@ class Campaign {
         prepared = true;
         prepared_generation = generation;
       }
-      multi = step.size() > 1;
-      run_trial(b, step, plans, row, accs, order, step_acc);
+      run_trial(b, step, plans, row, agg);
       report_trial(row, backend_t0);
     }
 
-    // Rows of the case.
-    for (const auto& key : order) emit_row(accs[key], multi ? "e2e" : "iteration");
-    if (multi && !step_acc.times.empty()) emit_row(step_acc, "step");
+    for (const CaseRow& r : agg.rows()) {
+      writer_.add_case(r);
+      busbw_.push_back(r.busbw_GBs);  // NaN where a row has none: finish_backend leaves it out
+    }
   }
 
-  // run.diagnose: one line per rank on stderr, rank by rank, about a trial the watchdog is about to stop.
-  void diagnose(Backend& b, int trial, bool done, int iteration, int op, int kind, int64_t executed) {
-    std::string where = done           ? std::string("done")
-                        : op == -3     ? std::string("finish (waiting for the last iteration)")
-                        : op == -2     ? fmt::format("end of iteration {}", iteration)
-                        : op < 0       ? std::string("starting")
-                                       : fmt::format("iteration {}, operation {} ({})", iteration, op,
-                                                     scenario::op_kind_name(static_cast<scenario::OpKind>(kind)));
-    for (int round = 0; round < 2; ++round)
-      for (int r = 0; r < world_.size; ++r) {
-        if (r == world_.rank) {
-          if (round == 0)
-            fmt::print(stderr, "# diagnose trial {} rank {}: worker at {}; {} operations returned\n", trial, r, where,
-                       executed);
-          std::fflush(stderr);
-          std::string state;
-          try {
-            state = b.diagnostics(round);  // may write more lines to stderr itself
-          } catch (const std::exception& e) {
-            state = e.what();
-          }
-          if (!state.empty()) fmt::print(stderr, "# diagnose trial {} rank {}: {}\n", trial, r, state);
-        }
-        std::fflush(stderr);
-        gentle_barrier(MPI_COMM_WORLD);
-      }
-  }
-
+  // Writes a trial's row and the progress of the backend.
   void report_trial(const TrialRow& row, Clock::time_point backend_t0) {
     writer_.add_trial(row);
     ++done_trials_;
@@ -361,324 +326,43 @@ class Campaign {
     writer_.progress(p);
   }
 
-  std::string row_key(const StepEntry& e, size_t index) const {
-    if (e.sim_group >= 0) return fmt::format("g{:08}", e.sim_group);  // a replay: one row per group
-    if (w_.kind == Workload::Kind::Mix)
-      return fmt::format("{}|{}|{}|{}", e.coll->name, group_name(e.group), e.bytes, e.priority);
-    return fmt::format("{:08}", index);
-  }
-
   // ---------------------------------------------------------------------------------------------------------------
+  // One trial: the worker runs this rank's programs while the watchdog watches; then either the stopped trial is
+  // recorded (and the communicators rebuilt for the next one), or the completed one is reduced, verified and added.
   void run_trial(Backend& b, const std::vector<StepEntry>& step, const std::vector<EntryPlan>& plans, TrialRow& row,
-                 std::map<std::string, Acc>& accs, std::vector<std::string>& order, Acc& step_acc) {
+                 CaseAggregate& agg) {
     const int iterations = w_.warmup + w_.iterations + (w_.check ? 1 : 0);
-    // State shared with the worker, owned jointly: a worker that cannot be released outlives this call.
-    struct Shared {
-      std::atomic<bool> cancel{false};
-      std::mutex mu;
-      std::condition_variable cv;
-      bool done = false;
-      std::string error;
-      std::vector<IterationTiming> timings;
-      std::atomic<int64_t> last_progress_ns{0};
-      std::atomic<int64_t> executed{0};  // program operations returned from (submissions, synchronizations)
-      // Where the worker is (run.diagnose): iteration, index of the operation in its program (-1: between
-      // programs, -2: end of iteration, -3: finish), its kind.
-      std::atomic<int> at_iteration{-1}, at_op{-1}, at_kind{-1};
-      int64_t reordered = 0, syncs = 0;
-      std::vector<StepEntry> step;
-      std::vector<EntryPlan> plans;
-    };
-    auto sh = std::make_shared<Shared>();
+    auto sh = std::make_shared<WorkerState>();
     sh->step = step;
     sh->plans = plans;
-
-    EngineCounters before{};
-    try {
-      before = b.counters();
-    } catch (...) {
-    }
+    const EngineCounters before = read_counters(b, world_.rank);
     gentle_barrier(MPI_COMM_WORLD);
-    const auto t0 = Clock::now();
-    const int rank = world_.rank;
-    const uint64_t trial = static_cast<uint64_t>(row.trial) + (static_cast<uint64_t>(row.case_index) << 32);
-    const Workload* wp = &w_;
-    // A replay runs the scenario's program of this trial in every iteration.
-    std::optional<replay::Replay::Program> replayed;
-    if (replay_) replayed = replay_->program(rank, replay_->scenario_trial(row.trial));
+    WorkerJob job{&w_, world_.rank, static_cast<uint64_t>(row.trial) + (static_cast<uint64_t>(row.case_index) << 32),
+                  iterations, std::nullopt, Clock::now()};
+    if (replay_) job.replayed = replay_->program(world_.rank, replay_->scenario_trial(row.trial));
+    const Clock::time_point t0 = job.t0;
+    std::thread worker = start_worker(b, sh, std::move(job));
 
-    std::thread worker([sh, &b, wp, t0, rank, trial, iterations, replayed] {
-      const Workload& w = *wp;
-      auto progress = [sh, t0] {
-        sh->last_progress_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
-      };
-      std::string err;
-      try {
-        b.set_progress_hook(progress);  // collectives seen complete while the worker waits are progress too
-        b.worker_begin(sh->cancel);
-        for (int it = 0; it < iterations; ++it) {
-          if (w.check && it == iterations - 1) b.poison_outputs();
-          std::vector<scenario::Op> prog;
-          if (replayed) {
-            prog = replayed->ops;
-            if (replayed->disordered) ++sh->reordered;
-          } else {
-            prog = scenario::rank_program(sh->step, w, rank, trial, static_cast<uint64_t>(it));
-            if (!scenario::in_step_order(prog)) ++sh->reordered;
-          }
-          b.start_iteration(it);
-          sh->at_iteration = it;
-          for (size_t k = 0; k < prog.size(); ++k) {
-            const scenario::Op& op = prog[k];
-            if (sh->cancel.load()) throw BackendError("cancelled by the watchdog");
-            sh->at_op = static_cast<int>(k);
-            sh->at_kind = static_cast<int>(op.kind);
-            switch (op.kind) {
-              case scenario::OpKind::Submit:
-                if (sh->plans[op.entry].slot >= 0) b.submit(op.entry);
-                break;
-              case scenario::OpKind::DeviceSync: ++sh->syncs; b.device_sync(); break;
-              case scenario::OpKind::HostAlloc: ++sh->syncs; b.host_alloc(op.alloc, w.host_alloc_bytes); break;
-              case scenario::OpKind::CudaFree: ++sh->syncs; b.cuda_free(); break;
-              case scenario::OpKind::LazyKernel: ++sh->syncs; b.lazy_kernel(); break;
-              case scenario::OpKind::Compute: b.compute(w.compute_us); break;
-              case scenario::OpKind::WaitAll: break;
-            }
-            sh->executed.fetch_add(1);
-            progress();
-          }
-          sh->at_op = -2;
-          b.end_iteration();
-          progress();
-        }
-        sh->at_op = -3;
-        auto timings = b.finish(sh->cancel);
-        std::lock_guard lock(sh->mu);
-        sh->timings = std::move(timings);
-      } catch (const std::exception& e) {
-        err = e.what();
-      }
-      std::lock_guard lock(sh->mu);
-      sh->error = err;
-      sh->done = true;
-      sh->cv.notify_all();
-    });
-
-    // The watchdog: a trial is declared deadlocked once no rank has made progress (returned from a step of its
-    // program) for run.timeout seconds while some rank is not done. A trial that is slow but still progressing (a
-    // loaded machine) gets more time: its steps are finite, so it either completes or falls silent. Every rank waits,
-    // then all agree over MPI on the worst state and on the time of the latest progress of any rank; the decision is
-    // taken from these reduced values only, so that every rank takes the same one.
-    bool finished = false;
-    std::string error;
-    double wait_s = w_.timeout_s, decided_s = 0, last = 0;
-    bool any_timeout = false, any_error = false;
-    while (true) {
-      {
-        std::unique_lock lock(sh->mu);
-        finished = sh->cv.wait_for(lock, std::chrono::duration<double>(wait_s), [&] { return sh->done; });
-        if (finished) error = sh->error;
-      }
-      // {still running, failed, latest progress, now}, each the maximum over ranks (seconds since the trial start).
-      double state[4] = {finished ? 0.0 : 1.0, finished && !error.empty() ? 1.0 : 0.0,
-                         static_cast<double>(sh->last_progress_ns.load()) * 1e-9, seconds_since(t0)};
-      gentle_allreduce(state, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      any_timeout = state[0] != 0;
-      any_error = state[1] != 0;
-      last = state[2];
-      decided_s = state[3];
-      if (!any_timeout || any_error) break;
-      const double silent = decided_s - last;
-      if (silent >= w_.timeout_s - 1e-3) break;  // silent for run.timeout: deadlocked
-      wait_s = std::max(w_.timeout_s - silent, 1e-3);
-    }
-    row.elapsed_s = decided_s;
-
-    if (any_timeout || any_error) {
-      if (w_.diagnose) diagnose(b, row.trial, sh->done, sh->at_iteration, sh->at_op, sh->at_kind, sh->executed);
-      sh->cancel = true;
-      std::string abort_error;
-      try {
-        b.abort_comms();  // releases a blocked worker on this rank; peers do the same
-      } catch (const std::exception& e) {
-        abort_error = e.what();
-      }
-      bool joined;
-      {
-        std::unique_lock lock(sh->mu);
-        joined = abort_error.empty() && sh->cv.wait_for(lock, std::chrono::seconds(20), [&] { return sh->done; });
-      }
-      int stuck = joined ? 0 : 1;
-      gentle_allreduce(&stuck, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-      if (joined) worker.join();
-      else worker.detach();  // cannot be released: the backend is unusable from now on
-      if (any_error && !any_timeout) {
-        row.status = "failed";
-        summary_.failed++;
-      } else {
-        row.status = "deadlocked";
-        row.detect_s = decided_s - last;
-        summary_.deadlocked++;
-      }
-      row.message = agree_error(any_error ? error : "");
-      if (row.message.empty() && any_timeout)
-        row.message = fmt::format("no progress on any rank for run.timeout = {} s", w_.timeout_s);
-      if (stuck) {
-        broken_ = true;
-        row.message += "; a worker could not be released after the abort";
-        if (!abort_error.empty()) row.message += " (" + abort_error + ")";
-      } else if (!create_comms(b)) {
-        broken_ = true;
-      }
-      int64_t counts[3] = {joined ? sh->reordered : 0, joined ? sh->syncs : 0, sh->executed.load()};
-      gentle_allreduce(counts, 3, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-      row.reordered = counts[0];
-      row.syncs = counts[1];
-      row.executed_steps = counts[2];
-      row.preemptions = row.daemon_launches = -1;
+    const WatchVerdict verdict = watch_trial(*sh, w_.timeout_s, t0);
+    row.elapsed_s = verdict.decided_s;
+    if (verdict.stopped()) {
+      if (w_.diagnose) diagnose_trial(b, *sh, row.trial, world_);
+      const StopOutcome stop = stop_trial(b, *sh, worker);
+      record_stopped_trial(verdict, stop, *sh, w_.timeout_s, row);
+      ++(row.status == "failed" ? summary_.failed : summary_.deadlocked);
+      if (stop.stuck || !create_comms(b)) broken_ = true;
       return;
     }
     worker.join();
 
-    // Completed on every rank: engine counters, timings, verification.
-    EngineCounters after{};
-    try {
-      after = b.counters();
-    } catch (...) {
-    }
-    const std::vector<IterationTiming>& timings = sh->timings;
-    int64_t counts[6] = {sh->reordered, sh->syncs, after.valid && before.valid ? after.preemptions - before.preemptions : 0,
-                         after.valid && before.valid ? after.daemon_launches - before.daemon_launches : 0,
-                         after.valid && before.valid ? 0 : 1, sh->executed.load()};
-    gentle_allreduce(counts, 6, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-    row.executed_steps = counts[5];
+    record_completed_counters(*sh, before, read_counters(b, world_.rank), row);
     row.status = "completed";
     summary_.completed++;
-    row.reordered = counts[0];
-    row.syncs = counts[1];
-    row.preemptions = counts[4] ? -1 : counts[2];
-    row.daemon_launches = counts[4] ? -1 : counts[3];
-
-    const size_t E = step.size();
-    const size_t width = 1 + 2 * E;
-    std::vector<double> m(static_cast<size_t>(iterations) * width, -1.0);
-    for (size_t it = 0; it < timings.size() && it < static_cast<size_t>(iterations); ++it) {
-      auto put = [&](size_t k, double v) { m[it * width + k] = std::isnan(v) ? -1.0 : v; };
-      put(0, timings[it].time_us);
-      for (size_t e = 0; e < E && e < timings[it].entries.size(); ++e) {
-        put(1 + e, timings[it].entries[e].e2e_us);
-        put(1 + E + e, timings[it].entries[e].core_us);
-      }
-    }
-    gentle_allreduce(m.data(), static_cast<int>(m.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    auto get = [&](size_t it, size_t k) { double v = m[it * width + k]; return v < 0 ? kNaN : v; };
-
-    std::vector<int64_t> per_entry(2 * E, 0);  // wrong, preemptions
-    for (size_t it = 0; it < timings.size(); ++it)
-      for (size_t e = 0; e < E && e < timings[it].entries.size(); ++e) per_entry[E + e] += timings[it].entries[e].preemptions;
-    std::string verify_error;
-    if (w_.check) {
-      try {
-        for (size_t e = 0; e < E; ++e) {
-          const EntryPlan& p = plans[e];
-          if (p.slot < 0) continue;
-          std::vector<char> out(std::max<size_t>(1, p.recv_elems * type_size(p.dtype)));
-          b.download(static_cast<int>(e), out.data());
-          per_entry[e] = p.coll->check_recv(out.data(), p.count, p.group_size, p.group_rank, p.root,
-                                            verify_params(*p.coll, p.dtype, p.op, p.group_size, p.data_seed));
-        }
-      } catch (const std::exception& ex) {
-        verify_error = ex.what();
-      }
-    }
-    gentle_allreduce(per_entry.data(), static_cast<int>(per_entry.size()), MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-    verify_error = agree_error(verify_error);
-    if (!verify_error.empty()) row.message = "verification: " + verify_error;
-
-    // Accumulate (timed iterations only: after the warm-up, before the checked one). With batch timing each of them
-    // has its batch's mean (equal on a rank, so the MAX over ranks is equal within a batch too); the untimed ones,
-    // NaN, are left out here.
-    const size_t first = static_cast<size_t>(w_.warmup), end_timed = first + static_cast<size_t>(w_.iterations);
-    for (size_t e = 0; e < E; ++e) {
-      std::string key = row_key(step[e], e);
-      auto [it, inserted] = accs.try_emplace(key);
-      Acc& a = it->second;
-      if (inserted) {
-        order.push_back(key);
-        const EntryPlan& p = plans[e];
-        const int sg = step[e].sim_group;
-        a.row.entry = w_.kind == Workload::Kind::Mix || sg >= 0 ? -1 : static_cast<int64_t>(e);
-        a.row.case_index = row.case_index;
-        a.row.coll = std::string(step[e].coll->name);
-        a.row.group = sg >= 0 ? replay_->group_kind(sg) : std::string(group_name(step[e].group));
-        a.row.label = sg >= 0 ? replay_->group_name(sg) : step[e].label;
-        a.row.dtype = std::string(type_name(p.dtype));
-        a.row.op = step[e].coll->has_op ? std::string(op_name(p.op)) : "none";
-        a.row.root = step[e].coll->has_root ? p.root : -1;
-        a.row.priority = p.priority;
-        a.row.nranks = p.group_size;
-        a.row.count = static_cast<int64_t>(p.count);
-        a.row.bytes = static_cast<int64_t>(p.coll->bytes_from_count(p.count, p.group_size, type_size(p.dtype)));
-      }
-      for (size_t i = first; i < end_timed && i < static_cast<size_t>(iterations); ++i) {
-        a.times.push_back(E == 1 ? get(i, 0) : get(i, 1 + e));
-        a.e2e.push_back(get(i, 1 + e));
-        a.core.push_back(get(i, 1 + E + e));
-      }
-      if (w_.check) {
-        a.wrong += per_entry[e];
-        a.checked = true;
-        row.wrong += per_entry[e];
-      }
-      a.preemptions += per_entry[E + e];
-    }
-    if (E > 1) {
-      if (step_acc.row.coll.empty()) {
-        step_acc.row.entry = -1;
-        step_acc.row.case_index = row.case_index;
-        step_acc.row.coll = "step";
-        step_acc.row.group = "world";
-        step_acc.row.dtype = std::string(type_name(w_.dtype));
-        step_acc.row.op = std::string(op_name(w_.op));
-        step_acc.row.root = -1;
-        step_acc.row.nranks = world_.size;
-        int64_t bytes = 0;
-        for (const auto& e : step) bytes += static_cast<int64_t>(e.bytes);
-        step_acc.row.bytes = bytes;
-      }
-      for (size_t i = first; i < end_timed && i < static_cast<size_t>(iterations); ++i) step_acc.times.push_back(get(i, 0));
-      if (w_.check) {
-        step_acc.wrong += row.wrong;
-        step_acc.checked = true;
-      }
-    }
+    const TimingMatrix times(sh->timings, iterations, step.size());
+    const EntryResults results = verify_entries(b, plans, sh->timings, w_.check);
+    if (!results.error.empty()) row.message = "verification: " + results.error;
+    agg.add_trial(step, plans, times, results, row);
     summary_.wrong += row.wrong;
-  }
-
-  void emit_row(Acc& a, const char* time_kind) {
-    CaseRow r = a.row;
-    r.time_kind = time_kind;
-    Summary t = summarize(a.times);
-    r.samples = t.n;
-    r.time_min_us = t.min;
-    r.time_median_us = t.median;
-    r.time_max_us = t.max;
-    r.time_mean_us = t.mean;
-    r.cv = t.cv;
-    r.e2e_median_us = summarize(a.e2e).median;
-    r.core_median_us = summarize(a.core).median;
-    r.wrong = a.checked ? a.wrong : -1;
-    r.preemptions = a.preemptions;
-    r.times_us = a.times;
-    if (t.n > 0 && t.median > 0) {
-      r.algbw_GBs = static_cast<double>(r.bytes) / (t.median * 1e-6) / 1e9;
-      if (r.coll != "step") {
-        const Collective* c = find_collective(r.coll);
-        r.busbw_GBs = r.algbw_GBs * c->busbw_factor(static_cast<int>(r.nranks));
-        busbw_.push_back(r.busbw_GBs);
-      }
-    }
-    writer_.add_case(r);
   }
 
   const Workload& w_;

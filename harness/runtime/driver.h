@@ -1,14 +1,8 @@
 // The shared driver: expands a workload into cases (a sweep: one per collective and size; a step or a mix: one),
-// runs every case's trials on every backend under the watchdog, aggregates the timings over ranks, verifies the
-// results and reports to the writers (rank 0's writers; other ranks pass an empty MultiWriter).
-//
-// The watchdog: each trial runs in a worker thread; the main thread waits until run.timeout seconds have passed
-// without progress (a program step or a wait returning) on any rank, all ranks agreeing over MPI on the time of the
-// latest progress and on whether any rank is still running or failed. If so, every rank aborts its communicators
-// (which releases a
-// blocked worker), joins the worker, records the trial as deadlocked (or failed) with its time to detect, and builds
-// new communicators for the next trial. A worker that stays blocked after the abort leaves the backend unusable:
-// its remaining trials are recorded as skipped, and the campaign goes on with the next backend.
+// runs every case's trials on every backend (a worker thread per trial, worker.h, under the watchdog, watchdog.h),
+// aggregates and verifies them (aggregate.h) and reports to the writers (rank 0's writers; other ranks pass an empty
+// MultiWriter). A worker that stays blocked after an abort leaves its backend unusable: the backend's remaining
+// trials are recorded as skipped, and the campaign goes on with the next backend.
 #pragma once
 
 #include <string>
@@ -25,6 +19,8 @@ struct DriverResult {
   int64_t deadlocked = 0, failed = 0, wrong = 0;
 };
 
+// Runs every backend of the workload in turn (MPI-collective over MPI_COMM_WORLD; every rank calls it). Returns
+// the counts over all backends; an exception means the run cannot go on (main then aborts the MPI job).
 DriverResult run_campaign(const Workload& w, MpiWorld& world, Writer& writer);
 
 }  // namespace dfccl::harness

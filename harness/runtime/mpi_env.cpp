@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <climits>
 #include <thread>
 
 #include "config/workload.h"
@@ -101,6 +102,17 @@ std::vector<std::string> gather_strings(const std::string& s, MPI_Comm comm) {
   if (rank == 0)
     for (int i = 0; i < size; ++i) out.push_back(all.substr(displs[i], lens[i]));
   return out;
+}
+
+std::string agree_error(const std::string& local) {
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int who = local.empty() ? INT_MAX : rank;
+  gentle_allreduce(&who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (who == INT_MAX) return "";
+  std::string msg = bcast_string(local, who, MPI_COMM_WORLD);
+  return size > 1 ? fmt::format("rank {}: {}", who, msg) : msg;
 }
 
 }  // namespace dfccl::harness

@@ -21,14 +21,18 @@ struct MpiWorld {
   std::vector<Membership> memberships;
 
   static MpiWorld create(int tp, int dp, int pp);  // throws WorkloadError naming layout.* when it does not fit
-  void free();
+  void free();  // frees the group communicators (before MPI_Finalize)
 };
 
+// MPI_Barrier and MPI_Allreduce (in place) that wait by polling the nonblocking call with short sleeps.
 void gentle_barrier(MPI_Comm comm);
 void gentle_allreduce(void* inout, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
 // Rank `root`'s string, on every rank.
 std::string bcast_string(const std::string& s, int root, MPI_Comm comm);
 // Every rank's string, on rank 0 (empty elsewhere).
 std::vector<std::string> gather_strings(const std::string& s, MPI_Comm comm);
+// The same error text on every rank of MPI_COMM_WORLD ("" if no rank has one): the lowest failing rank's, prefixed
+// with "rank R: " when the world has several ranks.
+std::string agree_error(const std::string& local);
 
 }  // namespace dfccl::harness

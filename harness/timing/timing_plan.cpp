@@ -10,7 +10,7 @@ TimingPlan::TimingPlan(bool batched, int warmup, int iterations, int batch)
     : batched_(batched), warmup_(warmup), iterations_(iterations), batch_(batch) {}
 
 TimingPlan TimingPlan::of(const Workload& w) {
-  return TimingPlan(w.timing == "batch", w.warmup, w.iterations, w.batch);
+  return TimingPlan(w.timing == TimingMode::Batch, w.warmup, w.iterations, w.batch);
 }
 
 bool TimingPlan::opens(int it) const {

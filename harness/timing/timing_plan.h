@@ -5,8 +5,8 @@
 // too; the driver keeps only the timed ones). `batch`, nccl-tests' method: the timed iterations (after the warm-up,
 // before the checked one) are cut into consecutive batches of run.batch iterations (the last one may be shorter);
 // one span per batch, marked only before its first and after its last iteration, and each iteration of a batch gets
-// the batch's mean. Each mark recorded between small operations costs about 3 us on the GPU's timeline, so marking
-// every iteration (and, for nccl, every collective) inflates small-size times.
+// the batch's mean. Every mark recorded between small operations adds to the GPU's timeline, so marking every
+// iteration (and, for nccl, every collective) inflates small-size times.
 //
 // The same plan serves CUDA events (GpuContext) and the host clock (the host executor, dfccl with
 // run.completion = host): a backend asks opens(it) / closes(it) around iteration `it`, keeps its spans, and
@@ -32,7 +32,7 @@ class TimingPlan {
  public:
   TimingPlan() = default;  // iteration timing
   TimingPlan(bool batched, int warmup, int iterations, int batch);
-  static TimingPlan of(const Workload& w);
+  static TimingPlan of(const Workload& w);  // run.timing, run.warmup, run.iterations, run.batch
 
   bool batched() const { return batched_; }
   int batch() const { return batch_; }

@@ -42,8 +42,9 @@ int main(int argc, char** argv) {
   try {
     auto f = h5::File::open_read(path);
     const harness::Workload w = harness::parse_workload(f.attr_string("/", "config"), path + ":config", {});
-    if (!forced_batch && w.timing != "batch")
-      problems.push_back(fmt::format("config: run.timing is '{}', not 'batch'", w.timing));
+    if (!forced_batch && w.timing != harness::TimingMode::Batch)
+      problems.push_back(fmt::format("config: run.timing is '{}', not 'batch'",
+                                     harness::name_of(w.timing, harness::kTimingModeNames)));
     const int batch = forced_batch ? forced_batch : w.batch;
     for (const auto& backend : f.read_strings("summary", "backend")) {
       const std::string base = "backends/" + backend;

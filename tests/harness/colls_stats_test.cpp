@@ -1,5 +1,5 @@
 // Bus-bandwidth factors and sizes (nccl-tests' doc/PERFORMANCE.md), statistics, the Wilson interval, the layout
-// arithmetic and the scenario generator.
+// arithmetic and the rank-program generator.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "colls/collective.h"
 #include "config/workload.h"
 #include "layout/layout.h"
-#include "scenario/scenario.h"
+#include "program/rank_program.h"
 #include "stats/stats.h"
 
 using namespace dfccl::harness;
@@ -92,35 +92,35 @@ TEST(Scenario, ProgramsKeepEachGroupsOrderAndAreDeterministic) {
                               "groups = ['tp', 'dp', 'world']\n[order]\nprobability = 1.0\n"
                               "[sync]\nprobability = 0.3\n[host_alloc]\nprobability = 0.2\n",
                               "s.toml", {});
-  auto step = scenario::draw_mix(w, 3);
+  auto step = program::draw_mix(w, 3);
   ASSERT_EQ(step.size(), 12u);
-  EXPECT_EQ(scenario::draw_mix(w, 3).size(), 12u);
+  EXPECT_EQ(program::draw_mix(w, 3).size(), 12u);
   int reordered = 0, syncs = 0;
   for (int rank = 0; rank < 4; ++rank) {
     for (uint64_t it = 0; it < 20; ++it) {
-      auto prog = scenario::rank_program(step, w, rank, 3, it);
-      auto again = scenario::rank_program(step, w, rank, 3, it);
+      auto prog = program::rank_program(step, w, rank, 3, it);
+      auto again = program::rank_program(step, w, rank, 3, it);
       ASSERT_EQ(prog.size(), again.size());
       std::vector<int> last(kNumGroupKinds, -1);
       int submits = 0;
       for (const auto& op : prog) {
-        if (op.kind == scenario::OpKind::DeviceSync) ++syncs;
-        if (op.kind != scenario::OpKind::Submit) continue;
+        if (op.kind == program::OpKind::DeviceSync) ++syncs;
+        if (op.kind != program::OpKind::Submit) continue;
         ++submits;
         int g = static_cast<int>(step[op.entry].group);
         EXPECT_GT(op.entry, last[g]) << "a group's own order was broken";
         last[g] = op.entry;
       }
       EXPECT_EQ(submits, 12);
-      EXPECT_EQ(prog.back().kind, scenario::OpKind::WaitAll);
-      if (!scenario::in_step_order(prog)) ++reordered;
+      EXPECT_EQ(prog.back().kind, program::OpKind::WaitAll);
+      if (!program::in_step_order(prog)) ++reordered;
     }
   }
   EXPECT_GT(reordered, 40);  // with probability 1, nearly every program interleaves differently
   EXPECT_GT(syncs, 0);
   // No perturbation: the step's order, no extra operations.
   Workload plain = parse_workload("[mix]\ncount = 6\n", "p.toml", {});
-  auto prog = scenario::rank_program(scenario::draw_mix(plain, 0), plain, 1, 0, 0);
-  EXPECT_TRUE(scenario::in_step_order(prog));
+  auto prog = program::rank_program(program::draw_mix(plain, 0), plain, 1, 0, 0);
+  EXPECT_TRUE(program::in_step_order(prog));
   EXPECT_EQ(prog.size(), 7u);
 }

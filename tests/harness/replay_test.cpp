@@ -1,5 +1,5 @@
 // The replay workload (kind replay, a [sim] table): parsing, errors that name the key, and the programs it runs,
-// which must be the simulator's own (sim/scenario.h) step for step.
+// which must be the simulator's own (common/scenario.h) step for step.
 #include <gtest/gtest.h>
 
 #include "config/workload.h"
@@ -68,8 +68,8 @@ TEST(Replay, ProgramsAreTheSimulatorsStepForStep) {
   auto step = r.step();
   ASSERT_EQ(step.size(), 50u);
   for (size_t id = 0; id < step.size(); ++id) {
-    EXPECT_EQ(step[id].sim_group, r.scenario().group_of(static_cast<dfccl::sim::Step>(id)));
-    EXPECT_EQ(step[id].label, r.scenario().collective_name(static_cast<dfccl::sim::Step>(id)));
+    EXPECT_EQ(step[id].sim_group, r.scenario().group_of(static_cast<dfccl::scenario::Step>(id)));
+    EXPECT_EQ(step[id].label, r.scenario().collective_name(static_cast<dfccl::scenario::Step>(id)));
     EXPECT_EQ(step[id].bytes, 64u);
   }
   // Members and ranks in the group (the communicator's rank order is the world rank order).
@@ -84,23 +84,23 @@ TEST(Replay, ProgramsAreTheSimulatorsStepForStep) {
   for (uint64_t t = 0; t < 200; ++t) {
     replay::Replay::TrialStats sum;
     for (int rank = 0; rank < 4; ++rank) {
-      std::vector<dfccl::sim::Step> want;
+      std::vector<dfccl::scenario::Step> want;
       r.scenario().program(rank, t, want);
       auto p = r.program(rank, t);
       ASSERT_EQ(p.ops.size(), want.size() + 1);
       for (size_t i = 0; i < want.size(); ++i) {
-        if (want[i] == dfccl::sim::kSync) {
-          EXPECT_EQ(p.ops[i].kind, scenario::OpKind::DeviceSync);
+        if (want[i] == dfccl::scenario::kSync) {
+          EXPECT_EQ(p.ops[i].kind, program::OpKind::DeviceSync);
         } else {
-          EXPECT_EQ(p.ops[i].kind, scenario::OpKind::Submit);
+          EXPECT_EQ(p.ops[i].kind, program::OpKind::Submit);
           EXPECT_EQ(p.ops[i].entry, want[i]);
         }
       }
-      EXPECT_EQ(p.ops.back().kind, scenario::OpKind::WaitAll);
+      EXPECT_EQ(p.ops.back().kind, program::OpKind::WaitAll);
       auto canon = r.scenario().canonical(rank);
-      std::vector<dfccl::sim::Step> subs;
+      std::vector<dfccl::scenario::Step> subs;
       for (auto s : want)
-        if (s != dfccl::sim::kSync) subs.push_back(s);
+        if (s != dfccl::scenario::kSync) subs.push_back(s);
       EXPECT_EQ(p.disordered, !std::equal(subs.begin(), subs.end(), canon.begin(), canon.end()));
       EXPECT_EQ(p.submissions, static_cast<int64_t>(subs.size()));
       EXPECT_EQ(p.syncs + p.submissions, p.steps);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -113,6 +114,31 @@ TEST(Verify, HalfAndBfloat16ConversionsRoundTripSmallIntegers) {
   EXPECT_EQ(half_to_float(float_to_half(0.1f)), 0.0999755859375f);  // round to nearest even
   EXPECT_EQ(float_to_half(65504.f), 0x7bffu);
   EXPECT_EQ(float_to_half(1e6f), 0x7c00u);  // overflow -> inf
+}
+
+// The verifier's own conversions at the edges: ties to even, subnormals, the overflow threshold, NaN and infinity.
+TEST(Verify, HalfAndBfloat16ConversionsRoundAtTheEdges) {
+  EXPECT_EQ(float_to_half(2049.f), 0x6800u);                // tie between 2048 and 2050: even (2048)
+  EXPECT_EQ(float_to_half(2051.f), 0x6802u);                // tie between 2050 and 2052: even (2052)
+  EXPECT_EQ(float_to_half(65519.f), 0x7bffu);               // below the threshold: the largest finite half
+  EXPECT_EQ(float_to_half(65520.f), 0x7c00u);               // the threshold: infinity
+  EXPECT_EQ(float_to_half(0x1p-24f), 0x0001u);              // smallest subnormal
+  EXPECT_EQ(float_to_half(0x1p-25f), 0x0000u);              // tie with zero: even (zero)
+  EXPECT_EQ(float_to_half(0x1.8p-25f), 0x0001u);            // above the tie
+  EXPECT_EQ(float_to_half(0x1.ffcp-15f), 0x0400u);          // rounds up into the smallest normal
+  EXPECT_EQ(float_to_half(-0.f), 0x8000u);
+  EXPECT_EQ(float_to_half(-INFINITY), 0xfc00u);
+  EXPECT_EQ(float_to_half(NAN) & 0x7e00u, 0x7e00u);         // a quiet NaN
+  EXPECT_EQ(half_to_float(0x0001u), 0x1p-24f);
+  EXPECT_EQ(half_to_float(0x8400u), -0x1p-14f);
+  EXPECT_TRUE(std::isnan(half_to_float(0x7e00u)));
+  EXPECT_EQ(float_to_bf16(1.00390625f), 0x3f80u);           // 1 + 2^-8: tie, even (1)
+  EXPECT_EQ(float_to_bf16(1.01171875f), 0x3f82u);           // 1 + 3 * 2^-8: tie, even (1 + 2^-6)
+  EXPECT_EQ(float_to_bf16(0x1.fffffep127f), 0x7f80u);       // the largest float rounds to infinity
+  EXPECT_EQ(float_to_bf16(0x1p-149f), 0x0000u);             // below half a bf16 subnormal step
+  EXPECT_EQ(float_to_bf16(0x1.fep-127f), 0x0080u);          // a float subnormal rounding up to 2^-126
+  EXPECT_EQ(float_to_bf16(NAN) & 0x7fc0u, 0x7fc0u);
+  EXPECT_EQ(bf16_to_float(0xc040u), -3.0f);
 }
 
 // Every type, every operator, 2..8 ranks, several reduction orders: the check counts zero wrong elements on what

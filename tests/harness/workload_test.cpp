@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "config/settings.h"
 #include "config/workload.h"
 #include "workload_error.h"
 
@@ -141,18 +142,18 @@ TEST(Workload, ErrorsNameTheKey) {
   EXPECT_NE(error_of("", {{"kind", "step"}}).find("kind"), std::string::npos);
   EXPECT_NE(error_of("", {{"completion", "poll"}}).find("'run.completion': 'poll' is not stream, host or callback"),
             std::string::npos);
-  EXPECT_EQ(parse_workload("", "t.toml", {{"completion", "callback"}}).completion, "callback");
+  EXPECT_EQ(parse_workload("", "t.toml", {{"completion", "callback"}}).completion, Completion::Callback);
 }
 
 TEST(Workload, TimingModeAndBatch) {
   Workload def = parse_workload("", "t.toml", {});
-  EXPECT_EQ(def.timing, "iteration");
+  EXPECT_EQ(def.timing, TimingMode::Iteration);
   EXPECT_EQ(def.batch, 10);
   Workload file = parse_workload("[run]\ntiming = 'batch'\nbatch = 4\n", "t.toml", {});
-  EXPECT_EQ(file.timing, "batch");
+  EXPECT_EQ(file.timing, TimingMode::Batch);
   EXPECT_EQ(file.batch, 4);
   Workload cli = parse_workload("[run]\nbatch = 4\n", "t.toml", {{"timing", "batch"}, {"batch", "5"}});
-  EXPECT_EQ(cli.timing, "batch");
+  EXPECT_EQ(cli.timing, TimingMode::Batch);
   EXPECT_EQ(cli.batch, 5);
   // Stored with the run (the HDF5 root attribute `config`).
   EXPECT_NE(cli.resolved_toml.find("timing = 'batch'"), std::string::npos) << cli.resolved_toml;
@@ -193,4 +194,68 @@ TEST(Workload, SettingsAreDescribed) {
                           "implicit.lazy_kernel_probability", "compute.duration_us", "run.timeout", "run.timing",
                           "run.batch", "--timing=run.timing", "--batch=run.batch"})
     EXPECT_NE(d.find(key), std::string::npos) << key;
+}
+
+// The settings table is the one home of each key's facts: every default is valid, and the help text of an
+// enum-valued setting names each of its choices.
+TEST(Workload, SettingsTableIsConsistent) {
+  for (const Setting& s : settings()) {
+    for (const char* choice : s.valid.choices)
+      EXPECT_NE(std::string(s.help).find(choice), std::string::npos) << s.key << ": help does not name " << choice;
+    EXPECT_NE(find_setting(s.key), nullptr) << s.key;
+  }
+  for (const auto& [alias, key] : setting_aliases()) EXPECT_NE(find_setting(key), nullptr) << alias;
+  EXPECT_NO_THROW(parse_workload("", "defaults.toml", {}));
+}
+
+// Enum-valued settings parse to their enums by the position of the name among the table's choices.
+TEST(Workload, EnumSettingsParseFromTheirChoices) {
+  Workload w = parse_workload("", "e.toml",
+                              {{"completion", "host"}, {"order", "host"}, {"streams", "per_group"},
+                               {"nccl_comms", "nonblocking"}, {"timing", "batch"}, {"sync.placement", "before_wait"},
+                               {"host_alloc.kinds", "host_register,malloc_host"}, {"kind", "sweep"}});
+  EXPECT_EQ(w.completion, Completion::Host);
+  EXPECT_EQ(w.order, SubmitOrder::Host);
+  EXPECT_EQ(w.streams, Streams::PerGroup);
+  EXPECT_EQ(w.nccl_comms, NcclComms::Nonblocking);
+  EXPECT_EQ(w.timing, TimingMode::Batch);
+  EXPECT_EQ(w.sync_placement, SyncPlacement::BeforeWait);
+  EXPECT_EQ(w.host_alloc_kinds, (std::vector<HostAllocKind>{HostAllocKind::HostRegister, HostAllocKind::MallocHost}));
+  EXPECT_EQ(w.kind, Workload::Kind::Sweep);
+  Workload d = parse_workload("", "d.toml", {});
+  EXPECT_EQ(d.completion, Completion::Stream);
+  EXPECT_EQ(d.order, SubmitOrder::Stream);
+  EXPECT_EQ(d.streams, Streams::Single);
+  EXPECT_EQ(d.nccl_comms, NcclComms::Auto);
+  EXPECT_EQ(d.sync_placement, SyncPlacement::Between);
+  EXPECT_EQ(d.host_alloc_kinds.size(), 3u);
+  EXPECT_EQ(name_of(NcclComms::Nonblocking, kNcclCommsNames), "nonblocking");
+  EXPECT_EQ(name_of(Workload::Kind::Replay, Workload::kKindNames), "replay");
+}
+
+// The messages of each kind of check, word for word.
+TEST(Workload, ValidationMessages) {
+  const std::pair<Overrides, const char*> cases[] = {
+      {{{"iters", "0"}}, "test.toml: 'run.iterations': 0 is less than 1"},
+      {{{"seed", "-1"}}, "test.toml: 'run.seed': must not be negative"},
+      {{{"timeout", "0"}}, "test.toml: 'run.timeout': must be positive"},
+      {{{"factor", "0.5"}}, "test.toml: 'sizes.factor': must be at least 1"},
+      {{{"sync.probability", "2"}}, "test.toml: 'sync.probability': 2 is not a probability in [0, 1]"},
+      {{{"compute.duration_us", "-1"}}, "test.toml: 'compute.duration_us': must not be negative"},
+      {{{"streams", "two"}}, "test.toml: 'run.streams': 'two' is not single or per_group"},
+      {{{"host_alloc.kinds", "malloc"}},
+       "test.toml: 'host_alloc.kinds': 'malloc' is not malloc_host, free_host or host_register"},
+      {{{"kind", "grid"}}, "test.toml: 'kind': 'grid' is not sweep, mix, step or replay"},
+      {{{"backend", "mpi"}},
+       "test.toml: 'run.backend': unknown backend 'mpi' (dfccl, dfccl-blocking, nccl, nccl-graph, host, host-blocking, "
+       "auto)"},
+      {{{"collectives", "alltoall"}},
+       "test.toml: 'sweep.collectives': unknown collective 'alltoall' (all_reduce, all_gather, reduce_scatter, "
+       "broadcast, reduce)"},
+      {{{"sweep.group", "ep"}}, "test.toml: 'sweep.group': unknown group 'ep' (world, tp, dp, pp)"},
+      {{{"dtype", "float17"}}, "test.toml: 'data.dtype': unknown data type 'float17'"},
+      {{{"op", "xor"}}, "test.toml: 'data.op': unknown reduction operator 'xor'"},
+      {{{"mix.collectives", "all_reduce=-1"}}, "test.toml: 'mix.collectives.all_reduce': weight must not be negative"},
+  };
+  for (const auto& [overrides, message] : cases) EXPECT_EQ(error_of("", overrides), message);
 }

@@ -4,7 +4,7 @@
 //   sim_replay_check FILE.h5 --backend host-blocking --model a [--min-trials N] [--min-deadlocks N]
 //
 // For every row of /backends/<backend>/replay, the scenario of the file's /replay attributes is generated again
-// (the same code, target dfccl_scenario) and run under the model; the harness's status must be `deadlocked` exactly
+// (the same code, common/scenario.h) and run under the model; the harness's status must be `deadlocked` exactly
 // when the model deadlocks (a status other than completed/deadlocked is a failure). host-blocking is model (a),
 // host (preemptive) model (d), which never deadlocks. Exit 0 when every trial agrees and the counts reach the
 // minimums, 1 otherwise, 2 when the file cannot be read.
@@ -51,9 +51,9 @@ int main(int argc, char** argv) {
     }
     const std::string layout = f.attr_string("replay", "layout");
     const int colls = static_cast<int>(f.attr_int("replay", "colls"));
-    sim::ScenarioParams params{f.attr_double("replay", "p_disorder"), f.attr_double("replay", "p_sync"),
+    scenario::ScenarioParams params{f.attr_double("replay", "p_disorder"), f.attr_double("replay", "p_sync"),
                                static_cast<uint64_t>(f.attr_int("replay", "seed"))};
-    sim::Scenario scenario(sim::Layout::parse(layout, colls), params);
+    scenario::Scenario scenario(scenario::Layout::parse(layout, colls), params);
     const sim::ModelSpec model = sim::ModelSpec::parse(model_name, 1);
     const std::string g = "backends/" + backend + "/replay";
     if (!f.has(g)) {
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
                params.seed);
 
     sim::Engine engine(scenario);
-    sim::Programs programs;
+    scenario::Programs programs;
     int64_t agree = 0, disagree = 0, other = 0, harness_dl = 0, sim_dl = 0;
     for (size_t i = 0; i < trials.size(); ++i) {
       scenario.programs(static_cast<uint64_t>(trials[i]), programs);

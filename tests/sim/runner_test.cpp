@@ -144,7 +144,7 @@ TEST(Output, Hdf5Columns) {
     rows.push_back(row);
   }
   const std::string path = temp_path("sim.h5");
-  RunMeta meta{"0.1.0", "abc", "2024-01-01T00:00:00Z", "host", "dfccl-sim x", plan.to_toml()};
+  h5::RunIdentity meta{"0.1.0", "abc", "2024-01-01T00:00:00Z", "host", "dfccl-sim x", plan.to_toml()};
   write_hdf5(path, meta, rows, true);
   auto f = h5::File::open_read(path);
   EXPECT_EQ(f.attr_string("/", "tool"), "dfccl-sim");

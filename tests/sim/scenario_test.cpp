@@ -1,4 +1,4 @@
-// The random scenario generator (sim/scenario.h): layouts, canonical order, disorder, syncs, determinism.
+// The random scenario generator (common/scenario.h): layouts, canonical order, disorder, syncs, determinism.
 #include "scenario.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <set>
 #include <stdexcept>
 
-namespace dfccl::sim {
+namespace dfccl::scenario {
 namespace {
 
 std::vector<std::vector<int>> groups_of_layout(const Layout& l) { return l.groups; }
@@ -229,4 +229,4 @@ TEST(Scenario, PinnedOutput) {
 }
 
 }  // namespace
-}  // namespace dfccl::sim
+}  // namespace dfccl::scenario

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <stdexcept>
 
-namespace dfccl::sim {
+namespace dfccl::scenario {
 
 Bernoulli::Bernoulli(double p) {
   if (!(p >= 0.0 && p <= 1.0)) throw std::invalid_argument("probability must be in [0, 1], got " + std::to_string(p));
@@ -391,4 +391,4 @@ void Scenario::programs(uint64_t trial, Programs& out) const {
   }
 }
 
-}  // namespace dfccl::sim
+}  // namespace dfccl::scenario

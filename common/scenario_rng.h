@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-namespace dfccl::sim {
+namespace dfccl::scenario {
 
 inline constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
 
@@ -88,4 +88,4 @@ constexpr uint64_t stream_state(uint64_t trial_key_value, uint64_t rank, Stream 
   return derive(derive(trial_key_value, rank), static_cast<uint64_t>(purpose));
 }
 
-}  // namespace dfccl::sim
+}  // namespace dfccl::scenario

@@ -1,4 +1,4 @@
-// The random scenario generator (CMake target dfccl_scenario), shared by the simulator and the harness.
+// The random scenario generator (library dfccl_common), shared by the simulator and the harness's replay workload.
 //
 // A scenario is, for each rank, an exact program: an ordered list of steps, each either "submit collective k of group
 // g" or "sync". It is a pure function of (layout, collectives per group, disorder probability, sync probability,
@@ -12,14 +12,22 @@
 #include <string_view>
 #include <vector>
 
-#include "rng.h"
+#include "scenario_rng.h"
 
-namespace dfccl::sim {
+namespace dfccl::scenario {
 
 enum class GroupKind : uint8_t { generic, tp, dp, pp };
 std::string_view to_string(GroupKind kind);
 
-// Groups of ranks (communicators) and the number of collectives each one runs.
+// Groups of ranks (communicators) and the number of collectives each one runs. A layout specification is one of:
+//   megatron:TPxDPxPP[:tp=A,dp=B,pp=C]  Megatron-LM tensor x data x pipeline parallelism; rank = (pp*DP + dp)*TP + tp.
+//                                       TP groups (consecutive ranks), DP groups (stride TP inside a stage) and one
+//                                       2-rank group per pipeline send/recv pair (stage s, s+1; same dp, tp).
+//                                       Groups of one rank are omitted. A/B/C: collectives per TP/DP/PP group
+//                                       (default: default_colls).
+//   random:NxKxM[@S]                    N ranks; M rounds, each a random permutation of the ranks cut into N/K
+//                                       groups of K (so every rank is in exactly M groups); layout seed S (default 1).
+//   groups:a,b,c;d,e;...                explicit groups ('-' also separates ranks); N = largest rank + 1.
 struct Layout {
   std::string spec;                      // normalized specification, e.g. "megatron:4x4x4:tp=100,dp=100,pp=100"
   int num_ranks = 0;
@@ -27,15 +35,7 @@ struct Layout {
   std::vector<GroupKind> kinds;          // one per group
   std::vector<int> colls;                // collectives per group, >= 1
 
-  // Parses a layout specification (throws std::invalid_argument with a message naming the problem):
-  //   megatron:TPxDPxPP[:tp=A,dp=B,pp=C]  Megatron-LM tensor x data x pipeline parallelism; rank = (pp*DP + dp)*TP + tp.
-  //                                       TP groups (consecutive ranks), DP groups (stride TP inside a stage) and one
-  //                                       2-rank group per pipeline send/recv pair (stage s, s+1; same dp, tp).
-  //                                       Groups of one rank are omitted. A/B/C: collectives per TP/DP/PP group
-  //                                       (default: default_colls).
-  //   random:NxKxM[@S]                    N ranks; M rounds, each a random permutation of the ranks cut into N/K
-  //                                       groups of K (so every rank is in exactly M groups); layout seed S (default 1).
-  //   groups:a,b,c;d,e;...                explicit groups ('-' also separates ranks); N = largest rank + 1.
+  // Parses a specification (above). Throws std::invalid_argument with a message naming the problem.
   static Layout parse(std::string_view spec, int default_colls);
   static Layout megatron(int tp, int dp, int pp, int colls_tp, int colls_dp, int colls_pp);
   static Layout random_regular(int n, int k, int m, uint64_t layout_seed, int colls);
@@ -121,4 +121,4 @@ class Scenario {
   std::vector<int> rgroups_;          // groups of every rank, concatenated
 };
 
-}  // namespace dfccl::sim
+}  // namespace dfccl::scenario

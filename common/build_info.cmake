@@ -7,7 +7,7 @@ execute_process(COMMAND git describe --always --dirty WORKING_DIRECTORY ${SRC}
 if(NOT rc EQUAL 0 OR rev STREQUAL "")
   set(rev "unknown")
 endif()
-set(text "// Generated at build time by harness/build_info.cmake.\n#pragma once\n#define DFCCL_${PREFIX}_VERSION \"${VERSION}\"\n#define DFCCL_${PREFIX}_GIT_REVISION \"${rev}\"\n")
+set(text "// Generated at build time by common/build_info.cmake.\n#pragma once\n#define DFCCL_${PREFIX}_VERSION \"${VERSION}\"\n#define DFCCL_${PREFIX}_GIT_REVISION \"${rev}\"\n")
 if(EXISTS ${OUT})
   file(READ ${OUT} old)
 endif()

@@ -1,8 +1,8 @@
-#include "scenario.h"
+#include "rank_program.h"
 
 #include <map>
 
-namespace dfccl::harness::scenario {
+namespace dfccl::harness::program {
 
 std::string_view op_kind_name(OpKind k) {
   switch (k) {
@@ -118,4 +118,4 @@ bool in_step_order(const std::vector<Op>& program) {
   return true;
 }
 
-}  // namespace dfccl::harness::scenario
+}  // namespace dfccl::harness::program

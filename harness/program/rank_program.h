@@ -1,6 +1,6 @@
-// Scenarios: what each rank does in one iteration of a step, drawn deterministically from (workload seed, trial,
-// iteration, rank). This is the harness's own generator, behind a small interface; the simulator (sim/) can consume
-// the same programs to be validated against the harness.
+// Rank programs: what each rank does in one iteration of a step, drawn deterministically from (workload seed,
+// trial, iteration, rank). This is the harness's own generator, driven by the workload's knobs; the simulator's
+// scenario model (common/scenario.h) is a different one, which a replay workload runs instead (replay/replay.h).
 //
 // A program is a list of operations. Submissions keep every group kind's own order (collectives of one communicator
 // are matched by submission order, as in NCCL); with probability order.probability a rank interleaves the groups in
@@ -16,10 +16,10 @@
 
 #include "config/workload.h"
 
-namespace dfccl::harness::scenario {
+namespace dfccl::harness::program {
 
 enum class OpKind : int { Submit = 0, DeviceSync = 1, HostAlloc = 2, CudaFree = 3, LazyKernel = 4, Compute = 5, WaitAll = 6 };
-std::string_view op_kind_name(OpKind k);
+std::string_view op_kind_name(OpKind k);  // "submit", "device_sync", ... for messages
 
 struct Op {
   OpKind kind = OpKind::Submit;
@@ -27,8 +27,8 @@ struct Op {
   HostAllocKind alloc = HostAllocKind::MallocHost;   // HostAlloc
 };
 
-// The step of a workload for a trial: the [[step]] entries, the single collective of a sweep case, or a mix drawn
-// from (seed, trial) (the same on every rank; one draw for the whole run when mix.per_trial is false).
+// A mix's step for a trial: mix.count entries drawn from (run.seed, trial), the same on every rank (one draw for
+// the whole run when mix.per_trial is false).
 std::vector<StepEntry> draw_mix(const Workload& w, uint64_t trial);
 
 // Rank `rank`'s program for one iteration of `step`.
@@ -42,8 +42,8 @@ bool in_step_order(const std::vector<Op>& program);
 class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
-  static uint64_t mix(uint64_t x);
-  static uint64_t seed_of(std::initializer_list<uint64_t> parts);
+  static uint64_t mix(uint64_t x);                                  // SplitMix64's output function
+  static uint64_t seed_of(std::initializer_list<uint64_t> parts);  // a seed from a tuple (order matters)
   uint64_t next() { return mix(state_ += 0x9E3779B97F4A7C15ull); }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
   bool bernoulli(double p) { return p > 0 && uniform() < p; }
@@ -53,4 +53,4 @@ class Rng {
   uint64_t state_;
 };
 
-}  // namespace dfccl::harness::scenario
+}  // namespace dfccl::harness::program

@@ -1,0 +1,123 @@
+#include "watchdog.h"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "program/rank_program.h"
+
+namespace dfccl::harness {
+
+WatchVerdict watch_trial(WorkerState& sh, double timeout_s, Clock::time_point t0) {
+  WatchVerdict v;
+  double wait_s = timeout_s;
+  while (true) {
+    bool finished;
+    {
+      std::unique_lock lock(sh.mu);
+      finished = sh.cv.wait_for(lock, std::chrono::duration<double>(wait_s), [&] { return sh.done; });
+      if (finished) v.error = sh.error;
+    }
+    // {still running, failed, latest progress, now}, each the maximum over ranks (seconds since the trial start).
+    double state[4] = {finished ? 0.0 : 1.0, finished && !v.error.empty() ? 1.0 : 0.0,
+                       static_cast<double>(sh.last_progress_ns.load()) * 1e-9, seconds_since(t0)};
+    gentle_allreduce(state, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    v.any_running = state[0] != 0;
+    v.any_failed = state[1] != 0;
+    v.last_progress_s = state[2];
+    v.decided_s = state[3];
+    if (!v.any_running || v.any_failed) return v;
+    const double silent = v.decided_s - v.last_progress_s;
+    if (silent >= timeout_s - 1e-3) return v;  // silent for run.timeout: deadlocked
+    wait_s = std::max(timeout_s - silent, 1e-3);
+  }
+}
+
+namespace {
+
+// Where a worker is, in words, from WorkerState's at_iteration, at_op and at_kind.
+std::string worker_position(bool done, int iteration, int op, int kind) {
+  if (done) return "done";
+  if (op == -3) return "finish (waiting for the last iteration)";
+  if (op == -2) return fmt::format("end of iteration {}", iteration);
+  if (op < 0) return "starting";
+  return fmt::format("iteration {}, operation {} ({})", iteration, op,
+                     program::op_kind_name(static_cast<program::OpKind>(kind)));
+}
+
+}  // namespace
+
+void diagnose_trial(Backend& b, WorkerState& sh, int trial, const MpiWorld& world) {
+  bool done;
+  {
+    std::lock_guard lock(sh.mu);
+    done = sh.done;
+  }
+  const std::string where = worker_position(done, sh.at_iteration, sh.at_op, sh.at_kind);
+  for (int round = 0; round < 2; ++round)
+    for (int r = 0; r < world.size; ++r) {
+      if (r == world.rank) {
+        if (round == 0)
+          fmt::print(stderr, "# diagnose trial {} rank {}: worker at {}; {} operations returned\n", trial, r, where,
+                     sh.executed.load());
+        std::fflush(stderr);
+        std::string state;
+        try {
+          state = b.diagnostics(round);  // may write more lines to stderr itself
+        } catch (const std::exception& e) {
+          state = e.what();
+        }
+        if (!state.empty()) fmt::print(stderr, "# diagnose trial {} rank {}: {}\n", trial, r, state);
+      }
+      std::fflush(stderr);
+      gentle_barrier(MPI_COMM_WORLD);
+    }
+}
+
+StopOutcome stop_trial(Backend& b, WorkerState& sh, std::thread& worker) {
+  StopOutcome s;
+  sh.cancel = true;
+  try {
+    b.abort_comms();  // releases a blocked worker on this rank; peers do the same
+  } catch (const std::exception& e) {
+    s.abort_error = e.what();
+  }
+  {
+    std::unique_lock lock(sh.mu);
+    s.joined = s.abort_error.empty() && sh.cv.wait_for(lock, std::chrono::seconds(20), [&] { return sh.done; });
+  }
+  int stuck = s.joined ? 0 : 1;
+  gentle_allreduce(&stuck, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  s.stuck = stuck != 0;
+  if (s.joined) worker.join();
+  else worker.detach();  // cannot be released: the backend is unusable from now on
+  return s;
+}
+
+void record_stopped_trial(const WatchVerdict& v, const StopOutcome& s, WorkerState& sh, double timeout_s,
+                          TrialRow& row) {
+  if (v.any_failed && !v.any_running) {
+    row.status = "failed";
+  } else {
+    row.status = "deadlocked";
+    row.detect_s = v.decided_s - v.last_progress_s;
+  }
+  row.message = agree_error(v.any_failed ? v.error : "");
+  if (row.message.empty() && v.any_running)
+    row.message = fmt::format("no progress on any rank for run.timeout = {} s", timeout_s);
+  if (s.stuck) {
+    row.message += "; a worker could not be released after the abort";
+    if (!s.abort_error.empty()) row.message += " (" + s.abort_error + ")";
+  }
+  // A worker that was not joined may still run: only its atomic counter is read.
+  int64_t counts[3] = {s.joined ? sh.reordered : 0, s.joined ? sh.syncs : 0, sh.executed.load()};
+  gentle_allreduce(counts, 3, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  row.reordered = counts[0];
+  row.syncs = counts[1];
+  row.executed_steps = counts[2];
+  row.preemptions = row.daemon_launches = -1;
+}
+
+}  // namespace dfccl::harness
