@@ -95,8 +95,7 @@ template <class T>
 void set_numeric_attr(hid_t grp, const std::string& name, hid_t type, T value) {
   if (H5Aexists(grp, name.c_str()) > 0) H5Adelete(grp, name.c_str());
   Closer space{check(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose};
-  Closer attr{check(H5Acreate2(grp, name.c_str(), type, space.id, H5P_DEFAULT, H5P_DEFAULT), "attr " + name),
-              H5Aclose};
+  Closer attr{check(H5Acreate2(grp, name.c_str(), type, space.id, H5P_DEFAULT, H5P_DEFAULT), "attr " + name), H5Aclose};
   check_status(H5Awrite(attr.id, type, &value), "write attr " + name);
 }
 }  // namespace

@@ -37,7 +37,7 @@ class File {
   std::vector<int64_t> read_ints(const std::string& group, const std::string& name) const;
   std::vector<std::string> read_strings(const std::string& group, const std::string& name) const;
 
-  bool has(const std::string& path) const;               // a group or dataset exists
+  bool has(const std::string& path) const;                        // a group or dataset exists
   std::vector<std::string> list(const std::string& group) const;  // names of children
 
  private:

@@ -168,8 +168,8 @@ Layout Layout::parse(std::string_view spec, int default_colls) {
           else bad(spec, "unknown group kind '" + std::string(key) + "' (tp, dp or pp)");
         }
       }
-      return megatron(to_int(spec, dims[0], "TP"), to_int(spec, dims[1], "DP"), to_int(spec, dims[2], "PP"), c[0],
-                      c[1], c[2]);
+      return megatron(to_int(spec, dims[0], "TP"), to_int(spec, dims[1], "DP"), to_int(spec, dims[2], "PP"), c[0], c[1],
+                      c[2]);
     }
     if (kind == "random") {
       uint64_t seed = 1;
@@ -179,8 +179,8 @@ Layout Layout::parse(std::string_view spec, int default_colls) {
       }
       auto dims = split(rest, "x");
       if (dims.size() != 3) bad(spec, "expected random:NxKxM[@S]");
-      return random_regular(to_int(spec, dims[0], "N"), to_int(spec, dims[1], "K"), to_int(spec, dims[2], "M"),
-                            seed, default_colls);
+      return random_regular(to_int(spec, dims[0], "N"), to_int(spec, dims[1], "K"), to_int(spec, dims[2], "M"), seed,
+                            default_colls);
     }
     if (kind == "groups") {
       std::vector<std::vector<int>> groups;
@@ -205,7 +205,8 @@ void Layout::validate() const {
     throw std::invalid_argument("layout '" + spec + "': kinds/colls do not match groups");
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& m = groups[g];
-    if (m.size() < 2) throw std::invalid_argument("layout '" + spec + "': group " + std::to_string(g) + " has < 2 ranks");
+    if (m.size() < 2)
+      throw std::invalid_argument("layout '" + spec + "': group " + std::to_string(g) + " has < 2 ranks");
     for (size_t i = 0; i < m.size(); ++i) {
       if (m[i] < 0 || m[i] >= num_ranks)
         throw std::invalid_argument("layout '" + spec + "': rank out of range in group " + std::to_string(g));
@@ -243,8 +244,11 @@ Programs Programs::from(const std::vector<std::vector<Step>>& per_rank) {
 }
 
 Scenario::Scenario(Layout layout, ScenarioParams params)
-    : layout_(std::move(layout)), params_(params), disorder_(params.p_disorder),
-      disorder_gap_(params.p_disorder), sync_gap_(params.p_sync) {
+    : layout_(std::move(layout)),
+      params_(params),
+      disorder_(params.p_disorder),
+      disorder_gap_(params.p_disorder),
+      sync_gap_(params.p_sync) {
   layout_.validate();
   const int ng = layout_.num_groups(), nr = layout_.num_ranks;
   member_begin_.assign(ng + 1, 0);

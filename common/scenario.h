@@ -29,7 +29,7 @@ std::string_view to_string(GroupKind kind);
 //                                       groups of K (so every rank is in exactly M groups); layout seed S (default 1).
 //   groups:a,b,c;d,e;...                explicit groups ('-' also separates ranks); N = largest rank + 1.
 struct Layout {
-  std::string spec;                      // normalized specification, e.g. "megatron:4x4x4:tp=100,dp=100,pp=100"
+  std::string spec;  // normalized specification, e.g. "megatron:4x4x4:tp=100,dp=100,pp=100"
   int num_ranks = 0;
   std::vector<std::vector<int>> groups;  // members of each group, ascending, at least 2, distinct
   std::vector<GroupKind> kinds;          // one per group
@@ -106,19 +106,19 @@ class Scenario {
  private:
   Layout layout_;
   ScenarioParams params_;
-  Bernoulli disorder_;                  // each further pass-over after the first
-  Geometric disorder_gap_, sync_gap_;   // decisions before the next pass-over, submissions before the next sync
-  std::vector<int64_t> first_;        // num_groups + 1
-  std::vector<int32_t> group_of_;     // per collective id
-  std::vector<int32_t> coll_size_;    // per collective id: size of its group
-  std::vector<int64_t> member_begin_; // num_groups + 1 offsets into members_
-  std::vector<int> members_;          // members of every group, concatenated
+  Bernoulli disorder_;                 // each further pass-over after the first
+  Geometric disorder_gap_, sync_gap_;  // decisions before the next pass-over, submissions before the next sync
+  std::vector<int64_t> first_;         // num_groups + 1
+  std::vector<int32_t> group_of_;      // per collective id
+  std::vector<int32_t> coll_size_;     // per collective id: size of its group
+  std::vector<int64_t> member_begin_;  // num_groups + 1 offsets into members_
+  std::vector<int> members_;           // members of every group, concatenated
   int64_t num_submissions_ = 0;
-  std::vector<int64_t> rank_begin_;   // num_ranks + 1 offsets into canon_ / canon_local_
-  std::vector<Step> canon_;           // canonical order of every rank, concatenated
-  std::vector<int32_t> canon_local_;  // index of the element's group among the rank's groups
-  std::vector<int64_t> rgroup_begin_; // num_ranks + 1 offsets into rgroups_
-  std::vector<int> rgroups_;          // groups of every rank, concatenated
+  std::vector<int64_t> rank_begin_;    // num_ranks + 1 offsets into canon_ / canon_local_
+  std::vector<Step> canon_;            // canonical order of every rank, concatenated
+  std::vector<int32_t> canon_local_;   // index of the element's group among the rank's groups
+  std::vector<int64_t> rgroup_begin_;  // num_ranks + 1 offsets into rgroups_
+  std::vector<int> rgroups_;           // groups of every rank, concatenated
 };
 
 }  // namespace dfccl::scenario

@@ -31,7 +31,9 @@ class SplitMix64 {
     return mix64(state_);
   }
   // Uniform integer in [0, n) (n > 0), by 128-bit multiply (Lemire, without the rejection step: bias < n/2^64).
-  constexpr uint64_t below(uint64_t n) { return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64); }
+  constexpr uint64_t below(uint64_t n) {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64);
+  }
 
  private:
   uint64_t state_;

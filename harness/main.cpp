@@ -1,11 +1,11 @@
 // dfccl-harness: mpirun -np N dfccl-harness --workload workloads/<name>.toml [--key value ...] --out results/<name>.h5
 // (docs/harness.md). Parses the command line and the workload, bootstraps MPI and the groups, collects the run's
 // metadata, runs the campaign (runtime/driver.cpp) and writes the console table and the HDF5 file.
-#include <CLI/CLI.hpp>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <mpi.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdlib>
@@ -51,8 +51,7 @@ Overrides parse_extras(const std::vector<std::string>& extras) {
       value = key.substr(eq + 1);
       key = key.substr(0, eq);
     } else {
-      if (i + 1 >= extras.size())
-        throw WorkloadError(fmt::format("command line: '{}' needs a value", a));
+      if (i + 1 >= extras.size()) throw WorkloadError(fmt::format("command line: '{}' needs a value", a));
       value = extras[++i];
     }
     out.emplace_back(key, value);
@@ -253,8 +252,9 @@ int main(int argc, char** argv) {
   Options o;
   if (auto rc = parse_options(argc, argv, root, o)) return finish(*rc);
   if (o.list_keys) {
-    if (root) fmt::print("Workload keys (file: [section] key = value; command line: --section.key value):\n{}",
-                         describe_settings());
+    if (root)
+      fmt::print("Workload keys (file: [section] key = value; command line: --section.key value):\n{}",
+                 describe_settings());
     return finish(0);
   }
 

@@ -2,11 +2,11 @@
 // Usage: docs/simulator.md; `dfccl-sim --help`.
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <fmt/format.h>
 #include <thread>
 
 #include "output.h"

@@ -19,7 +19,8 @@ ModelSpec ModelSpec::parse(std::string_view name, int limit) {
   } else if (name == "d" || name == "dfccl") {
     m.model = Model::dfccl;
   } else {
-    throw std::invalid_argument("unknown model '" + std::string(name) + "' (a|queue, b|stream, c|stream-limit, d|dfccl)");
+    throw std::invalid_argument("unknown model '" + std::string(name) +
+                                "' (a|queue, b|stream, c|stream-limit, d|dfccl)");
   }
   return m;
 }
@@ -260,9 +261,9 @@ std::optional<Cycle> Engine::find_cycle(int n, const std::vector<WaitEdge>& edge
   }
   enum : uint8_t { white, gray, black };
   std::vector<uint8_t> color(n, white);
-  std::vector<int> next(n, 0);        // next adjacency position to explore
-  std::vector<int> via;               // edge indices of the current DFS path
-  std::vector<int> path;              // ranks of the current DFS path
+  std::vector<int> next(n, 0);  // next adjacency position to explore
+  std::vector<int> via;         // edge indices of the current DFS path
+  std::vector<int> path;        // ranks of the current DFS path
   for (int root = 0; root < n; ++root) {
     if (color[root] != white || start[root] == start[root + 1]) continue;
     path.assign(1, root);

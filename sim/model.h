@@ -71,8 +71,8 @@ struct Cycle {
 
 struct Outcome {
   bool deadlock = false;
-  int64_t completed = 0;     // collectives completed
-  int stuck_ranks = 0;       // ranks unfinished at quiescence
+  int64_t completed = 0;       // collectives completed
+  int stuck_ranks = 0;         // ranks unfinished at quiescence
   std::optional<Cycle> cycle;  // when deadlock and a cycle was asked for
 };
 
@@ -96,8 +96,8 @@ class Engine {
   bool finished(const Programs& p, int r, Model m) const;
 
   const Scenario& s_;
-  std::vector<int64_t> pc_;    // next step of each rank's host
-  std::vector<int64_t> head_;  // (a) index of the queue head (== pc_ when the queue is empty)
+  std::vector<int64_t> pc_;       // next step of each rank's host
+  std::vector<int64_t> head_;     // (a) index of the queue head (== pc_ when the queue is empty)
   std::vector<int32_t> pending_;  // (b, c) submitted and not completed
   std::vector<uint8_t> blocked_;  // 0 runnable, 1 sync, 2 slot
   std::vector<int32_t> missing_;  // per collective: members that have not submitted it (b-d) or have not got it at

@@ -12,9 +12,8 @@ std::string pct(double x) { return fmt::format("{:.3g}%", 100.0 * x); }
 }  // namespace
 
 std::string table_header() {
-  return fmt::format("{:<2} {:<5} {:<40} {:>6} {:>9} {:>9} {:>6} {:>8} {:>8} {:>9} {:>22} {:>8}", "m", "R",
-                     "layout", "ranks", "p_dis", "p_sync", "colls", "trials", "deadlk", "rate", "95% CI (Wilson)",
-                     "seconds");
+  return fmt::format("{:<2} {:<5} {:<40} {:>6} {:>9} {:>9} {:>6} {:>8} {:>8} {:>9} {:>22} {:>8}", "m", "R", "layout",
+                     "ranks", "p_dis", "p_sync", "colls", "trials", "deadlk", "rate", "95% CI (Wilson)", "seconds");
 }
 
 std::string table_row(const Row& r) {

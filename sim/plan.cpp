@@ -1,8 +1,8 @@
 #include "plan.h"
 
+#include <toml++/toml.h>
 #include <sstream>
 #include <stdexcept>
-#include <toml++/toml.h>
 
 #include "scenario.h"
 

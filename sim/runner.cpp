@@ -37,14 +37,14 @@ struct Shared {
     }
     for (auto& b : best) b = INT64_MAX;
   }
-  std::vector<SettingResult> res;             // per model; trial t's entries are written by its worker only
-  std::vector<std::vector<int32_t>> stuck;    // per model and trial: stuck ranks
-  std::vector<double> model_cpu;              // per model: thread time in the model (under mu)
-  double generation_cpu = 0.0;                // thread time generating programs (under mu)
+  std::vector<SettingResult> res;           // per model; trial t's entries are written by its worker only
+  std::vector<std::vector<int32_t>> stuck;  // per model and trial: stuck ranks
+  std::vector<double> model_cpu;            // per model: thread time in the model (under mu)
+  double generation_cpu = 0.0;              // thread time generating programs (under mu)
   std::atomic<int64_t> next{0}, done{0}, deadlocks{0};
-  std::vector<std::atomic<int64_t>> best;     // per model: lowest deadlocked trial whose cycle is stored
+  std::vector<std::atomic<int64_t>> best;  // per model: lowest deadlocked trial whose cycle is stored
   std::mutex mu;
-  std::exception_ptr error;                   // the first worker's exception (under mu)
+  std::exception_ptr error;  // the first worker's exception (under mu)
 };
 
 // Runs trial t under every model on programs generated once; records its outcomes and, for the lowest deadlocked
@@ -79,8 +79,7 @@ void run_trial(const Scenario& scenario, const std::vector<ModelSpec>& models, c
 }
 
 // One worker thread: takes trials until none is left (or another worker failed); worker 0 reports progress.
-void worker(int id, const Scenario& scenario, const std::vector<ModelSpec>& models, const RunOptions& opt,
-            Shared& sh) {
+void worker(int id, const Scenario& scenario, const std::vector<ModelSpec>& models, const RunOptions& opt, Shared& sh) {
   const int64_t n = opt.trials;
   try {
     Engine engine(scenario);
@@ -123,8 +122,8 @@ std::vector<SettingResult> run_models(const Scenario& scenario, const std::vecto
 
   Shared sh(nm, n);
   std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(worker, i, std::cref(scenario), std::cref(models), std::cref(opt),
-                                                      std::ref(sh));
+  for (int i = 1; i < threads; ++i)
+    pool.emplace_back(worker, i, std::cref(scenario), std::cref(models), std::cref(opt), std::ref(sh));
   worker(0, scenario, models, opt, sh);
   for (auto& th : pool) th.join();
   if (sh.error) std::rethrow_exception(sh.error);

@@ -32,7 +32,7 @@ struct SettingResult {
   // batch's models), summed over threads, by a monotonic clock: it includes time a thread was descheduled.
   double model_thread_seconds = 0.0;
   double generation_thread_seconds = 0.0;
-  int64_t submissions = 0;               // submissions (rank, collective pairs) generated over all trials
+  int64_t submissions = 0;  // submissions (rank, collective pairs) generated over all trials
   // Per trial (index = trial): 1 if deadlocked; completed collectives.
   std::vector<uint8_t> deadlocked;
   std::vector<int64_t> completed;
@@ -40,9 +40,9 @@ struct SettingResult {
 
 struct RunOptions {
   int64_t trials = 1000;
-  uint64_t first_trial = 0;  // trial indices first_trial .. first_trial + trials - 1
-  int threads = 0;           // 0: std::thread::hardware_concurrency()
-  bool verify_cycles = false;  // search a cycle in every deadlocked trial and abort if none is found
+  uint64_t first_trial = 0;      // trial indices first_trial .. first_trial + trials - 1
+  int threads = 0;               // 0: std::thread::hardware_concurrency()
+  bool verify_cycles = false;    // search a cycle in every deadlocked trial and abort if none is found
   size_t cycle_hops = SIZE_MAX;  // hops shown in first_cycle
   // Called from time to time from one worker with (trials done, deadlocks so far); may be empty.
   std::function<void(int64_t, int64_t)> progress;

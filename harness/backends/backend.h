@@ -26,7 +26,7 @@ namespace dfccl::harness {
 struct CommSlot {
   MPI_Comm mpi = MPI_COMM_NULL;  // the group's ranks (this rank included), ordered by world rank
   int rank = 0, size = 1;
-  std::string name;              // "tp", "dp", ...
+  std::string name;  // "tp", "dp", ...
 };
 
 struct EngineCounters {
@@ -70,7 +70,10 @@ class Backend {
   virtual EngineCounters counters() = 0;
   // The backend's own state, for diagnosing a trial the watchdog stopped (run.diagnose); "" if none. Round 0: what
   // can be read without blocking; round 1: more, which may block (the driver runs round 1 after every rank's round 0).
-  virtual std::string diagnostics(int round) { (void)round; return ""; }
+  virtual std::string diagnostics(int round) {
+    (void)round;
+    return "";
+  }
 
   // Set by the worker before worker_begin: a backend calls it (on the worker thread) whenever it sees a collective
   // complete while it waits, so that the watchdog counts that as progress (it declares a deadlock after run.timeout

@@ -47,7 +47,9 @@ void nccl_wait(ncclComm_t comm, const char* what, const std::atomic<bool>* cance
 constexpr double kAbortTimeoutS = 30;
 
 ncclDataType_t nccl_type(DataType t) { return static_cast<ncclDataType_t>(static_cast<int>(t)); }
-ncclRedOp_t nccl_op(RedOp op) { return static_cast<ncclRedOp_t>(static_cast<int>(op == RedOp::None ? RedOp::Sum : op)); }
+ncclRedOp_t nccl_op(RedOp op) {
+  return static_cast<ncclRedOp_t>(static_cast<int>(op == RedOp::None ? RedOp::Sum : op));
+}
 
 class NcclBackend final : public Backend {
  public:
@@ -63,16 +65,18 @@ class NcclBackend final : public Backend {
     int v = 0;
     ncclGetVersion(&v);
     std::string marks = !timing_.per_entry_marks() ? "no e2e (no events around the calls with batch timing)"
-                        : graphs_ ? "no e2e (no events inside a captured graph)"
+                        : graphs_                  ? "no e2e (no events inside a captured graph)"
                                   : "e2e = events around the call on its stream (includes waiting for peers)";
-    return BackendInfo{graphs_ ? "nccl-graph" : "nccl", "cuda",
-                       fmt::format("nccl {}, {} communicators{}", v, blocking() ? "blocking" : "nonblocking",
-                                   graphs_ ? ", each timing span captured into a CUDA graph and replayed once" : ""),
-                       "stream order: the result is usable on the collective's stream after the call",
-                       fmt::format("{}{}, iterations back to back; {}; no core time",
-                                   timing_.describe("CUDA events", "on stream 0"),
-                                   graphs_ ? " around the graph's replay" : "", marks),
-                       true, ""};
+    return BackendInfo{
+        graphs_ ? "nccl-graph" : "nccl",
+        "cuda",
+        fmt::format("nccl {}, {} communicators{}", v, blocking() ? "blocking" : "nonblocking",
+                    graphs_ ? ", each timing span captured into a CUDA graph and replayed once" : ""),
+        "stream order: the result is usable on the collective's stream after the call",
+        fmt::format("{}{}, iterations back to back; {}; no core time", timing_.describe("CUDA events", "on stream 0"),
+                    graphs_ ? " around the graph's replay" : "", marks),
+        true,
+        ""};
   }
 
   void create_comms(const std::vector<CommSlot>& slots) override {
@@ -119,8 +123,8 @@ class NcclBackend final : public Backend {
     comms_.clear();
     std::unique_lock lock(pending->mu);
     if (!pending->cv.wait_for(lock, std::chrono::duration<double>(kAbortTimeoutS), [&] { return pending->left == 0; }))
-      throw BackendError(fmt::format("ncclCommAbort: {} communicator(s) not aborted after {:.0f} s", pending->left,
-                                     kAbortTimeoutS));
+      throw BackendError(
+          fmt::format("ncclCommAbort: {} communicator(s) not aborted after {:.0f} s", pending->left, kAbortTimeoutS));
   }
 
   void destroy_comms() override {
@@ -170,9 +174,7 @@ class NcclBackend final : public Backend {
       case CollKind::ReduceScatter:
         r = ncclReduceScatter(send, recv, p.count, nccl_type(p.dtype), nccl_op(p.op), comm, stream);
         break;
-      case CollKind::Broadcast:
-        r = ncclBroadcast(send, recv, p.count, nccl_type(p.dtype), p.root, comm, stream);
-        break;
+      case CollKind::Broadcast: r = ncclBroadcast(send, recv, p.count, nccl_type(p.dtype), p.root, comm, stream); break;
       case CollKind::Reduce:
         r = ncclReduce(send, recv, p.count, nccl_type(p.dtype), nccl_op(p.op), p.root, comm, stream);
         break;
@@ -220,9 +222,7 @@ class NcclBackend final : public Backend {
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw BackendError("no CUDA device");
     return ctx.local_rank % n;
   }
-  int stream_of(const EntryPlan& p) const {
-    return gpu_.num_streams() > 1 ? p.slot % gpu_.num_streams() : 0;
-  }
+  int stream_of(const EntryPlan& p) const { return gpu_.num_streams() > 1 ? p.slot % gpu_.num_streams() : 0; }
 
   BackendContext ctx_;
   bool graphs_ = false;

@@ -25,8 +25,9 @@ bool backend_compiled(const std::string& name) {
 
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendContext& ctx) {
   if (!backend_compiled(name))
-    throw BackendError(name == "nccl" || name == "nccl-graph" ? "not built: NCCL was not found at configure time (set -DNCCL_HOME)"
-                                      : "not built: the dfccl library target did not exist at configure time");
+    throw BackendError(name == "nccl" || name == "nccl-graph"
+                           ? "not built: NCCL was not found at configure time (set -DNCCL_HOME)"
+                           : "not built: the dfccl library target did not exist at configure time");
 #ifdef DFCCL_HARNESS_HAVE_NCCL
   if (name == "nccl" || name == "nccl-graph") return make_nccl_backend(ctx, name == "nccl-graph");
 #endif

@@ -13,12 +13,10 @@ const Collective kAllReduce{
     .send_elems = [](size_t count, int) { return count; },
     .recv_elems = [](size_t count, int) { return count; },
     .busbw_factor = [](int n) { return 2.0 * (n - 1) / n; },
-    .fill_send = [](void* buf, size_t count, int, int rank, int, const verify::Params& p) {
-      verify::fill_input(buf, count, p, rank, 0);
-    },
-    .check_recv = [](const void* buf, size_t count, int, int, int, const verify::Params& p) {
-      return verify::count_wrong_reduced(buf, count, p, 0);
-    },
+    .fill_send = [](void* buf, size_t count, int, int rank, int,
+                    const verify::Params& p) { verify::fill_input(buf, count, p, rank, 0); },
+    .check_recv = [](const void* buf, size_t count, int, int, int,
+                     const verify::Params& p) { return verify::count_wrong_reduced(buf, count, p, 0); },
 };
 
 }  // namespace dfccl::harness

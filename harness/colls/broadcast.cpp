@@ -13,12 +13,10 @@ const Collective kBroadcast{
     .send_elems = [](size_t count, int) { return count; },
     .recv_elems = [](size_t count, int) { return count; },
     .busbw_factor = [](int) { return 1.0; },
-    .fill_send = [](void* buf, size_t count, int, int rank, int, const verify::Params& p) {
-      verify::fill_input(buf, count, p, rank, 0);
-    },
-    .check_recv = [](const void* buf, size_t count, int, int, int root, const verify::Params& p) {
-      return verify::count_wrong_copy(buf, count, p, root, 0);
-    },
+    .fill_send = [](void* buf, size_t count, int, int rank, int,
+                    const verify::Params& p) { verify::fill_input(buf, count, p, rank, 0); },
+    .check_recv = [](const void* buf, size_t count, int, int, int root,
+                     const verify::Params& p) { return verify::count_wrong_copy(buf, count, p, root, 0); },
 };
 
 }  // namespace dfccl::harness

@@ -6,7 +6,7 @@ namespace dfccl::harness {
 
 std::span<const Collective* const> all_collectives() {
   static const std::array<const Collective*, 5> all = {&kAllReduce, &kAllGather, &kReduceScatter, &kBroadcast,
-                                                        &kReduce};
+                                                       &kReduce};
   return all;
 }
 

@@ -14,9 +14,8 @@ const Collective kReduce{
     .send_elems = [](size_t count, int) { return count; },
     .recv_elems = [](size_t count, int) { return count; },
     .busbw_factor = [](int) { return 1.0; },
-    .fill_send = [](void* buf, size_t count, int, int rank, int, const verify::Params& p) {
-      verify::fill_input(buf, count, p, rank, 0);
-    },
+    .fill_send = [](void* buf, size_t count, int, int rank, int,
+                    const verify::Params& p) { verify::fill_input(buf, count, p, rank, 0); },
     .check_recv = [](const void* buf, size_t count, int, int rank, int root, const verify::Params& p) -> int64_t {
       return rank == root ? verify::count_wrong_reduced(buf, count, p, 0) : 0;
     },

@@ -14,12 +14,12 @@ const Collective kReduceScatter{
     .send_elems = [](size_t count, int n) { return count * n; },
     .recv_elems = [](size_t count, int) { return count; },
     .busbw_factor = [](int n) { return double(n - 1) / n; },
-    .fill_send = [](void* buf, size_t count, int n, int rank, int, const verify::Params& p) {
-      verify::fill_input(buf, count * n, p, rank, 0);
-    },
-    .check_recv = [](const void* buf, size_t count, int, int rank, int, const verify::Params& p) {
-      return verify::count_wrong_reduced(buf, count, p, static_cast<uint64_t>(rank) * count);
-    },
+    .fill_send = [](void* buf, size_t count, int n, int rank, int,
+                    const verify::Params& p) { verify::fill_input(buf, count * n, p, rank, 0); },
+    .check_recv =
+        [](const void* buf, size_t count, int, int rank, int, const verify::Params& p) {
+          return verify::count_wrong_reduced(buf, count, p, static_cast<uint64_t>(rank) * count);
+        },
 };
 
 }  // namespace dfccl::harness

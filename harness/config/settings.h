@@ -36,7 +36,7 @@ struct Valid {
 };
 
 struct Setting {
-  const char* key;           // "section.key", or "key" at the top level
+  const char* key;  // "section.key", or "key" at the top level
   Type type;
   const char* default_toml;  // the default value, written as TOML
   Valid valid;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -11,7 +12,6 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "config/settings.h"
 #include "scenario.h"  // common/: the simulator's layouts, for a replay
@@ -434,8 +434,7 @@ void read_layout_data_sizes(Values& v, Workload& w) {
   w.begin = v.bytes("sizes.begin");
   w.end = v.bytes("sizes.end");
   w.factor = v.number("sizes.factor");
-  if (w.begin > w.end)
-    fail(v.origin(), "sizes.begin", fmt::format("{} is larger than sizes.end ({})", w.begin, w.end));
+  if (w.begin > w.end) fail(v.origin(), "sizes.begin", fmt::format("{} is larger than sizes.end ({})", w.begin, w.end));
 
   for (const auto& c : v.list("sweep.collectives")) w.sweep_collectives.push_back(find_collective(c));
   w.sweep_group = *parse_group(v.text("sweep.group"));
@@ -498,7 +497,8 @@ void read_steps(const toml::table& root, Workload& w, const std::string& origin)
   Reader r{origin};
   auto row = [](const char* k) -> const Valid& {
     return std::find_if(step_settings().begin(), step_settings().end(),
-                        [&](const Setting& s) { return std::string_view(s.key) == k; })->valid;
+                        [&](const Setting& s) { return std::string_view(s.key) == k; })
+        ->valid;
   };
   for (size_t i = 0; i < steps->size(); ++i) {
     const toml::table& t = *steps->at(i).as_table();
@@ -518,8 +518,8 @@ void read_steps(const toml::table& root, Workload& w, const std::string& origin)
     e.op = w.op;
     e.root = t.contains("root") ? static_cast<int>(r.get_int(*t["root"].node(), key("root"))) : w.root;
     if (e.root < 0) fail(origin, key("root"), "must not be negative");
-    e.priority = t.contains("priority") ? static_cast<int>(r.get_int(*t["priority"].node(), key("priority")))
-                                        : w.priority;
+    e.priority =
+        t.contains("priority") ? static_cast<int>(r.get_int(*t["priority"].node(), key("priority"))) : w.priority;
     e.label = t.contains("label") ? r.get_string(*t["label"].node(), key("label")) : "";
     int64_t repeat = t.contains("repeat") ? r.get_int(*t["repeat"].node(), key("repeat")) : 1;
     if (repeat < 1) fail(origin, key("repeat"), "must be at least 1");
@@ -614,8 +614,8 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   try {
     root = toml::parse(text, origin);
   } catch (const toml::parse_error& e) {
-    throw WorkloadError(fmt::format("{}:{}:{}: {}", origin, e.source().begin.line, e.source().begin.column,
-                                    e.description()));
+    throw WorkloadError(
+        fmt::format("{}:{}:{}: {}", origin, e.source().begin.line, e.source().begin.column, e.description()));
   }
   check_keys(root, origin);
   const bool file_has_mix = root.contains("mix");

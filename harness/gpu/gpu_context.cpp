@@ -71,8 +71,10 @@ void GpuContext::poison() {
 }
 
 void GpuContext::release() {
-  for (auto p : send_) if (p) cudaFree(p);
-  for (auto p : recv_) if (p) cudaFree(p);
+  for (auto p : send_)
+    if (p) cudaFree(p);
+  for (auto p : recv_)
+    if (p) cudaFree(p);
   send_.clear();
   recv_.clear();
   recv_bytes_.clear();
@@ -189,10 +191,8 @@ void GpuContext::iteration_end() {
   if (plan_.closes(iteration_)) {
     Span& span = spans_.back();
     span.last = iteration_;
-    if (graphs_)
-      end_capture_and_replay();
-    else
-      span.end = record(0);
+    if (graphs_) end_capture_and_replay();
+    else span.end = record(0);
   }
 }
 

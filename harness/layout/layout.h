@@ -14,7 +14,7 @@ namespace dfccl::harness {
 enum class GroupKind : int { World = 0, Tp = 1, Dp = 2, Pp = 3 };
 inline constexpr int kNumGroupKinds = 4;
 
-std::string_view group_name(GroupKind g);                    // world tp dp pp
+std::string_view group_name(GroupKind g);                     // world tp dp pp
 std::optional<GroupKind> parse_group(std::string_view name);  // nullopt if unknown
 
 struct Layout {
@@ -24,9 +24,9 @@ struct Layout {
 
 struct Membership {
   GroupKind kind = GroupKind::World;
-  int color = 0;          // identifies the group among those of its kind (MPI_Comm_split color)
-  int rank = 0;           // rank inside the group
-  int size = 1;           // ranks in the group
+  int color = 0;             // identifies the group among those of its kind (MPI_Comm_split color)
+  int rank = 0;              // rank inside the group
+  int size = 1;              // ranks in the group
   std::vector<int> members;  // world ranks, in group-rank order
 };
 

@@ -46,22 +46,24 @@ class ConsoleWriter final : public Writer {
   void print_header() {
     if (header_printed_) return;
     header_printed_ = true;
-    fmt::print("#{:>14} {:>6} {:>12} {:>12} {:>9} {:>6} {:>5} {:>10} {:>9} {:>9} {:>8} {:>10} {:>10} {:>7} {:>10} {:>10}\n",
-               "coll", "group", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
-               "min", "max", "cv%", "e2e", "core");
-    fmt::print("#{:>14} {:>6} {:>12} {:>12} {:>9} {:>6} {:>5} {:>10} {:>9} {:>9} {:>8} {:>10} {:>10} {:>7} {:>10} {:>10}\n",
-               "", "", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "", "(us)",
-               "(us)");
+    fmt::print(
+        "#{:>14} {:>6} {:>12} {:>12} {:>9} {:>6} {:>5} {:>10} {:>9} {:>9} {:>8} {:>10} {:>10} {:>7} {:>10} {:>10}\n",
+        "coll", "group", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "min", "max",
+        "cv%", "e2e", "core");
+    fmt::print(
+        "#{:>14} {:>6} {:>12} {:>12} {:>9} {:>6} {:>5} {:>10} {:>9} {:>9} {:>8} {:>10} {:>10} {:>7} {:>10} {:>10}\n",
+        "", "", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "", "(us)", "(us)");
   }
 
   void do_add_case(const CaseRow& c) override {
     clear_progress();
     print_header();
     std::string wrong = c.wrong < 0 ? "N/A" : fmt::format("{}", c.wrong);
-    fmt::print(" {:>14} {:>6} {:>12} {:>12} {:>9} {:>6} {:>5} {:>10} {:>9} {:>9} {:>8} {:>10} {:>10} {:>7} {:>10} {:>10}\n",
-               c.coll, c.group, c.bytes, c.count, c.dtype, c.op, c.root, num(c.time_median_us), num(c.algbw_GBs),
-               num(c.busbw_GBs), wrong, num(c.time_min_us), num(c.time_max_us), num(100 * c.cv, 1),
-               num(c.e2e_median_us), num(c.core_median_us));
+    fmt::print(
+        " {:>14} {:>6} {:>12} {:>12} {:>9} {:>6} {:>5} {:>10} {:>9} {:>9} {:>8} {:>10} {:>10} {:>7} {:>10} {:>10}\n",
+        c.coll, c.group, c.bytes, c.count, c.dtype, c.op, c.root, num(c.time_median_us), num(c.algbw_GBs),
+        num(c.busbw_GBs), wrong, num(c.time_min_us), num(c.time_max_us), num(100 * c.cv, 1), num(c.e2e_median_us),
+        num(c.core_median_us));
     std::fflush(stdout);
   }
 
@@ -102,8 +104,8 @@ class ConsoleWriter final : public Writer {
     fmt::print("# {:<14} {:>7} {:>10} {:>11} {:>7} {:>10} {:>19} {:>8} {:>12}\n", "backend", "trials", "completed",
                "deadlocked", "failed", "rate", "95% CI", "wrong", "busbw(GB/s)");
     for (const auto& s : summaries_)
-      fmt::print("# {:<14} {:>7} {:>10} {:>11} {:>7} {:>10.4f} {:>9.4f}..{:<8.4f} {:>8} {:>12}\n", s.backend,
-                 s.trials, s.completed, s.deadlocked, s.failed, s.deadlock_rate, s.ci_low, s.ci_high, s.wrong,
+      fmt::print("# {:<14} {:>7} {:>10} {:>11} {:>7} {:>10.4f} {:>9.4f}..{:<8.4f} {:>8} {:>12}\n", s.backend, s.trials,
+                 s.completed, s.deadlocked, s.failed, s.deadlock_rate, s.ci_low, s.ci_high, s.wrong,
                  num(s.busbw_mean_GBs, 3));
     std::fflush(stdout);
   }

@@ -8,8 +8,8 @@
 #include <map>
 
 #include "h5_table.h"
-#include "run_identity.h"
 #include "layout_check.h"
+#include "run_identity.h"
 #include "writer.h"
 
 namespace dfccl::harness {

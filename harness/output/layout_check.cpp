@@ -9,25 +9,29 @@
 namespace dfccl::harness {
 namespace {
 
-const char* kRootAttrs[] = {"tool", "dfccl_version", "git_revision", "date_utc", "hostname", "command_line",
-                            "config", "layout_version", "status", "workload", "workload_kind", "nranks", "layout",
-                            "gpus", "driver_version", "cuda_runtime_version", "nccl_version", "mpi_version",
-                            "backends"};
-const char* kSummaryCols[] = {"backend", "workload", "trials", "completed", "deadlocked", "failed", "skipped",
-                              "wrong", "deadlock_rate", "ci_low", "ci_high", "busbw_mean_GBs", "wall_s"};
-const char* kCollectiveCols[] = {"case", "entry", "coll", "group", "label", "dtype", "op", "root", "priority",
-                                 "nranks", "count", "bytes", "time_kind", "samples", "time_min_us", "time_median_us",
-                                 "time_max_us", "time_mean_us", "cv", "algbw_GBs", "busbw_GBs", "e2e_median_us",
-                                 "core_median_us", "wrong", "preemptions"};
-const char* kTrialCols[] = {"case", "trial", "status", "elapsed_s", "detect_s", "preemptions", "daemon_launches",
-                            "wrong", "reordered", "syncs", "message"};
+const char* kRootAttrs[] = {"tool",         "dfccl_version", "git_revision",   "date_utc",
+                            "hostname",     "command_line",  "config",         "layout_version",
+                            "status",       "workload",      "workload_kind",  "nranks",
+                            "layout",       "gpus",          "driver_version", "cuda_runtime_version",
+                            "nccl_version", "mpi_version",   "backends"};
+const char* kSummaryCols[] = {"backend", "workload",      "trials", "completed", "deadlocked",     "failed", "skipped",
+                              "wrong",   "deadlock_rate", "ci_low", "ci_high",   "busbw_mean_GBs", "wall_s"};
+const char* kCollectiveCols[] = {
+    "case",          "entry",          "coll",        "group",        "label", "dtype",     "op",
+    "root",          "priority",       "nranks",      "count",        "bytes", "time_kind", "samples",
+    "time_min_us",   "time_median_us", "time_max_us", "time_mean_us", "cv",    "algbw_GBs", "busbw_GBs",
+    "e2e_median_us", "core_median_us", "wrong",       "preemptions"};
+const char* kTrialCols[] = {"case",  "trial",     "status", "elapsed_s", "detect_s", "preemptions", "daemon_launches",
+                            "wrong", "reordered", "syncs",  "message"};
 const char* kIterationCols[] = {"row", "iteration", "time_us"};
 // Replay workloads (workload_kind = replay) only.
-const char* kReplayAttrs[] = {"layout", "layout_spec", "ranks", "groups", "colls", "collectives", "submissions",
-                              "p_disorder", "p_sync", "seed", "first_trial", "coll", "bytes"};
+const char* kReplayAttrs[] = {"layout",      "layout_spec", "ranks",      "groups", "colls",
+                              "collectives", "submissions", "p_disorder", "p_sync", "seed",
+                              "first_trial", "coll",        "bytes"};
 const char* kReplayGroupCols[] = {"group", "name", "kind", "ranks", "colls"};
-const char* kReplayTrialCols[] = {"trial", "scenario_trial", "status", "deadlocked", "program_steps",
-                                  "program_submissions", "program_syncs", "disordered_ranks", "executed_steps"};
+const char* kReplayTrialCols[] = {"trial",         "scenario_trial",   "status",
+                                  "deadlocked",    "program_steps",    "program_submissions",
+                                  "program_syncs", "disordered_ranks", "executed_steps"};
 const char* kBackendAttrs[] = {"backend", "executor", "mode", "completion", "timing", "available", "skip_reason"};
 
 // Length of a column whatever its type.
@@ -185,7 +189,7 @@ std::vector<std::string> check_expectations(const std::map<std::string, Counters
       failures.push_back(fmt::format("--expect '{}': unknown counter '{}'", e, name));
       continue;
     }
-    bool ok = op == "==" ? have == want
+    bool ok = op == "=="   ? have == want
               : op == "!=" ? have != want
               : op == ">=" ? have >= want
               : op == "<=" ? have <= want

@@ -18,9 +18,9 @@ struct ReplayInfo {
   std::string layout, layout_spec;  // as written in sim.layout; normalized by the simulator's parser
   int64_t ranks = 0, groups = 0, colls = 0, collectives = 0, submissions = 0;  // per trial (all ranks)
   double p_disorder = 0, p_sync = 0;
-  int64_t seed = 0, first_trial = 0;  // seed: the uint64's bit pattern
-  std::string coll;                   // the collective every submission posts
-  int64_t bytes = 0;                  // its size S
+  int64_t seed = 0, first_trial = 0;                  // seed: the uint64's bit pattern
+  std::string coll;                                   // the collective every submission posts
+  int64_t bytes = 0;                                  // its size S
   std::vector<std::string> group_names, group_kinds;  // per group: "g3(tp:2,3)", "tp"
   std::vector<int64_t> group_sizes, group_colls;
 };
@@ -50,30 +50,30 @@ struct BackendInfo {
 // One collective (or the whole step) at one size, aggregated over iterations and trials (completed trials only).
 struct CaseRow {
   int64_t case_index = 0;
-  int64_t entry = 0;        // index in the step; -1 for the row of the whole step
-  std::string coll;         // all_reduce, ..., or "step"
-  std::string group;        // world tp dp pp
+  int64_t entry = 0;  // index in the step; -1 for the row of the whole step
+  std::string coll;   // all_reduce, ..., or "step"
+  std::string group;  // world tp dp pp
   std::string label;
   std::string dtype, op;
   int64_t root = 0, priority = 0;
-  int64_t nranks = 0;       // ranks of the group
-  int64_t count = 0;        // count argument of the call
-  int64_t bytes = 0;        // nccl-tests' size S
-  std::string time_kind;    // iteration (one collective per iteration) | e2e (its end-to-end latency) | step
-  int64_t samples = 0;      // timed iterations that went into the statistics
+  int64_t nranks = 0;     // ranks of the group
+  int64_t count = 0;      // count argument of the call
+  int64_t bytes = 0;      // nccl-tests' size S
+  std::string time_kind;  // iteration (one collective per iteration) | e2e (its end-to-end latency) | step
+  int64_t samples = 0;    // timed iterations that went into the statistics
   double time_min_us = kNaN, time_median_us = kNaN, time_max_us = kNaN, time_mean_us = kNaN, cv = kNaN;
   double algbw_GBs = kNaN, busbw_GBs = kNaN;  // from the median time
   double e2e_median_us = kNaN, core_median_us = kNaN;
-  int64_t wrong = 0;        // wrong elements, summed over ranks and checked iterations (-1: not checked)
-  int64_t preemptions = 0;  // summed over ranks and iterations
+  int64_t wrong = 0;             // wrong elements, summed over ranks and checked iterations (-1: not checked)
+  int64_t preemptions = 0;       // summed over ranks and iterations
   std::vector<double> times_us;  // per iteration (slowest rank), for the iterations table
 };
 
 struct TrialRow {
   int64_t case_index = 0, trial = 0;
-  std::string status;  // completed | deadlocked | failed | skipped
-  double elapsed_s = 0;  // trial start -> finished or declared deadlocked
-  double detect_s = kNaN;  // deadlocked: last progress of any rank -> the watchdog's decision
+  std::string status;                            // completed | deadlocked | failed | skipped
+  double elapsed_s = 0;                          // trial start -> finished or declared deadlocked
+  double detect_s = kNaN;                        // deadlocked: last progress of any rank -> the watchdog's decision
   int64_t preemptions = 0, daemon_launches = 0;  // engine counters, summed over ranks (-1: not available)
   int64_t wrong = 0;
   int64_t reordered = 0;  // rank-iterations that drew a random order

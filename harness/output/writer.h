@@ -45,13 +45,27 @@ class MultiWriter final : public Writer {
   void add(std::unique_ptr<Writer> w) { writers_.push_back(std::move(w)); }
 
  private:
-  void do_begin_run(const RunInfo& r) override { for (auto& w : writers_) w->begin_run(r); }
-  void do_begin_backend(const BackendInfo& b) override { for (auto& w : writers_) w->begin_backend(b); }
-  void do_add_case(const CaseRow& r) override { for (auto& w : writers_) w->add_case(r); }
-  void do_add_trial(const TrialRow& r) override { for (auto& w : writers_) w->add_trial(r); }
-  void do_progress(const Progress& p) override { for (auto& w : writers_) w->progress(p); }
-  void do_end_backend(const BackendSummary& s) override { for (auto& w : writers_) w->end_backend(s); }
-  void do_end_run(const std::string& s) override { for (auto& w : writers_) w->end_run(s); }
+  void do_begin_run(const RunInfo& r) override {
+    for (auto& w : writers_) w->begin_run(r);
+  }
+  void do_begin_backend(const BackendInfo& b) override {
+    for (auto& w : writers_) w->begin_backend(b);
+  }
+  void do_add_case(const CaseRow& r) override {
+    for (auto& w : writers_) w->add_case(r);
+  }
+  void do_add_trial(const TrialRow& r) override {
+    for (auto& w : writers_) w->add_trial(r);
+  }
+  void do_progress(const Progress& p) override {
+    for (auto& w : writers_) w->progress(p);
+  }
+  void do_end_backend(const BackendSummary& s) override {
+    for (auto& w : writers_) w->end_backend(s);
+  }
+  void do_end_run(const std::string& s) override {
+    for (auto& w : writers_) w->end_run(s);
+  }
   std::vector<std::unique_ptr<Writer>> writers_;
 };
 

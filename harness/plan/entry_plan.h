@@ -20,15 +20,15 @@ struct BackendError : std::runtime_error {
 
 // One collective of the step as this rank executes it.
 struct EntryPlan {
-  int entry = 0;           // index in the step
+  int entry = 0;  // index in the step
   const Collective* coll = nullptr;
-  int slot = -1;           // communicator; -1: this rank does not take part
+  int slot = -1;  // communicator; -1: this rank does not take part
   int group_rank = 0, group_size = 1;
-  size_t count = 0;        // the count argument
+  size_t count = 0;  // the count argument
   size_t send_elems = 0, recv_elems = 0;
   DataType dtype = DataType::Float32;
   RedOp op = RedOp::Sum;
-  int root = 0;            // in the group
+  int root = 0;  // in the group
   int priority = 0;
   uint64_t data_seed = 0;
 };
@@ -40,8 +40,8 @@ struct EntryTiming {
 };
 
 struct IterationTiming {
-  double time_us = kNaN;              // the whole iteration on this rank
-  std::vector<EntryTiming> entries;   // by entry index
+  double time_us = kNaN;             // the whole iteration on this rank
+  std::vector<EntryTiming> entries;  // by entry index
 };
 
 }  // namespace dfccl::harness

@@ -18,13 +18,21 @@
 
 namespace dfccl::harness::program {
 
-enum class OpKind : int { Submit = 0, DeviceSync = 1, HostAlloc = 2, CudaFree = 3, LazyKernel = 4, Compute = 5, WaitAll = 6 };
+enum class OpKind : int {
+  Submit = 0,
+  DeviceSync = 1,
+  HostAlloc = 2,
+  CudaFree = 3,
+  LazyKernel = 4,
+  Compute = 5,
+  WaitAll = 6
+};
 std::string_view op_kind_name(OpKind k);  // "submit", "device_sync", ... for messages
 
 struct Op {
   OpKind kind = OpKind::Submit;
-  int entry = -1;                                    // Submit: index into the step
-  HostAllocKind alloc = HostAllocKind::MallocHost;   // HostAlloc
+  int entry = -1;                                   // Submit: index into the step
+  HostAllocKind alloc = HostAllocKind::MallocHost;  // HostAlloc
 };
 
 // A mix's step for a trial: mix.count entries drawn from (run.seed, trial), the same on every rank (one draw for
@@ -42,7 +50,7 @@ bool in_step_order(const std::vector<Op>& program);
 class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
-  static uint64_t mix(uint64_t x);                                  // SplitMix64's output function
+  static uint64_t mix(uint64_t x);                                 // SplitMix64's output function
   static uint64_t seed_of(std::initializer_list<uint64_t> parts);  // a seed from a tuple (order matters)
   uint64_t next() { return mix(state_ += 0x9E3779B97F4A7C15ull); }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)

@@ -117,8 +117,8 @@ void check_world(const Workload& w, int world_size) {
   if (w.kind != Workload::Kind::Replay) return;
   Replay r(w);
   if (r.num_ranks() != world_size)
-    throw WorkloadError(fmt::format("'sim.layout': '{}' has {} ranks, but mpirun started {}", w.sim_layout,
-                                    r.num_ranks(), world_size));
+    throw WorkloadError(
+        fmt::format("'sim.layout': '{}' has {} ranks, but mpirun started {}", w.sim_layout, r.num_ranks(), world_size));
 }
 
 }  // namespace dfccl::harness::replay

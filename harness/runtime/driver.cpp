@@ -153,7 +153,8 @@ class Campaign {
     s.ci_high = ci.high;
     double sum = 0;
     int n = 0;
-    for (double v : busbw_) if (!std::isnan(v)) sum += v, ++n;
+    for (double v : busbw_)
+      if (!std::isnan(v)) sum += v, ++n;
     s.busbw_mean_GBs = n ? sum / n : kNaN;
     busbw_.clear();
     s.wall_s = seconds_since(t0);
@@ -237,7 +238,7 @@ class Campaign {
       p.send_elems = e.coll->send_elems(p.count, p.group_size);
       p.recv_elems = e.coll->recv_elems(p.count, p.group_size);
       p.data_seed = program::Rng::seed_of({w_.seed, 0xDA7A, static_cast<uint64_t>(case_index), generation,
-                                            static_cast<uint64_t>(i), group_key[0], group_key[1]});
+                                           static_cast<uint64_t>(i), group_key[0], group_key[1]});
       plans.push_back(p);
     }
     return plans;
@@ -321,8 +322,9 @@ class Campaign {
   void report_trial(const TrialRow& row, Clock::time_point backend_t0) {
     writer_.add_trial(row);
     ++done_trials_;
-    Progress p{summary_.backend, done_trials_, total_trials_, summary_.completed, summary_.deadlocked,
-               summary_.failed, summary_.wrong, seconds_since(backend_t0), w_.trials > 1};
+    Progress p{summary_.backend,    done_trials_,    total_trials_,  summary_.completed,
+               summary_.deadlocked, summary_.failed, summary_.wrong, seconds_since(backend_t0),
+               w_.trials > 1};
     writer_.progress(p);
   }
 
@@ -337,8 +339,9 @@ class Campaign {
     sh->plans = plans;
     const EngineCounters before = read_counters(b, world_.rank);
     gentle_barrier(MPI_COMM_WORLD);
-    WorkerJob job{&w_, world_.rank, static_cast<uint64_t>(row.trial) + (static_cast<uint64_t>(row.case_index) << 32),
-                  iterations, std::nullopt, Clock::now()};
+    WorkerJob job{
+        &w_,        world_.rank,  static_cast<uint64_t>(row.trial) + (static_cast<uint64_t>(row.case_index) << 32),
+        iterations, std::nullopt, Clock::now()};
     if (replay_) job.replayed = replay_->program(world_.rank, replay_->scenario_trial(row.trial));
     const Clock::time_point t0 = job.t0;
     std::thread worker = start_worker(b, sh, std::move(job));

@@ -27,8 +27,9 @@ MpiWorld MpiWorld::create(int tp, int dp, int pp) {
   }
   w.layout = Layout{tp, dp, pp};
   if (w.layout.world() != w.size)
-    throw WorkloadError(fmt::format("layout.tp x layout.dp x layout.pp = {} x {} x {} = {}, but mpirun started {} ranks",
-                                    tp, dp, pp, w.layout.world(), w.size));
+    throw WorkloadError(
+        fmt::format("layout.tp x layout.dp x layout.pp = {} x {} x {} = {}, but mpirun started {} ranks", tp, dp, pp,
+                    w.layout.world(), w.size));
   for (int k = 0; k < kNumGroupKinds; ++k) {
     Membership m = membership(w.layout, static_cast<GroupKind>(k), w.rank);
     CommSlot slot;

@@ -21,7 +21,7 @@ struct MpiWorld {
   std::vector<Membership> memberships;
 
   static MpiWorld create(int tp, int dp, int pp);  // throws WorkloadError naming layout.* when it does not fit
-  void free();  // frees the group communicators (before MPI_Finalize)
+  void free();                                     // frees the group communicators (before MPI_Finalize)
 };
 
 // MPI_Barrier and MPI_Allreduce (in place) that wait by polling the nonblocking call with short sleeps.

@@ -11,10 +11,22 @@ void execute(Backend& b, WorkerState& sh, const Workload& w, const program::Op& 
     case program::OpKind::Submit:
       if (sh.plans[op.entry].slot >= 0) b.submit(op.entry);
       break;
-    case program::OpKind::DeviceSync: ++sh.syncs; b.device_sync(); break;
-    case program::OpKind::HostAlloc: ++sh.syncs; b.host_alloc(op.alloc, w.host_alloc_bytes); break;
-    case program::OpKind::CudaFree: ++sh.syncs; b.cuda_free(); break;
-    case program::OpKind::LazyKernel: ++sh.syncs; b.lazy_kernel(); break;
+    case program::OpKind::DeviceSync:
+      ++sh.syncs;
+      b.device_sync();
+      break;
+    case program::OpKind::HostAlloc:
+      ++sh.syncs;
+      b.host_alloc(op.alloc, w.host_alloc_bytes);
+      break;
+    case program::OpKind::CudaFree:
+      ++sh.syncs;
+      b.cuda_free();
+      break;
+    case program::OpKind::LazyKernel:
+      ++sh.syncs;
+      b.lazy_kernel();
+      break;
     case program::OpKind::Compute: b.compute(w.compute_us); break;
     case program::OpKind::WaitAll: break;
   }

@@ -21,16 +21,14 @@
 namespace dfccl::harness {
 
 using Clock = std::chrono::steady_clock;
-inline double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 struct WorkerState {
   std::atomic<bool> cancel{false};  // set by the watchdog: the worker throws at its next operation or wait
   std::mutex mu;                    // guards done, error and timings
   std::condition_variable cv;       // notified once, when done is set
   bool done = false;
-  std::string error;                // the worker's exception, "" if it finished normally
+  std::string error;  // the worker's exception, "" if it finished normally
   std::vector<IterationTiming> timings;
   std::atomic<int64_t> last_progress_ns{0};  // since the trial's start: the latest operation or wait that returned
   std::atomic<int64_t> executed{0};          // program operations returned from (submissions, synchronizations)
@@ -45,10 +43,10 @@ struct WorkerState {
 struct WorkerJob {
   const Workload* workload = nullptr;
   int rank = 0;
-  uint64_t trial_key = 0;  // (case << 32) + trial: seeds the rank programs
-  int iterations = 0;      // warm-up + timed + the checked one
+  uint64_t trial_key = 0;                           // (case << 32) + trial: seeds the rank programs
+  int iterations = 0;                               // warm-up + timed + the checked one
   std::optional<replay::Replay::Program> replayed;  // a replay: this program in every iteration
-  Clock::time_point t0;    // the trial's start, which progress is measured from
+  Clock::time_point t0;                             // the trial's start, which progress is measured from
 };
 
 // Starts the worker thread. It runs the job's iterations on b (the "worker" methods of Backend), reports progress

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   auto failures = check_expectations(counters, expectations);
   for (const auto& f : failures) fmt::print(stderr, "{}: {}\n", path, f);
   for (const auto& [b, c] : counters)
-    fmt::print("{} {}: trials {} completed {} deadlocked {} failed {} skipped {} wrong {} rows {}\n", path, b,
-               c.trials, c.completed, c.deadlocked, c.failed, c.skipped, c.wrong, c.rows);
+    fmt::print("{} {}: trials {} completed {} deadlocked {} failed {} skipped {} wrong {} rows {}\n", path, b, c.trials,
+               c.completed, c.deadlocked, c.failed, c.skipped, c.wrong, c.rows);
   return failures.empty() ? 0 : 1;
 }

@@ -57,9 +57,9 @@ std::optional<DataType> parse_type(std::string_view name) {
     DataType type;
   };
   static constexpr Alias aliases[] = {
-      {"char", DataType::Int8},       {"int", DataType::Int32},       {"half", DataType::Float16},
-      {"fp16", DataType::Float16},    {"float", DataType::Float32},   {"fp32", DataType::Float32},
-      {"double", DataType::Float64},  {"fp64", DataType::Float64},    {"bf16", DataType::Bfloat16},
+      {"char", DataType::Int8},      {"int", DataType::Int32},     {"half", DataType::Float16},
+      {"fp16", DataType::Float16},   {"float", DataType::Float32}, {"fp32", DataType::Float32},
+      {"double", DataType::Float64}, {"fp64", DataType::Float64},  {"bf16", DataType::Bfloat16},
       {"uint", DataType::Uint32},
   };
   for (const auto& a : aliases)

@@ -11,7 +11,15 @@
 namespace dfccl::harness {
 
 enum class DataType : int {
-  Int8 = 0, Uint8 = 1, Int32 = 2, Uint32 = 3, Int64 = 4, Uint64 = 5, Float16 = 6, Float32 = 7, Float64 = 8,
+  Int8 = 0,
+  Uint8 = 1,
+  Int32 = 2,
+  Uint32 = 3,
+  Int64 = 4,
+  Uint64 = 5,
+  Float16 = 6,
+  Float32 = 7,
+  Float64 = 8,
   Bfloat16 = 9
 };
 inline constexpr int kNumDataTypes = 10;

@@ -41,13 +41,31 @@ int64_t sum_cap(DataType t) {
 // [lo, hi) for max/min and copies.
 void minmax_range(DataType t, int64_t& lo, int64_t& hi) {
   switch (t) {
-    case DataType::Int8: lo = -64; hi = 64; return;  // 8-bit ranges stay clear of the poison byte 0xA5
-    case DataType::Uint8: lo = 0; hi = 128; return;
-    case DataType::Float16: lo = -2048; hi = 2048; return;
-    case DataType::Bfloat16: lo = -256; hi = 256; return;
+    case DataType::Int8:
+      lo = -64;
+      hi = 64;
+      return;  // 8-bit ranges stay clear of the poison byte 0xA5
+    case DataType::Uint8:
+      lo = 0;
+      hi = 128;
+      return;
+    case DataType::Float16:
+      lo = -2048;
+      hi = 2048;
+      return;
+    case DataType::Bfloat16:
+      lo = -256;
+      hi = 256;
+      return;
     case DataType::Uint32:
-    case DataType::Uint64: lo = 0; hi = int64_t{1} << 20; return;
-    default: lo = -(int64_t{1} << 20); hi = int64_t{1} << 20; return;
+    case DataType::Uint64:
+      lo = 0;
+      hi = int64_t{1} << 20;
+      return;
+    default:
+      lo = -(int64_t{1} << 20);
+      hi = int64_t{1} << 20;
+      return;
   }
 }
 
@@ -194,9 +212,7 @@ bool same(T got, T want, bool tolerant) {
 
 }  // namespace
 
-double input_value(const Params& p, int rank, uint64_t index) {
-  return static_cast<double>(input_int(p, rank, index));
-}
+double input_value(const Params& p, int rank, uint64_t index) { return static_cast<double>(input_int(p, rank, index)); }
 
 double reduced_value(const Params& p, uint64_t index) {
   return dispatch(p.type, [&](auto tag) -> double {

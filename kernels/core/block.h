@@ -27,41 +27,41 @@ enum Phase : u32 {
 // The working set of the block's current attempt, written by thread 0 when the attempt starts (scheduler/attempt.h)
 // and before each primitive (op), read by every thread from here rather than held in each thread's registers.
 struct AttemptShared {
-  Desc desc;      // the collective's static context
-  Geometry geo;   // this channel's part of it
-  LaneView lv;    // the lane's control blocks
-  u64 nops;       // primitives in the channel's program
-  u32 ll;         // 1: the program's primitives use the LL protocol (primitives/ll.h)
-  Op op;          // the primitive being run (Simple protocol)
+  Desc desc;     // the collective's static context
+  Geometry geo;  // this channel's part of it
+  LaneView lv;   // the lane's control blocks
+  u64 nops;      // primitives in the channel's program
+  u32 ll;        // 1: the program's primitives use the LL protocol (primitives/ll.h)
+  Op op;         // the primitive being run (Simple protocol)
 };
 
 // What one block shares between its threads (CUDA: __shared__; host: the thread's own).
 struct BlockShared {
-  AttemptShared at;             // the current attempt
-  u64 frontier[kMaxRings];      // next position of each submission ring
-  u16 active[kMaxSlots];        // slots this block runs, in scheduling order
+  AttemptShared at;                // the current attempt
+  u64 frontier[kMaxRings];         // next position of each submission ring
+  u16 active[kMaxSlots];           // slots this block runs, in scheduling order
   int32_t active_prio[kMaxSlots];  // their scheduling keys: priority, then submission order
   u64 active_seq[kMaxSlots];
   LaneState* active_lane[kMaxSlots];  // and their lane states (an attempt's first loads need no context)
   u32 nactive;
-  u32 nnew;                     // new submissions found in this pass
-  u16 fresh[kMaxRings * kAcceptPerRing];  // new slots found in this pass
-  u64 fresh_tag[kMaxRings * kAcceptPerRing];  // their submissions' tags (EngineGlobal::desc_claim)
+  u32 nnew;                                        // new submissions found in this pass
+  u16 fresh[kMaxRings * kAcceptPerRing];           // new slots found in this pass
+  u64 fresh_tag[kMaxRings * kAcceptPerRing];       // their submissions' tags (EngineGlobal::desc_claim)
   int32_t fresh_prio[kMaxRings * kAcceptPerRing];  // and their keys
   u64 fresh_seq[kMaxRings * kAcceptPerRing];
   LaneState* fresh_lane[kMaxRings * kAcceptPerRing];
-  u64 sent, recvd;              // positions of the lane used by the current attempt
-  u32 ok;                       // thread 0's decision for the block (attempt: kDecide*; primitive: conditions met)
-  u32 first_op;                 // broadcast of thread 0: the primitive an attempt resumes at
-  u32 last_slot;                // last slot this block ran (context-switch counting)
-  u64 preemptions, switches;    // counters of this run
+  u64 sent, recvd;            // positions of the lane used by the current attempt
+  u32 ok;                     // thread 0's decision for the block (attempt: kDecide*; primitive: conditions met)
+  u32 first_op;               // broadcast of thread 0: the primitive an attempt resumes at
+  u32 last_slot;              // last slot this block ran (context-switch counting)
+  u64 preemptions, switches;  // counters of this run
   u32 exit;
   u32 progressed;
-  u64 passes, heartbeat_ns;     // scheduler passes of this launch; last heartbeat written
-  u64 abort_look_ns;            // the last channel's block without a prefetcher: next look for aborts (exit.h)
-  u64 primitives;               // primitives run in this launch
-  u32 prefetched;               // block 0: submissions accepted from the prefetcher's copy in this launch
-  u64 prof[kNumPhases];         // kProfile: cycles per phase (thread 0)
+  u64 passes, heartbeat_ns;  // scheduler passes of this launch; last heartbeat written
+  u64 abort_look_ns;         // the last channel's block without a prefetcher: next look for aborts (exit.h)
+  u64 primitives;            // primitives run in this launch
+  u32 prefetched;            // block 0: submissions accepted from the prefetcher's copy in this launch
+  u64 prof[kNumPhases];      // kProfile: cycles per phase (thread 0)
 };
 
 // Caller: every thread; thread 0 only counts. kProfile: start / end of a timed phase (prof_add adds the cycles since

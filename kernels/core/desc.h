@@ -18,17 +18,13 @@ inline constexpr u32 kNumOps = 5;
 DFCCL_HD constexpr u32 dtype_size(DType t) {
   switch (t) {
     case DType::I8:
-    case DType::U8:
-      return 1;
+    case DType::U8: return 1;
     case DType::F16:
-    case DType::BF16:
-      return 2;
+    case DType::BF16: return 2;
     case DType::I32:
     case DType::U32:
-    case DType::F32:
-      return 4;
-    default:
-      return 8;
+    case DType::F32: return 4;
+    default: return 8;
   }
 }
 
@@ -42,20 +38,20 @@ struct Desc {
   u64 count;         // NCCL's count: AllReduce/Broadcast/Reduce count, AllGather sendcount, ReduceScatter recvcount
   const void* send;  // user buffers (device pointers for the CUDA executor)
   void* recv;
-  u64 turn;          // this instance's turn on its lane (docs/design.md, "Lanes")
-  u32 comm;          // index in the engine's communicator table
-  u32 lane;          // which lane of the communicator's connections this instance uses
+  u64 turn;  // this instance's turn on its lane (docs/design.md, "Lanes")
+  u32 comm;  // index in the engine's communicator table
+  u32 lane;  // which lane of the communicator's connections this instance uses
   Kind kind;
   DType dtype;
   RedOp op;
-  u8 esize_log2;     // log2 of the element size (set_channels)
+  u8 esize_log2;  // log2 of the element size (set_channels)
   int32_t root;
   int32_t priority;
-  u32 nchan;         // channels that carry data (the others have empty programs)
-  CommStatic cs;     // the communicator's fixed part (a copy: no dependent load before the lane's)
-  u64 comm_gen;      // the communicator's attachment to the engine (Engine::attach): aborted once
-                     // EngineGlobal::abort_gen[comm] equals it
-  u64 chan_share;    // elements per data channel, a multiple of kAlignBytes (set_channels)
+  u32 nchan;       // channels that carry data (the others have empty programs)
+  CommStatic cs;   // the communicator's fixed part (a copy: no dependent load before the lane's)
+  u64 comm_gen;    // the communicator's attachment to the engine (Engine::attach): aborted once
+                   // EngineGlobal::abort_gen[comm] equals it
+  u64 chan_share;  // elements per data channel, a multiple of kAlignBytes (set_channels)
 };
 static_assert(sizeof(Desc) == 144 && sizeof(Desc) % 16 == 0, "Desc is read in 16-byte loads, all issued at once");
 

@@ -25,34 +25,34 @@ DFCCL_HD inline bool exit_ordered(u64 req, u64 epoch) {
   return (req >> 8) == epoch && (r == kExitIdle || r == kExitStuck || r == kExitQuit);
 }
 
-struct EngineGlobal {                          // device memory
-  u64 ring[kMaxRings][kRingEntries];           // submission rings: (position + 1) << 16 | slot, maybe | kRingCopied
-  u64 frontier[kMaxBlocks][kMaxRings];         // each block's next ring position, saved at exit
-  u64 complete[kMaxSlots];                     // completion words: seq of the last finished occupant (stream waits)
-  u32 done_count[kMaxSlots];                   // blocks finished with the slot's current instance
-  u32 status[kMaxSlots];                       // non-zero: some block failed the instance (e.g. aborted)
-  u32 preemptions[kMaxSlots];                  // summed over the blocks of the slot's current instance
-  u32 wait_max_us[kMaxSlots];                  // the longest ChanCtx::wait_us of the instance's channels
-  u64 start_inv[kMaxSlots];                    // ~(earliest block start time), max-combined; 0 = none yet
+struct EngineGlobal {                   // device memory
+  u64 ring[kMaxRings][kRingEntries];    // submission rings: (position + 1) << 16 | slot, maybe | kRingCopied
+  u64 frontier[kMaxBlocks][kMaxRings];  // each block's next ring position, saved at exit
+  u64 complete[kMaxSlots];              // completion words: seq of the last finished occupant (stream waits)
+  u32 done_count[kMaxSlots];            // blocks finished with the slot's current instance
+  u32 status[kMaxSlots];                // non-zero: some block failed the instance (e.g. aborted)
+  u32 preemptions[kMaxSlots];           // summed over the blocks of the slot's current instance
+  u32 wait_max_us[kMaxSlots];           // the longest ChanCtx::wait_us of the instance's channels
+  u64 start_inv[kMaxSlots];             // ~(earliest block start time), max-combined; 0 = none yet
   // Descriptors copied from pinned memory by the first block that claims them, for the other blocks (one reader of
   // pinned memory per collective, not one per block). Tags name a submission: (ring + 1) << 48 | its ring entry.
   Desc desc[kMaxSlots];
-  u64 desc_claim[kMaxSlots];                   // tag of the submission whose copy a block has taken on
-  u64 desc_ready[kMaxSlots];                   // tag of the submission whose copy is in desc[]
+  u64 desc_claim[kMaxSlots];  // tag of the submission whose copy a block has taken on
+  u64 desc_ready[kMaxSlots];  // tag of the submission whose copy is in desc[]
   // The prefetcher's copies (scheduler/prefetcher.h), by slot, and the tag of the submission each holds.
   Desc pre_desc[kMaxSlots];
   u64 pre_ready[kMaxSlots];
-  u64 pre_next;                                // the prefetcher: next EngineHost::post_log record to copy
-  u64 host_next;                               // the prefetcher: next EngineHost::host_ring entry to forward
-  u64 cq_tail;                                 // completion queue positions handed out
-  u64 last_activity_ns;                        // last time any block made progress or picked up work
-  u64 exit_request;                            // epoch << 8 | kExit*: all blocks of that launch leave
-  u64 quit;                                    // host: leave now (engine shutdown)
+  u64 pre_next;          // the prefetcher: next EngineHost::post_log record to copy
+  u64 host_next;         // the prefetcher: next EngineHost::host_ring entry to forward
+  u64 cq_tail;           // completion queue positions handed out
+  u64 last_activity_ns;  // last time any block made progress or picked up work
+  u64 exit_request;      // epoch << 8 | kExit*: all blocks of that launch leave
+  u64 quit;              // host: leave now (engine shutdown)
   // The daemon's copy of EngineHost::aborts and abort_gen (scheduler/aborts.h, look_for_aborts): the count last, after
   // the table, and each only ever raised (atomic max), so that no copy, however late, lowers one.
-  u64 aborts;                                  // communicators aborted so far
-  u64 abort_gen[kMaxComms];                    // by communicator index: attachment number of the last one aborted
-  u32 busy[kMaxBlocks];                        // block has collectives pending (exit decisions)
+  u64 aborts;                // communicators aborted so far
+  u64 abort_gen[kMaxComms];  // by communicator index: attachment number of the last one aborted
+  u32 busy[kMaxBlocks];      // block has collectives pending (exit decisions)
 };
 
 struct BlockStats {  // accumulated by each block at each exit
@@ -60,9 +60,9 @@ struct BlockStats {  // accumulated by each block at each exit
   u64 switches;
   u64 exits;
   u64 primitives;
-  u64 prof[8];       // DFCCL_PROFILE builds: cycles per phase (block.h, Phase)
-  u64 prof_ns;       // DFCCL_PROFILE builds: executor nanoseconds of the launches (converts cycles)
-  u64 prefetched;    // block 0: submissions whose descriptor it took from the prefetcher's copy
+  u64 prof[8];     // DFCCL_PROFILE builds: cycles per phase (block.h, Phase)
+  u64 prof_ns;     // DFCCL_PROFILE builds: executor nanoseconds of the launches (converts cycles)
+  u64 prefetched;  // block 0: submissions whose descriptor it took from the prefetcher's copy
   u64 pad[2];
 };
 
@@ -103,15 +103,15 @@ inline constexpr u64 kHostRingTagMask = (u64(1) << 56) - 1;
 DFCCL_HD inline u32 host_ring_lap(u64 n) { return u32((n / kMaxSlots + 1) & 0xffu); }
 DFCCL_HD inline u64 host_ring_entry(u64 n, u64 tag) { return (u64(host_ring_lap(n)) << 56) | tag; }
 
-struct EngineHost {                // pinned host memory
+struct EngineHost {  // pinned host memory
   Desc desc[kMaxSlots];
-  CqEntry cq[kCqEntries];          // completion queue (CqEntry), written by the daemon, drained by the host
+  CqEntry cq[kCqEntries];  // completion queue (CqEntry), written by the daemon, drained by the host
   BlockStats stats[kMaxBlocks];
-  u64 exit_reason;                 // kExit* of the last daemon run
-  u64 probe_done;                  // device (probe stream): the last barrier probe that ran
-  u64 nwaits;                      // host: entries of waits[] (released after the entries are written)
-  u64 exit_announced;              // device: epoch of a daemon deciding to leave (0 after it decided to stay)
-  WaitEntry waits[kMaxSlots];      // host: stream waits (dfcclWait) issued; completed ones are removed lazily
+  u64 exit_reason;             // kExit* of the last daemon run
+  u64 probe_done;              // device (probe stream): the last barrier probe that ran
+  u64 nwaits;                  // host: entries of waits[] (released after the entries are written)
+  u64 exit_announced;          // device: epoch of a daemon deciding to leave (0 after it decided to stay)
+  WaitEntry waits[kMaxSlots];  // host: stream waits (dfcclWait) issued; completed ones are removed lazily
   // Submissions as the host posts them, before their doorbells (scheduler/prefetcher.h): record n % kMaxSlots
   // = the n-th submission (whose seq is n + 1) with its descriptor (PostRecord).
   PostRecord post_log[kMaxSlots];
@@ -130,7 +130,7 @@ struct EngineHost {                // pinned host memory
 
 // Tunables of the daemon, passed by value at each launch (docs/environment.md).
 struct DaemonParams {
-  u64 epoch;           // launch number (tags exit requests)
+  u64 epoch;  // launch number (tags exit requests)
   u32 nblocks;
   u32 blocking;        // 1: blocking mode (no preemption, no stuck exit, strict submission order)
   u64 spin_min_ns;     // lowest spin budget

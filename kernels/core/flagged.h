@@ -16,7 +16,7 @@ struct CqInfo {
   u32 slot;
   u32 status;
   u32 preemptions;
-  u32 wait_us;      // the longest time a channel spent waiting for peers
+  u32 wait_us;  // the longest time a channel spent waiting for peers
 };
 // Flagged words, as in the LL protocol (primitives/ll.h), for the completion queue's entries and the post records:
 // each 8-byte word carries the flag of its entry's number n in its low half and 4 bytes of payload in its high half,

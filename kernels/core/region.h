@@ -30,12 +30,12 @@ struct CommStatic {
   int32_t rank, nranks, prev, next;  // ring neighbours (the ring follows rank order)
   u32 nchan;                         // channels (= engine blocks)
   u32 nlanes;
-  u32 nslots;                        // slots per lane
+  u32 nslots;  // slots per lane
   u32 slot_bytes;
-  char* self;                        // my connection region
-  char* next_region;                 // next rank's region (mapped)
-  char* prev_region;                 // previous rank's region (mapped)
-  LaneState* lanes;                  // [nchan][nlanes], private
+  char* self;         // my connection region
+  char* next_region;  // next rank's region (mapped)
+  char* prev_region;  // previous rank's region (mapped)
+  LaneState* lanes;   // [nchan][nlanes], private
 };
 static_assert(sizeof(CommStatic) == 64);
 
@@ -45,8 +45,8 @@ struct CommDev {  // a communicator in device memory
 
 // A connection region: the lanes' counters, the Simple protocol's slots (every channel), and the LL protocol's
 // slots (channel 0 only, the one channel of a collective small enough for LL: primitives/ll.h).
-inline constexpr u32 kLLMaxBytes = 8192;               // data per LL slot
-inline constexpr u32 kLLSlotBytes = 2 * kLLMaxBytes;   // an LL line carries 8 data bytes in 16
+inline constexpr u32 kLLMaxBytes = 8192;              // data per LL slot
+inline constexpr u32 kLLSlotBytes = 2 * kLLMaxBytes;  // an LL line carries 8 data bytes in 16
 // Sizes in bytes: the control words, the Simple slots, and the whole region (LL slots included).
 DFCCL_HD inline u64 region_ctrl_bytes(u32 nchan, u32 nlanes) { return u64(nchan) * nlanes * sizeof(LaneCtrl); }
 DFCCL_HD inline u64 region_simple_bytes(u32 nchan, u32 nlanes, u32 nslots, u32 slot_bytes) {

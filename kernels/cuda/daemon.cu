@@ -18,8 +18,8 @@ cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool pre
 }
 
 // See launch_stream_waiter in daemon.h. Thread 0 polls; the others return.
-__global__ void __launch_bounds__(32) stream_waiter(const uint64_t* word, uint64_t value, const uint64_t* abort_word,
-                                                    uint64_t abort_value) {
+__global__ void __launch_bounds__(32)
+    stream_waiter(const uint64_t* word, uint64_t value, const uint64_t* abort_word, uint64_t abort_value) {
   if (threadIdx.x != 0) return;
   uint64_t look_at = 0;
   for (;;) {

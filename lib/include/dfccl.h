@@ -50,15 +50,20 @@ typedef enum {
 
 /* Data types and reduction operators: the numbering is NCCL's. */
 typedef enum {
-  dfcclInt8 = 0, dfcclChar = 0,
+  dfcclInt8 = 0,
+  dfcclChar = 0,
   dfcclUint8 = 1,
-  dfcclInt32 = 2, dfcclInt = 2,
+  dfcclInt32 = 2,
+  dfcclInt = 2,
   dfcclUint32 = 3,
   dfcclInt64 = 4,
   dfcclUint64 = 5,
-  dfcclFloat16 = 6, dfcclHalf = 6,
-  dfcclFloat32 = 7, dfcclFloat = 7,
-  dfcclFloat64 = 8, dfcclDouble = 8,
+  dfcclFloat16 = 6,
+  dfcclHalf = 6,
+  dfcclFloat32 = 7,
+  dfcclFloat = 7,
+  dfcclFloat64 = 8,
+  dfcclDouble = 8,
   dfcclBfloat16 = 9,
   dfcclNumTypes = 10
 } dfcclDataType_t;
@@ -158,13 +163,12 @@ dfcclResult_t dfcclReduceScatter(const void* sendbuff, void* recvbuff, size_t re
                                  dfcclRequest_t* request);
 dfcclResult_t dfcclBroadcast(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype, int root,
                              dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
-dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
-                          dfcclRedOp_t op, int root, dfcclComm_t comm, int priority, cudaStream_t stream,
-                          dfcclRequest_t* request);
+dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype, dfcclRedOp_t op,
+                          int root, dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
 
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Persistent collectives: prepared once with an id (0 <= id < DFCCL_MAX_PERSISTENT_IDS, unique in the communicator)  */
-/* (DFCCL_PERSISTENT_LANES, at most DFCCL_MAX_PERSISTENT_IDS, lowers the limit and the memory each id reserves)        */
+/* (DFCCL_PERSISTENT_LANES, at most DFCCL_MAX_PERSISTENT_IDS, lowers the limit and the memory each id reserves) */
 /* by every rank; each dfcclStart of the same id matches the same-numbered start on the other ranks, and starts of   */
 /* different ids may come in any order on different ranks — even inside one communicator.                            */
 #define DFCCL_MAX_PERSISTENT_IDS 8
@@ -186,7 +190,7 @@ dfcclResult_t dfcclPersistentFree(dfcclPersistent_t coll);
 /* Completion. A request stays valid until dfcclRequestFree, also after its communicator is destroyed.                */
 /* dfcclWait: stream waits on the GPU for the collective (a one-thread polling kernel, or a stream memory wait        */
 /*   with DFCCL_WAIT_KERNEL=0); returns at once. Host executor: blocks the calling thread until the collective is    */
-/*   done (at most DFCCL_HOST_WAIT_TIMEOUT_MS, then dfcclTimeout) and returns its status. A device synchronization     */
+/*   done (at most DFCCL_HOST_WAIT_TIMEOUT_MS, then dfcclTimeout) and returns its status. A device synchronization */
 /*   after dfcclWait waits for peers again: wait as late as possible. Refused on a stream that is capturing a CUDA    */
 /*   graph (see stream above).                                                                                        */
 /*   Under serialized launches (CUDA_LAUNCH_BLOCKING=1, compute-sanitizer) the wait holds the calling thread or every */
@@ -202,13 +206,13 @@ typedef void (*dfcclCallback_t)(dfcclRequest_t request, dfcclResult_t status, vo
 dfcclResult_t dfcclRequestSetCallback(dfcclRequest_t request, dfcclCallback_t fn, void* userArg);
 
 typedef struct {
-  dfcclResult_t status;     /* dfcclInProgress until finished */
-  uint64_t submitNs;        /* host clock (CLOCK_MONOTONIC) at submission */
-  uint64_t completeNs;      /* host clock when the host saw the completion (0 until then) */
-  uint64_t coreStartNs;     /* executor clock when the first block started the collective */
-  uint64_t coreEndNs;       /* executor clock when the last block finished it (core time = end - start) */
-  uint32_t preemptions;     /* times a block of this collective was preempted */
-  uint32_t waitUs;          /* the longest time one of its channels spent waiting for peers (spin phases), us */
+  dfcclResult_t status; /* dfcclInProgress until finished */
+  uint64_t submitNs;    /* host clock (CLOCK_MONOTONIC) at submission */
+  uint64_t completeNs;  /* host clock when the host saw the completion (0 until then) */
+  uint64_t coreStartNs; /* executor clock when the first block started the collective */
+  uint64_t coreEndNs;   /* executor clock when the last block finished it (core time = end - start) */
+  uint32_t preemptions; /* times a block of this collective was preempted */
+  uint32_t waitUs;      /* the longest time one of its channels spent waiting for peers (spin phases), us */
 } dfcclRequestInfo_t;
 dfcclResult_t dfcclRequestGetInfo(dfcclRequest_t request, dfcclRequestInfo_t* info);
 /* After it returns, the request's callback is not running and never will (a running one is waited for, unless

@@ -1,8 +1,8 @@
 // The C API: argument checks (every message names the argument), then the communicator and engine calls. No
 // exception crosses this file's functions (guard in error.h).
-#include <cstdio>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+#include <cstdio>
 
 #include <thread>
 #include <vector>
@@ -180,7 +180,6 @@ core::Desc make_desc(core::Kind kind, const void* send, void* recv, size_t count
   return d;
 }
 
-
 dfcclPersistent* check_persistent(dfcclPersistent_t p, const char* fn) {
   if (!p) bad(fn, "argument 'coll' is NULL");
   if (p->magic != dfcclPersistent::kMagic) bad(fn, "argument 'coll' is not a prepared persistent collective");
@@ -198,10 +197,12 @@ dfcclResult_t prepare(core::Kind kind, size_t count, dfcclDataType_t t, dfcclRed
   const int lanes = int(c->persistent_lanes);
   if (lanes == 0)
     bad(fn, fmt::format("argument 'id' = {}: this communicator takes no persistent collectives "
-                        "(DFCCL_PERSISTENT_LANES=0)", id));
+                        "(DFCCL_PERSISTENT_LANES=0)",
+                        id));
   if (id < 0 || id >= lanes)
     bad(fn, fmt::format("argument 'id' = {} is outside 0..{} (DFCCL_PERSISTENT_LANES={}; at most "
-                        "DFCCL_MAX_PERSISTENT_IDS={})", id, lanes - 1, lanes, DFCCL_MAX_PERSISTENT_IDS));
+                        "DFCCL_MAX_PERSISTENT_IDS={})",
+                        id, lanes - 1, lanes, DFCCL_MAX_PERSISTENT_IDS));
   std::lock_guard<std::mutex> lk(c->mu);
   if (c->persistent_prepared[id])
     throw Error(dfcclInvalidUsage, fmt::format("{}: id {} is already prepared on this communicator", fn, id));
@@ -431,8 +432,7 @@ dfcclResult_t dfcclReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     check_count(recvcount, "recvcount", fn);
     check_dtype(datatype, fn);
     check_op(op, fn);
-    const core::Desc d =
-        make_desc(core::Kind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, priority);
+    const core::Desc d = make_desc(core::Kind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, priority);
     check_buffers(d, c, fn);
     return submit(c, d, -1, stream, request, fn);
   });
@@ -453,9 +453,8 @@ dfcclResult_t dfcclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   });
 }
 
-dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
-                          dfcclRedOp_t op, int root, dfcclComm_t comm, int priority, cudaStream_t stream,
-                          dfcclRequest_t* request) {
+dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype, dfcclRedOp_t op,
+                          int root, dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request) {
   return guard([&] {
     const char* fn = "dfcclReduce";
     dfcclComm* c = check_comm(comm, fn);
@@ -471,7 +470,8 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
 
 dfcclResult_t dfcclPrepareAllReduce(size_t count, dfcclDataType_t datatype, dfcclRedOp_t op, dfcclComm_t comm, int id,
                                     dfcclPersistent_t* coll) {
-  return guard([&] { return prepare(core::Kind::AllReduce, count, datatype, op, 0, comm, id, coll, "dfcclPrepareAllReduce"); });
+  return guard(
+      [&] { return prepare(core::Kind::AllReduce, count, datatype, op, 0, comm, id, coll, "dfcclPrepareAllReduce"); });
 }
 dfcclResult_t dfcclPrepareAllGather(size_t sendcount, dfcclDataType_t datatype, dfcclComm_t comm, int id,
                                     dfcclPersistent_t* coll) {
@@ -493,7 +493,8 @@ dfcclResult_t dfcclPrepareBroadcast(size_t count, dfcclDataType_t datatype, int 
 }
 dfcclResult_t dfcclPrepareReduce(size_t count, dfcclDataType_t datatype, dfcclRedOp_t op, int root, dfcclComm_t comm,
                                  int id, dfcclPersistent_t* coll) {
-  return guard([&] { return prepare(core::Kind::Reduce, count, datatype, op, root, comm, id, coll, "dfcclPrepareReduce"); });
+  return guard(
+      [&] { return prepare(core::Kind::Reduce, count, datatype, op, root, comm, id, coll, "dfcclPrepareReduce"); });
 }
 
 dfcclResult_t dfcclStart(dfcclPersistent_t coll, const void* sendbuff, void* recvbuff, int priority,

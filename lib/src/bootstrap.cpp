@@ -22,9 +22,9 @@ constexpr uint64_t kIdMagic = 0x4446434349443031ull;  // "DFCCID01"
 constexpr uint64_t kSegMagic = 0x4446434253454731ull;
 
 struct RankWord {
-  uint64_t seq;    // rounds published
-  int64_t nranks;  // what this rank believes
-  uint64_t owner;  // who claimed the rank: pid << 32 | a random number (0: nobody yet)
+  uint64_t seq;        // rounds published
+  int64_t nranks;      // what this rank believes
+  uint64_t owner;      // who claimed the rank: pid << 32 | a random number (0: nobody yet)
   uint64_t state;      // Bootstrap::kRunning, kAborted or kLeft: how this rank's communicator ended
   uint64_t heartbeat;  // CLOCK_MONOTONIC ns of this rank's last beat (its PeerWatch thread)
   uint64_t pad[3];

@@ -48,9 +48,10 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
   for (size_t i = 0; i < all.size(); ++i) {
     const RankInfo& o = all[i];
     auto mismatch = [&](const char* what, int64_t mine, int64_t theirs) {
-      throw Error(dfcclInvalidUsage, fmt::format("communicator init: rank {} has {}={} but rank {} has {}={} (all ranks "
-                                                 "of a communicator must use the same settings)",
-                                                 rank, what, mine, i, what, theirs));
+      throw Error(dfcclInvalidUsage,
+                  fmt::format("communicator init: rank {} has {}={} but rank {} has {}={} (all ranks "
+                              "of a communicator must use the same settings)",
+                              rank, what, mine, i, what, theirs));
     };
     if (o.executor != me.executor) mismatch("executor", me.executor, o.executor);
     if (o.mode != me.mode) mismatch("mode", me.mode, o.mode);
@@ -106,8 +107,7 @@ void release(dfcclComm* c, Release how) {
       if (device[k]) ex.free_device(device[k]);
     }
   }
-  if (left.region.ptr || left.mapped[0] || left.mapped[1] || left.device[0] || left.device[1])
-    c->engine->retire(left);
+  if (left.region.ptr || left.mapped[0] || left.mapped[1] || left.device[0] || left.device[1]) c->engine->retire(left);
   c->region = RegionBlob{};
   c->next_ptr = c->prev_ptr = nullptr;
   c->lanes = nullptr;
@@ -158,29 +158,35 @@ dfcclConfig_t resolve_config(const dfcclConfig_t* config, int rank) {
       throw Error(dfcclInvalidArgument, "argument 'config' was not initialised with DFCCL_CONFIG_INITIALIZER");
     c = *config;
     if (c.version != DFCCL_VERSION_CODE)
-      throw Error(dfcclInvalidArgument, fmt::format("argument 'config->version' = {}: this library is version {} "
-                                                    "(initialise the config with DFCCL_CONFIG_INITIALIZER of its dfccl.h)",
-                                                    c.version, DFCCL_VERSION_CODE));
+      throw Error(dfcclInvalidArgument,
+                  fmt::format("argument 'config->version' = {}: this library is version {} "
+                              "(initialise the config with DFCCL_CONFIG_INITIALIZER of its dfccl.h)",
+                              c.version, DFCCL_VERSION_CODE));
     if (c.device < -1)
-      throw Error(dfcclInvalidArgument, fmt::format("argument 'config->device' = {} is negative (-1: the default)",
-                                                    c.device));
+      throw Error(dfcclInvalidArgument,
+                  fmt::format("argument 'config->device' = {} is negative (-1: the default)", c.device));
     if (c.initTimeoutMs < -1 || c.initTimeoutMs == 0)
       throw Error(dfcclInvalidArgument, fmt::format("argument 'config->initTimeoutMs' = {} must be positive (-1: "
-                                                    "DFCCL_INIT_TIMEOUT_MS)", c.initTimeoutMs));
+                                                    "DFCCL_INIT_TIMEOUT_MS)",
+                                                    c.initTimeoutMs));
   }
   if (c.executor < 0) {
     const std::string e = env_str("DFCCL_EXECUTOR");
     if (e == "cuda") c.executor = dfcclExecutorCuda;
     else if (e == "host") c.executor = dfcclExecutorHost;
-    else throw Error(dfcclInvalidArgument, fmt::format("environment variable DFCCL_EXECUTOR='{}': use cuda or host", e));
+    else
+      throw Error(dfcclInvalidArgument, fmt::format("environment variable DFCCL_EXECUTOR='{}': use cuda or host", e));
   }
   if (c.executor != dfcclExecutorCuda && c.executor != dfcclExecutorHost)
-    throw Error(dfcclInvalidArgument, fmt::format("argument 'config->executor' = {} is not a dfcclExecutor_t", c.executor));
+    throw Error(dfcclInvalidArgument,
+                fmt::format("argument 'config->executor' = {} is not a dfcclExecutor_t", c.executor));
   if (c.mode < 0) {
     const std::string m = env_str("DFCCL_MODE");
     if (m == "preemptive") c.mode = dfcclModePreemptive;
     else if (m == "blocking") c.mode = dfcclModeBlocking;
-    else throw Error(dfcclInvalidArgument, fmt::format("environment variable DFCCL_MODE='{}': use preemptive or blocking", m));
+    else
+      throw Error(dfcclInvalidArgument,
+                  fmt::format("environment variable DFCCL_MODE='{}': use preemptive or blocking", m));
   }
   if (c.mode != dfcclModePreemptive && c.mode != dfcclModeBlocking)
     throw Error(dfcclInvalidArgument, fmt::format("argument 'config->mode' = {} is not a dfcclMode_t", c.mode));
@@ -438,8 +444,8 @@ std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persis
     d.lane = tp.seq_lanes + uint32_t(persistent_id);
     d.turn = c->persistent_turn[persistent_id];
   }
-  core::set_channels(d, core::data_channels(d.count * core::dtype_size(d.dtype), tp.nchan,
-                                            c->engine->params().min_chan_bytes));
+  core::set_channels(
+      d, core::data_channels(d.count * core::dtype_size(d.dtype), tp.nchan, c->engine->params().min_chan_bytes));
   d.cs = c->host_dev.s;
   auto req = c->engine->submit(d, c->index, stream);
   if (persistent_id < 0) c->next_key += 1;  // only once queued: a refused submission must not shift the matching

@@ -38,8 +38,6 @@ void cpu_relax() {
 std::mutex registry_mu;
 std::map<std::tuple<int, int, int>, std::weak_ptr<Engine>> registry;
 
-
-
 }  // namespace
 
 bool lock_within(std::unique_lock<std::mutex>& lk, int ms) {
@@ -135,9 +133,8 @@ uint32_t Engine::attach(core::CommDev* dev_comm) {
       return i;
     }
   }
-  throw Error(dfcclNoResources,
-              fmt::format("device {} already has {} communicators (limit); destroy some first", exec_->device(),
-                          core::kMaxComms));
+  throw Error(dfcclNoResources, fmt::format("device {} already has {} communicators (limit); destroy some first",
+                                            exec_->device(), core::kMaxComms));
 }
 
 void Engine::retire(const Leftovers& left) {
@@ -196,10 +193,10 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
   outstanding_ += 1;
   comm_outstanding_[comm_index].fetch_add(1);
   submitted_ += 1;
-  // Posted before the doorbell, so that the daemon's prefetcher can copy the descriptor ahead of it (scheduler/prefetcher.h,
-  // prefetch_descs): the record of posting number seq - 1, with the descriptor in it (flagged.h, PostRecord). The
-  // descriptor also stays in desc[slot], where blocks read it when the copy is late; the fence orders both before
-  // the doorbell.
+  // Posted before the doorbell, so that the daemon's prefetcher can copy the descriptor ahead of it
+  // (scheduler/prefetcher.h, prefetch_descs): the record of posting number seq - 1, with the descriptor in it
+  // (flagged.h, PostRecord). The descriptor also stays in desc[slot], where blocks read it when the copy is late; the
+  // fence orders both before the doorbell.
   const uint64_t entry = core::ring_entry(pos, slot);
   const bool host_ordered = stream == DFCCL_NO_STREAM && params_.prefetch;
   core::write_post_record(h_->post_log[(d.seq - 1) % core::kMaxSlots], d.seq - 1,
@@ -372,7 +369,8 @@ void Engine::progress_loop() {
             // warning (warn_if_stuck_locked).
             if (backoff_ns_ < relaunch_max_ns_ && backoff_ns_ * 2 >= relaunch_max_ns_)
               log(LogLevel::Info, LogSubsys::Engine,
-                  "device {}: the daemon keeps leaving with every collective stuck ({} stuck exits): relaunches are now "
+                  "device {}: the daemon keeps leaving with every collective stuck ({} stuck exits): relaunches are "
+                  "now "
                   "{} us apart (DFCCL_RELAUNCH_MAX_NS)",
                   exec_->device(), exits_stuck_, relaunch_max_ns_ / 1000);
             backoff_ns_ = std::min(backoff_ns_ * 2, relaunch_max_ns_);
@@ -409,7 +407,8 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
     const int64_t limit = env_int("DFCCL_HOST_WAIT_TIMEOUT_MS");
     if (!wait_request(*r, limit))
       throw Error(dfcclTimeout, fmt::format("dfcclWait (host executor): the collective did not finish within {} ms "
-                                            "(DFCCL_HOST_WAIT_TIMEOUT_MS)", limit));
+                                            "(DFCCL_HOST_WAIT_TIMEOUT_MS)",
+                                            limit));
     return;
   }
   // While a stream waits on a pending collective, an implicit device-wide synchronization issued later (the first
@@ -543,9 +542,7 @@ bool Engine::wait_comm_idle(uint32_t comm_index, int64_t timeout_ms) {
   }
 }
 
-uint32_t Engine::outstanding(uint32_t comm_index) {
-  return comm_outstanding_[comm_index].load();
-}
+uint32_t Engine::outstanding(uint32_t comm_index) { return comm_outstanding_[comm_index].load(); }
 
 // Without the engine's lock (see wait_comm_idle). Concurrent aborts each store their entry, then count: the count's
 // release orders the entry before it, and whichever count the daemon sees covers every entry stored before it.

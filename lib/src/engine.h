@@ -43,7 +43,6 @@ struct RequestState {
   std::thread::id callback_thread{};
 };
 
-
 class Engine : public std::enable_shared_from_this<Engine> {
  public:
   static std::shared_ptr<Engine> acquire(dfcclExecutor_t executor, int device, dfcclMode_t mode);
@@ -65,10 +64,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // device memory. Caller: the abort, which must make no CUDA call (another thread's implicit synchronization can
   // hold every one of them until the daemon leaves). Takes no lock that is held across a CUDA call.
   struct Leftovers {
-    RegionBlob region{};                         // ptr 0: none
-    void* mapped[2] = {nullptr, nullptr};        // next, prev (null: none, or the same as next)
+    RegionBlob region{};                   // ptr 0: none
+    void* mapped[2] = {nullptr, nullptr};  // next, prev (null: none, or the same as next)
     RegionBlob mapped_blob[2]{};
-    void* device[2] = {nullptr, nullptr};        // lanes, CommDev
+    void* device[2] = {nullptr, nullptr};  // lanes, CommDev
   };
   void retire(const Leftovers& left);
 
@@ -90,7 +89,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   dfcclStats_t stats();
   // dfcclDebugDump: the engine's state as the host and the device see it, for diagnosing a hang (lines of text).
   void debug_dump(std::FILE* f, bool device_state);
-  std::string heartbeats_text() const;  // the blocks' heartbeats from pinned memory, one line
+  std::string heartbeats_text() const;            // the blocks' heartbeats from pinned memory, one line
   static constexpr int kDumpDeviceWaitMs = 2000;  // debug_dump waits this long for the device's side
   static constexpr int kLockWaitMs = 1000;        // stats and debug_dump wait this long for the engine's lock
   void device_synchronize() { exec_->device_synchronize(); }
@@ -160,7 +159,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   uint64_t attachments_ = 0;
   uint32_t outstanding_ = 0;
   uint64_t seq_ = 0, epoch_ = 0, cq_head_ = 0, probes_ = 0;
-  uint64_t host_posted_ = 0;  // host-ordered submissions (EngineHost::host_ring)
+  uint64_t host_posted_ = 0;          // host-ordered submissions (EngineHost::host_ring)
   std::atomic<bool> running_{false};  // written under mu_; read without it by the progress loop's quiet turns
   uint64_t submitted_ = 0, completed_ = 0, launches_ = 0, exits_idle_ = 0, exits_stuck_ = 0, late_doorbells_ = 0;
   uint64_t standby_launches_ = 0;  // launches by confirm_wait while a daemon was running

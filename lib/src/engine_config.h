@@ -13,10 +13,10 @@ class Executor;
 
 // Transport geometry that every communicator of an engine uses (and that all ranks must agree on).
 struct TransportParams {
-  uint32_t nchan;       // = daemon blocks
+  uint32_t nchan;  // = daemon blocks
   uint32_t slot_bytes;
   uint32_t nslots;
-  uint32_t seq_lanes;   // lanes for collectives matched by order
+  uint32_t seq_lanes;  // lanes for collectives matched by order
   uint32_t persistent_lanes;
 };
 
@@ -24,9 +24,9 @@ struct EngineConfig {
   core::DaemonParams params{};  // epoch 0: set at each launch
   TransportParams transport{};
   uint64_t relaunch_min_ns = 0, relaunch_max_ns = 0;  // back-off of a relaunch after a stuck exit
-  uint64_t probe_spin_ns = 0;  // dfcclWait: how long the host waits for its barrier probe
-  uint64_t sync_spin_ns = 0;   // dfcclSynchronize: poll this long before sleeping (0: host executor)
-  bool wait_kernel = false;    // dfcclWait on a stream by a polling kernel (see Executor::stream_wait)
+  uint64_t probe_spin_ns = 0;                         // dfcclWait: how long the host waits for its barrier probe
+  uint64_t sync_spin_ns = 0;  // dfcclSynchronize: poll this long before sleeping (0: host executor)
+  bool wait_kernel = false;   // dfcclWait on a stream by a polling kernel (see Executor::stream_wait)
 
   // Reads the executor's variables (DFCCL_HOST_* for the host executor) and checks what the table's ranges cannot:
   // blocks that the device holds at once, spin budgets in order, slot sizes in 16-byte units. Throws

@@ -48,8 +48,7 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
       "{}, outstanding {}, stream waits listed {} (keeping the daemon {}; barrier probes issued {}, run {}), exit "
       "reason {}\n",
       exec_->device(), running_ ? "running" : "stopped", epoch_, launches_, exits_idle_, exits_stuck_, submitted_,
-      completed_, outstanding_,
-      __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE), waits_holding_locked(), probes_,
+      completed_, outstanding_, __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE), waits_holding_locked(), probes_,
       __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE), __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE));
   // Pinned memory first (no CUDA call): the blocks' heartbeats, then the pending collectives as the host sees them.
   out += heartbeats_text();
@@ -70,7 +69,8 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
   // The device's side is read through the control stream, which an implicit synchronization pending in this process
   // (cudaFree, a lazy module load) holds until the daemon leaves, and a dump is asked for exactly when something
   // hangs. So: snapshot under the lock what the reads need, read on a helper thread that keeps the engine alive, and
-  // wait for it at most kDumpDeviceWaitMs; past that, say so and return (the helper finishes whenever the stream moves).
+  // wait for it at most kDumpDeviceWaitMs; past that, say so and return (the helper finishes whenever the stream
+  // moves).
   DeviceSnapshot snap;
   for (uint32_t s = 0; s < kMaxSlots; ++s)
     if (slots_[s].req) {
@@ -96,10 +96,10 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
   if (done.wait_for(std::chrono::milliseconds(kDumpDeviceWaitMs)) == std::future_status::ready) {
     out = done.get();
   } else {
-    out = fmt::format(
-        "engine device {}: device state not read within {} ms: the control stream is held (an implicit "
-        "synchronization of this process, such as cudaFree or a lazy module load, waits for the daemon)\n",
-        exec_->device(), kDumpDeviceWaitMs);
+    out =
+        fmt::format("engine device {}: device state not read within {} ms: the control stream is held (an implicit "
+                    "synchronization of this process, such as cudaFree or a lazy module load, waits for the daemon)\n",
+                    exec_->device(), kDumpDeviceWaitMs);
   }
   std::fwrite(out.data(), 1, out.size(), f);
   std::fflush(f);
@@ -153,7 +153,7 @@ std::string Engine::device_state_text(const DeviceSnapshot& snap) {
     const bool host_aborted = __atomic_load_n(&h_->abort_gen[i], __ATOMIC_ACQUIRE) == snap.comm_gen[i];
     std::vector<core::LaneState> lanes(c.s.nlanes);
     exec_->copy_from_device(lanes.data(), c.s.lanes, sizeof(core::LaneState) * c.s.nlanes);
-    const char* aborted = !host_aborted                     ? "no"
+    const char* aborted = !host_aborted                    ? "no"
                           : device_gen == snap.comm_gen[i] ? "yes"
                                                            : "yes (not seen by the daemon yet)";
     out += fmt::format("  comm {}: rank {} of {}, aborted {}; channel 0 lanes (turn/sent/recvd):", i, c.s.rank,

@@ -31,8 +31,8 @@ EnvVar integer(const char* name, const char* def, int64_t lo, int64_t hi, const 
 }
 
 // Variables that the project's scripts and tests read (not the library): known, so never warned about.
-constexpr const char* kToolVariables[] = {"DFCCL_SKIP_DEPS", "DFCCL_CAMPAIGN", "DFCCL_SIM", "DFCCL_PYTHON",
-                                          "DFCCL_S", "DFCCL_REQUIRE_GPUS"};
+constexpr const char* kToolVariables[] = {"DFCCL_SKIP_DEPS", "DFCCL_CAMPAIGN", "DFCCL_SIM",
+                                          "DFCCL_PYTHON",    "DFCCL_S",        "DFCCL_REQUIRE_GPUS"};
 
 const EnvVar& find(const char* name) {
   for (const auto& v : env_table())
@@ -138,8 +138,8 @@ std::string env_str(const char* name) {
   if (v.choices && *v.choices) {
     const std::string bar = std::string("|") + v.choices + "|";
     if (bar.find("|" + value + "|") == std::string::npos)
-      throw Error(dfcclInvalidArgument, fmt::format("environment variable {}='{}': use one of {}", name, value,
-                                                    std::string(v.choices)));
+      throw Error(dfcclInvalidArgument,
+                  fmt::format("environment variable {}='{}': use one of {}", name, value, std::string(v.choices)));
   }
   return value;
 }
@@ -153,14 +153,13 @@ bool env_is_set(const char* name) {
 int64_t env_int(const char* name) {
   const EnvVar& v = find(name);
   const std::string s = env_str(name);
-  const bool digits = !s.empty() && s.size() <= 19 && std::all_of(s.begin(), s.end(), [](char ch) {
-    return ch >= '0' && ch <= '9';
-  });
+  const bool digits =
+      !s.empty() && s.size() <= 19 && std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
   errno = 0;
   const long long value = digits ? std::strtoll(s.c_str(), nullptr, 10) : 0;
   if (!digits || errno == ERANGE || value < v.lo || value > v.hi)
-    throw Error(dfcclInvalidArgument, fmt::format("environment variable {}='{}': expected a decimal integer in {}..{}",
-                                                  name, s, v.lo, v.hi));
+    throw Error(dfcclInvalidArgument,
+                fmt::format("environment variable {}='{}': expected a decimal integer in {}..{}", name, s, v.lo, v.hi));
   return value;
 }
 
@@ -184,10 +183,9 @@ void env_warn_unknown() {
       const std::string entry = *e;
       if (entry.rfind("DFCCL_", 0) != 0) continue;
       const std::string name = entry.substr(0, entry.find('='));
-      const bool known = std::any_of(env_table().begin(), env_table().end(),
-                                     [&](const EnvVar& v) { return name == v.name; }) ||
-                         std::any_of(std::begin(kToolVariables), std::end(kToolVariables),
-                                     [&](const char* t) { return name == t; });
+      const bool known =
+          std::any_of(env_table().begin(), env_table().end(), [&](const EnvVar& v) { return name == v.name; }) ||
+          std::any_of(std::begin(kToolVariables), std::end(kToolVariables), [&](const char* t) { return name == t; });
       if (!known)
         log(LogLevel::Warn, LogSubsys::Env,
             "environment variable {} is not a DFCCL setting (did you mean {}?); it is ignored", name,

@@ -12,8 +12,8 @@ namespace dfccl {
 struct EnvVar {
   const char* name;
   const char* default_value;
-  int64_t lo, hi;         // an integer variable: the accepted range (decimal digits only)
-  const char* choices;    // a word variable: the accepted words, '|'-separated ("": any text); null: an integer
+  int64_t lo, hi;       // an integer variable: the accepted range (decimal digits only)
+  const char* choices;  // a word variable: the accepted words, '|'-separated ("": any text); null: an integer
   const char* description;
 };
 

@@ -12,9 +12,9 @@ thread_local std::string tls_last_error;
 }
 
 void throw_cuda(int err, const char* call, const char* file, int line) {
-  throw Error(dfcclUnhandledCudaError, fmt::format("CUDA error {} ({}) in {} at {}:{}", err,
-                                                   cudaGetErrorString(static_cast<cudaError_t>(err)), call, file,
-                                                   line));
+  throw Error(dfcclUnhandledCudaError,
+              fmt::format("CUDA error {} ({}) in {} at {}:{}", err, cudaGetErrorString(static_cast<cudaError_t>(err)),
+                          call, file, line));
 }
 
 void throw_system(const std::string& what) {

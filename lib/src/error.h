@@ -46,8 +46,8 @@ dfcclResult_t guard(F&& f) noexcept {
 
 }  // namespace dfccl
 
-#define DFCCL_CUDA(call)                                                         \
-  do {                                                                           \
-    const int dfccl_err_ = static_cast<int>(call);                               \
+#define DFCCL_CUDA(call)                                                             \
+  do {                                                                               \
+    const int dfccl_err_ = static_cast<int>(call);                                   \
     if (dfccl_err_ != 0) ::dfccl::throw_cuda(dfccl_err_, #call, __FILE__, __LINE__); \
   } while (0)

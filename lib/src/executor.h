@@ -19,11 +19,11 @@ namespace dfccl {
 struct RegionBlob {
   uint32_t pid;
   int32_t device;
-  uint64_t ptr;         // the owner's address (same process: usable directly)
+  uint64_t ptr;  // the owner's address (same process: usable directly)
   uint64_t bytes;
   uint32_t host_memory;  // 1: POSIX shared memory named by handle (host executor, or GPUs without peer access)
   uint32_t pad;
-  char handle[96];     // CUDA IPC handle (64 bytes) or shared-memory name
+  char handle[96];  // CUDA IPC handle (64 bytes) or shared-memory name
 };
 
 class Executor {

@@ -54,12 +54,13 @@ class CudaExecutor final : public Executor {
     if (e != cudaSuccess || count == 0)
       throw Error(dfcclNotSupported, fmt::format("CUDA executor: no GPU available ({})", cudaGetErrorString(e)));
     if (device < 0 || device >= count)
-      throw Error(dfcclInvalidArgument, fmt::format("CUDA executor: device {} does not exist ({} GPUs)", device, count));
+      throw Error(dfcclInvalidArgument,
+                  fmt::format("CUDA executor: device {} does not exist ({} GPUs)", device, count));
     DFCCL_CUDA(cudaSetDevice(device_));
     threads_ = unsigned(env_int("DFCCL_THREADS"));
     if (threads_ < 64 || threads_ > cuda::kDaemonThreads || threads_ % 32 != 0)
-      throw Error(dfcclInvalidArgument, fmt::format("DFCCL_THREADS={} must be a multiple of 32 in 64..{}", threads_,
-                                                    cuda::kDaemonThreads));
+      throw Error(dfcclInvalidArgument,
+                  fmt::format("DFCCL_THREADS={} must be a multiple of 32 in 64..{}", threads_, cuda::kDaemonThreads));
     write_value_ = driver_entry<WriteValue64Fn>("cuStreamWriteValue64");
     wait_value_ = driver_entry<WaitValue64Fn>("cuStreamWaitValue64");
     DFCCL_CUDA(cudaStreamCreateWithFlags(&daemon_stream_, cudaStreamNonBlocking));
@@ -150,8 +151,9 @@ class CudaExecutor final : public Executor {
 
   void probe(uint64_t* host_word, uint64_t value) override {
     DFCCL_CUDA(cudaSetDevice(device_));
-    check_cu(write_value_(reinterpret_cast<CUstream>(probe_stream_), reinterpret_cast<CUdeviceptr>(host_word), value, 0),
-             "cuStreamWriteValue64 (barrier probe)");
+    check_cu(
+        write_value_(reinterpret_cast<CUstream>(probe_stream_), reinterpret_cast<CUdeviceptr>(host_word), value, 0),
+        "cuStreamWriteValue64 (barrier probe)");
   }
 
   void launch(const core::EngineView& ev) override {
@@ -206,9 +208,10 @@ class CudaExecutor final : public Executor {
       return p;
     }
     if (!peer_access(blob.device))
-      throw Error(dfcclInternalError, fmt::format("GPU {} cannot access GPU {}: the communicator should have chosen the "
-                                                  "host path",
-                                                  device_, blob.device));
+      throw Error(dfcclInternalError,
+                  fmt::format("GPU {} cannot access GPU {}: the communicator should have chosen the "
+                              "host path",
+                              device_, blob.device));
     if (blob.pid == uint32_t(getpid())) {
       if (blob.device != device_) {
         const cudaError_t e = cudaDeviceEnablePeerAccess(blob.device, 0);

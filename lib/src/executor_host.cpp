@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "host/exec_host.h"
 #include "error.h"
 #include "executor.h"
+#include "host/exec_host.h"
 #include "shm_region.h"
 
 namespace dfccl {

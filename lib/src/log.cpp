@@ -63,8 +63,9 @@ struct Logger {
       }
     }
     if (std::FILE* f = std::fopen(path.c_str(), "a")) out = f;
-    else std::fprintf(stderr, "DFCCL WARN [ENV] DFCCL_DEBUG_FILE=%s: cannot open %s; logging to stderr\n",
-                      pattern.c_str(), path.c_str());
+    else
+      std::fprintf(stderr, "DFCCL WARN [ENV] DFCCL_DEBUG_FILE=%s: cannot open %s; logging to stderr\n", pattern.c_str(),
+                   path.c_str());
   }
 };
 

@@ -19,8 +19,8 @@ struct PeerProcess {
 };
 
 struct PeerChecks {
-  std::vector<PeerProcess> peers;             // watched through pidfds
-  std::function<bool(int rank)> departed;     // true: that peer left cleanly (its exit is no failure)
+  std::vector<PeerProcess> peers;               // watched through pidfds
+  std::function<bool(int rank)> departed;       // true: that peer left cleanly (its exit is no failure)
   std::function<std::string(int* rank)> probe;  // "" or a reason, with *rank the peer it names
   std::function<void(int rank, const std::string& reason)> on_failure;
 };

@@ -52,8 +52,8 @@ dfcclRequest_t request_handle_new(std::shared_ptr<RequestState> state) {
     t.free.pop_back();
   } else {
     if (t.entries.size() >= kIndexMask)
-      throw Error(dfcclNoResources, fmt::format("{} requests are allocated; free some with dfcclRequestFree",
-                                                t.entries.size()));
+      throw Error(dfcclNoResources,
+                  fmt::format("{} requests are allocated; free some with dfcclRequestFree", t.entries.size()));
     index = uint32_t(t.entries.size());
     t.entries.emplace_back();
   }

@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
         unsigned long long* slot = (mode == 1 ? ddesc : hdesc) + size_t(i - 1) * kWords;
         if (mode != 1 && mode != 2) {
           for (int k = 0; k < kWords; ++k) slot[k] = 100ull * i + k;
-          if (write64(CUstream(us), CUdeviceptr(bell), i, 0) != CUDA_SUCCESS) probe_fail("cuStreamWriteValue64", "bell");
+          if (write64(CUstream(us), CUdeviceptr(bell), i, 0) != CUDA_SUCCESS)
+            probe_fail("cuStreamWriteValue64", "bell");
         } else {
           int n = 0;
           if (mode == 1)

@@ -34,7 +34,6 @@ __global__ void bell_kernel(unsigned long long* bell, unsigned long long v) {
   asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(bell), "l"(v) : "memory");
 }
 
-
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 100;
   CUDA_CHECK(cudaSetDevice(0));
@@ -69,8 +68,7 @@ int main(int argc, char** argv) {
         CUDA_CHECK(cudaEventRecord(ev[0], us));
         for (int i = 1; i <= iters; ++i) {
           if (events) CUDA_CHECK(cudaEventRecord(ev[2 * i], us));
-          if (mode == 1)
-            bell_kernel<<<1, 1, 0, us>>>(bell, i);
+          if (mode == 1) bell_kernel<<<1, 1, 0, us>>>(bell, i);
           else if (write64(CUstream(us), CUdeviceptr(bell), i, 0) != CUDA_SUCCESS)
             probe_fail("cuStreamWriteValue64", "doorbell");
           if (mode == 2) {

@@ -12,13 +12,13 @@
 #include <cstdio>
 #include <vector>
 
-#define CHECK(x)                                                                     \
-  do {                                                                               \
-    const cudaError_t e_ = (x);                                                      \
-    if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                  \
-      return 1;                                                                      \
-    }                                                                                \
+#define CHECK(x)                                                    \
+  do {                                                              \
+    const cudaError_t e_ = (x);                                     \
+    if (e_ != cudaSuccess) {                                        \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
+      return 1;                                                     \
+    }                                                               \
   } while (0)
 
 template <int Kind>

@@ -16,7 +16,6 @@
 
 #include "probe_check.h"
 
-
 struct Words {
   uint4 out[64];
   unsigned long long start_inv, complete;

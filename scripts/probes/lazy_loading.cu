@@ -20,12 +20,22 @@
 #include <thread>
 
 using Clock = std::chrono::steady_clock;
-static double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+static double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 
 __global__ void writer(unsigned long long* w) { *reinterpret_cast<volatile unsigned long long*>(w) = 1; }
-__global__ void loaded_noop(int* x) { if (x) x[0] = 1; }
-__global__ void persistent(volatile int* release) { while (*release == 0) { } }
-template <int N> __global__ void lazy(int* x) { if (x && x[0] == -N) x[0] = N; }
+__global__ void loaded_noop(int* x) {
+  if (x) x[0] = 1;
+}
+__global__ void persistent(volatile int* release) {
+  while (*release == 0) {
+  }
+}
+template <int N>
+__global__ void lazy(int* x) {
+  if (x && x[0] == -N) x[0] = N;
+}
 
 using WaitFn = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 
@@ -66,7 +76,8 @@ int main() {
     auto t0 = Clock::now();
     std::atomic<bool> returned{false};
     std::thread th([&] {
-      if (t == 2) lazy<2><<<1, 1, 0, b>>>(nullptr); else lazy<3><<<1, 1, 0, b>>>(nullptr);
+      if (t == 2) lazy<2><<<1, 1, 0, b>>>(nullptr);
+      else lazy<3><<<1, 1, 0, b>>>(nullptr);
       returned = true;
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -81,8 +92,8 @@ int main() {
         launched = true;
       });
       bool c_done = done_within(c, 500);
-      std::printf("loaded kernel on stream C: launch %s, stream %s while P runs; ", launched ? "returned" : "NOT returned",
-                  c_done ? "done" : "blocked");
+      std::printf("loaded kernel on stream C: launch %s, stream %s while P runs; ",
+                  launched ? "returned" : "NOT returned", c_done ? "done" : "blocked");
       l.detach();
     } else {
       std::atomic<bool> copied{false};
@@ -147,7 +158,10 @@ int main() {
     wait_value(reinterpret_cast<CUstream>(a), reinterpret_cast<CUdeviceptr>(word), 1, CU_STREAM_WAIT_VALUE_GEQ);
     auto t0 = Clock::now();
     std::atomic<bool> returned{false};
-    std::thread th([&] { lazy<1><<<1, 1, 0, b>>>(nullptr); returned = true; });
+    std::thread th([&] {
+      lazy<1><<<1, 1, 0, b>>>(nullptr);
+      returned = true;
+    });
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::printf("T1: lazy launch thread started; ");
     auto t1 = Clock::now();
@@ -165,11 +179,14 @@ int main() {
     std::printf("writer launch %s, writer stream %s, waiting stream %s (query: %s), lazy call %s, word read back %llu "
                 "(%.1f ms)\n",
                 writer_launched ? "returned" : "NOT returned", c_done ? "done" : "blocked", a_done ? "done" : "blocked",
-                cudaGetErrorName(qa),
-                returned ? "returned" : "NOT returned", v, ms_since(t1));
+                cudaGetErrorName(qa), returned ? "returned" : "NOT returned", v, ms_since(t1));
     m.detach();
     std::fflush(stdout);
-    if (!c_done || !a_done) { std::printf("T1 blocked: stopping here\n"); std::fflush(stdout); std::_Exit(0); }
+    if (!c_done || !a_done) {
+      std::printf("T1 blocked: stopping here\n");
+      std::fflush(stdout);
+      std::_Exit(0);
+    }
     th.join();
     w.join();
   }

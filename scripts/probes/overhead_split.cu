@@ -5,8 +5,8 @@
 //   burst:  `iters` submissions, one dfcclWait at the end: GPU time per collective without a stream wait per op;
 //   host:   submit, dfcclSynchronize: end-to-end host time, core time, and how long the daemon took to start
 //           (coreStartNs - submitNs; %globaltimer against CLOCK_MONOTONIC, offset measured here by a ping-pong
-//           through pinned memory, whose round trip is also printed: the floor of a host-driven loop); once submitted on
-//           the legacy default stream, once host-ordered (DFCCL_NO_STREAM);
+//           through pinned memory, whose round trip is also printed: the floor of a host-driven loop); once submitted
+//           on the legacy default stream, once host-ordered (DFCCL_NO_STREAM);
 //   memops: the floor of the stream path without dfccl: a cuStreamWriteValue64 then a cuStreamWaitValue64 on the
 //           word it wrote, per iteration; and a write to pinned host memory that the host spins on (round trip).
 // Then the engine's counters.

@@ -19,7 +19,6 @@
 
 #include "probe_check.h"
 
-
 constexpr int kPacks = 20;
 struct alignas(16) Pack {
   unsigned long long lo, hi;
@@ -49,9 +48,8 @@ __global__ void pollers(const Pack* rec, volatile unsigned long long* ack, const
       for (;;) {
         const long long last = *const_cast<volatile long long*>(&last_issue);
         const long long now = clock64();
-        if (now - last >= gap &&
-            atomicCAS(reinterpret_cast<unsigned long long*>(&last_issue), (unsigned long long)last,
-                      (unsigned long long)now) == (unsigned long long)last)
+        if (now - last >= gap && atomicCAS(reinterpret_cast<unsigned long long*>(&last_issue), (unsigned long long)last,
+                                           (unsigned long long)now) == (unsigned long long)last)
           break;
       }
     }

@@ -13,9 +13,9 @@
   std::exit(1);
 }
 
-#define DFCCL_CHECK(x)                                             \
-  do {                                                             \
-    const dfcclResult_t r_ = (x);                                  \
+#define DFCCL_CHECK(x)                                               \
+  do {                                                               \
+    const dfcclResult_t r_ = (x);                                    \
     if (r_ != dfcclSuccess) probe_fail(#x, dfcclGetErrorString(r_)); \
   } while (0)
 #define CUDA_CHECK(x)                                              \

@@ -27,10 +27,10 @@
 #include "probe_check.h"
 #include "probe_stats.h"
 
-#define NCCL_CHECK(x)                                                 \
-  do {                                                                \
-    const ncclResult_t n_ = (x);                                      \
-    if (n_ != ncclSuccess) probe_fail(#x, ncclGetErrorString(n_));    \
+#define NCCL_CHECK(x)                                              \
+  do {                                                             \
+    const ncclResult_t n_ = (x);                                   \
+    if (n_ != ncclSuccess) probe_fail(#x, ncclGetErrorString(n_)); \
   } while (0)
 
 using Clock = std::chrono::steady_clock;
@@ -71,8 +71,7 @@ static void host_calls() {
   const auto write64 = driver_entry<WriteFn>("cuStreamWriteValue64");
   uint64_t v = 0;
   const double write_us = call_us(1000, [&] {
-    if (write64(CUstream(s), CUdeviceptr(p), ++v, 0) != CUDA_SUCCESS)
-      probe_fail("cuStreamWriteValue64", "host calls");
+    if (write64(CUstream(s), CUdeviceptr(p), ++v, 0) != CUDA_SUCCESS) probe_fail("cuStreamWriteValue64", "host calls");
   });
   CUDA_CHECK(cudaStreamSynchronize(s));
   std::printf("host calls (median of 1000): cudaPointerGetAttributes %.2f us, cudaEventRecord %.2f us, empty kernel "
@@ -84,10 +83,10 @@ static void host_calls() {
 }
 
 struct Case {
-  bool nccl;       // else dfccl
-  int kind;        // 0 all-reduce of `count` floats, 1 all-gather of `count` floats per rank
+  bool nccl;  // else dfccl
+  int kind;   // 0 all-reduce of `count` floats, 1 all-gather of `count` floats per rank
   size_t count;
-  bool per_iter;   // two events around every iteration
+  bool per_iter;  // two events around every iteration
   double pad_us;
 };
 
@@ -120,15 +119,11 @@ static LoopResult run_loop(int dev, dfcclComm_t dc, ncclComm_t nc, const Case& c
     if (c.per_iter) CUDA_CHECK(cudaEventRecord(ev[2 * i], s));
     const auto a = Clock::now();
     if (c.nccl) {
-      if (c.kind == 0)
-        NCCL_CHECK(ncclAllReduce(in, out, c.count, ncclFloat32, ncclSum, nc, s));
-      else
-        NCCL_CHECK(ncclAllGather(in, out, c.count, ncclFloat32, nc, s));
+      if (c.kind == 0) NCCL_CHECK(ncclAllReduce(in, out, c.count, ncclFloat32, ncclSum, nc, s));
+      else NCCL_CHECK(ncclAllGather(in, out, c.count, ncclFloat32, nc, s));
     } else {
-      if (c.kind == 0)
-        DFCCL_CHECK(dfcclAllReduce(in, out, c.count, dfcclFloat32, dfcclSum, dc, 0, s, &reqs[i]));
-      else
-        DFCCL_CHECK(dfcclAllGather(in, out, c.count, dfcclFloat32, dc, 0, s, &reqs[i]));
+      if (c.kind == 0) DFCCL_CHECK(dfcclAllReduce(in, out, c.count, dfcclFloat32, dfcclSum, dc, 0, s, &reqs[i]));
+      else DFCCL_CHECK(dfcclAllGather(in, out, c.count, dfcclFloat32, dc, 0, s, &reqs[i]));
       const auto b = Clock::now();
       DFCCL_CHECK(dfcclWait(reqs[i], s));
       submit_us.push_back(us_between(a, b));

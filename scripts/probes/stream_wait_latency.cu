@@ -15,13 +15,13 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                           \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                   \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+#define CK(x)                                                       \
+  do {                                                              \
+    cudaError_t e_ = (x);                                           \
+    if (e_ != cudaSuccess) {                                        \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                 \
+    }                                                               \
   } while (0)
 
 __device__ unsigned long long gtime() {

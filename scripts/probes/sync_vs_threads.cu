@@ -20,7 +20,9 @@
 #include <thread>
 
 using Clock = std::chrono::steady_clock;
-static double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+static double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 
 __global__ void writer(unsigned long long* w) { *reinterpret_cast<volatile unsigned long long*>(w) = 1; }
 __global__ void watcher(volatile int* flag, unsigned long long* w) {
@@ -113,8 +115,8 @@ int main(int argc, char** argv) {
     writer<<<1, 1, 0, c>>>(word);
   }
   const bool sync_ok = wait_flag(sync_done, 3000);
-  std::printf("sync %-10s call %-11s: call %s, sync %s\n", sync.c_str(), call.c_str(),
-              call_ok ? "returned" : "BLOCKED", sync_ok ? "returned" : "BLOCKED");
+  std::printf("sync %-10s call %-11s: call %s, sync %s\n", sync.c_str(), call.c_str(), call_ok ? "returned" : "BLOCKED",
+              sync_ok ? "returned" : "BLOCKED");
   std::fflush(stdout);
   std::_Exit(0);  // a blocked thread must not hold the process
 }

@@ -95,15 +95,33 @@ int main() {
   const char* names[3] = {"ld.volatile.v2.u64", "ld.relaxed.sys.v2.u64", "ld.global.cg.v4 (__ldcg)"};
   for (int kind = 0; kind < 3; ++kind) {
     double t[4];
-    if (kind == 0) { t[0] = run<1, 0>(host, out); t[1] = run<2, 0>(host, out); t[2] = run<4, 0>(host, out); t[3] = run<19, 0>(host, out); }
-    if (kind == 1) { t[0] = run<1, 1>(host, out); t[1] = run<2, 1>(host, out); t[2] = run<4, 1>(host, out); t[3] = run<19, 1>(host, out); }
-    if (kind == 2) { t[0] = run<1, 2>(host, out); t[1] = run<2, 2>(host, out); t[2] = run<4, 2>(host, out); t[3] = run<19, 2>(host, out); }
-    std::printf("%-26s pinned host memory, ns per batch of 1 / 2 / 4 / 19 loads: %.0f / %.0f / %.0f / %.0f\n", names[kind],
-                t[0], t[1], t[2], t[3]);
+    if (kind == 0) {
+      t[0] = run<1, 0>(host, out);
+      t[1] = run<2, 0>(host, out);
+      t[2] = run<4, 0>(host, out);
+      t[3] = run<19, 0>(host, out);
+    }
+    if (kind == 1) {
+      t[0] = run<1, 1>(host, out);
+      t[1] = run<2, 1>(host, out);
+      t[2] = run<4, 1>(host, out);
+      t[3] = run<19, 1>(host, out);
+    }
+    if (kind == 2) {
+      t[0] = run<1, 2>(host, out);
+      t[1] = run<2, 2>(host, out);
+      t[2] = run<4, 2>(host, out);
+      t[3] = run<19, 2>(host, out);
+    }
+    std::printf("%-26s pinned host memory, ns per batch of 1 / 2 / 4 / 19 loads: %.0f / %.0f / %.0f / %.0f\n",
+                names[kind], t[0], t[1], t[2], t[3]);
   }
-  std::printf("lanes of one warp, ld.volatile, contiguous: ns per batch of 1 / 2 / 9 / 19 lanes: %.0f / %.0f / %.0f / %.0f\n",
-              run_lanes<0>(host, out, 1), run_lanes<0>(host, out, 2), run_lanes<0>(host, out, 9), run_lanes<0>(host, out, 19));
-  std::printf("lanes of one warp, ld.volatile, one line each: ns per batch of 1 / 2 / 9 / 19 lanes: %.0f / %.0f / %.0f / %.0f\n",
-              run_lanes<1>(host, out, 1), run_lanes<1>(host, out, 2), run_lanes<1>(host, out, 9), run_lanes<1>(host, out, 19));
+  std::printf(
+      "lanes of one warp, ld.volatile, contiguous: ns per batch of 1 / 2 / 9 / 19 lanes: %.0f / %.0f / %.0f / %.0f\n",
+      run_lanes<0>(host, out, 1), run_lanes<0>(host, out, 2), run_lanes<0>(host, out, 9), run_lanes<0>(host, out, 19));
+  std::printf("lanes of one warp, ld.volatile, one line each: ns per batch of 1 / 2 / 9 / 19 lanes: %.0f / %.0f / %.0f "
+              "/ %.0f\n",
+              run_lanes<1>(host, out, 1), run_lanes<1>(host, out, 2), run_lanes<1>(host, out, 9),
+              run_lanes<1>(host, out, 19));
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }

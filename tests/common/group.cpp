@@ -9,8 +9,7 @@ Group::Group(int n, dfcclExecutor_t executor, dfcclMode_t mode) : comms(size_t(n
   cfg.executor = executor;
   cfg.mode = mode;
   const dfcclResult_t r = dfcclCommInitAllConfig(comms.data(), n, nullptr, &cfg);
-  if (r != dfcclSuccess)
-    throw std::runtime_error(std::string("dfcclCommInitAllConfig: ") + dfcclGetLastError(nullptr));
+  if (r != dfcclSuccess) throw std::runtime_error(std::string("dfcclCommInitAllConfig: ") + dfcclGetLastError(nullptr));
 }
 
 Group::~Group() {

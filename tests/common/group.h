@@ -11,9 +11,9 @@
 namespace dfccl::test {
 
 // Fails the calling test with the library's message.
-#define DFCCL_ASSERT_OK(call)                                                                     \
-  do {                                                                                            \
-    const dfcclResult_t r_ = (call);                                                              \
+#define DFCCL_ASSERT_OK(call)                                                                                      \
+  do {                                                                                                             \
+    const dfcclResult_t r_ = (call);                                                                               \
     ASSERT_EQ(r_, dfcclSuccess) << #call << ": " << dfcclGetErrorString(r_) << ": " << dfcclGetLastError(nullptr); \
   } while (0)
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <thread>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 #include "../../kernels/core/primitives/reduce.h"
 
@@ -69,7 +69,7 @@ const char* coll_name(Coll c) {
   return names[int(c)];
 }
 const char* type_name(dfcclDataType_t t) {
-  static const char* names[] = {"int8", "uint8", "int32", "uint32", "int64",
+  static const char* names[] = {"int8",   "uint8",   "int32",   "uint32",  "int64",
                                 "uint64", "float16", "float32", "float64", "bfloat16"};
   return names[int(t)];
 }
@@ -83,8 +83,7 @@ double input_value(dfcclRedOp_t op, dfcclDataType_t t, int rank, uint64_t index)
   const uint64_t r = uint64_t(rank), i = index;
   switch (op) {
     case dfcclSum:
-    case dfcclAvg:
-      return double((r * 7 + i * 13 + 3) & 15);  // 0..15: sums of up to 8 ranks stay exact in every type
+    case dfcclAvg: return double((r * 7 + i * 13 + 3) & 15);  // 0..15: sums of up to 8 ranks stay exact in every type
     case dfcclProd:
       return ((r + i * 5) & 3) == 0 ? 2.0 : 1.0;  // products up to 2^8: exact in floats, wrap in 8-bit integers
     default: {
@@ -158,9 +157,18 @@ std::string describe(const Case& c, int nranks) {
 // Sizes in elements of each rank's send and receive buffers.
 static void sizes(const Case& c, int n, size_t& send, size_t& recv) {
   switch (c.coll) {
-    case Coll::AllGather: send = c.count; recv = c.count * size_t(n); break;
-    case Coll::ReduceScatter: send = c.count * size_t(n); recv = c.count; break;
-    default: send = c.count; recv = c.count; break;
+    case Coll::AllGather:
+      send = c.count;
+      recv = c.count * size_t(n);
+      break;
+    case Coll::ReduceScatter:
+      send = c.count * size_t(n);
+      recv = c.count;
+      break;
+    default:
+      send = c.count;
+      recv = c.count;
+      break;
   }
 }
 
@@ -180,16 +188,12 @@ Buffers::Buffers(const Case& c, int nranks) : c_(c), n_(nranks) {
       // The input lives inside the output buffer, where the collective's in-place rule puts it.
       uint8_t* base = recv_[size_t(r)].data();
       switch (c.coll) {
-        case Coll::AllGather:
-          fill_input(base + size_t(r) * c.count * es, c.count, input_op(c), c.type, r, 0);
-          break;
+        case Coll::AllGather: fill_input(base + size_t(r) * c.count * es, c.count, input_op(c), c.type, r, 0); break;
         case Coll::ReduceScatter:
           recv_[size_t(r)].assign(std::max<size_t>(ns, 1) * es, kPoison);
           fill_input(recv_[size_t(r)].data(), ns, input_op(c), c.type, r, 0);
           break;
-        default:
-          fill_input(base, c.count, input_op(c), c.type, r, 0);
-          break;
+        default: fill_input(base, c.count, input_op(c), c.type, r, 0); break;
       }
     } else {
       send_[size_t(r)].assign(std::max<size_t>(ns, 1) * es, 0);

@@ -48,8 +48,8 @@ struct DeviceMirror {
   }
 };
 
-dfcclResult_t submit_device(dfcclComm_t comm, const Case& c, const DeviceMirror& m, Buffers& b, int r,
-                            cudaStream_t s, dfcclRequest_t* req) {
+dfcclResult_t submit_device(dfcclComm_t comm, const Case& c, const DeviceMirror& m, Buffers& b, int r, cudaStream_t s,
+                            dfcclRequest_t* req) {
   const void* sb = m.send_ptr(b, r);
   void* rb = m.recv_ptr(b, r);
   switch (c.coll) {

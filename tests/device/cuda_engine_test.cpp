@@ -91,8 +91,8 @@ TEST(CudaEngine, CollectiveSurvivesDaemonExitsUntilItsPeerArrives) {
 
 enum class Sync { DeviceSynchronize, Free, MallocFreeHost, HostRegister, LazyKernel };
 const char* sync_name(Sync s) {
-  static const char* names[] = {"cudaDeviceSynchronize", "cudaFree", "cudaMallocHost/cudaFreeHost",
-                                "cudaHostRegister", "first launch of a lazily loaded kernel"};
+  static const char* names[] = {"cudaDeviceSynchronize", "cudaFree", "cudaMallocHost/cudaFreeHost", "cudaHostRegister",
+                                "first launch of a lazily loaded kernel"};
   return names[int(s)];
 }
 
@@ -114,9 +114,7 @@ TEST_P(ImplicitSync, ReturnsWhileAPeerIsAbsentAndTheCollectiveCompletes) {
   must_return(sync_name(kind), std::chrono::seconds(20), [&] {
     cudaSetDevice(0);
     switch (kind) {
-      case Sync::DeviceSynchronize:
-        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        break;
+      case Sync::DeviceSynchronize: EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess); break;
       case Sync::Free:
         EXPECT_EQ(cudaFree(victim), cudaSuccess);
         victim = nullptr;
@@ -514,10 +512,12 @@ TEST(CudaEngine, BuffersMustBeDeviceMemoryOfTheCommunicatorsGpu) {
   cudaSetDevice(0);
   EXPECT_EQ(dfcclAllReduce(host.data(), mine.out, 1024, dfcclInt32, dfcclSum, g[0], 0, nullptr, nullptr),
             dfcclInvalidArgument);
-  EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find("'sendbuff'"), std::string::npos) << dfcclGetLastError(nullptr);
+  EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find("'sendbuff'"), std::string::npos)
+      << dfcclGetLastError(nullptr);
   EXPECT_EQ(dfcclAllReduce(mine.in, other.out, 1024, dfcclInt32, dfcclSum, g[0], 0, nullptr, nullptr),
             dfcclInvalidArgument);
-  EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find("'recvbuff'"), std::string::npos) << dfcclGetLastError(nullptr);
+  EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find("'recvbuff'"), std::string::npos)
+      << dfcclGetLastError(nullptr);
 }
 
 }  // namespace

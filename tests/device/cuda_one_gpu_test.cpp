@@ -19,7 +19,7 @@ std::string last_error() { return dfcclGetLastError(nullptr); }
 
 // Expects dfcclNotSupported from a call made on a capturing stream, with a message that names the stream and the
 // capture.
-void expect_capture_refused(dfcclResult_t r, const char* fn) {
+void expect_capture_refused(dfcclResult_t r, const char *fn) {
   EXPECT_EQ(r, dfcclNotSupported) << fn << ": " << last_error();
   const std::string msg = last_error();
   EXPECT_NE(msg.find(fn), std::string::npos) << msg;
@@ -130,10 +130,10 @@ TEST(CudaOneGpu, LegacyStreamDuringAGlobalCaptureIsRefused) {
 // udiv / umod on the GPU (kernels/core/exec.h: a shift for powers of two, the 32-bit division for operands that fit,
 // the 64-bit routine otherwise) against / and % on the host, over every pairing of the operands below.
 TEST(CudaOneGpu, DivisionHelpersMatchTheHostOperators) {
-  const uint64_t dividends[] = {0, 1, 2, 3, 7, 8, 1000, 123457, (1ull << 32) - 1, 1ull << 32, (1ull << 32) + 5,
-                                0x123456789abcdefull, ~0ull};
-  const uint64_t divisors[] = {1, 2, 3, 4, 5, 7, 8, 16, 24, 128, 1000, 1ull << 31, (1ull << 32) - 1, 1ull << 32,
-                               3ull << 32, 1ull << 63, ~0ull};
+  const uint64_t dividends[] = {
+      0, 1, 2, 3, 7, 8, 1000, 123457, (1ull << 32) - 1, 1ull << 32, (1ull << 32) + 5, 0x123456789abcdefull, ~0ull};
+  const uint64_t divisors[] = {
+      1, 2, 3, 4, 5, 7, 8, 16, 24, 128, 1000, 1ull << 31, (1ull << 32) - 1, 1ull << 32, 3ull << 32, 1ull << 63, ~0ull};
   std::vector<uint64_t> a, b;
   for (uint64_t x : dividends)
     for (uint64_t y : divisors) {

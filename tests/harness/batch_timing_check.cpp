@@ -84,8 +84,8 @@ int main(int argc, char** argv) {
               if (!std::isfinite(v) || !(v > 0) || v != mean)
                 problems.push_back(fmt::format("{} row {} trial {}: iteration {} has {} us, batch {}..{} starts "
                                                "with {} us: not one finite batch mean",
-                                               backend, r, trial_start / static_cast<size_t>(w.iterations), i, v,
-                                               first, last, mean));
+                                               backend, r, trial_start / static_cast<size_t>(w.iterations), i, v, first,
+                                               last, mean));
             }
           }
       }

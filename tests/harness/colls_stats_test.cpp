@@ -64,7 +64,7 @@ TEST(Stats, WilsonInterval) {
 }
 
 TEST(Layout, MegatronOrder) {
-  Layout l{2, 2, 2};  // 8 ranks
+  Layout l{2, 2, 2};                                // 8 ranks
   Membership tp = membership(l, GroupKind::Tp, 5);  // tp=1, dp=0, pp=1
   EXPECT_EQ(tp.members, (std::vector<int>{4, 5}));
   EXPECT_EQ(tp.rank, 1);

@@ -112,13 +112,13 @@ TEST(HarnessH5, WrittenFileFollowsTheLayoutAndReadsBack) {
   EXPECT_EQ(counters["*"].trials, 2);
   EXPECT_EQ(counters["host-blocking"].deadlocked, 1);
   EXPECT_EQ(counters["host"].rows, 1);
-  EXPECT_TRUE(check_expectations(counters, {"host:deadlocked==0", "host-blocking:deadlocked>0", "wrong==0",
-                                            "rows>=2", "trials!=0"})
+  EXPECT_TRUE(check_expectations(
+                  counters, {"host:deadlocked==0", "host-blocking:deadlocked>0", "wrong==0", "rows>=2", "trials!=0"})
                   .empty());
   EXPECT_EQ(check_expectations(counters, {"deadlocked==0"}).size(), 1u);
   EXPECT_EQ(check_expectations(counters, {"nccl:deadlocked==0"}).size(), 1u);  // no such backend
-  EXPECT_EQ(check_expectations(counters, {"speed>3"}).size(), 1u);            // no such counter
-  EXPECT_EQ(check_expectations(counters, {"wrong"}).size(), 1u);              // no comparison
+  EXPECT_EQ(check_expectations(counters, {"speed>3"}).size(), 1u);             // no such counter
+  EXPECT_EQ(check_expectations(counters, {"wrong"}).size(), 1u);               // no comparison
   std::filesystem::remove(path);
 }
 

@@ -51,7 +51,8 @@ TEST(TimingPlan, BatchesCoverTheTimedIterationsOnly) {
   EXPECT_EQ(closes, (std::vector<int>{4, 7, 8}));  // the last batch has one iteration
 
   int marks = 0;
-  auto t = run_iterations(plan, 10, [](int it) { return 10.0 * (it + 1); }, marks);
+  auto t = run_iterations(
+      plan, 10, [](int it) { return 10.0 * (it + 1); }, marks);
   EXPECT_EQ(marks, 6);
   ASSERT_EQ(t.size(), 10u);
   for (int it : {0, 1, 9}) EXPECT_TRUE(std::isnan(t[it])) << "untimed iteration " << it;
@@ -65,7 +66,8 @@ TEST(TimingPlan, IterationTimingMarksEveryIteration) {
   EXPECT_FALSE(plan.batched());
   EXPECT_TRUE(plan.per_entry_marks());
   int marks = 0;
-  auto t = run_iterations(plan, 5, [](int it) { return 1.0 + it; }, marks);
+  auto t = run_iterations(
+      plan, 5, [](int it) { return 1.0 + it; }, marks);
   EXPECT_EQ(marks, 10);
   EXPECT_EQ(t, (std::vector<double>{1, 2, 3, 4, 5}));  // warm-up and checked too: the driver keeps the timed ones
 }

@@ -51,18 +51,22 @@ std::vector<char> reduce_float(DataType t, std::vector<std::vector<char>>& input
                                const std::vector<int>& order) {
   std::vector<char> out(count * type_size(t));
   if (t == DataType::Float16 || t == DataType::Bfloat16) {
-    auto load = [t](uint16_t v) { return static_cast<double>(t == DataType::Float16 ? half_to_float(v) : bf16_to_float(v)); };
+    auto load = [t](uint16_t v) {
+      return static_cast<double>(t == DataType::Float16 ? half_to_float(v) : bf16_to_float(v));
+    };
     auto store = [t](RedOp o, double a, double b) {
       float r = static_cast<float>(apply(o, a, b));
       return t == DataType::Float16 ? float_to_half(r) : float_to_bf16(r);
     };
     reduce_in_type<uint16_t>(inputs, out, count, op, order, load, store);
   } else if (t == DataType::Float32) {
-    reduce_in_type<float>(inputs, out, count, op, order, [](float v) { return double(v); },
-                          [](RedOp o, double a, double b) { return static_cast<float>(static_cast<float>(apply(o, a, b))); });
+    reduce_in_type<float>(
+        inputs, out, count, op, order, [](float v) { return double(v); },
+        [](RedOp o, double a, double b) { return static_cast<float>(static_cast<float>(apply(o, a, b))); });
   } else {
-    reduce_in_type<double>(inputs, out, count, op, order, [](double v) { return v; },
-                           [](RedOp o, double a, double b) { return apply(o, a, b); });
+    reduce_in_type<double>(
+        inputs, out, count, op, order, [](double v) { return v; },
+        [](RedOp o, double a, double b) { return apply(o, a, b); });
   }
   return out;
 }
@@ -118,25 +122,25 @@ TEST(Verify, HalfAndBfloat16ConversionsRoundTripSmallIntegers) {
 
 // The verifier's own conversions at the edges: ties to even, subnormals, the overflow threshold, NaN and infinity.
 TEST(Verify, HalfAndBfloat16ConversionsRoundAtTheEdges) {
-  EXPECT_EQ(float_to_half(2049.f), 0x6800u);                // tie between 2048 and 2050: even (2048)
-  EXPECT_EQ(float_to_half(2051.f), 0x6802u);                // tie between 2050 and 2052: even (2052)
-  EXPECT_EQ(float_to_half(65519.f), 0x7bffu);               // below the threshold: the largest finite half
-  EXPECT_EQ(float_to_half(65520.f), 0x7c00u);               // the threshold: infinity
-  EXPECT_EQ(float_to_half(0x1p-24f), 0x0001u);              // smallest subnormal
-  EXPECT_EQ(float_to_half(0x1p-25f), 0x0000u);              // tie with zero: even (zero)
-  EXPECT_EQ(float_to_half(0x1.8p-25f), 0x0001u);            // above the tie
-  EXPECT_EQ(float_to_half(0x1.ffcp-15f), 0x0400u);          // rounds up into the smallest normal
+  EXPECT_EQ(float_to_half(2049.f), 0x6800u);        // tie between 2048 and 2050: even (2048)
+  EXPECT_EQ(float_to_half(2051.f), 0x6802u);        // tie between 2050 and 2052: even (2052)
+  EXPECT_EQ(float_to_half(65519.f), 0x7bffu);       // below the threshold: the largest finite half
+  EXPECT_EQ(float_to_half(65520.f), 0x7c00u);       // the threshold: infinity
+  EXPECT_EQ(float_to_half(0x1p-24f), 0x0001u);      // smallest subnormal
+  EXPECT_EQ(float_to_half(0x1p-25f), 0x0000u);      // tie with zero: even (zero)
+  EXPECT_EQ(float_to_half(0x1.8p-25f), 0x0001u);    // above the tie
+  EXPECT_EQ(float_to_half(0x1.ffcp-15f), 0x0400u);  // rounds up into the smallest normal
   EXPECT_EQ(float_to_half(-0.f), 0x8000u);
   EXPECT_EQ(float_to_half(-INFINITY), 0xfc00u);
-  EXPECT_EQ(float_to_half(NAN) & 0x7e00u, 0x7e00u);         // a quiet NaN
+  EXPECT_EQ(float_to_half(NAN) & 0x7e00u, 0x7e00u);  // a quiet NaN
   EXPECT_EQ(half_to_float(0x0001u), 0x1p-24f);
   EXPECT_EQ(half_to_float(0x8400u), -0x1p-14f);
   EXPECT_TRUE(std::isnan(half_to_float(0x7e00u)));
-  EXPECT_EQ(float_to_bf16(1.00390625f), 0x3f80u);           // 1 + 2^-8: tie, even (1)
-  EXPECT_EQ(float_to_bf16(1.01171875f), 0x3f82u);           // 1 + 3 * 2^-8: tie, even (1 + 2^-6)
-  EXPECT_EQ(float_to_bf16(0x1.fffffep127f), 0x7f80u);       // the largest float rounds to infinity
-  EXPECT_EQ(float_to_bf16(0x1p-149f), 0x0000u);             // below half a bf16 subnormal step
-  EXPECT_EQ(float_to_bf16(0x1.fep-127f), 0x0080u);          // a float subnormal rounding up to 2^-126
+  EXPECT_EQ(float_to_bf16(1.00390625f), 0x3f80u);      // 1 + 2^-8: tie, even (1)
+  EXPECT_EQ(float_to_bf16(1.01171875f), 0x3f82u);      // 1 + 3 * 2^-8: tie, even (1 + 2^-6)
+  EXPECT_EQ(float_to_bf16(0x1.fffffep127f), 0x7f80u);  // the largest float rounds to infinity
+  EXPECT_EQ(float_to_bf16(0x1p-149f), 0x0000u);        // below half a bf16 subnormal step
+  EXPECT_EQ(float_to_bf16(0x1.fep-127f), 0x0080u);     // a float subnormal rounding up to 2^-126
   EXPECT_EQ(float_to_bf16(NAN) & 0x7fc0u, 0x7fc0u);
   EXPECT_EQ(bf16_to_float(0xc040u), -3.0f);
 }
@@ -179,7 +183,11 @@ TEST(Verify, CollectivesCheckTheirOwnExpectedLayout) {
     for (int r = 0; r < n; ++r) {
       // Build the correct output for rank r by hand, from the inputs.
       std::vector<float> out(c->recv_elems(count, n), 0.f);
-      auto in = [&](int src, size_t i) { float v; std::memcpy(&v, send[src].data() + i * 4, 4); return v; };
+      auto in = [&](int src, size_t i) {
+        float v;
+        std::memcpy(&v, send[src].data() + i * 4, 4);
+        return v;
+      };
       for (size_t i = 0; i < out.size(); ++i) {
         switch (c->kind) {
           case CollKind::AllReduce:

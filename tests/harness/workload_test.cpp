@@ -37,8 +37,13 @@ TEST(Workload, SweepSizesAndUnits) {
 TEST(Workload, OverridesWinOverTheFileAndAliasesWork) {
   std::string text = "[run]\niterations = 7\nbackend = 'host'\n[data]\ndtype = 'float32'\n";
   Workload w = parse_workload(text, "o.toml",
-                              {{"run.iterations", "3"}, {"dtype", "bf16"}, {"b", "1K"}, {"e", "4K"},
-                               {"backend", "host,host-blocking"}, {"run.check", "false"}, {"sync.probability", "0.5"}});
+                              {{"run.iterations", "3"},
+                               {"dtype", "bf16"},
+                               {"b", "1K"},
+                               {"e", "4K"},
+                               {"backend", "host,host-blocking"},
+                               {"run.check", "false"},
+                               {"sync.probability", "0.5"}});
   EXPECT_EQ(w.iterations, 3);
   EXPECT_EQ(w.dtype, DataType::Bfloat16);
   EXPECT_EQ(w.begin, 1024u);
@@ -190,9 +195,9 @@ TEST(Workload, ShippedWorkloadsParse) {
 
 TEST(Workload, SettingsAreDescribed) {
   std::string d = describe_settings();
-  for (const char* key : {"run.iterations", "sizes.begin", "order.probability", "host_alloc.kinds",
-                          "implicit.lazy_kernel_probability", "compute.duration_us", "run.timeout", "run.timing",
-                          "run.batch", "--timing=run.timing", "--batch=run.batch"})
+  for (const char* key :
+       {"run.iterations", "sizes.begin", "order.probability", "host_alloc.kinds", "implicit.lazy_kernel_probability",
+        "compute.duration_us", "run.timeout", "run.timing", "run.batch", "--timing=run.timing", "--batch=run.batch"})
     EXPECT_NE(d.find(key), std::string::npos) << key;
 }
 
@@ -211,9 +216,14 @@ TEST(Workload, SettingsTableIsConsistent) {
 // Enum-valued settings parse to their enums by the position of the name among the table's choices.
 TEST(Workload, EnumSettingsParseFromTheirChoices) {
   Workload w = parse_workload("", "e.toml",
-                              {{"completion", "host"}, {"order", "host"}, {"streams", "per_group"},
-                               {"nccl_comms", "nonblocking"}, {"timing", "batch"}, {"sync.placement", "before_wait"},
-                               {"host_alloc.kinds", "host_register,malloc_host"}, {"kind", "sweep"}});
+                              {{"completion", "host"},
+                               {"order", "host"},
+                               {"streams", "per_group"},
+                               {"nccl_comms", "nonblocking"},
+                               {"timing", "batch"},
+                               {"sync.placement", "before_wait"},
+                               {"host_alloc.kinds", "host_register,malloc_host"},
+                               {"kind", "sweep"}});
   EXPECT_EQ(w.completion, Completion::Host);
   EXPECT_EQ(w.order, SubmitOrder::Host);
   EXPECT_EQ(w.streams, Streams::PerGroup);

@@ -13,19 +13,19 @@
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <future>
 #include <iterator>
 #include <string>
 #include <thread>
 
 #include "app_kernels.h"
-#include "mp_test.h"
 #include "dfccl.h"
+#include "mp_test.h"
 
 namespace {
 
@@ -68,7 +68,10 @@ double abort_under(const Kind& kind, dfcclComm_t comm, int device) {
     cudaSetDevice(device);
     cudaError_t e = cudaSuccess;
     switch (kind.sync) {
-      case Sync::Free: e = cudaFree(victim); victim = nullptr; break;
+      case Sync::Free:
+        e = cudaFree(victim);
+        victim = nullptr;
+        break;
       case Sync::LazyKernel:
         e = dfccl::test::launch_never_loaded_kernel(lazy_data, 1024, nullptr);
         if (e == cudaSuccess) e = cudaStreamSynchronize(nullptr);
@@ -130,8 +133,9 @@ bool parse_kinds(const std::string& kinds, bool run[kNumKinds]) {
 int main(int argc, char** argv) {
   bool run[kNumKinds] = {};
   const bool parsed = parse_kinds(argc > 1 ? argv[1] : "free,lazy,devsync,mallochost", run);
-  if (const int rc = start(&argc, &argv, 2, parsed, "mpirun -np 2 mp_abort [KINDS: comma list of free, lazy, devsync, "
-                                                    "mallochost]");
+  if (const int rc = start(&argc, &argv, 2, parsed,
+                           "mpirun -np 2 mp_abort [KINDS: comma list of free, lazy, devsync, "
+                           "mallochost]");
       rc >= 0)
     return rc;
   int device = 0;
@@ -157,7 +161,8 @@ int main(int argc, char** argv) {
     if (g_rank == 1) ok(dfcclCommAbort(comm), "dfcclCommAbort (rank 1)");
   }
   if (g_rank == 0)
-    std::printf("PASSED: dfcclCommAbort returned and released the application under %d kind(s) of synchronization\n", ran);
+    std::printf("PASSED: dfcclCommAbort returned and released the application under %d kind(s) of synchronization\n",
+                ran);
   MPI_Finalize();
   return 0;
 }

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "app_kernels.h"
-#include "mp_test.h"
 #include "dfccl.h"
+#include "mp_test.h"
 
 namespace {
 
@@ -70,8 +70,9 @@ int main(int argc, char** argv) {
   setenv("CUDA_MODULE_LOADING", "LAZY", 1);
   const std::string kind = argc > 1 ? argv[1] : "";
   const bool known = kind == "free" || kind == "lazy" || kind == "devsync" || kind == "mallochost";
-  if (const int rc = start(&argc, &argv, 2, known, "mpirun -np 2 mp_abort_blocking KIND (free, lazy, devsync or "
-                                                   "mallochost)");
+  if (const int rc = start(&argc, &argv, 2, known,
+                           "mpirun -np 2 mp_abort_blocking KIND (free, lazy, devsync or "
+                           "mallochost)");
       rc >= 0)
     return rc;
   int device = 0;
@@ -141,8 +142,8 @@ int main(int argc, char** argv) {
     while (!returned && ms_since(t0) < 10000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (!returned) fail(sync_kind + " did not return within 10 s of the first abort");
     std::printf("rank %d: %s: stats %.1f ms, dump %.1f ms, aborts %.1f, %.1f, %.1f ms, synchronization back after "
-                "%.1f ms\n", g_rank, sync_kind.c_str(), stats_ms, dump_ms, abort_ms[0], abort_ms[1], abort_ms[2],
-                ms_since(t0));
+                "%.1f ms\n",
+                g_rank, sync_kind.c_str(), stats_ms, dump_ms, abort_ms[0], abort_ms[1], abort_ms[2], ms_since(t0));
     std::fflush(stdout);
   });
   watchdog.join();
@@ -165,7 +166,8 @@ int main(int argc, char** argv) {
   MPI_Barrier(MPI_COMM_WORLD);
   if (g_rank == 0)
     std::printf("PASSED: blocking mode, %s on rank 1 and a lazy load on rank 0: every abort returned, the "
-                "synchronizations returned\n", kind.c_str());
+                "synchronizations returned\n",
+                kind.c_str());
   cudaFree(in);
   cudaFree(out);
   cudaFree(lazy_data);

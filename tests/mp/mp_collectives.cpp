@@ -4,7 +4,8 @@
 //   mpirun -np 2 mp_collectives cuda      (GPU machine: one GPU per process, CUDA IPC; exit 77 without GPUs)
 //   mpirun -np 2 mp_collectives cuda-shared
 //                                         (ranks share the GPUs there are, rank r on GPU r % n: two ranks on one GPU,
-//                                          under MPS so that both daemons run at once; scripts/device/ranks_on_one_gpu.sh)
+//                                          under MPS so that both daemons run at once;
+//                                          scripts/device/ranks_on_one_gpu.sh)
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
@@ -180,7 +181,8 @@ int main(int argc, char** argv) {
   const bool share = mode == "cuda-shared";
   g_cuda = mode == "cuda" || share;
   if (!g_cuda && mode != "host") {
-    if (g_rank == 0) std::fprintf(stderr, "mp_collectives: mode '%s': expected host, cuda or cuda-shared\n", mode.c_str());
+    if (g_rank == 0)
+      std::fprintf(stderr, "mp_collectives: mode '%s': expected host, cuda or cuda-shared\n", mode.c_str());
     MPI_Finalize();
     return 2;
   }

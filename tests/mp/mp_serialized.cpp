@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 #include "app_kernels.h"
-#include "mp_test.h"
 #include "dfccl.h"
+#include "mp_test.h"
 
 namespace {
 
@@ -109,8 +109,7 @@ int main(int argc, char** argv) {
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
   Coll coll[2];
   if (dfcclCommInitRank(&coll[0].comm, 2, id, g_rank) != dfcclSuccess) fail(dfcclGetLastError(nullptr));
-  if (dfcclCommSplit(coll[0].comm, 0, g_rank, &coll[1].comm, nullptr) != dfcclSuccess)
-    fail(dfcclGetLastError(nullptr));
+  if (dfcclCommSplit(coll[0].comm, 0, g_rank, &coll[1].comm, nullptr) != dfcclSuccess) fail(dfcclGetLastError(nullptr));
   for (Coll& c : coll) {
     cuda_ok(cudaMalloc(reinterpret_cast<void**>(&c.in), kCount * 4), "cudaMalloc");
     cuda_ok(cudaMalloc(reinterpret_cast<void**>(&c.out), kCount * 4), "cudaMalloc");
@@ -156,12 +155,13 @@ int main(int argc, char** argv) {
   }
   finished = true;
   watchdog.join();
-  std::printf("rank %d: %s: %d of %d rounds completed\n", g_rank,
-              aborted ? "ABORTED after a hang" : "COMPLETED", done, rounds);
+  std::printf("rank %d: %s: %d of %d rounds completed\n", g_rank, aborted ? "ABORTED after a hang" : "COMPLETED", done,
+              rounds);
   std::fflush(stdout);
   if (!aborted)
     for (Coll& c : coll)
-      if (dfcclCommDestroy(c.comm) != dfcclSuccess) fail(std::string("dfcclCommDestroy: ") + dfcclGetLastError(nullptr));
+      if (dfcclCommDestroy(c.comm) != dfcclSuccess)
+        fail(std::string("dfcclCommDestroy: ") + dfcclGetLastError(nullptr));
   const std::string err = tap.finish();
   const bool warned = err.find("kernel launches are serialized here (" + serialized + ")") != std::string::npos;
   int outcome = 0;

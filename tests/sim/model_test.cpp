@@ -138,8 +138,8 @@ TEST(Models, PartialDeadlockCountsStuckRanksAndCompletedCollectives) {
 
 TEST(Models, FindCycleOnGraphs) {
   EXPECT_FALSE(Engine::find_cycle(3, {{0, 1, 0, WaitKind::sync}, {1, 2, 0, WaitKind::sync}}));
-  auto c = Engine::find_cycle(4, {{0, 1, 0, WaitKind::sync}, {1, 2, 0, WaitKind::sync}, {2, 3, 0, WaitKind::sync},
-                                  {3, 1, 0, WaitKind::sync}});
+  auto c = Engine::find_cycle(
+      4, {{0, 1, 0, WaitKind::sync}, {1, 2, 0, WaitKind::sync}, {2, 3, 0, WaitKind::sync}, {3, 1, 0, WaitKind::sync}});
   ASSERT_TRUE(c);
   EXPECT_EQ(c->ranks(), (std::vector<int>{1, 2, 3}));
   c = Engine::find_cycle(2, {{1, 1, 0, WaitKind::sync}});
@@ -155,7 +155,7 @@ struct Reference {
 Reference reference(const Scenario& s, const Programs& p, ModelSpec m) {
   const int n = s.num_ranks();
   std::vector<size_t> pc(n, 0);
-  std::vector<std::deque<Step>> queue(n);   // (a)
+  std::vector<std::deque<Step>> queue(n);    // (a)
   std::vector<std::set<Step>> submitted(n);  // submitted collectives per rank
   std::set<Step> completed;
   auto pending = [&](int r) {
@@ -209,8 +209,9 @@ struct RandomCase {
 
 TEST(Models, MatchTheReferenceImplementation) {
   int deadlocks[4] = {};
-  for (const RandomCase rc : {RandomCase{"groups:0,1;0,1;1,2;0,2", 4, 0.3, 0.3}, RandomCase{"random:6x3x3@4", 5, 0.2, 0.2},
-                              RandomCase{"megatron:2x2x2", 4, 0.3, 0.4}, RandomCase{"random:8x4x2@5", 6, 0.1, 0.5}}) {
+  for (const RandomCase rc :
+       {RandomCase{"groups:0,1;0,1;1,2;0,2", 4, 0.3, 0.3}, RandomCase{"random:6x3x3@4", 5, 0.2, 0.2},
+        RandomCase{"megatron:2x2x2", 4, 0.3, 0.4}, RandomCase{"random:8x4x2@5", 6, 0.1, 0.5}}) {
     Scenario s(Layout::parse(rc.layout, rc.colls), {rc.pd, rc.ps, 77});
     Engine e(s);
     Programs p;

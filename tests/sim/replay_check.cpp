@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     const std::string layout = f.attr_string("replay", "layout");
     const int colls = static_cast<int>(f.attr_int("replay", "colls"));
     scenario::ScenarioParams params{f.attr_double("replay", "p_disorder"), f.attr_double("replay", "p_sync"),
-                               static_cast<uint64_t>(f.attr_int("replay", "seed"))};
+                                    static_cast<uint64_t>(f.attr_int("replay", "seed"))};
     scenario::Scenario scenario(scenario::Layout::parse(layout, colls), params);
     const sim::ModelSpec model = sim::ModelSpec::parse(model_name, 1);
     const std::string g = "backends/" + backend + "/replay";

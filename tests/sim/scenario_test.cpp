@@ -16,10 +16,9 @@ std::vector<std::vector<int>> groups_of_layout(const Layout& l) { return l.group
 TEST(Layout, Megatron2x2x2) {
   const Layout l = Layout::parse("megatron:2x2x2", 5);
   EXPECT_EQ(l.num_ranks, 8);
-  const std::vector<std::vector<int>> want = {
-      {0, 1}, {2, 3}, {0, 2}, {1, 3},   // stage 0: tp groups, then dp groups
-      {4, 5}, {6, 7}, {4, 6}, {5, 7},   // stage 1
-      {0, 4}, {1, 5}, {2, 6}, {3, 7}};  // pipeline send/recv pairs
+  const std::vector<std::vector<int>> want = {{0, 1}, {2, 3}, {0, 2}, {1, 3},   // stage 0: tp groups, then dp groups
+                                              {4, 5}, {6, 7}, {4, 6}, {5, 7},   // stage 1
+                                              {0, 4}, {1, 5}, {2, 6}, {3, 7}};  // pipeline send/recv pairs
   EXPECT_EQ(groups_of_layout(l), want);
   EXPECT_EQ(l.kinds[0], GroupKind::tp);
   EXPECT_EQ(l.kinds[2], GroupKind::dp);
@@ -222,10 +221,9 @@ TEST(Scenario, PinnedOutput) {
     }
     text += '\n';
   }
-  EXPECT_EQ(text,
-            "r0: g0#0 g1#0 S g0#1 g1#1 g0#2 g0#3 g1#2 g1#3\n"
-            "r1: g0#0 g1#0 g2#0 S g0#1 g1#1 g0#2 g2#1 g1#2 g2#2 S g0#3 g2#3 S g1#3 S\n"
-            "r2: g2#0 S g2#1 g2#2 g2#3\n");
+  EXPECT_EQ(text, "r0: g0#0 g1#0 S g0#1 g1#1 g0#2 g0#3 g1#2 g1#3\n"
+                  "r1: g0#0 g1#0 g2#0 S g0#1 g1#1 g0#2 g2#1 g1#2 g2#2 S g0#3 g2#3 S g1#3 S\n"
+                  "r2: g2#0 S g2#1 g2#2 g2#3\n");
 }
 
 }  // namespace

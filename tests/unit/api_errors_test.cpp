@@ -15,12 +15,12 @@ namespace dfccl::test {
 namespace {
 
 // Expects `call` to fail with `code` and the last error to mention `needle` (an argument name in quotes).
-#define EXPECT_REJECTS(call, code, needle)                                                      \
-  do {                                                                                          \
-    const dfcclResult_t r_ = (call);                                                            \
-    EXPECT_EQ(r_, code) << #call;                                                               \
-    EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find(needle), std::string::npos)          \
-        << #call << " said: " << dfcclGetLastError(nullptr);                                    \
+#define EXPECT_REJECTS(call, code, needle)                                             \
+  do {                                                                                 \
+    const dfcclResult_t r_ = (call);                                                   \
+    EXPECT_EQ(r_, code) << #call;                                                      \
+    EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find(needle), std::string::npos) \
+        << #call << " said: " << dfcclGetLastError(nullptr);                           \
   } while (0)
 
 TEST(ApiErrors, EveryBadArgumentIsNamedAndNothingQueuedIsLost) {
@@ -32,33 +32,39 @@ TEST(ApiErrors, EveryBadArgumentIsNamedAndNothingQueuedIsLost) {
   ASSERT_EQ(dfcclAllReduce(a.data(), b.data(), 64, dfcclFloat32, dfcclSum, c, 0, nullptr, &queued), dfcclSuccess);
 
   const auto inv = dfcclInvalidArgument;
-  EXPECT_REJECTS(dfcclAllReduce(nullptr, b.data(), 64, dfcclFloat32, dfcclSum, c, 0, nullptr, nullptr), inv, "'sendbuff'");
-  EXPECT_REJECTS(dfcclAllReduce(a.data(), nullptr, 64, dfcclFloat32, dfcclSum, c, 0, nullptr, nullptr), inv, "'recvbuff'");
+  EXPECT_REJECTS(dfcclAllReduce(nullptr, b.data(), 64, dfcclFloat32, dfcclSum, c, 0, nullptr, nullptr), inv,
+                 "'sendbuff'");
+  EXPECT_REJECTS(dfcclAllReduce(a.data(), nullptr, 64, dfcclFloat32, dfcclSum, c, 0, nullptr, nullptr), inv,
+                 "'recvbuff'");
   EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), 64, dfcclDataType_t(10), dfcclSum, c, 0, nullptr, nullptr), inv,
                  "'datatype'");
   EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), 64, dfcclDataType_t(-1), dfcclSum, c, 0, nullptr, nullptr), inv,
                  "'datatype'");
-  EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), 64, dfcclFloat32, dfcclRedOp_t(5), c, 0, nullptr, nullptr), inv, "'op'");
+  EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), 64, dfcclFloat32, dfcclRedOp_t(5), c, 0, nullptr, nullptr), inv,
+                 "'op'");
   EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), size_t(-1), dfcclFloat32, dfcclSum, c, 0, nullptr, nullptr), inv,
                  "'count'");
-  EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), 64, dfcclFloat32, dfcclSum, nullptr, 0, nullptr, nullptr), inv, "'comm'");
+  EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), 64, dfcclFloat32, dfcclSum, nullptr, 0, nullptr, nullptr), inv,
+                 "'comm'");
   auto* misaligned = reinterpret_cast<const float*>(reinterpret_cast<const char*>(a.data()) + 1);
-  EXPECT_REJECTS(dfcclAllReduce(misaligned, b.data(), 8, dfcclFloat32, dfcclSum, c, 0, nullptr, nullptr), inv, "aligned");
+  EXPECT_REJECTS(dfcclAllReduce(misaligned, b.data(), 8, dfcclFloat32, dfcclSum, c, 0, nullptr, nullptr), inv,
+                 "aligned");
   int not_a_comm[64] = {};
-  EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), 64, dfcclFloat32, dfcclSum, reinterpret_cast<dfcclComm_t>(not_a_comm),
-                                0, nullptr, nullptr),
+  EXPECT_REJECTS(dfcclAllReduce(a.data(), b.data(), 64, dfcclFloat32, dfcclSum,
+                                reinterpret_cast<dfcclComm_t>(not_a_comm), 0, nullptr, nullptr),
                  inv, "'comm'");
   EXPECT_REJECTS(dfcclAllGather(a.data(), nullptr, 32, dfcclFloat32, c, 0, nullptr, nullptr), inv, "'recvbuff'");
   EXPECT_REJECTS(dfcclAllGather(nullptr, b.data(), 32, dfcclFloat32, c, 0, nullptr, nullptr), inv, "'sendbuff'");
   EXPECT_REJECTS(dfcclReduceScatter(a.data(), b.data(), 32, dfcclFloat32, dfcclRedOp_t(9), c, 0, nullptr, nullptr), inv,
                  "'op'");
-  EXPECT_REJECTS(dfcclReduceScatter(a.data(), b.data(), size_t(-5), dfcclFloat32, dfcclSum, c, 0, nullptr, nullptr), inv,
-                 "'recvcount'");
+  EXPECT_REJECTS(dfcclReduceScatter(a.data(), b.data(), size_t(-5), dfcclFloat32, dfcclSum, c, 0, nullptr, nullptr),
+                 inv, "'recvcount'");
   EXPECT_REJECTS(dfcclBroadcast(a.data(), b.data(), 64, dfcclFloat32, 2, c, 0, nullptr, nullptr), inv, "'root'");
   EXPECT_REJECTS(dfcclBroadcast(a.data(), b.data(), 64, dfcclFloat32, -1, c, 0, nullptr, nullptr), inv, "'root'");
   EXPECT_REJECTS(dfcclBroadcast(nullptr, b.data(), 64, dfcclFloat32, 0, c, 0, nullptr, nullptr), inv, "'sendbuff'");
   EXPECT_REJECTS(dfcclReduce(a.data(), b.data(), 64, dfcclFloat32, dfcclSum, 7, c, 0, nullptr, nullptr), inv, "'root'");
-  EXPECT_REJECTS(dfcclReduce(a.data(), nullptr, 64, dfcclFloat32, dfcclSum, 0, c, 0, nullptr, nullptr), inv, "'recvbuff'");
+  EXPECT_REJECTS(dfcclReduce(a.data(), nullptr, 64, dfcclFloat32, dfcclSum, 0, c, 0, nullptr, nullptr), inv,
+                 "'recvbuff'");
 
   // Init, split, config.
   dfcclComm_t nc = nullptr;
@@ -180,7 +186,8 @@ TEST(ApiErrors, AFreedRequestHandleIsRefusedNotAliased) {
   auto all_reduce = [&](dfcclRequest_t* q0) {
     dfcclRequest_t q1 = nullptr;
     ASSERT_EQ(dfcclAllReduce(in.data(), out0.data(), 16, dfcclInt32, dfcclSum, comms[0], 0, nullptr, q0), dfcclSuccess);
-    ASSERT_EQ(dfcclAllReduce(in.data(), out1.data(), 16, dfcclInt32, dfcclSum, comms[1], 0, nullptr, &q1), dfcclSuccess);
+    ASSERT_EQ(dfcclAllReduce(in.data(), out1.data(), 16, dfcclInt32, dfcclSum, comms[1], 0, nullptr, &q1),
+              dfcclSuccess);
     ASSERT_EQ(dfcclSynchronize(q1, 30000), dfcclSuccess);
     ASSERT_EQ(dfcclRequestFree(q1), dfcclSuccess);
   };

@@ -1,7 +1,7 @@
-// The completion queue entry (kernels/core/flagged.h, CqEntry): what the daemon's last block writes (scheduler/completion.h,
-// write_cq_entry, here on the host executor) is what the host reads back (read_cq_entry), and the host takes an entry
-// only when every word carries its completion's flag: not a zeroed entry, not an entry of a lap earlier, not one with
-// a word still missing (the words travel without a fence, each on its own).
+// The completion queue entry (kernels/core/flagged.h, CqEntry): what the daemon's last block writes
+// (scheduler/completion.h, write_cq_entry, here on the host executor) is what the host reads back (read_cq_entry), and
+// the host takes an entry only when every word carries its completion's flag: not a zeroed entry, not an entry of a lap
+// earlier, not one with a word still missing (the words travel without a fence, each on its own).
 #include <gtest/gtest.h>
 
 #include "../../kernels/core/scheduler/completion.h"

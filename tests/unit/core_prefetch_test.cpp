@@ -1,6 +1,6 @@
-// The descriptor prefetcher (kernels/core/scheduler/prefetcher.h, prefetch_descs) on the host executor, against a host side
-// written here the way Engine::submit posts: the post record with the descriptor (types.h, write_post_record), then,
-// for a host-ordered submission (DFCCL_NO_STREAM), its doorbell (EngineHost::host_ring). The prefetcher runs on a
+// The descriptor prefetcher (kernels/core/scheduler/prefetcher.h, prefetch_descs) on the host executor, against a host
+// side written here the way Engine::submit posts: the post record with the descriptor (types.h, write_post_record),
+// then, for a host-ordered submission (DFCCL_NO_STREAM), its doorbell (EngineHost::host_ring). The prefetcher runs on a
 // thread of its own; the test checks which copies it publishes (EngineGlobal::pre_desc and pre_ready), over several
 // laps of the log, after falling more than a lap behind, for a record not yet whole (a word of an earlier lap), and
 // for a slot posted twice; and that it forwards every host-ordered doorbell into its ring (EngineGlobal::ring), also
@@ -107,7 +107,7 @@ TEST(CorePrefetch, LapOfAHostOrderedDoorbellAndFlagOfAPosting) {
   EXPECT_EQ(host_ring_entry(3 * kMaxSlots, tag) & kHostRingTagMask, tag);
   EXPECT_EQ(host_ring_entry(3 * kMaxSlots, tag) >> 56, 4u);
   EXPECT_EQ(tag & kPostHostOrdered, 0u);  // the host-ordered mark is free in every tag
-  EXPECT_EQ(entry_flag(0), 1u);            // a zeroed record is no posting
+  EXPECT_EQ(entry_flag(0), 1u);           // a zeroed record is no posting
   // The record carries the tag and the descriptor, each word flagged.
   auto rec = std::make_unique<PostRecord>();
   const Desc d = Prefetcher::desc_of(12345);
@@ -201,8 +201,8 @@ TEST(CorePrefetch, MarksADoorbellCopiedOnlyAfterItsOwnCopy) {
   EXPECT_EQ(at, entry | kRingCopied);
   EXPECT_EQ(ring_slot(at), slot);
   EXPECT_EQ(submission_tag(Prefetcher::kHostRing, at & ~kRingCopied), tag);
-  for (const u64 other : {u64(0), submission_tag(Prefetcher::kHostRing, ring_entry(pos + 1, slot)),
-                          submission_tag(0, entry)}) {
+  for (const u64 other :
+       {u64(0), submission_tag(Prefetcher::kHostRing, ring_entry(pos + 1, slot)), submission_tag(0, entry)}) {
     at = 0;
     ASSERT_TRUE(forward_host_doorbell<host::HostExec>(ev, pos, door, other));
     EXPECT_EQ(at, entry) << "marked copied after a copy of " << std::hex << other;

@@ -36,8 +36,8 @@ long run_programs(const Case& c, int n, u32 slot_bytes, u32 nslots, u32 nchan) {
     set_channels(d, nchan);
   }
   // fifo[ch][r]: slots sent by rank r to rank r+1 on channel ch.
-  std::vector<std::vector<std::deque<std::vector<uint8_t>>>> fifo(nchan,
-                                                                   std::vector<std::deque<std::vector<uint8_t>>>(size_t(n)));
+  std::vector<std::vector<std::deque<std::vector<uint8_t>>>> fifo(
+      nchan, std::vector<std::deque<std::vector<uint8_t>>>(size_t(n)));
   for (u32 ch = 0; ch < nchan; ++ch) {
     std::vector<Geometry> geo;
     std::vector<u64> next_op(size_t(n), 0), nops(static_cast<size_t>(n));
@@ -54,7 +54,7 @@ long run_programs(const Case& c, int n, u32 slot_bytes, u32 nslots, u32 nchan) {
         auto& in_q = fifo[ch][size_t((r - 1 + n) % n)];
         if ((op.flags & kOpRecv) && in_q.empty()) continue;
         if ((op.flags & kOpSend) && fifo[ch][size_t(r)].size() >= nslots) continue;  // no free slot at next
-        if (op.nelem * es > slot_bytes) return -2;  // a primitive must fit in one slot
+        if (op.nelem * es > slot_bytes) return -2;                                   // a primitive must fit in one slot
         // Every rank and every step of a channel in one protocol (a slot's sender and receiver agree on it), and an
         // LL step within one LL slot.
         if ((op.flags & kOpLL) != (program_op(geo[0], 0).flags & kOpLL)) return -3;
@@ -86,7 +86,7 @@ long run_programs(const Case& c, int n, u32 slot_bytes, u32 nslots, u32 nchan) {
     }
     for (int r = 0; r < n; ++r) {
       if (next_op[size_t(r)] != nops[size_t(r)]) return -1;  // stuck: unpaired, or a credit deadlock
-      if (!fifo[ch][size_t(r)].empty()) return -1;          // data sent but never received
+      if (!fifo[ch][size_t(r)].empty()) return -1;           // data sent but never received
     }
   }
   long wrong = 0;
@@ -102,32 +102,35 @@ TEST(CorePrograms, EveryCollectiveRankCountSlotAndChannelCount) {
     for (int n : {1, 2, 3, 5, 8})
       for (u32 slot : {16u, 48u, 256u, 4096u})
         for (u32 nslots : {2u, 3u, 8u})
-        for (u32 nchan : {1u, 3u})
-          for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(100), size_t(1237)})
-            for (dfcclDataType_t t : types)
-              for (dfcclRedOp_t op : ops) {
-                const bool reduces = coll != int(Coll::AllGather) && coll != int(Coll::Broadcast);
-                if (!reduces && op != dfcclSum) continue;
-                for (bool in_place : {false, true}) {
-                  const Case c{Coll(coll), t, op, count, int(count % size_t(n)), in_place};
-                  const long wrong = run_programs(c, n, slot, nslots, nchan);
-                  ASSERT_EQ(wrong, 0) << describe(c, n) << " slot=" << slot << " nslots=" << nslots << " nchan=" << nchan
-                                      << (wrong == -1 ? " (programs do not pair up, or deadlock on credits)" : "")
-                                      << (wrong == -2 ? " (primitive larger than a slot)" : "")
-                                      << (wrong == -3 ? " (ranks or steps disagree on the protocol)" : "");
-                  ++cases;
+          for (u32 nchan : {1u, 3u})
+            for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(100), size_t(1237)})
+              for (dfcclDataType_t t : types)
+                for (dfcclRedOp_t op : ops) {
+                  const bool reduces = coll != int(Coll::AllGather) && coll != int(Coll::Broadcast);
+                  if (!reduces && op != dfcclSum) continue;
+                  for (bool in_place : {false, true}) {
+                    const Case c{Coll(coll), t, op, count, int(count % size_t(n)), in_place};
+                    const long wrong = run_programs(c, n, slot, nslots, nchan);
+                    ASSERT_EQ(wrong, 0) << describe(c, n) << " slot=" << slot << " nslots=" << nslots
+                                        << " nchan=" << nchan
+                                        << (wrong == -1 ? " (programs do not pair up, or deadlock on credits)" : "")
+                                        << (wrong == -2 ? " (primitive larger than a slot)" : "")
+                                        << (wrong == -3 ? " (ranks or steps disagree on the protocol)" : "");
+                    ++cases;
+                  }
                 }
-              }
   EXPECT_GT(cases, 10000u);
 }
 
 // udiv / umod / div_up (exec.h) give what / and % give: powers of two shift and mask, other divisors take the
 // division (cuda_one_gpu_test checks the GPU's paths, 32-bit and 64-bit, against the same operators).
 TEST(CorePrograms, DivisionHelpersMatchTheOperators) {
-  const u64 dividends[] = {0, 1, 2, 3, 7, 8, 1000, 123457, (1ull << 32) - 1, 1ull << 32, (1ull << 32) + 5,
-                           0x123456789abcdefull, ~0ull - 1, ~0ull};
-  const u64 divisors[] = {1, 2, 3, 4, 5, 7, 8, 16, 24, 128, 1000, (1ull << 31), (1ull << 32) - 1, 1ull << 32,
-                          3ull << 32, 1ull << 63, ~0ull};
+  const u64 dividends[] = {
+      0,         1,    2, 3, 7, 8, 1000, 123457, (1ull << 32) - 1, 1ull << 32, (1ull << 32) + 5, 0x123456789abcdefull,
+      ~0ull - 1, ~0ull};
+  const u64 divisors[] = {
+      1,          2,          3,          4,    5, 7, 8, 16, 24, 128, 1000, (1ull << 31), (1ull << 32) - 1,
+      1ull << 32, 3ull << 32, 1ull << 63, ~0ull};
   for (u64 a : dividends)
     for (u64 b : divisors) {
       EXPECT_EQ(udiv(a, b), a / b) << a << " / " << b;
@@ -175,11 +178,11 @@ TEST(CorePrograms, SmallCollectivesRunOnlyTheStepsTheirDataNeeds) {
     set_channels(d, 1);
     return program_num_ops(make_geometry(d, 0, n, 0, /*slot_bytes=*/1024, /*nslots=*/8));
   };
-  EXPECT_EQ(ops(Kind::AllReduce, 2, 2), 2u);        // 8 bytes on 2 ranks: one-shot, send then receive
-  EXPECT_EQ(ops(Kind::AllReduce, 2, 3), 5u);        // the ring: 2n - 1 primitives
+  EXPECT_EQ(ops(Kind::AllReduce, 2, 2), 2u);  // 8 bytes on 2 ranks: one-shot, send then receive
+  EXPECT_EQ(ops(Kind::AllReduce, 2, 3), 5u);  // the ring: 2n - 1 primitives
   EXPECT_EQ(ops(Kind::AllReduce, 2, 4), 7u);
-  EXPECT_EQ(ops(Kind::AllReduce, 256, 2), 2u);      // one-shot while the channel's data fits one 1 KiB slot
-  EXPECT_EQ(ops(Kind::AllGather, 2, 2), 2u);        // n primitives
+  EXPECT_EQ(ops(Kind::AllReduce, 256, 2), 2u);  // one-shot while the channel's data fits one 1 KiB slot
+  EXPECT_EQ(ops(Kind::AllGather, 2, 2), 2u);    // n primitives
   EXPECT_EQ(ops(Kind::ReduceScatter, 2, 4), 4u);
   EXPECT_EQ(ops(Kind::AllReduce, 256 + 1, 2), 3u);  // past one slot: the ring, one slice per rank chunk
   // Past 64 KiB per channel the ring again, even where one slot would hold it (256 KiB slots: 16 Ki floats = 64 KiB).
@@ -194,7 +197,7 @@ TEST(CorePrograms, SmallCollectivesRunOnlyTheStepsTheirDataNeeds) {
   EXPECT_EQ(ops_big_slot(16384), 2u);
   EXPECT_EQ(ops_big_slot(16384 + 4), 3u);
   EXPECT_EQ(ops(Kind::AllReduce, 256 * 2, 2), 3u);
-  EXPECT_EQ(ops(Kind::AllReduce, 256 * 2 * 4, 2), 3u * 4u);     // 4 slices per chunk: the full pipe
+  EXPECT_EQ(ops(Kind::AllReduce, 256 * 2 * 4, 2), 3u * 4u);  // 4 slices per chunk: the full pipe
   EXPECT_EQ(ops(Kind::AllReduce, 256 * 2 * 4 * 3, 2), 3u * 4u * 3u);
 }
 
@@ -247,14 +250,16 @@ TEST(CorePrograms, SmallCollectivesUseLLOnEveryStep) {
     for (int n : {2, 3, 4, 8})
       for (int rank = 0; rank < n; ++rank) {
         const Kind kind = Kind(k);
-        for (auto [count, t] : {std::pair<u64, DType>{1, DType::I8}, {kLLMaxBytes / 4, DType::F32},
-                                {kLLMaxBytes / 8, DType::F64}, {3, DType::BF16}}) {
+        for (auto [count, t] : {std::pair<u64, DType>{1, DType::I8},
+                                {kLLMaxBytes / 4, DType::F32},
+                                {kLLMaxBytes / 8, DType::F64},
+                                {3, DType::BF16}}) {
           const auto [ll, nops] = ll_steps(kind, count, t, 1, 0, rank, n);
           EXPECT_GT(nops, 0u);
           EXPECT_EQ(ll, nops) << "kind " << k << " n " << n << " rank " << rank << " count " << count;
         }
         EXPECT_EQ(ll_steps(kind, kLLMaxBytes / 4 + 4, DType::F32, 1, 0, rank, n).first, 0u);  // past 8 KiB
-        EXPECT_EQ(ll_steps(kind, 2 * 1024, DType::F32, 2, 0, rank, n).first, 0u);           // two channels
+        EXPECT_EQ(ll_steps(kind, 2 * 1024, DType::F32, 2, 0, rank, n).first, 0u);             // two channels
         EXPECT_EQ(ll_steps(kind, 2 * 1024, DType::F32, 2, 1, rank, n).first, 0u);
       }
   for (int k = 0; k < 5; ++k) EXPECT_EQ(ll_steps(Kind(k), 16, DType::F32, 1, 0, 0, 1).first, 0u);  // one rank

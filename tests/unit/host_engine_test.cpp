@@ -135,7 +135,8 @@ TEST_F(HostEngine, AbortReturnsWithinASecondWhilePeersAreAbsent) {
   auto in = iota_input(n, 0);
   std::vector<int32_t> out(n);
   std::vector<dfcclRequest_t> reqs(4, nullptr);
-  for (auto& q : reqs) DFCCL_ASSERT_OK(dfcclAllReduce(in.data(), out.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &q));
+  for (auto& q : reqs)
+    DFCCL_ASSERT_OK(dfcclAllReduce(in.data(), out.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &q));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const auto t0 = Clock::now();
   DFCCL_ASSERT_OK(dfcclCommAbort(g[0]));
@@ -148,7 +149,8 @@ TEST_F(HostEngine, AbortReturnsWithinASecondWhilePeersAreAbsent) {
   DFCCL_ASSERT_OK(dfcclCommGetAsyncError(g[0], &async));
   EXPECT_EQ(async, dfcclAborted);
   // The aborted communicator refuses work with a message naming it.
-  EXPECT_EQ(dfcclAllReduce(in.data(), out.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, nullptr), dfcclInvalidUsage);
+  EXPECT_EQ(dfcclAllReduce(in.data(), out.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, nullptr),
+            dfcclInvalidUsage);
   EXPECT_NE(std::string(dfcclGetLastError(nullptr)).find("'comm'"), std::string::npos);
   g.comms[0] = nullptr;
 }
@@ -250,8 +252,9 @@ TEST_F(HostEngine, AbortWhileOtherThreadsSubmitLosesNothing) {
 }
 
 // 128 blocks leave no room for the prefetcher (kMaxBlocks), which otherwise looks for aborts: the last channel's
-// block looks between its passes (scheduler/exit.h, should_exit). Waits shorter than kAbortLookNs never look themselves,
-// so in preemptive mode only that look can end the collective; in blocking mode the wait looks (it has no budget).
+// block looks between its passes (scheduler/exit.h, should_exit). Waits shorter than kAbortLookNs never look
+// themselves, so in preemptive mode only that look can end the collective; in blocking mode the wait looks (it has no
+// budget).
 class HostEngineWithoutPrefetcher : public HostEngine, public ::testing::WithParamInterface<dfcclMode_t> {
  protected:
   void SetUp() override {
@@ -261,8 +264,8 @@ class HostEngineWithoutPrefetcher : public HostEngine, public ::testing::WithPar
     setenv("DFCCL_HOST_SPIN_MAX_NS", "10000", 1);
   }
   void TearDown() override {
-    for (const char* v : {"DFCCL_HOST_BLOCKS", "DFCCL_HOST_SPIN_MIN_NS", "DFCCL_HOST_SPIN_INIT_NS",
-                          "DFCCL_HOST_SPIN_MAX_NS"})
+    for (const char* v :
+         {"DFCCL_HOST_BLOCKS", "DFCCL_HOST_SPIN_MIN_NS", "DFCCL_HOST_SPIN_INIT_NS", "DFCCL_HOST_SPIN_MAX_NS"})
       unsetenv(v);
   }
 };
@@ -286,9 +289,10 @@ TEST_P(HostEngineWithoutPrefetcher, AbortEndsACollectiveWhosePeerIsAbsent) {
 INSTANTIATE_TEST_SUITE_P(Modes, HostEngineWithoutPrefetcher, ::testing::Values(dfcclModePreemptive, dfcclModeBlocking));
 
 // Host-ordered submissions (DFCCL_NO_STREAM): their doorbells go through EngineHost::host_ring and the prefetcher
-// (scheduler/prefetcher.h, forward_host_doorbell), or, where there is no prefetcher (128 host blocks), through the executor's
-// control stream. Rank 0 submits host-ordered, rank 1 alternates; with the prefetcher, 3000 collectives in batches
-// of 40 take the host ring round about three times; every result exact. dfcclWait refuses DFCCL_NO_STREAM, naming the argument.
+// (scheduler/prefetcher.h, forward_host_doorbell), or, where there is no prefetcher (128 host blocks), through the
+// executor's control stream. Rank 0 submits host-ordered, rank 1 alternates; with the prefetcher, 3000 collectives in
+// batches of 40 take the host ring round about three times; every result exact. dfcclWait refuses DFCCL_NO_STREAM,
+// naming the argument.
 class HostOrdered : public HostEngine, public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
@@ -337,7 +341,9 @@ TEST_P(HostOrdered, EveryCollectiveCompletesExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Prefetcher, HostOrdered, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Forwarded" : "ControlStream"; });
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "Forwarded" : "ControlStream";
+                         });
 
 // Persistent all-reduces of ids 0 .. sizes.size() - 1 (id i of sizes[i] elements) on the two ranks of g, prepared,
 // started `iters` times in opposite orders on the two ranks (with matching by order this would deadlock or mix
@@ -365,7 +371,8 @@ void persistent_in_opposite_orders(const Group& g, const std::vector<size_t>& si
       DFCCL_ASSERT_OK(dfcclSynchronize(q, 30000));
       dfcclRequestFree(q);
     }
-    for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(wrong_sum(out[i], 2), 0u) << "iteration " << iter << " buffer " << i;
+    for (size_t i = 0; i < out.size(); ++i)
+      EXPECT_EQ(wrong_sum(out[i], 2), 0u) << "iteration " << iter << " buffer " << i;
   }
   for (auto q : p) DFCCL_ASSERT_OK(dfcclPersistentFree(q));
 }
@@ -448,8 +455,8 @@ TEST_F(HostEngine, MoreCollectivesInFlightThanLanes) {
 // chunk and waits (ranks 1 and 2 have submitted nothing) when its second, of priority 5, arrives in a later scheduler
 // pass and sorts first on rank 0's block. Taking the lane before the first has finished would put the second's chunk
 // into the slot where rank 1's first collective then reads the first's next one. This is the case where a new
-// collective's first attempt uses the lane as accept loaded it (scheduler/pickup.h, LaneLook): with the turn taken from the
-// descriptor instead, the results are wrong.
+// collective's first attempt uses the lane as accept loaded it (scheduler/pickup.h, LaneLook): with the turn taken from
+// the descriptor instead, the results are wrong.
 TEST_F(HostEngine, AHigherPriorityCollectiveWaitsForItsLaneTurn) {
   struct Unset {
     ~Unset() { unsetenv("DFCCL_LANES"); }
@@ -463,8 +470,8 @@ TEST_F(HostEngine, AHigherPriorityCollectiveWaitsForItsLaneTurn) {
   auto submit = [&](int r, int k, int priority) {
     in[r][k] = iota_input(n, r + kRanks * k);  // the two collectives' sums differ
     out[r][k].assign(n, -1);
-    DFCCL_ASSERT_OK(dfcclAllReduce(in[r][k].data(), out[r][k].data(), n, dfcclInt32, dfcclSum, g[r], priority,
-                                   nullptr, &q[r][k]));
+    DFCCL_ASSERT_OK(
+        dfcclAllReduce(in[r][k].data(), out[r][k].data(), n, dfcclInt32, dfcclSum, g[r], priority, nullptr, &q[r][k]));
   };
   submit(0, 0, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 0's daemon has taken it, and it waits
@@ -580,7 +587,7 @@ TEST_F(HostEngine, SmallCollectivesOnManyBlocksFreeTheirSlots) {
   setenv("DFCCL_MIN_CHAN_BYTES", "4096", 1);
   {
     Group g(2, dfcclExecutorHost);
-    for (int it = 0; it < 1200; ++it) {  // more than the 1024 slots
+    for (int it = 0; it < 1200; ++it) {            // more than the 1024 slots
       const size_t n = it % 10 == 9 ? 16384 : 16;  // 64 KiB: 4 channels of data; 64 B: one
       auto in0 = iota_input(n, 0), in1 = iota_input(n, 1);
       std::vector<int32_t> out0(n, -1), out1(n, -1);

@@ -85,7 +85,7 @@ struct Coll {
   int group;
   int persistent;  // 1: the group's persistent all-reduce (any order), 0: matched by order inside the group
   size_t count;
-  int uid;         // makes inputs distinct per collective, so crossed data would be seen
+  int uid;  // makes inputs distinct per collective, so crossed data would be seen
 };
 
 enum class StepKind { Submit, DeviceSync, HostAlloc };
@@ -172,8 +172,8 @@ Outcome run_trial(World& w, const Trial& t, std::chrono::milliseconds timeout) {
           res = dfcclStart(w.persistent[c.group][r], send[size_t(r)][size_t(s.coll)].data(),
                            recv[size_t(r)][size_t(s.coll)].data(), 0, nullptr, &q);
         else
-          res = dfcclAllReduce(send[size_t(r)][size_t(s.coll)].data(), recv[size_t(r)][size_t(s.coll)].data(),
-                               c.count, dfcclInt32, dfcclSum, comm, 0, nullptr, &q);
+          res = dfcclAllReduce(send[size_t(r)][size_t(s.coll)].data(), recv[size_t(r)][size_t(s.coll)].data(), c.count,
+                               dfcclInt32, dfcclSum, comm, 0, nullptr, &q);
         if (q) reqs.push_back(q);
       } else {
         // The host executor's device synchronization (a host allocation implies one on a GPU).
@@ -243,8 +243,7 @@ TEST_F(HostStress, PreemptiveNeverHangsAndIsExact) {
   std::printf("[ stress   ] %d trials, 0 hangs, %zu wrong; rank 0: %lu collectives, %lu preemptions, %lu context "
               "switches, %lu daemon launches (%lu stuck exits)\n",
               trials, wrong, (unsigned long)st.completed, (unsigned long)st.preemptions,
-              (unsigned long)st.contextSwitches, (unsigned long)st.daemonLaunches,
-              (unsigned long)st.daemonExitsStuck);
+              (unsigned long)st.contextSwitches, (unsigned long)st.daemonLaunches, (unsigned long)st.daemonExitsStuck);
 }
 
 TEST_F(HostStress, BlockingModeHangsInMostTrials) {

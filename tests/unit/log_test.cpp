@@ -44,7 +44,8 @@ std::string logged(const char* level, const char* subsys) {
 TEST(Log, InfoPrintsTheEngineAndCommunicatorBanners) {
   const std::string text = logged("INFO", "ALL");
   EXPECT_NE(text.find("DFCCL INFO [ENGINE] DFCCL 0.1.0 engine on device 0: host executor, preemptive mode"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("DFCCL INFO [INIT] communicator 0: rank 0 of 1 on device 0"), std::string::npos) << text;
 }
 
@@ -54,8 +55,6 @@ TEST(Log, SubsystemsCanBeLeftOut) {
   EXPECT_EQ(text.find("[INIT]"), std::string::npos) << text;
 }
 
-TEST(Log, WarnIsTheDefaultAndPrintsNoBanner) {
-  EXPECT_EQ(logged("WARN", "ALL"), "");
-}
+TEST(Log, WarnIsTheDefaultAndPrintsNoBanner) { EXPECT_EQ(logged("WARN", "ALL"), ""); }
 
 }  // namespace

@@ -49,9 +49,11 @@ int survivor(dfcclComm_t comm, int rank, const std::string& what) {
   dfcclCommGetAsyncError(comm, &async);
   ok &= check(async == dfcclRemoteError, std::string("async error ") + dfcclGetErrorString(async));
   dfcclRequest_t q2 = nullptr;
-  const dfcclResult_t again = dfcclAllReduce(in.data(), out.data(), in.size(), dfcclInt32, dfcclSum, comm, 0, nullptr, &q2);
+  const dfcclResult_t again =
+      dfcclAllReduce(in.data(), out.data(), in.size(), dfcclInt32, dfcclSum, comm, 0, nullptr, &q2);
   ok &= check(again == dfcclRemoteError, std::string("a new submission returned ") + dfcclGetErrorString(again));
-  ok &= check(std::string(dfcclGetLastError(nullptr)).find("rank 3") != std::string::npos, "the refusal does not name rank 3");
+  ok &= check(std::string(dfcclGetLastError(nullptr)).find("rank 3") != std::string::npos,
+              "the refusal does not name rank 3");
   dfcclRequestFree(q);
   const auto t1 = Clock::now();
   const dfcclResult_t d = dfcclCommDestroy(comm);
@@ -113,7 +115,8 @@ void run_case(Victim how, const std::string& what) {
     int status = 0;
     ASSERT_EQ(waitpid(pids[size_t(rank)], &status, 0), pids[size_t(rank)]);
     if (rank != kVictim)
-      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << rank << " failed (status " << status << ")";
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+          << "rank " << rank << " failed (status " << status << ")";
   }
   close(done[0]);
 }

@@ -26,12 +26,9 @@ DFCCL_HD inline bool in_place(const Desc& d, int rank) {
   const auto s = reinterpret_cast<uintptr_t>(d.send), r = reinterpret_cast<uintptr_t>(d.recv);
   const u64 block_bytes = d.count * dtype_size(d.dtype);
   switch (d.kind) {
-    case Kind::AllGather:
-      return s == r + u64(rank) * block_bytes;
-    case Kind::ReduceScatter:
-      return r == s + u64(rank) * block_bytes;
-    default:
-      return s == r;
+    case Kind::AllGather: return s == r + u64(rank) * block_bytes;
+    case Kind::ReduceScatter: return r == s + u64(rank) * block_bytes;
+    default: return s == r;
   }
 }
 

@@ -14,10 +14,10 @@
 namespace dfccl::core {
 
 enum : u32 {
-  kOpRecv = 1u,    // consume one slot from prev
-  kOpSend = 2u,    // produce one slot for next
-  kOpSrc = 4u,     // read the user input (reduced with the received slot when both are present)
-  kOpDst = 8u,     // write the user output
+  kOpRecv = 1u,     // consume one slot from prev
+  kOpSend = 2u,     // produce one slot for next
+  kOpSrc = 4u,      // read the user input (reduced with the received slot when both are present)
+  kOpDst = 8u,      // write the user output
   kOpFinish = 16u,  // apply the operator's final step (avg: divide by nranks)
   kOpLL = 32u       // through the LL protocol (primitives/ll.h): channel 0's data fits kLLMaxBytes (uses_ll)
 };
@@ -40,11 +40,11 @@ struct Geometry {
   RedOp redop;
   int rank, nranks, root;
   u32 esize;
-  u64 count;       // NCCL's count (see Desc)
-  u64 slice;       // elements per slot
-  u64 pipe;        // slices per ring step: a step's slices stream back to back (half the slots of a lane)
-  Range chan;      // this channel's part of the per-rank block
-  bool in_place;   // the collective's own in-place condition holds
+  u64 count;      // NCCL's count (see Desc)
+  u64 slice;      // elements per slot
+  u64 pipe;       // slices per ring step: a step's slices stream back to back (half the slots of a lane)
+  Range chan;     // this channel's part of the per-rank block
+  bool in_place;  // the collective's own in-place condition holds
 };
 
 // The rounds of the block-wise rings (AllGather, ReduceScatter): round r covers `pipe` slices of each rank's block in

@@ -32,7 +32,7 @@ DFCCL_HD DFCCL_FORCEINLINE Pack reduce_pack(Pack a, Pack b) {
   T x[kElems], y[kElems];
   memcpy(x, &a, 16);
   memcpy(y, &b, 16);
-DFCCL_UNROLL
+  DFCCL_UNROLL
   for (int e = 0; e < kElems; ++e) x[e] = Reducer<T, OP>::apply(x[e], y[e]);
   memcpy(&a, x, 16);
   return a;
@@ -43,7 +43,7 @@ DFCCL_HD DFCCL_FORCEINLINE Pack finish_pack(Pack a, int divisor) {
   constexpr int kElems = 16 / sizeof(T);
   T x[kElems];
   memcpy(x, &a, 16);
-DFCCL_UNROLL
+  DFCCL_UNROLL
   for (int e = 0; e < kElems; ++e) x[e] = Reducer<T, OP>::finish(x[e], divisor);
   memcpy(&a, x, 16);
   return a;
@@ -57,23 +57,23 @@ DFCCL_DEV DFCCL_FORCEINLINE u64 reduce_copy_groups(const Pack* a, const Pack* b,
   u64 i = X::tid();
   for (; i + (kUnroll - 1) * nt < npacks; i += kUnroll * nt) {
     Pack v[kUnroll];
-DFCCL_UNROLL
+    DFCCL_UNROLL
     for (u64 u = 0; u < kUnroll; ++u) v[u] = X::ld16(a + i + u * nt);
     if (b) {
       Pack w[kUnroll];
-DFCCL_UNROLL
+      DFCCL_UNROLL
       for (u64 u = 0; u < kUnroll; ++u) w[u] = X::ld16(b + i + u * nt);
-DFCCL_UNROLL
+      DFCCL_UNROLL
       for (u64 u = 0; u < kUnroll; ++u) v[u] = reduce_pack<T, OP>(v[u], w[u]);
     }
     if (divisor > 0) {
-DFCCL_UNROLL
+      DFCCL_UNROLL
       for (u64 u = 0; u < kUnroll; ++u) v[u] = finish_pack<T, OP>(v[u], divisor);
     }
-DFCCL_UNROLL
+    DFCCL_UNROLL
     for (u64 u = 0; u < kUnroll; ++u) X::st16(o0 + i + u * nt, v[u]);
     if (o1) {
-DFCCL_UNROLL
+      DFCCL_UNROLL
       for (u64 u = 0; u < kUnroll; ++u) X::st16(o1 + i + u * nt, v[u]);
     }
   }
@@ -116,9 +116,8 @@ DFCCL_DEV void reduce_copy(const T* in0, const T* in1, T* out0, T* out1, u64 n, 
 // with twice the loads in flight, since the second input's registers are free.
 template <class X>
 DFCCL_DEV void copy_bytes(const void* in, void* out0, void* out1, u64 bytes) {
-  reduce_copy<X, uint8_t, RedOp::Sum, 2 * DFCCL_COPY_UNROLL>(static_cast<const uint8_t*>(in), nullptr,
-                                                             static_cast<uint8_t*>(out0), static_cast<uint8_t*>(out1),
-                                                             bytes, 0);
+  reduce_copy<X, uint8_t, RedOp::Sum, 2 * DFCCL_COPY_UNROLL>(
+      static_cast<const uint8_t*>(in), nullptr, static_cast<uint8_t*>(out0), static_cast<uint8_t*>(out1), bytes, 0);
 }
 
 }  // namespace dfccl::core

@@ -158,9 +158,8 @@ DFCCL_DEV bool ll_op(BlockShared& bs, u64 i_op, u64 budget_ns, bool unbounded, Q
     const u64 mine = src ? ll_gather<X>(src + i * 8, bytes, es) : 0;
     u64 v = recv ? ll_data(X::ld_ll(in_lines + i)) : mine;
     if ((recv && src) || divisor > 0) {
-      dispatch_dtype_op(d.dtype, d.op, [&]<class T, RedOp OP>() {
-        v = ll_reduce<T, OP>(v, mine, recv && src, bytes, divisor);
-      });
+      dispatch_dtype_op(d.dtype, d.op,
+                        [&]<class T, RedOp OP>() { v = ll_reduce<T, OP>(v, mine, recv && src, bytes, divisor); });
     }
     if (dst) ll_scatter(dst + i * 8, v, bytes, es);
     if (out_lines) X::st_ll(out_lines + i, ll_line(v, out_flag));

@@ -141,14 +141,14 @@ struct Reducer<bf16, OP> : HalfReducer<bf16, OP> {};
 // Calls f.template operator()<T, OP>() for the run-time (dtype, op) pair.
 template <class F>
 DFCCL_HD DFCCL_FORCEINLINE void dispatch_dtype_op(DType t, RedOp op, F&& f) {
-#define DFCCL_OPS(T)                                 \
-  switch (op) {                                      \
+#define DFCCL_OPS(T)                                                  \
+  switch (op) {                                                       \
     case RedOp::Sum: f.template operator()<T, RedOp::Sum>(); break;   \
     case RedOp::Prod: f.template operator()<T, RedOp::Prod>(); break; \
     case RedOp::Max: f.template operator()<T, RedOp::Max>(); break;   \
     case RedOp::Min: f.template operator()<T, RedOp::Min>(); break;   \
     case RedOp::Avg: f.template operator()<T, RedOp::Avg>(); break;   \
-  }                                                  \
+  }                                                                   \
   break;
   switch (t) {
     case DType::I8: DFCCL_OPS(int8_t)

@@ -35,8 +35,8 @@ enum : u32 { kDecideRun = 0, kDecideAbort = 1, kDecideWaitTurn = 2 };
 // independent of the others: the attempt starts after one round trip to memory.
 template <class X>
 DFCCL_DEV DFCCL_FORCEINLINE void attempt_setup(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, LaneState* ls,
-                                              u64 aborts_seen, const LaneLook& look, bool only_if_aborted,
-                                              ChanCtx& cx, u64& spin, ChanTally& tally) {
+                                               u64 aborts_seen, const LaneLook& look, bool only_if_aborted, ChanCtx& cx,
+                                               u64& spin, ChanTally& tally) {
   const bool fresh = look.slot == slot;
   Desc d;
   u64 turn, sent, recvd;

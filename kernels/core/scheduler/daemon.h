@@ -67,8 +67,7 @@ DFCCL_DEV DFCCL_FORCEINLINE void run_pass(const EngineView& ev, BlockShared& bs,
                                           LaneLook& look) {
   if (aborts_seen != 0) X::fence_system();
   for (u32 k = 0; k < bs.nactive;) {
-    const u32 res =
-        attempt<X>(ev, bs, b, bs.active[k], bs.active_lane[k], aborts_seen, look, ev.p.blocking != 0);
+    const u32 res = attempt<X>(ev, bs, b, bs.active[k], bs.active_lane[k], aborts_seen, look, ev.p.blocking != 0);
     look.slot = ~0u;  // a later attempt may follow one on the same lane
     if (res == kAttemptDone) {
       if (tid == 0) {

@@ -82,7 +82,7 @@ DFCCL_DEV DFCCL_FORCEINLINE LaneLook accept(const EngineView& ev, BlockShared& b
   Pack* dst = reinterpret_cast<Pack*>(&cx.desc);
   Pack v[kDescPacks];
   if ((low & kRingCopied) != 0 || X::load_acquire(&ev.g->pre_ready[slot]) == tag) {
-    load_desc<X>(ev.g->pre_desc[slot], v);  // the prefetcher's copy
+    load_desc<X>(ev.g->pre_desc[slot], v);      // the prefetcher's copy
     if (b == 0) X::shared_inc(&bs.prefetched);  // dfcclStats_t::descPrefetched
   } else if (b == 0) {
     load_desc<X>(ev.h->desc[slot], v);  // pinned memory

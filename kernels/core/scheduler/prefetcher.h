@@ -108,10 +108,8 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
     }
     u64 rang = 0;
     if (lane == 0) rang = forward_host_doorbell<X>(ev, hn, door, copied) ? 1 : 0;
-    if (X::shfl(rang, 0) != 0)
-      ++hn;
-    else if (!posted)
-      X::idle();
+    if (X::shfl(rang, 0) != 0) ++hn;
+    else if (!posted) X::idle();
   }
   if (lane == 0) {
     ev.g->pre_next = next;
