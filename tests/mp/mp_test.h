@@ -20,6 +20,9 @@ inline int g_rank = 0;
 using Clock = std::chrono::steady_clock;
 
 [[noreturn]] inline void fail(const std::string& what) {
+  // stdout too: a test may have redirected stderr into a pipe that nobody reads once the process ends.
+  std::printf("rank %d: FAILED: %s\n", g_rank, what.c_str());
+  std::fflush(stdout);
   std::fprintf(stderr, "rank %d: FAILED: %s\n", g_rank, what.c_str());
   std::fflush(stderr);
   std::_Exit(1);  // mpirun ends the other ranks
