@@ -171,22 +171,14 @@ dfcclConfig_t resolve_config(const dfcclConfig_t* config, int rank) {
                                                     c.initTimeoutMs));
   }
   if (c.executor < 0) {
-    const std::string e = env_str("DFCCL_EXECUTOR");
-    if (e == "cuda") c.executor = dfcclExecutorCuda;
-    else if (e == "host") c.executor = dfcclExecutorHost;
-    else
-      throw Error(dfcclInvalidArgument, fmt::format("environment variable DFCCL_EXECUTOR='{}': use cuda or host", e));
+    // env_str accepts only the table's words (cuda|host) and names the variable otherwise.
+    c.executor = env_str("DFCCL_EXECUTOR") == "host" ? dfcclExecutorHost : dfcclExecutorCuda;
   }
   if (c.executor != dfcclExecutorCuda && c.executor != dfcclExecutorHost)
     throw Error(dfcclInvalidArgument,
                 fmt::format("argument 'config->executor' = {} is not a dfcclExecutor_t", c.executor));
   if (c.mode < 0) {
-    const std::string m = env_str("DFCCL_MODE");
-    if (m == "preemptive") c.mode = dfcclModePreemptive;
-    else if (m == "blocking") c.mode = dfcclModeBlocking;
-    else
-      throw Error(dfcclInvalidArgument,
-                  fmt::format("environment variable DFCCL_MODE='{}': use preemptive or blocking", m));
+    c.mode = env_str("DFCCL_MODE") == "blocking" ? dfcclModeBlocking : dfcclModePreemptive;  // preemptive|blocking
   }
   if (c.mode != dfcclModePreemptive && c.mode != dfcclModeBlocking)
     throw Error(dfcclInvalidArgument, fmt::format("argument 'config->mode' = {} is not a dfcclMode_t", c.mode));
