@@ -150,7 +150,10 @@ dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device);
 /*   request:  out; NULL for fire-and-forget (then completion is observable only through the stream order of later   */
 /*             dfcclWait calls on other requests, or dfcclCommDestroy).                                               */
 /* Collectives of one communicator are matched across ranks by their order of submission (as in NCCL); collectives   */
-/* of different communicators may be submitted in any order on different ranks.                                       */
+/* of different communicators may be submitted in any order on different ranks. Matched collectives that differ in  */
+/* kind, datatype, count, op or root fail on every rank with dfcclInvalidUsage and a message naming the field, both */
+/* values and the ranks (a rank whose part needed nothing from the others, e.g. a broadcast's root, may finish with  */
+/* its data right and learn it from dfcclCommGetAsyncError and its next call).                                       */
 /* In place: AllGather sendbuff == recvbuff + rank*sendcount; ReduceScatter recvbuff == sendbuff + rank*recvcount.    */
 #define DFCCL_NO_STREAM ((cudaStream_t)(intptr_t)-1)
 dfcclResult_t dfcclAllReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
@@ -247,7 +250,8 @@ typedef struct {
 /* synchronization holds); nothing waits longer.                                                                      */
 dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats);
 /* Writes the state of comm's engine to stderr, for diagnosing a hang: daemon, heartbeats of its blocks, rings and    */
-/* pending collectives (host memory only); with deviceState != 0 also what each block holds for each pending         */
+/* pending collectives (host memory only), each with the ranks of its communicator that have not called it yet;      */
+/* with deviceState != 0 also what each block holds for each pending                                                 */
 /* collective, the doorbells and the lanes of the communicators involved (device memory, read on a helper thread:    */
 /* while an implicit synchronization of another thread holds the device, the call says so after 2 s and returns).    */
 dfcclResult_t dfcclDebugDump(dfcclComm_t comm, int deviceState);

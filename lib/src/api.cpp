@@ -28,14 +28,16 @@ constexpr uint64_t kMaxCount = uint64_t(1) << 48;
   throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'comm' was destroyed or aborted", fn));
 }
 
-// A peer's failure is reported as such (dfcclRemoteError naming the rank), unless the application aborted the
-// communicator itself; any other end of it as dfcclInvalidUsage.
+// A failure that ended the communicator is reported as such (a peer's: dfcclRemoteError naming the rank; collectives
+// that disagree: dfcclInvalidUsage naming the field), unless the application aborted the communicator itself; any
+// other end of it as dfcclInvalidUsage.
 dfcclComm* check_comm(dfcclComm_t comm, const char* fn) {
   if (!comm) bad(fn, "argument 'comm' is NULL");
   if (comm->magic != dfcclComm::kMagic) bad(fn, "argument 'comm' is not a communicator");
   if (!comm->alive) {
-    if (comm->failed_rank.load(std::memory_order_acquire) >= 0 && !comm->user_aborted)
-      throw Error(dfcclRemoteError, fmt::format("{}: {}", fn, comm->failure));
+    const int code = comm->fail_code.load(std::memory_order_acquire);
+    if (code != dfcclSuccess && !comm->user_aborted)
+      throw Error(dfcclResult_t(code), fmt::format("{}: {}", fn, comm->failure));
     comm_gone(fn);
   }
   return comm;
@@ -336,8 +338,9 @@ dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* 
 
 dfcclResult_t dfcclCommDestroy(dfcclComm_t comm) {
   return guard([&] {
-    // After a peer's death the communicator was already aborted and released: nothing is left to wait for.
-    if (comm && comm->magic == dfcclComm::kMagic && comm->failed_rank.load() >= 0 && !comm->user_aborted) {
+    // After a failure (a peer's death, a mismatch) the communicator was already aborted and released: nothing is
+    // left to wait for.
+    if (comm && comm->magic == dfcclComm::kMagic && comm->fail_code.load() != dfcclSuccess && !comm->user_aborted) {
       comm_destroy(comm);
       return dfcclSuccess;
     }

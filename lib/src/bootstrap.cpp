@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "error.h"
+#include "match_board.h"
 
 namespace dfccl {
 namespace {
@@ -63,7 +64,7 @@ Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_
   const UniqueIdData d = parse_unique_id(id);
   token_ = d.token;
   name_ = fmt::format("/dfccl-bs-{:016x}", d.token);
-  bytes_ = sizeof(Header) + sizeof(RankWord) * nranks + 2 * kSlotBytes * nranks;
+  bytes_ = sizeof(Header) + sizeof(RankWord) * nranks + 2 * kSlotBytes * nranks + MatchBoard::bytes(nranks);
   int fd = shm_open(name_.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0) throw_system("bootstrap: shm_open " + name_);
   struct stat st;
@@ -116,6 +117,11 @@ void Bootstrap::set_state(uint64_t state) {
 void Bootstrap::beat(uint64_t now) {
   auto* words = reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1);
   __atomic_store_n(&words[rank_].heartbeat, now, __ATOMIC_RELEASE);
+}
+
+void* Bootstrap::board_area() const {
+  return static_cast<char*>(base_) + sizeof(Header) + sizeof(RankWord) * size_t(nranks_) +
+         2 * kSlotBytes * size_t(nranks_);
 }
 
 uint64_t Bootstrap::peer_state(int rank) const {

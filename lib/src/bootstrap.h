@@ -47,6 +47,9 @@ class Bootstrap {
   uint64_t peer_state(int rank) const;
   uint64_t peer_heartbeat(int rank) const;
 
+  // The match board's share of the segment (match_board.h): MatchBoard::bytes(nranks) bytes, zeroed at creation.
+  void* board_area() const;
+
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   uint64_t token() const { return token_; }

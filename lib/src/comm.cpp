@@ -112,6 +112,7 @@ void release(dfcclComm* c, Release how) {
   c->next_ptr = c->prev_ptr = nullptr;
   c->lanes = nullptr;
   c->dev = nullptr;
+  c->board.reset();
   c->bootstrap.reset();
   std::shared_ptr<Engine> last;  // the engine goes, if this was its last user, after engine_mu is left
   {
@@ -121,15 +122,23 @@ void release(dfcclComm* c, Release how) {
   if (how == Release::Retire && last.use_count() == 1) std::thread([e = std::move(last)] {}).detach();
 }
 
-// Registers c with PeerWatch: its peers in other processes fail it when they exit without destroying it, abort it, or
-// fall silent for DFCCL_PEER_TIMEOUT_S (0: never); its probe beats this rank's heartbeat. The functions read c's
-// bootstrap, which stays until PeerWatch::remove or the failure they report.
+// Registers c with PeerWatch: a mismatch that any rank published on the match board fails it with
+// dfcclInvalidUsage; its peers in other processes fail it when they exit without destroying it, abort it, or fall
+// silent for DFCCL_PEER_TIMEOUT_S (0: never); its probe beats this rank's heartbeat. Ranks that are threads of this
+// process share its fate and are watched for mismatches only. The functions read c's bootstrap and board, which
+// stay until PeerWatch::remove or the failure they report.
 void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
   const uint64_t timeout_ns = uint64_t(env_int("DFCCL_PEER_TIMEOUT_S")) * 1000000000ull;
+  const bool other_processes = !peers.empty();
   PeerChecks checks;
   checks.peers = std::move(peers);
   checks.departed = [c](int rank) { return c->bootstrap->peer_state(rank) == Bootstrap::kLeft; };
-  checks.probe = [c, timeout_ns](int* rank) -> std::string {
+  checks.probe = [c, timeout_ns, other_processes](int* rank) -> std::string {
+    if (std::string m = c->board->published(); !m.empty()) {
+      *rank = c->rank;
+      return m;
+    }
+    if (!other_processes) return {};
     const uint64_t now = Bootstrap::now_ns();
     c->bootstrap->beat(now);
     for (int i = 0; i < c->nranks; ++i) {
@@ -145,7 +154,10 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
     }
     return {};
   };
-  checks.on_failure = [c](int rank, const std::string& reason) { comm_fail(c, rank, reason); };
+  checks.on_failure = [c](int rank, const std::string& reason) {
+    if (std::string m = c->board->published(); !m.empty()) comm_fail_mismatch(c, m);
+    else comm_fail(c, rank, reason);
+  };
   PeerWatch::add(c, std::move(checks));
 }
 
@@ -206,7 +218,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
   c->nranks = nranks;
   try {
     c->engine = Engine::acquire(dfcclExecutor_t(cfg.executor), cfg.device, dfcclMode_t(cfg.mode));
-    c->bootstrap = std::make_unique<Bootstrap>(id, rank, nranks, cfg.initTimeoutMs);
+    c->bootstrap = std::make_shared<Bootstrap>(id, rank, nranks, cfg.initTimeoutMs);
     Engine& e = *c->engine;
     Executor& ex = e.exec();
     const TransportParams& tp = e.transport();
@@ -271,12 +283,13 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     d.s.lanes = c->lanes;
     c->dev = static_cast<core::CommDev*>(ex.alloc_device(sizeof(core::CommDev)));
     ex.copy_to_device(c->dev, &d, sizeof(d));
-    c->index = e.attach(c->dev);
+    c->board = std::make_shared<MatchBoard>(c->bootstrap, tp.seq_lanes);
+    c->index = e.attach(c->dev, c->board);
     c->bootstrap->barrier();
     std::vector<PeerProcess> peers;
     for (int i = 0; i < nranks; ++i)
       if (all[size_t(i)].pid != mine.pid) peers.push_back({i, int(all[size_t(i)].pid)});
-    if (!peers.empty()) watch_peers(c.get(), std::move(peers));
+    watch_peers(c.get(), std::move(peers));
     log(LogLevel::Info, LogSubsys::Init,
         "communicator {}: rank {} of {} on device {} ({} executor, {} mode); to ranks {} and {} through {}", c->index,
         rank, nranks, cfg.device, cfg.executor == dfcclExecutorHost ? "host" : "CUDA",
@@ -366,6 +379,7 @@ void abort_attached(dfcclComm* c, dfcclResult_t why = dfcclAborted, const std::s
         "dfcclCommAbort: rank {} of {}: {} collectives still pending after {} ms (DFCCL_ABORT_TIMEOUT_MS); they end "
         "when the daemon next runs, and the communicator's memory stays until the process exits",
         c->rank, c->nranks, c->engine->outstanding(c->index), env_int("DFCCL_ABORT_TIMEOUT_MS"));
+    c->board.reset();
     c->bootstrap.reset();
   }
 }
@@ -400,11 +414,18 @@ void comm_abort(dfcclComm* c) {
   if (c->alive.exchange(false)) abort_attached(c);
 }
 
+namespace {
+// The first failure of a communicator claims it: its message and code stand (they are read without a lock once set).
+bool claim_failure(dfcclComm* c) { return !c->fail_claimed.exchange(true); }
+}  // namespace
+
 void comm_fail(dfcclComm* c, int rank, const std::string& reason) {
+  if (!claim_failure(c)) return;
   const std::string msg = fmt::format("rank {} of the communicator (size {}; this process is rank {}) {}", rank,
                                       c->nranks, c->rank, reason);
   c->failure = msg;
   c->failed_rank.store(rank, std::memory_order_release);
+  c->fail_code.store(dfcclRemoteError, std::memory_order_release);
   // A peer's own abort is the application's decision (its watchdog usually aborts every rank): INFO. A death or
   // silence is a failure: WARN.
   const bool aborted = reason == "aborted the communicator";
@@ -413,12 +434,26 @@ void comm_fail(dfcclComm* c, int rank, const std::string& reason) {
   if (c->alive.exchange(false)) abort_attached(c, dfcclRemoteError, msg);
 }
 
+void comm_fail_mismatch(dfcclComm* c, const std::string& message) {
+  if (!claim_failure(c)) return;
+  c->failure = message;
+  c->fail_code.store(dfcclInvalidUsage, std::memory_order_release);
+  log(LogLevel::Warn, LogSubsys::Abort, "rank {}: {}: the communicator's collectives fail with dfcclInvalidUsage",
+      c->rank, message);
+  if (c->alive.exchange(false)) abort_attached(c, dfcclInvalidUsage, message);
+}
+
 std::shared_ptr<Engine> engine_ref(dfcclComm* c) {
   std::lock_guard<std::mutex> lk(c->engine_mu);
   return c->engine;
 }
 
-std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream) {
+namespace {
+
+// comm_submit's part under the communicator's lock: the match key, the board's check, the queueing. Returns the
+// request, or null with *mismatch set when the peers submitted a different collective under this key.
+std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream,
+                                            std::string* mismatch) {
   std::lock_guard<std::mutex> lk(c->mu);
   // Announced before the liveness check (both sequentially consistent, as is the abort's store of `alive`): either
   // this call sees the abort, or the abort sees this call and waits until it has queued (wait_quiet).
@@ -429,13 +464,18 @@ std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persis
   } queued{c->submitting};
   if (!c->alive) throw Error(dfcclInvalidUsage, "argument 'comm' was destroyed or aborted");
   const TransportParams& tp = c->engine->transport();
+  MatchKey key;
   if (persistent_id < 0) {
+    key.n = c->next_key;
     d.lane = uint32_t(c->next_key % tp.seq_lanes);
     d.turn = c->next_key / tp.seq_lanes;
   } else {
+    key = {persistent_id, c->persistent_turn[persistent_id]};
     d.lane = tp.seq_lanes + uint32_t(persistent_id);
     d.turn = c->persistent_turn[persistent_id];
   }
+  *mismatch = c->board->post(key, d);
+  if (!mismatch->empty()) return nullptr;
   core::set_channels(
       d, core::data_channels(d.count * core::dtype_size(d.dtype), tp.nchan, c->engine->params().min_chan_bytes));
   d.cs = c->host_dev.s;
@@ -443,6 +483,19 @@ std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persis
   if (persistent_id < 0) c->next_key += 1;  // only once queued: a refused submission must not shift the matching
   else c->persistent_turn[persistent_id] += 1;
   return req;
+}
+
+}  // namespace
+
+std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream) {
+  std::string mismatch;
+  auto req = submit_locked(c, d, persistent_id, stream, &mismatch);
+  if (req) return req;
+  // Outside the lock and the submission (the abort waits for submissions), and after PeerWatch lets go of c (the
+  // abort releases the board and bootstrap that its probe reads).
+  PeerWatch::remove(c);
+  comm_fail_mismatch(c, mismatch);
+  throw Error(dfcclInvalidUsage, mismatch);
 }
 
 }  // namespace dfccl

@@ -9,6 +9,7 @@
 
 #include "bootstrap.h"
 #include "engine.h"
+#include "match_board.h"
 
 struct dfcclComm {
   static constexpr uint32_t kMagic = 0xdfcc0c03u;
@@ -23,8 +24,9 @@ struct dfcclComm {
   // guards the pointer only, for a copy or a swap, never across a call.
   std::mutex engine_mu;
   std::shared_ptr<dfccl::Engine> engine;
-  std::unique_ptr<dfccl::Bootstrap> bootstrap;
-  dfcclConfig_t config{};  // resolved: no -1 fields
+  std::shared_ptr<dfccl::Bootstrap> bootstrap;
+  std::shared_ptr<dfccl::MatchBoard> board;  // in the bootstrap segment; also held by the engine (arrivals)
+  dfcclConfig_t config{};                    // resolved: no -1 fields
   int rank = 0, nranks = 0;
   uint32_t index = ~0u;  // in the engine's communicator table
   dfccl::core::CommDev host_dev{};
@@ -38,7 +40,11 @@ struct dfcclComm {
   uint64_t persistent_turn[DFCCL_MAX_PERSISTENT_IDS] = {};
   bool persistent_prepared[DFCCL_MAX_PERSISTENT_IDS] = {};
   std::atomic<int> async_error{dfcclSuccess};
-  // A peer process that died (PeerWatch): its rank (-1: none) and the message naming it, written before the rank.
+  // A failure that ended the communicator without the application's abort: a peer that died, aborted or fell silent
+  // (dfcclRemoteError; failed_rank names it) or collectives that disagree between ranks (dfcclInvalidUsage;
+  // failed_rank -1). `failure` is written before `fail_code`.
+  std::atomic<bool> fail_claimed{false};  // the first failure claims it (comm.cpp, claim_failure)
+  std::atomic<int> fail_code{dfcclSuccess};
   std::atomic<int> failed_rank{-1};
   std::string failure;
   std::atomic<bool> user_aborted{false};  // dfcclCommAbort was called (a destroy after it is refused)
@@ -67,6 +73,9 @@ void comm_abort(dfcclComm* comm);
 // A peer of comm failed (PeerWatch's thread; reason: "exited", "aborted the communicator", ...): comm is aborted with
 // dfcclRemoteError, every pending collective reports it with a message naming the rank, and so do later calls.
 void comm_fail(dfcclComm* comm, int rank, const std::string& reason);
+// The ranks of comm submitted differing collectives under one key (MatchBoard): comm is aborted with
+// dfcclInvalidUsage and `message`, which every pending collective and later call reports.
+void comm_fail_mismatch(dfcclComm* comm, const std::string& message);
 // The communicator's engine, kept alive for the caller's use; null once released (aborted or destroyed).
 std::shared_ptr<Engine> engine_ref(dfcclComm* comm);
 // persistent_id < 0: matched by order (sequence lanes); else by id (its own lane).

@@ -119,13 +119,14 @@ Engine::~Engine() {
   exec_->free_device(g_);
 }
 
-uint32_t Engine::attach(core::CommDev* dev_comm) {
+uint32_t Engine::attach(core::CommDev* dev_comm, std::shared_ptr<const ArrivalSource> arrivals) {
   std::lock_guard<std::mutex> lk(mu_);
   for (uint32_t i = 0; i < core::kMaxComms; ++i) {
     if (!__atomic_load_n(&comm_dev_[i], __ATOMIC_ACQUIRE)) {
       {
         std::lock_guard<std::mutex> fl(failure_mu_);
         failure_[i] = {dfcclSuccess, std::string()};
+        arrivals_[i] = std::move(arrivals);
       }
       __atomic_store_n(&comm_dev_[i], dev_comm, __ATOMIC_RELEASE);
       __atomic_store_n(&comm_gen_[i], ++attachments_, __ATOMIC_RELAXED);
@@ -145,8 +146,22 @@ void Engine::retire(const Leftovers& left) {
 // The generation first, then the entry: attach reuses an entry only once it reads null, so the new attachment's
 // generation is never overwritten by this detach.
 void Engine::detach(uint32_t index) {
+  std::shared_ptr<const ArrivalSource> gone;  // released after the lock
+  {
+    std::lock_guard<std::mutex> fl(failure_mu_);
+    gone.swap(arrivals_[index]);
+  }
   __atomic_store_n(&comm_gen_[index], uint64_t(0), __ATOMIC_RELAXED);
   __atomic_store_n(&comm_dev_[index], static_cast<core::CommDev*>(nullptr), __ATOMIC_RELEASE);
+}
+
+std::string Engine::arrivals_text(uint32_t comm, const core::Desc& d) {
+  std::shared_ptr<const ArrivalSource> a;
+  {
+    std::lock_guard<std::mutex> fl(failure_mu_);
+    a = arrivals_[comm];
+  }
+  return a ? "; " + a->missing(d) : std::string();
 }
 
 uint32_t Engine::ring_for_locked(cudaStream_t stream) {
@@ -233,10 +248,10 @@ void Engine::warn_if_stuck_locked(uint64_t now) {
   stuck_warned_seq_ = oldest->req->seq;
   const core::Desc& d = h_->desc[oldest->req->slot];
   log(LogLevel::Warn, LogSubsys::Engine,
-      "device {}: collective {} (communicator {}, rank {} of {}, kind {}, count {}) pending for {} s{}; "
+      "device {}: collective {} (communicator {}, rank {} of {}, kind {}, count {}) pending for {} s{}{}; "
       "{} collectives outstanding; dfcclDebugDump shows what each block holds",
       exec_->device(), d.seq, oldest->comm, d.cs.rank, d.cs.nranks, int(d.kind), d.count, age / 1000000000ull,
-      oldest->waited ? ", a stream waits on it" : "", outstanding_);
+      oldest->waited ? ", a stream waits on it" : "", arrivals_text(oldest->comm, d), outstanding_);
 }
 
 void Engine::launch_locked(uint64_t now) {

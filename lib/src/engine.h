@@ -43,6 +43,14 @@ struct RequestState {
   std::thread::id callback_thread{};
 };
 
+// What a communicator's ranks have called, for the stuck warning and dfcclDebugDump (MatchBoard).
+class ArrivalSource {
+ public:
+  virtual ~ArrivalSource() = default;
+  // Which of d's ranks have not called d's collective yet, as text; callable from any thread.
+  virtual std::string missing(const core::Desc& d) const = 0;
+};
+
 class Engine : public std::enable_shared_from_this<Engine> {
  public:
   static std::shared_ptr<Engine> acquire(dfcclExecutor_t executor, int device, dfcclMode_t mode);
@@ -55,9 +63,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const TransportParams& transport() const { return transport_; }
   uint64_t sync_spin_ns() const { return sync_spin_ns_; }
 
-  // Communicator table of the daemon. detach takes no lock (an abort calls it while the progress thread may hold
-  // the engine's lock inside a CUDA call).
-  uint32_t attach(core::CommDev* dev_comm);
+  // Communicator table of the daemon. detach takes no lock that is held across a CUDA call (an abort calls it while
+  // the progress thread may hold the engine's lock inside one). `arrivals` (may be null) names the ranks a pending
+  // collective waits for.
+  uint32_t attach(core::CommDev* dev_comm, std::shared_ptr<const ArrivalSource> arrivals = nullptr);
   void detach(uint32_t index);
   // What an aborted communicator leaves behind, freed when the engine goes (its last communicator): its connection
   // region (a peer that has not aborted may still write into it), its mappings of its neighbours' regions and its
@@ -154,6 +163,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // held across a CUDA call.
   std::mutex failure_mu_;
   std::array<std::pair<dfcclResult_t, std::string>, core::kMaxComms> failure_{};
+  std::array<std::shared_ptr<const ArrivalSource>, core::kMaxComms> arrivals_{};  // guarded by failure_mu_ too
+  // "; <who has not called it>" for a pending collective of comm (empty if unknown).
+  std::string arrivals_text(uint32_t comm, const core::Desc& d);
   std::mutex retired_mu_;
   std::vector<Leftovers> retired_;  // what aborted communicators left, freed with the engine
   uint64_t attachments_ = 0;

@@ -55,9 +55,9 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
   for (uint32_t s = 0; s < kMaxSlots; ++s) {
     if (!slots_[s].req) continue;
     const core::Desc& d = h_->desc[s];
-    out += fmt::format("  host slot {}: seq {} comm {} lane {} turn {} kind {} count {} priority {} ring {}{}\n", s,
+    out += fmt::format("  host slot {}: seq {} comm {} lane {} turn {} kind {} count {} priority {} ring {}{}{}\n", s,
                        d.seq, d.comm, d.lane, d.turn, int(d.kind), d.count, d.priority, slots_[s].ring,
-                       slots_[s].waited ? " (stream-waited)" : "");
+                       slots_[s].waited ? " (stream-waited)" : "", arrivals_text(slots_[s].comm, d));
   }
   for (uint32_t r = 0; r < kMaxRings; ++r)
     if (rings_[r].used)

@@ -1,0 +1,169 @@
+#include "match_board.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <atomic>
+#include <cstring>
+
+namespace dfccl {
+namespace {
+
+constexpr const char* kKindNames[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce"};
+constexpr const char* kTypeNames[] = {"dfcclInt8",   "dfcclUint8",   "dfcclInt32",   "dfcclUint32",  "dfcclInt64",
+                                      "dfcclUint64", "dfcclFloat16", "dfcclFloat32", "dfcclFloat64", "dfcclBfloat16"};
+constexpr const char* kOpNames[] = {"dfcclSum", "dfcclProd", "dfcclMax", "dfcclMin", "dfcclAvg"};
+
+template <size_t N>
+std::string name_of(const char* const (&names)[N], uint32_t v) {
+  return v < N ? names[v] : fmt::format("{}", v);
+}
+
+bool reduces(core::Kind k) {
+  return k == core::Kind::AllReduce || k == core::Kind::ReduceScatter || k == core::Kind::Reduce;
+}
+bool rooted(core::Kind k) { return k == core::Kind::Broadcast || k == core::Kind::Reduce; }
+
+uint64_t load(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+
+}  // namespace
+
+// One signature, written by its rank only, read by the others as a seqlock: `tag` (key + 1; 0 while it is
+// rewritten) before and after the fields.
+struct MatchBoard::Entry {
+  uint64_t tag;
+  uint64_t count;
+  uint64_t shape;  // kind | dtype << 8 | op << 16 | uint32(root) << 32
+  uint64_t pad;
+};
+
+struct MatchBoard::Header {
+  uint64_t state;  // 0: no mismatch; 1: a rank is writing one; 2: `text` holds it
+  char text[504];
+};
+
+size_t MatchBoard::bytes(int nranks) {
+  return sizeof(Header) + size_t(nranks) * (kRingKeys + DFCCL_MAX_PERSISTENT_IDS) * sizeof(Entry);
+}
+
+MatchBoard::MatchBoard(std::shared_ptr<Bootstrap> segment, uint32_t seq_lanes)
+    : segment_(std::move(segment)),
+      base_(static_cast<char*>(segment_->board_area())),
+      rank_(segment_->rank()),
+      nranks_(segment_->nranks()),
+      seq_lanes_(seq_lanes ? seq_lanes : 1) {}
+
+MatchBoard::Header* MatchBoard::header() const { return reinterpret_cast<Header*>(base_); }
+MatchBoard::Entry* MatchBoard::ring(int rank) const {
+  return reinterpret_cast<Entry*>(base_ + sizeof(Header)) + size_t(rank) * (kRingKeys + DFCCL_MAX_PERSISTENT_IDS);
+}
+MatchBoard::Entry* MatchBoard::persistent(int rank) const { return ring(rank) + kRingKeys; }
+MatchBoard::Entry* MatchBoard::slot(int rank, const MatchKey& key) const {
+  return key.id < 0 ? ring(rank) + key.n % kRingKeys : persistent(rank) + key.id;
+}
+
+std::string MatchBoard::post(const MatchKey& key, const core::Desc& d) {
+  Entry mine{key.n + 1, d.count,
+             uint64_t(d.kind) | uint64_t(d.dtype) << 8 | uint64_t(d.op) << 16 | uint64_t(uint32_t(d.root)) << 32, 0};
+  Entry* e = slot(rank_, key);
+  __atomic_store_n(&e->tag, uint64_t(0), __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_release);
+  __atomic_store_n(&e->count, mine.count, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->shape, mine.shape, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->tag, mine.tag, __ATOMIC_RELEASE);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the peers' entries are read after mine is visible
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    const Entry* t = slot(p, key);
+    Entry theirs{load(&t->tag), __atomic_load_n(&t->count, __ATOMIC_RELAXED),
+                 __atomic_load_n(&t->shape, __ATOMIC_RELAXED), 0};
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (theirs.tag != mine.tag || __atomic_load_n(&t->tag, __ATOMIC_RELAXED) != mine.tag) continue;
+    std::string m = compare(key, mine, p, theirs);
+    if (m.empty()) continue;
+    publish(m);
+    const std::string first = published_wait();  // every rank reports the same, first, finding
+    return first.empty() ? m : first;
+  }
+  return {};
+}
+
+std::string MatchBoard::compare(const MatchKey& key, const Entry& mine, int peer, const Entry& theirs) const {
+  const auto kind = core::Kind(mine.shape & 0xff), their_kind = core::Kind(theirs.shape & 0xff);
+  std::string field, a, b;
+  if (kind != their_kind) {
+    field = "the collective";
+    a = "dfccl" + name_of(kKindNames, uint32_t(kind));
+    b = "dfccl" + name_of(kKindNames, uint32_t(their_kind));
+  } else if ((mine.shape >> 8 & 0xff) != (theirs.shape >> 8 & 0xff)) {
+    field = "argument 'datatype'";
+    a = name_of(kTypeNames, uint32_t(mine.shape >> 8 & 0xff));
+    b = name_of(kTypeNames, uint32_t(theirs.shape >> 8 & 0xff));
+  } else if (mine.count != theirs.count) {
+    field = "argument 'count'";
+    a = fmt::format("{}", mine.count);
+    b = fmt::format("{}", theirs.count);
+  } else if (reduces(kind) && (mine.shape >> 16 & 0xff) != (theirs.shape >> 16 & 0xff)) {
+    field = "argument 'op'";
+    a = name_of(kOpNames, uint32_t(mine.shape >> 16 & 0xff));
+    b = name_of(kOpNames, uint32_t(theirs.shape >> 16 & 0xff));
+  } else if (rooted(kind) && (mine.shape >> 32) != (theirs.shape >> 32)) {
+    field = "argument 'root'";
+    a = fmt::format("{}", int32_t(mine.shape >> 32));
+    b = fmt::format("{}", int32_t(theirs.shape >> 32));
+  } else {
+    return {};
+  }
+  const std::string which = key.id < 0 ? fmt::format("collective #{} in submission order", key.n)
+                                       : fmt::format("persistent collective id {} (start #{})", key.id, key.n);
+  return fmt::format("collective mismatch on a communicator of {} ranks, {}: {} is {} on rank {} but {} on rank {}",
+                     nranks_, which, field, a, rank_, b, peer);
+}
+
+void MatchBoard::publish(const std::string& message) {
+  Header* h = header();
+  uint64_t expected = 0;
+  if (!__atomic_compare_exchange_n(&h->state, &expected, uint64_t(1), false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return;  // another rank's mismatch is (being) published: the first one stands
+  const size_t n = std::min(message.size(), sizeof(h->text) - 1);
+  std::memcpy(h->text, message.data(), n);
+  h->text[n] = '\0';
+  __atomic_store_n(&h->state, uint64_t(2), __ATOMIC_RELEASE);
+}
+
+// The published mismatch, once its writer (this rank or a peer that claimed the header first) has finished it.
+std::string MatchBoard::published_wait() const {
+  for (int i = 0; i < 1000000; ++i)
+    if (load(&header()->state) == 2) return published();
+  return published();  // "" if a writer died mid-copy: the caller reports its own finding
+}
+
+std::string MatchBoard::published() const {
+  const Header* h = header();
+  if (load(&h->state) != 2) return {};
+  return std::string(h->text);
+}
+
+std::vector<int> MatchBoard::not_arrived(const MatchKey& key) const {
+  std::vector<int> out;
+  for (int p = 0; p < nranks_; ++p)
+    if (load(&slot(p, key)->tag) < key.n + 1) out.push_back(p);  // keys are posted in order: a later one implies it
+  return out;
+}
+
+std::string MatchBoard::missing(const core::Desc& d) const {
+  MatchKey key;
+  if (d.lane < seq_lanes_) {
+    key.n = d.turn * seq_lanes_ + d.lane;
+  } else {
+    key.id = int(d.lane - seq_lanes_);
+    key.n = d.turn;
+  }
+  const std::string which = key.id < 0 ? fmt::format("#{} of its communicator", key.n)
+                                       : fmt::format("persistent id {} start #{}", key.id, key.n);
+  const std::vector<int> ranks = not_arrived(key);
+  if (ranks.empty()) return which + ", called by every rank";
+  return fmt::format("{}, not called yet by rank{} {}", which, ranks.size() > 1 ? "s" : "", fmt::join(ranks, ", "));
+}
+
+}  // namespace dfccl
