@@ -6,6 +6,7 @@
 // success with its data intact and dfcclCommGetAsyncError reporting dfcclInvalidUsage — with the last error naming
 // the field; and dfcclCommDestroy returning within 1 s. A second part checks what a pending collective's ranks are
 // told about the peers that have not called it (dfcclDebugDump, the stuck warning).
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "dfccl.h"
+#include "gpu_check.h"
 
 namespace {
 
@@ -117,7 +119,7 @@ int rank_main(dfcclComm_t comm, int rank, const Case& tc, bool odd_late) {
 
 // Forks kRanks processes that run body(comm, rank) after init; every one must exit 0.
 template <class Body>
-void run_ranks(Body body) {
+void run_ranks(Body body, dfcclExecutor_t executor = dfcclExecutorHost) {
   dfcclUniqueId id;
   ASSERT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
   std::fflush(stdout);
@@ -127,7 +129,7 @@ void run_ranks(Body body) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
-      cfg.executor = dfcclExecutorHost;
+      cfg.executor = executor;
       dfcclComm_t comm = nullptr;
       if (dfcclCommInitRankConfig(&comm, kRanks, id, rank, &cfg) != dfcclSuccess) {
         std::fprintf(stderr, "rank %d: init: %s\n", rank, dfcclGetLastError(nullptr));
@@ -206,6 +208,43 @@ TEST(Mismatch, PersistentCollectivesAreComparedById) {
     }
     return dfcclCommDestroy(comm) == dfcclSuccess ? 0 : 1;
   });
+}
+
+// The same on the CUDA executor (four ranks on GPU 0, device buffers): an all-reduce whose count differs on rank 2,
+// and an all-gather against the others' all-reduce, fail on every rank with dfcclInvalidUsage. The GPU check runs in
+// a child, so that this process forks its ranks before any CUDA call.
+TEST(Mismatch, OnTheCudaExecutor) {
+  const pid_t probe = fork();
+  if (probe == 0) _exit(dfccl::test::gpus_or_skip(1));
+  int status = 0;
+  waitpid(probe, &status, 0);
+  const int verdict = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  if (verdict == 77) GTEST_SKIP() << "no GPU";
+  ASSERT_EQ(verdict, 0) << "DFCCL_REQUIRE_GPUS: no usable GPU";
+  for (const bool kind : {false, true}) {
+    run_ranks(
+        [kind](dfcclComm_t comm, int rank) {
+          int32_t *in = nullptr, *out = nullptr;
+          if (cudaMalloc(reinterpret_cast<void**>(&in), kCount * kRanks * 4) != cudaSuccess ||
+              cudaMalloc(reinterpret_cast<void**>(&out), kCount * kRanks * 4) != cudaSuccess)
+            return 5;
+          const size_t count = rank == kOdd && !kind ? kCount / 2 : kCount;
+          dfcclRequest_t q = nullptr;
+          dfcclResult_t st =
+              rank == kOdd && kind ? dfcclAllGather(in, out, count, dfcclInt32, comm, 0, nullptr, &q)
+                                   : dfcclAllReduce(in, out, count, dfcclInt32, dfcclSum, comm, 0, nullptr, &q);
+          if (st == dfcclSuccess) st = dfcclSynchronize(q, 10000);
+          const std::string err = dfcclGetLastError(nullptr);
+          const char* field = kind ? "dfcclAllGather" : "argument 'count'";
+          if (st != dfcclInvalidUsage || err.find(field) == std::string::npos) {
+            std::printf("rank %d: %s: %s\n", rank, dfcclGetErrorString(st), err.c_str());
+            return 1;
+          }
+          if (rank == 0) std::printf("[ mismatch ] CUDA executor: %s\n", err.c_str());
+          return dfcclCommDestroy(comm) == dfcclSuccess ? 0 : 1;
+        },
+        dfcclExecutorCuda);
+  }
 }
 
 std::string read_file(const std::string& path) {
