@@ -1,0 +1,101 @@
+// Many communicators on one GPU and one engine (DESIGN invariant 6): each rank creates N communicators over the same
+// two ranks, runs an exact all-reduce on each, and measures with cudaMemGetInfo what the engine and each
+// communicator cost. The cost per communicator must match docs/design.md's formula ("Transport and memory") for the
+// settings in force, read from the same DFCCL_* variables with the library's defaults.
+//   mpirun -np 2 [-x DFCCL_BLOCKS=.. -x DFCCL_PERSISTENT_LANES=..] mp_many_comms <communicators>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "mp_test.h"
+
+using namespace dfccl::test::mp;
+
+namespace {
+
+constexpr size_t kCount = 1 << 20;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+long env_or(const char* name, long fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atol(v) : fallback;
+}
+
+// docs/design.md: nchan x nlanes x (128 + nslots x slot_bytes) + nlanes x nslots x 16 KiB (LL) + nchan x nlanes x 32.
+double formula_mib(int nchan) {
+  const double nlanes = double(env_or("DFCCL_LANES", 4) + env_or("DFCCL_PERSISTENT_LANES", 8));
+  const double nslots = double(env_or("DFCCL_SLOTS", 4)), slot = double(env_or("DFCCL_SLOT_BYTES", 131072));
+  return (nchan * nlanes * (128 + nslots * slot) + nlanes * nslots * 16384 + nchan * nlanes * 32) / kMiB;
+}
+
+size_t free_bytes() {
+  size_t free = 0, total = 0;
+  cuda_ok(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return free;
+}
+
+dfcclComm_t make_comm(int rank) {
+  dfcclUniqueId id;
+  if (rank == 0) ok(dfcclGetUniqueId(&id), "dfcclGetUniqueId");
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+  dfcclComm_t c = nullptr;
+  ok(dfcclCommInitRank(&c, 2, id, rank), "dfcclCommInitRank");
+  return c;
+}
+
+void allreduce_exact(dfcclComm_t c, float* in, float* out, int k) {
+  dfcclRequest_t q = nullptr;
+  ok(dfcclAllReduce(in, out, kCount, dfcclFloat32, dfcclSum, c, 0, DFCCL_NO_STREAM, &q), "dfcclAllReduce");
+  ok(dfcclSynchronize(q, 60000), "dfcclSynchronize");
+  dfcclRequestFree(q);
+  std::vector<float> h(kCount);
+  cuda_ok(cudaMemcpy(h.data(), out, kCount * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  for (size_t i = 0; i < kCount; ++i)
+    if (h[i] != float(2 * k + 1)) fail("communicator " + std::to_string(k) + ": wrong element " + std::to_string(i));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? std::atoi(argv[1]) : 0;
+  if (int rc = start(&argc, &argv, 2, n >= 2, "mpirun -np 2 mp_many_comms <communicators, >= 2>"); rc >= 0) return rc;
+  float *in = nullptr, *out = nullptr;
+  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&in), kCount * sizeof(float)), "cudaMalloc");
+  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&out), kCount * sizeof(float)), "cudaMalloc");
+  std::vector<float> h(kCount);
+  const size_t before = free_bytes();
+  std::vector<dfcclComm_t> comms;
+  std::vector<size_t> after;  // free memory after each communicator
+  for (int k = 0; k < n; ++k) {
+    comms.push_back(make_comm(g_rank));
+    MPI_Barrier(MPI_COMM_WORLD);  // both processes' allocations done: free memory is the GPU's, shared
+    after.push_back(free_bytes());
+  }
+  for (int k = 0; k < n; ++k) {
+    std::fill(h.begin(), h.end(), float(k + g_rank));
+    cuda_ok(cudaMemcpy(in, h.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    allreduce_exact(comms[size_t(k)], in, out, k);
+  }
+  // Both ranks share the GPU here (or not: one GPU each), so the drop is divided by the processes on this GPU.
+  int gpus = 1;
+  cudaGetDeviceCount(&gpus);
+  const int sharing = gpus >= 2 ? 1 : 2;
+  const double per_comm = double(after[0] - after.back()) / (n - 1) / sharing / kMiB;
+  const double first = double(before - after[0]) / sharing / kMiB;
+  const int blocks = int(env_or("DFCCL_BLOCKS", 128));  // the default where the GPU holds 128 daemon blocks
+  const double expect = formula_mib(blocks);
+  for (auto c : comms) ok(dfcclCommDestroy(c), "dfcclCommDestroy");
+  if (g_rank == 0)
+    std::printf("%d communicators, each exact; GPU memory per communicator %.1f MiB (formula %.1f MiB at %d blocks); "
+                "the first with the engine %.1f MiB\n",
+                n, per_comm, expect, blocks, first);
+  if (std::fabs(per_comm - expect) > 8.0 + 0.02 * expect)
+    fail("GPU memory per communicator " + std::to_string(per_comm) + " MiB against the formula's " +
+         std::to_string(expect));
+  if (g_rank == 0) std::printf("PASSED\n");
+  MPI_Finalize();
+  return 0;
+}
