@@ -32,7 +32,7 @@ const Setting kSettings[] = {
      "trials per case; each trial is watched by the watchdog and may deadlock"},
     {"run.timeout", Type::Float, "60.0", kPositive,
      "seconds without progress on any rank (a program step or a wait returning) before a trial is declared "
-     "deadlocked"},
+     "deadlocked (nccl-tests -T)"},
     {"run.seed", Type::Int, "1", kNotNegative, "seed of the data, the mix and every random decision"},
     {"run.check", Type::Bool, "true", kAny, "run one more, untimed iteration per trial and count wrong elements"},
     {"run.diagnose", Type::Bool, "false", kAny,
@@ -64,9 +64,14 @@ const Setting kSettings[] = {
     {"data.op", Type::String, "'sum'", {Valid::RedOp}, "sum prod max min avg (nccl-tests -o)"},
     {"data.root", Type::Int, "0", at_least(0), "root of broadcast and reduce, a rank of the group (nccl-tests -r)"},
     {"data.priority", Type::Int, "0", kAny, "priority of every collective (dfccl; higher runs first)"},
-    {"sizes.begin", Type::Bytes, "33554432", kAny, "smallest size S in bytes (nccl-tests -b)"},
+    {"sizes.begin", Type::Bytes, "33554432", kAny, "smallest size S in bytes, at least 1 (nccl-tests -b)"},
     {"sizes.end", Type::Bytes, "33554432", kAny, "largest size S in bytes (nccl-tests -e)"},
-    {"sizes.factor", Type::Float, "2.0", at_least(1), "multiplication factor between sizes (nccl-tests -f)"},
+    {"sizes.factor", Type::Float, "2.0", at_least(1),
+     "multiplication factor between sizes (nccl-tests -f); must be > 1 when sizes.begin < sizes.end and no "
+     "sizes.step is given"},
+    {"sizes.step", Type::Bytes, "0", kAny,
+     "increment in bytes between sizes (nccl-tests -i): sizes begin, begin+step, ... <= end; 0: sizes.factor "
+     "applies (a step > 0 cannot be combined with a sizes.factor other than 1 given explicitly)"},
     {"sweep.collectives",
      Type::StringList,
      "['all_reduce']",
@@ -164,6 +169,15 @@ const std::map<std::string, std::string> kAliases = {
     {"o", "data.op"},
     {"r", "data.root"},
     {"c", "run.check"},
+    {"i", "sizes.step"},
+    {"T", "run.timeout"},
+    // nccl-tests' long names
+    {"minbytes", "sizes.begin"},
+    {"maxbytes", "sizes.end"},
+    {"stepbytes", "sizes.step"},
+    {"stepfactor", "sizes.factor"},
+    {"warmup_iters", "run.warmup"},
+    {"datatype", "data.dtype"},
 };
 
 }  // namespace

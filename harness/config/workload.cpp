@@ -368,8 +368,8 @@ void check_keys(const toml::table& root, const std::string& origin) {
   }
 }
 
-// 2. Overrides from the command line; 3. defaults for every missing key.
-void apply_overrides_and_defaults(toml::table& root, const Overrides& overrides) {
+// 2. Overrides from the command line.
+void apply_overrides(toml::table& root, const Overrides& overrides) {
   for (const auto& [raw_key, value] : overrides) {
     std::string key = raw_key;
     if (auto it = setting_aliases().find(key); it != setting_aliases().end()) key = it->second;
@@ -378,6 +378,10 @@ void apply_overrides_and_defaults(toml::table& root, const Overrides& overrides)
     if (!s) fail("command line", raw_key, "unknown option (dfccl-harness --list-keys lists them)");
     set_from_text(root, *s, key, value, "command line");
   }
+}
+
+// 3. Defaults for every missing key.
+void apply_defaults(toml::table& root) {
   for (const Setting& s : settings()) {
     if (lookup(root, s.key).node()) continue;
     toml::table def = toml::parse(std::string("v = ") + s.default_toml);
@@ -431,13 +435,41 @@ void read_layout_data_sizes(Values& v, Workload& w) {
   w.root = v.small("data.root");
   w.priority = v.small("data.priority");
 
+  for (const auto& c : v.list("sweep.collectives")) w.sweep_collectives.push_back(find_collective(c));
+  w.sweep_group = *parse_group(v.text("sweep.group"));
+}
+
+// [sizes]: the sweep must grow (a factor > 1 or a step > 0) from a size of at least 1 byte, and stay below
+// kMaxSizes sizes. factor_given: sizes.factor was set by the file or the command line (not by its default).
+void read_sizes(Values& v, Workload& w, bool factor_given) {
+  constexpr double kMaxSizes = 10000;
+  const std::string& origin = v.origin();
   w.begin = v.bytes("sizes.begin");
   w.end = v.bytes("sizes.end");
   w.factor = v.number("sizes.factor");
-  if (w.begin > w.end) fail(v.origin(), "sizes.begin", fmt::format("{} is larger than sizes.end ({})", w.begin, w.end));
-
-  for (const auto& c : v.list("sweep.collectives")) w.sweep_collectives.push_back(find_collective(c));
-  w.sweep_group = *parse_group(v.text("sweep.group"));
+  w.step_bytes = v.bytes("sizes.step");
+  if (w.begin == 0) fail(origin, "sizes.begin", "must be at least 1 byte (-b)");
+  if (w.begin > w.end)
+    fail(origin, "sizes.begin", fmt::format("{} is larger than sizes.end ({}) (-b, -e)", w.begin, w.end));
+  if (w.step_bytes > 0 && factor_given && w.factor != 1)
+    fail(origin, "sizes.step",
+         fmt::format("cannot be combined with sizes.factor {} (a sweep grows by a step or by a factor; -i, -f)",
+                     w.factor));
+  if (w.step_bytes == 0 && w.begin < w.end && w.factor <= 1)
+    fail(origin, "sizes.factor",
+         fmt::format("{} never grows from sizes.begin ({}) to sizes.end ({}): give a factor > 1 (-f) or a step "
+                     "(sizes.step, -i)",
+                     w.factor, w.begin, w.end));
+  if (w.step_bytes > 0) {
+    w.factor = 1;
+    store(v.root(), "sizes.factor", 1.0);
+  }
+  const double n = w.begin == w.end   ? 1
+                   : w.step_bytes > 0 ? static_cast<double>(w.end - w.begin) / static_cast<double>(w.step_bytes) + 1
+                                      : std::log(static_cast<double>(w.end) / w.begin) / std::log(w.factor) + 1;
+  if (n > kMaxSizes)
+    fail(origin, w.step_bytes > 0 ? "sizes.step" : "sizes.factor",
+         fmt::format("gives {:.0f} sizes from {} to {} bytes, more than {:.0f}", n, w.begin, w.end, kMaxSizes));
 }
 
 void read_mix_and_sim(Values& v, Workload& w) {
@@ -598,6 +630,14 @@ uint64_t parse_bytes(const std::string& text, const std::string& key) {
 
 std::vector<uint64_t> Workload::sizes() const {
   std::vector<uint64_t> out;
+  if (begin == 0) return out;  // parse_workload refuses it; a sweep from 0 would never grow
+  if (step_bytes > 0) {
+    for (uint64_t v = begin; v <= end; v += step_bytes) {
+      out.push_back(v);
+      if (end - v < step_bytes) break;
+    }
+    return out;
+  }
   double s = static_cast<double>(begin);
   while (true) {
     uint64_t v = static_cast<uint64_t>(std::llround(s));
@@ -620,12 +660,15 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   check_keys(root, origin);
   const bool file_has_mix = root.contains("mix");
   const bool file_has_sim = root.contains("sim");
-  apply_overrides_and_defaults(root, overrides);
+  apply_overrides(root, overrides);
+  const bool factor_given = static_cast<bool>(lookup(root, "sizes.factor").node());
+  apply_defaults(root);
 
   Workload w;
   Values v(root, origin);
   read_run(v, w);
   read_layout_data_sizes(v, w);
+  read_sizes(v, w, factor_given);
   read_mix_and_sim(v, w);
   read_disturbances(v, w);
   check_nccl_graph(w, origin);

@@ -94,7 +94,8 @@ struct Workload {
   // [sweep] and [sizes]
   std::vector<const Collective*> sweep_collectives;
   uint64_t begin{}, end{};
-  double factor{};
+  double factor{};        // 1 when step_bytes > 0
+  uint64_t step_bytes{};  // sizes.step: additive growth in bytes; 0: by factor
   GroupKind sweep_group{};
 
   // [mix]
@@ -126,7 +127,7 @@ struct Workload {
   double cuda_free_probability{}, lazy_kernel_probability{};
   double compute_us{}, compute_probability{};
 
-  // The sizes of the sweep (begin, begin*factor, ... <= end) or of the mix.
+  // The sizes of the sweep (begin, begin*factor, ... <= end, or begin, begin+step_bytes, ... <= end) or of the mix.
   std::vector<uint64_t> sizes() const;
 
   std::string resolved_toml;  // the full resolved configuration (every key, defaults included), as TOML text

@@ -34,6 +34,32 @@ TEST(Workload, SweepSizesAndUnits) {
   EXPECT_THROW(parse_bytes("M", "k"), WorkloadError);
 }
 
+// nccl-tests' -i: sizes grow by a step in bytes; a step with an explicit factor other than 1 is refused.
+TEST(Workload, SweepByStep) {
+  Workload w = parse_workload("", "s.toml", {{"b", "1K"}, {"e", "4K"}, {"i", "1K"}});
+  EXPECT_EQ(w.sizes(), (std::vector<uint64_t>{1024, 2048, 3072, 4096}));
+  EXPECT_EQ(w.factor, 1.0);
+  w = parse_workload("", "s.toml", {{"b", "10"}, {"e", "35"}, {"stepbytes", "10"}, {"f", "1"}});
+  EXPECT_EQ(w.sizes(), (std::vector<uint64_t>{10, 20, 30}));
+}
+
+// Sweeps that cannot run are refused at once, naming the setting (a sweep from 0 bytes used to loop forever).
+TEST(Workload, DegenerateSweepsAreRefused) {
+  auto has = [](const std::string& msg, const char* part) { return msg.find(part) != std::string::npos; };
+  EXPECT_TRUE(has(error_of("", {{"b", "0"}}), "'sizes.begin': must be at least 1 byte")) << error_of("", {{"b", "0"}});
+  EXPECT_TRUE(has(error_of("", {{"b", "1M"}, {"e", "1K"}}), "'sizes.begin': 1048576 is larger than sizes.end"));
+  EXPECT_TRUE(has(error_of("", {{"b", "8"}, {"e", "1M"}, {"f", "1"}}), "'sizes.factor': 1 never grows"));
+  EXPECT_TRUE(has(error_of("[sizes]\nfactor = 3\n", {{"i", "8"}}), "'sizes.step': cannot be combined"));
+  EXPECT_TRUE(has(error_of("", {{"b", "1"}, {"e", "1G"}, {"i", "1"}}), "'sizes.step': gives 1073741824 sizes"));
+  EXPECT_TRUE(has(error_of("", {{"b", "1"}, {"e", "1T"}, {"f", "1.00001"}}), "'sizes.factor': gives"));
+  EXPECT_TRUE(has(error_of("", {{"n", "-1"}}), "'run.iterations': -1 is less than 1"));
+  EXPECT_TRUE(has(error_of("", {{"e", "-8"}}), "'sizes.end': '-8' is not a size in bytes"));
+  EXPECT_EQ(error_of("", {{"b", "8"}, {"e", "8"}, {"f", "1"}}), "");  // one size: no growth needed
+  Workload w;
+  w.begin = 0, w.end = 8, w.factor = 2;
+  EXPECT_TRUE(w.sizes().empty());  // never loops, even unvalidated
+}
+
 TEST(Workload, OverridesWinOverTheFileAndAliasesWork) {
   std::string text = "[run]\niterations = 7\nbackend = 'host'\n[data]\ndtype = 'float32'\n";
   Workload w = parse_workload(text, "o.toml",
