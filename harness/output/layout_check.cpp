@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <exception>
+#include <stdexcept>
 
 #include "h5_table.h"
 
@@ -124,10 +126,14 @@ std::map<std::string, Counters> read_counters(const std::string& path) {
   auto wrong = f.read_ints("summary", "wrong");
   Counters& all = out["*"];
   for (size_t i = 0; i < names.size(); ++i) {
-    Counters c{trials.at(i), completed.at(i), deadlocked.at(i), failed.at(i), skipped.at(i), wrong.at(i), 0};
+    Counters c{trials.at(i), completed.at(i), deadlocked.at(i), failed.at(i), skipped.at(i), wrong.at(i), 0, {}};
     std::string base = "backends/" + names[i] + "/collectives";
-    if (f.has(base + "/coll")) c.rows = static_cast<int64_t>(f.read_strings(base, "coll").size());
-    out[names[i]] = c;
+    if (f.has(base + "/coll")) {
+      auto colls = f.read_strings(base, "coll");
+      auto busbw = f.read_doubles(base, "busbw_GBs");
+      c.rows = static_cast<int64_t>(colls.size());
+      for (size_t r = 0; r < colls.size() && r < busbw.size(); ++r) c.busbw.emplace_back(colls[r], busbw[r]);
+    }
     all.trials += c.trials;
     all.completed += c.completed;
     all.deadlocked += c.deadlocked;
@@ -135,67 +141,117 @@ std::map<std::string, Counters> read_counters(const std::string& path) {
     all.skipped += c.skipped;
     all.wrong += c.wrong;
     all.rows += c.rows;
+    all.busbw.insert(all.busbw.end(), c.busbw.begin(), c.busbw.end());
+    out[names[i]] = std::move(c);
   }
   return out;
 }
+
+namespace {
+
+// One expectation, split: "[backend:][collective:]name OP rhs".
+struct Expectation {
+  std::string backend = "*", coll, name, op, rhs;
+};
+
+bool is_collective(const std::string& s) {
+  for (const char* c : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"})
+    if (s == c) return true;
+  return false;
+}
+
+// Splits `e`; returns the problem ("" when it splits).
+std::string split_expectation(const std::string& e, Expectation& x) {
+  std::string expr = e;
+  for (int prefix = 0; prefix < 2; ++prefix) {
+    size_t colon = expr.find(':');
+    if (colon == std::string::npos) break;
+    std::string p = expr.substr(0, colon);
+    if (is_collective(p)) x.coll = p;
+    else if (prefix == 0 && x.coll.empty()) x.backend = p;
+    else return fmt::format("'{}' is not a collective (all_reduce all_gather reduce_scatter broadcast reduce)", p);
+    expr = expr.substr(colon + 1);
+  }
+  for (const char* o : {"==", "!=", ">=", "<=", ">", "<"}) {
+    size_t pos = expr.find(o);
+    if (pos == std::string::npos) continue;
+    x.op = o;
+    x.name = expr.substr(0, pos);
+    x.rhs = expr.substr(pos + x.op.size());
+    return "";
+  }
+  return "no comparison (==, !=, >=, <=, >, <)";
+}
+
+template <class T>
+bool compare(T have, const std::string& op, T want) {
+  return op == "=="   ? have == want
+         : op == "!=" ? have != want
+         : op == ">=" ? have >= want
+         : op == "<=" ? have <= want
+         : op == ">"  ? have > want
+                      : have < want;
+}
+
+// busbw_mean of the rows of `c` (of one collective when x.coll is set). Returns the problem ("" when it holds).
+std::string check_busbw(const Expectation& x, const Counters& c) {
+  double want = 0;
+  try {
+    size_t used = 0;
+    want = std::stod(x.rhs, &used);
+    if (used != x.rhs.size()) throw std::invalid_argument(x.rhs);
+  } catch (const std::exception&) {
+    return "the right-hand side is not a number";
+  }
+  double sum = 0;
+  int n = 0;
+  for (const auto& [coll, bw] : c.busbw)
+    if ((x.coll.empty() || coll == x.coll) && !std::isnan(bw)) sum += bw, ++n;
+  if (n == 0) return fmt::format("no row{} with a bus bandwidth", x.coll.empty() ? "" : " of " + x.coll);
+  const double have = sum / n;
+  if (!compare(have, x.op, want)) return fmt::format("does not hold: busbw_mean is {:g} GB/s over {} rows", have, n);
+  return "";
+}
+
+// A counter of `c`. Returns the problem ("" when it holds).
+std::string check_counter(const Expectation& x, const Counters& c) {
+  const std::pair<const char*, int64_t> counters[] = {
+      {"trials", c.trials}, {"completed", c.completed}, {"deadlocked", c.deadlocked},
+      {"failed", c.failed}, {"skipped", c.skipped},     {"wrong", c.wrong},
+      {"rows", c.rows}};
+  for (const auto& [name, have] : counters) {
+    if (x.name != name) continue;
+    if (!x.coll.empty()) return fmt::format("'{}' is counted per backend, not per collective", name);
+    long long want = 0;
+    try {
+      size_t used = 0;
+      want = std::stoll(x.rhs, &used);
+      if (used != x.rhs.size()) throw std::invalid_argument(x.rhs);
+    } catch (const std::exception&) {
+      return "the right-hand side is not an integer";
+    }
+    if (!compare<long long>(have, x.op, want)) return fmt::format("does not hold: {} is {}", name, have);
+    return "";
+  }
+  return fmt::format("unknown counter '{}' (trials completed deadlocked failed skipped wrong rows busbw_mean)", x.name);
+}
+
+}  // namespace
 
 std::vector<std::string> check_expectations(const std::map<std::string, Counters>& counters,
                                             const std::vector<std::string>& expectations) {
   std::vector<std::string> failures;
   for (const auto& e : expectations) {
-    std::string expr = e;
-    std::string backend = "*";
-    if (size_t colon = expr.find(':'); colon != std::string::npos) {
-      backend = expr.substr(0, colon);
-      expr = expr.substr(colon + 1);
+    Expectation x;
+    std::string problem = split_expectation(e, x);
+    if (problem.empty()) {
+      auto it = counters.find(x.backend);
+      if (it == counters.end()) problem = fmt::format("no backend {} in the file", x.backend);
+      else if (x.name == "busbw_mean") problem = check_busbw(x, it->second);
+      else problem = check_counter(x, it->second);
     }
-    static const char* ops[] = {"==", "!=", ">=", "<=", ">", "<"};
-    size_t pos = std::string::npos;
-    std::string op;
-    for (const char* o : ops) {
-      pos = expr.find(o);
-      if (pos != std::string::npos) {
-        op = o;
-        break;
-      }
-    }
-    if (op.empty()) {
-      failures.push_back(fmt::format("--expect '{}': no comparison (==, !=, >=, <=, >, <)", e));
-      continue;
-    }
-    std::string name = expr.substr(0, pos);
-    long long want = 0;
-    try {
-      want = std::stoll(expr.substr(pos + op.size()));
-    } catch (const std::exception&) {
-      failures.push_back(fmt::format("--expect '{}': the right-hand side is not an integer", e));
-      continue;
-    }
-    auto it = counters.find(backend);
-    if (it == counters.end()) {
-      failures.push_back(fmt::format("--expect '{}': no backend {} in the file", e, backend));
-      continue;
-    }
-    const Counters& c = it->second;
-    int64_t have;
-    if (name == "trials") have = c.trials;
-    else if (name == "completed") have = c.completed;
-    else if (name == "deadlocked") have = c.deadlocked;
-    else if (name == "failed") have = c.failed;
-    else if (name == "skipped") have = c.skipped;
-    else if (name == "wrong") have = c.wrong;
-    else if (name == "rows") have = c.rows;
-    else {
-      failures.push_back(fmt::format("--expect '{}': unknown counter '{}'", e, name));
-      continue;
-    }
-    bool ok = op == "=="   ? have == want
-              : op == "!=" ? have != want
-              : op == ">=" ? have >= want
-              : op == "<=" ? have <= want
-              : op == ">"  ? have > want
-                           : have < want;
-    if (!ok) failures.push_back(fmt::format("expectation '{}' does not hold: {} is {}", e, name, have));
+    if (problem.starts_with("does not hold")) failures.push_back(fmt::format("expectation '{}' {}", e, problem));
+    else if (!problem.empty()) failures.push_back(fmt::format("--expect '{}': {}", e, problem));
   }
   return failures;
 }

@@ -1,5 +1,6 @@
 // The HDF5 file of a run: written through the writer, read back, checked against the documented layout; a file
 // with a column missing or of the wrong length is reported.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -119,6 +120,19 @@ TEST(HarnessH5, WrittenFileFollowsTheLayoutAndReadsBack) {
   EXPECT_EQ(check_expectations(counters, {"nccl:deadlocked==0"}).size(), 1u);  // no such backend
   EXPECT_EQ(check_expectations(counters, {"speed>3"}).size(), 1u);             // no such counter
   EXPECT_EQ(check_expectations(counters, {"wrong"}).size(), 1u);               // no comparison
+  // The bandwidth gate: busbw_mean over the rows that have a bus bandwidth, per backend or collective.
+  const double bw = counters["host"].busbw.at(0).second;
+  ASSERT_GT(bw, 0);
+  EXPECT_TRUE(check_expectations(counters, {fmt::format("busbw_mean>={}", bw / 2), "all_reduce:busbw_mean>0",
+                                            fmt::format("host:all_reduce:busbw_mean<={}", bw * 2)})
+                  .empty());
+  auto failed = check_expectations(counters, {fmt::format("all_reduce:busbw_mean>={}", bw * 2)});
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_NE(failed[0].find("does not hold: busbw_mean is"), std::string::npos) << failed[0];
+  EXPECT_EQ(check_expectations(counters, {"broadcast:busbw_mean>0"}).size(), 1u);  // no broadcast row
+  EXPECT_EQ(check_expectations(counters, {"busbw_mean>fast"}).size(), 1u);         // not a number
+  EXPECT_EQ(check_expectations(counters, {"all_reduce:wrong==0"}).size(), 1u);     // counted per backend
+  EXPECT_EQ(check_expectations(counters, {"host:nccl:wrong==0"}).size(), 1u);      // not a collective
   std::filesystem::remove(path);
 }
 
