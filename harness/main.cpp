@@ -1,6 +1,8 @@
-// dfccl-harness: mpirun -np N dfccl-harness --workload workloads/<name>.toml [--key value ...] --out results/<name>.h5
-// (docs/harness.md). Parses the command line and the workload, bootstraps MPI and the groups, collects the run's
-// metadata, runs the campaign (runtime/driver.cpp) and writes the console table and the HDF5 file.
+// dfccl-harness: mpirun -np N dfccl-harness [--workload workloads/<name>.toml] [--section.key value ...] [--out FILE]
+// (docs/harness.md). Parses the command line (config/command_line.h) and the workload (without one: an all_reduce
+// sweep from the settings' defaults), checks what it will write and that the ranks share one host, bootstraps MPI
+// and the groups, collects the run's metadata, runs the campaign (runtime/driver.cpp) and writes the console table,
+// the HDF5 file and, with -J, a JSON file.
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <mpi.h>
@@ -8,13 +10,16 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
 
 #include "backends/backend.h"
+#include "config/command_line.h"
 #include "config/settings.h"
 #include "config/workload.h"
 #include "harness_build_info.h"
@@ -27,6 +32,9 @@
 #ifdef DFCCL_HARNESS_HAVE_NCCL
 #include <nccl.h>
 #endif
+#ifdef DFCCL_HARNESS_HAVE_DFCCL
+#include "dfccl.h"
+#endif
 
 using namespace dfccl::harness;
 
@@ -36,27 +44,6 @@ int world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
-}
-
-// `--key value`, `--key=value`, `-b value` -> overrides. Throws WorkloadError naming the bad argument.
-Overrides parse_extras(const std::vector<std::string>& extras) {
-  Overrides out;
-  for (size_t i = 0; i < extras.size(); ++i) {
-    std::string a = extras[i];
-    if (!a.starts_with("-"))
-      throw WorkloadError(fmt::format("command line: unexpected argument '{}' (options are --key value)", a));
-    std::string key = a.substr(a.starts_with("--") ? 2 : 1);
-    std::string value;
-    if (size_t eq = key.find('='); eq != std::string::npos) {
-      value = key.substr(eq + 1);
-      key = key.substr(0, eq);
-    } else {
-      if (i + 1 >= extras.size()) throw WorkloadError(fmt::format("command line: '{}' needs a value", a));
-      value = extras[++i];
-    }
-    out.emplace_back(key, value);
-  }
-  return out;
 }
 
 std::string version_text(int v) {  // CUDA: 13000 -> 13.0
@@ -178,47 +165,123 @@ int finish(int rc) {
   return rc;
 }
 
-struct Options {
-  std::string workload_path, out_path;
-  bool quiet = false, list_keys = false;
-  std::vector<std::string> expectations;
-  std::vector<std::string> extras;  // --section.key value ...: the workload overrides
-};
+using Options = CommandLine;
 
-// Parses the command line. Returns the exit code when the process stops here (--help, a bad option; rank 0 prints
-// why), else nullopt.
+// What --version prints: the harness's version and git revision, and the dfccl library's version.
+std::string version_line() {
+  std::string lib = "not built";
+#ifdef DFCCL_HARNESS_HAVE_DFCCL
+  int v = 0;
+  if (dfcclGetVersion(&v) == 0) lib = fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
+#endif
+  return fmt::format("dfccl-harness {} (git {}), dfccl library {}", DFCCL_HARNESS_VERSION, DFCCL_HARNESS_GIT_REVISION,
+                     lib);
+}
+
+// Parses the command line. Returns the exit code when the process stops here (--help, --version, a bad option; rank 0
+// prints why), else nullopt.
 std::optional<int> parse_options(int argc, char** argv, bool root, Options& o) {
-  CLI::App app{"dfccl-harness: runs a workload on dfccl, nccl or dfccl's host executor under mpirun and writes HDF5.\n"
-               "Every workload key can be overridden as --section.key value (see --list-keys)."};
-  app.add_option("--workload", o.workload_path, "workload file (workloads/<name>.toml)");
-  app.add_option("--out", o.out_path, "HDF5 file to write (default: results/<workload>.h5)");
-  app.add_flag("--quiet", o.quiet, "no per-trial lines and no progress line");
-  app.add_flag("--list-keys", o.list_keys, "print every workload key with its default and meaning");
-  app.add_option("--expect", o.expectations,
-                 "after the run, read the file back and check '[backend:]counter OP n' (counters: trials completed "
-                 "deadlocked failed skipped wrong rows); exit 1 if one does not hold");
-  app.allow_extras();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = root ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
-    if (!root && e.get_exit_code() != 0) rc = 2;
-    return rc == 0 ? 0 : 2;
+  ParseOutcome p = parse_command_line(argc, argv, version_line());
+  if (p.exit_code) {
+    if (root) {
+      fmt::print("{}", p.out);
+      if (!p.err.empty()) fmt::print(stderr, "dfccl-harness: {}", p.err);
+    }
+    return p.exit_code;
   }
-  o.extras = app.remaining();
+  o = std::move(p.options);
   return std::nullopt;
 }
 
+// The workload without --workload: an all_reduce sweep from the settings' defaults and the command line.
+constexpr const char* kBuiltinWorkload =
+    "name = 'sweep'\ndescription = 'all_reduce sweep from the command line (no --workload)'\n";
+
 // The workload with its overrides; run.backend = auto becomes the backends this machine has. Throws WorkloadError.
 Workload read_workload(const Options& o) {
-  if (o.workload_path.empty()) throw WorkloadError("--workload: required (a file such as workloads/sweep.toml)");
-  Overrides overrides = parse_extras(o.extras);
-  Workload w = load_workload(o.workload_path, overrides);
+  auto load = [&](const Overrides& overrides) {
+    if (o.workload_path.empty()) return parse_workload(kBuiltinWorkload, "command line", overrides);
+    return load_workload(o.workload_path, overrides);
+  };
+  Overrides overrides = o.overrides;
+  Workload w = load(overrides);
   if (std::find(w.backends.begin(), w.backends.end(), "auto") != w.backends.end()) {
     overrides.emplace_back("run.backend", resolve_auto_backends(w.backends));
-    w = load_workload(o.workload_path, overrides);
+    w = load(overrides);
   }
   return w;
+}
+
+// NCCL_TESTS_MIN_BW (GB/s), as nccl-tests reads it: -1 when unset. Throws WorkloadError when it is not a number >= 0.
+double nccl_tests_min_bw() {
+  const char* v = std::getenv("NCCL_TESTS_MIN_BW");
+  if (!v || !*v) return -1;
+  char* end = nullptr;
+  const double bw = std::strtod(v, &end);
+  if (*end != '\0' || !(bw >= 0) || !std::isfinite(bw))
+    throw WorkloadError(fmt::format("NCCL_TESTS_MIN_BW: '{}' is not a bandwidth in GB/s (a number >= 0)", v));
+  return bw;
+}
+
+// Rank 0, before the run: the default --out (results/<workload>-<UTC date-time>.h5, its folder created), then --out
+// and -J must be writable and new (or --overwrite). Throws WorkloadError naming the option.
+void check_outputs(Options& o, const Workload& w) {
+  if (o.out_path.empty()) {
+    std::time_t t = std::time(nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", std::gmtime(&t));
+    o.out_path = fmt::format("results/{}-{}.h5", w.name, stamp);
+    std::error_code ec;
+    std::filesystem::create_directories("results", ec);
+  }
+  if (std::string p = output_path_problem("--out", o.out_path, o.overwrite); !p.empty()) throw WorkloadError(p);
+  if (!o.json_path.empty()) {
+    if (o.json_path == o.out_path) throw WorkloadError(fmt::format("-J {}: the same file as --out", o.json_path));
+    if (std::string p = output_path_problem("-J", o.json_path, o.overwrite); !p.empty()) throw WorkloadError(p);
+  }
+}
+
+// The one-host limit, checked on every rank before any communicator exists: "" or the refusal (on every rank).
+std::string check_one_host() {
+  char host[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  MPI_Get_processor_name(host, &len);
+  return bcast_string(multi_host_problem(gather_strings(host, MPI_COMM_WORLD)), 0, MPI_COMM_WORLD);
+}
+
+int max_over_ranks(int rc) {
+  MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return rc;
+}
+
+// Everything refused before anything runs, on every rank alike: NCCL_TESTS_MIN_BW, the workload, the outputs (rank
+// 0), the one-host limit, the world's layout. Returns 0, or the exit code (rank 0 printed why). Then
+// NCCL_TESTS_MIN_BW becomes one --expect per backend.
+int prepare_run(Options& o, bool root, Workload& w, MpiWorld& world, double& min_bw) {
+  int rc = 0;
+  try {
+    min_bw = nccl_tests_min_bw();
+    w = read_workload(o);
+    if (root) check_outputs(o, w);
+  } catch (const WorkloadError& e) {
+    if (root) fmt::print(stderr, "dfccl-harness: {}\n", e.what());
+    rc = 2;
+  }
+  if (max_over_ranks(rc) != 0) return 2;
+  if (std::string problem = check_one_host(); !problem.empty()) {
+    if (root) fmt::print(stderr, "dfccl-harness: {}\n", problem);
+    return 2;
+  }
+  try {
+    world = MpiWorld::create(w.tp, w.dp, w.pp);
+    replay::check_world(w, world.size);
+  } catch (const WorkloadError& e) {
+    if (root) fmt::print(stderr, "dfccl-harness: {}\n", e.what());
+    return 2;
+  }
+  if (min_bw >= 0)  // nccl-tests' gate (bandwidth below 90 % of NCCL_TESTS_MIN_BW fails), per backend
+    for (const auto& b : w.backends) o.expectations.push_back(fmt::format("{}:busbw_mean>={}", b, 0.9 * min_bw));
+  return 0;
 }
 
 // Rank 0, after the run: names the file and checks it against the --expect expressions. Returns the exit code.
@@ -260,21 +323,15 @@ int main(int argc, char** argv) {
 
   Workload w;
   MpiWorld world;
-  try {
-    w = read_workload(o);
-    if (o.out_path.empty()) o.out_path = "results/" + w.name + ".h5";
-    world = MpiWorld::create(w.tp, w.dp, w.pp);
-    replay::check_world(w, world.size);
-  } catch (const WorkloadError& e) {
-    if (root) fmt::print(stderr, "dfccl-harness: {}\n", e.what());
-    return finish(2);
-  }
+  double min_bw = -1;
+  if (int rc = prepare_run(o, root, w, world, min_bw); rc != 0) return finish(rc);
 
   RunInfo info = collect_run_info(w, world, command_line);
   MultiWriter writer;
   if (root) {
-    writer.add(make_console_writer(o.quiet));
+    writer.add(make_console_writer(ConsoleOptions{o.quiet, o.progress_s, w.trials, min_bw}));
     writer.add(make_hdf5_writer(o.out_path));
+    if (!o.json_path.empty()) writer.add(make_json_writer(o.json_path, min_bw));
   }
 
   DriverResult result;

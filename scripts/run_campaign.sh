@@ -42,7 +42,7 @@ run() {  # run <workload> [overrides...]: goes on after a failure, which the cam
   local name=$1
   shift
   echo "== $name: mpirun -np $np $harness --workload workloads/$name.toml --backend $backends $*"
-  mpirun -np "$np" "${flags[@]}" "$harness" --workload "workloads/$name.toml" --backend "$backends" \
+  mpirun -np "$np" "${flags[@]}" "$harness" --overwrite --workload "workloads/$name.toml" --backend "$backends" \
     --out "$out/$name.h5" "$@" 2>&1 | tee "$out/$name.log"
   local rc=${PIPESTATUS[0]}
   if [ "$rc" -ne 0 ]; then

@@ -30,7 +30,7 @@ for setting in ring4:4 megatron8:8; do
     base="$OUT/validation-$name-$backend"
     echo "== replay-$name on $backend: $np ranks, $TRIALS trials, watchdog timeout $timeout s"
     # shellcheck disable=SC2086
-    mpirun -np "$np" --oversubscribe --bind-to none ${MPIRUN_FLAGS:-} "$BUILD/bin/dfccl-harness" \
+    mpirun -np "$np" --oversubscribe --bind-to none ${MPIRUN_FLAGS:-} "$BUILD/bin/dfccl-harness" --overwrite \
       --workload "workloads/replay-$name.toml" --backend "$backend" --trials "$TRIALS" --timeout "$timeout" \
       --out "$base.h5" 2>&1 | tee "$base.log"
     files+=("$base.h5")

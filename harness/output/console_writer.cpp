@@ -1,7 +1,10 @@
-// The console: nccl-tests' table (size, count, type, redop, root, time, algbw, busbw, #wrong) with the harness's
-// extra columns, a progress line (every 5 s) on campaigns of several trials per case, and a summary per backend.
+// The console: nccl-tests' table (size count type redop root, then out-of-place time algbw busbw #wrong, in the
+// same columns, so that scripts written for nccl-tests read it) followed by the harness's columns (coll group min max
+// cv% e2e core), nccl-tests' two footer lines per backend, a line per trial that did not complete, a progress line
+// on stderr (case k/N and an ETA, at most every --progress seconds) and a summary per backend and at the end.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -16,9 +19,26 @@ std::string num(double v, int prec = 2) {
   return fmt::format("{:.{}f}", v, prec);
 }
 
+// "42 s", "3m05s", "2h07m".
+std::string duration(double s) {
+  if (!(s >= 0) || !std::isfinite(s)) return "?";
+  const auto t = static_cast<int64_t>(std::llround(s));
+  if (t < 60) return fmt::format("{} s", t);
+  if (t < 3600) return fmt::format("{}m{:02}s", t / 60, t % 60);
+  return fmt::format("{}h{:02}m", t / 3600, (t % 3600) / 60);
+}
+
+// A row: nccl-tests' columns (size .. #wrong), then the harness's (coll .. core). The header's first column is one
+// character narrower, for its '#'.
+#define DFCCL_ROW_COLUMNS \
+  "{:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8} {:>6}  {:>14} {:>6} {:>10} {:>10} {:>7} {:>10} {:>10}\n"
+constexpr const char* kRowFormat = "{:>12} " DFCCL_ROW_COLUMNS;
+constexpr const char* kHeaderFormat = "#{:>11} " DFCCL_ROW_COLUMNS;
+#undef DFCCL_ROW_COLUMNS
+
 class ConsoleWriter final : public Writer {
  public:
-  explicit ConsoleWriter(bool quiet) : quiet_(quiet) {}
+  explicit ConsoleWriter(const ConsoleOptions& o) : o_(o) {}
 
  private:
   void do_begin_run(const RunInfo& r) override {
@@ -28,11 +48,18 @@ class ConsoleWriter final : public Writer {
     fmt::print("# date {}  hosts {}  driver {}  cuda {}  nccl {}  {}\n", r.date_utc, fmt::join(r.hosts, ","),
                r.driver_version, r.cuda_runtime_version, r.nccl_version, r.mpi_version);
     for (size_t i = 0; i < r.gpus.size(); ++i) fmt::print("#  rank {:3} {}\n", i, r.gpus[i]);
+    fmt::print("# time: the median over the timed iterations of the slowest rank's time (MAX over ranks, nccl-tests "
+               "-a 3); algbw and busbw from it. Out-of-place only: the harness does not run in-place, so there are "
+               "no in-place columns.\n");
+    backends_total_ = static_cast<int>(r.backends.size());
     std::fflush(stdout);
   }
 
   void do_begin_backend(const BackendInfo& b) override {
     header_printed_ = false;
+    available_ = b.available;
+    ++backend_index_;
+    last_progress_ = std::chrono::steady_clock::now();
     if (!b.available) {
       fmt::print("#\n# backend {}: skipped: {}\n", b.name, b.skip_reason);
       std::fflush(stdout);
@@ -46,50 +73,60 @@ class ConsoleWriter final : public Writer {
   void print_header() {
     if (header_printed_) return;
     header_printed_ = true;
-    fmt::print(
-        "#{:>14} {:>6} {:>12} {:>12} {:>9} {:>6} {:>5} {:>10} {:>9} {:>9} {:>8} {:>10} {:>10} {:>7} {:>10} {:>10}\n",
-        "coll", "group", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "min", "max",
-        "cv%", "e2e", "core");
-    fmt::print(
-        "#{:>14} {:>6} {:>12} {:>12} {:>9} {:>6} {:>5} {:>10} {:>9} {:>9} {:>8} {:>10} {:>10} {:>7} {:>10} {:>10}\n",
-        "", "", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "", "(us)", "(us)");
+    fmt::print("#{:>58}out-of-place (time: median of the slowest rank){:>28}harness columns\n", "", "");
+    fmt::print(kHeaderFormat, "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "coll",
+               "group", "min", "max", "cv%", "e2e", "core");
+    fmt::print(kHeaderFormat, "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "", "(us)", "(us)",
+               "", "(us)", "(us)");
   }
 
   void do_add_case(const CaseRow& c) override {
-    clear_progress();
     print_header();
     std::string wrong = c.wrong < 0 ? "N/A" : fmt::format("{}", c.wrong);
-    fmt::print(
-        " {:>14} {:>6} {:>12} {:>12} {:>9} {:>6} {:>5} {:>10} {:>9} {:>9} {:>8} {:>10} {:>10} {:>7} {:>10} {:>10}\n",
-        c.coll, c.group, c.bytes, c.count, c.dtype, c.op, c.root, num(c.time_median_us), num(c.algbw_GBs),
-        num(c.busbw_GBs), wrong, num(c.time_min_us), num(c.time_max_us), num(100 * c.cv, 1), num(c.e2e_median_us),
-        num(c.core_median_us));
+    fmt::print(kRowFormat, c.bytes, c.count, c.dtype, c.op, c.root, num(c.time_median_us), num(c.algbw_GBs),
+               num(c.busbw_GBs), wrong, c.coll, c.group, num(c.time_min_us), num(c.time_max_us), num(100 * c.cv, 1),
+               num(c.e2e_median_us), num(c.core_median_us));
     std::fflush(stdout);
   }
 
   void do_add_trial(const TrialRow& t) override {
-    if (t.status == "completed" || quiet_) return;
-    clear_progress();
+    if (t.status == "completed" || o_.quiet) return;
     fmt::print("#   case {} trial {}: {} after {:.2f} s{}{}\n", t.case_index, t.trial, t.status, t.elapsed_s,
                std::isnan(t.detect_s) ? "" : fmt::format(" (silent for {:.2f} s)", t.detect_s),
                t.message.empty() ? "" : ": " + t.message);
     std::fflush(stdout);
   }
 
-  // A plain line (logs stay readable under mpirun and ctest): at most every 5 s, and at the end.
+  // A plain line on stderr (logs stay readable under mpirun and ctest), at most every progress_s seconds; with 0,
+  // after every case. The ETA assumes the backends still to come take as long as this one.
   void do_progress(const Progress& p) override {
-    if (quiet_ || !p.campaign || p.total <= 1) return;
+    if (o_.quiet || p.total <= 0 || p.done <= 0) return;
+    const int64_t per_case = std::max(o_.trials_per_case, 1);
+    const bool case_done = p.done % per_case == 0;
     auto now = std::chrono::steady_clock::now();
-    bool last = p.done == p.total;
-    if (!last && now - last_progress_ < std::chrono::seconds(5)) return;
+    if (o_.progress_s <= 0 ? !case_done : now - last_progress_ < std::chrono::duration<double>(o_.progress_s)) return;
     last_progress_ = now;
-    fmt::print("# [{}] trial {}/{}: completed {} deadlocked {} failed {} wrong {}  {:.1f} s\n", p.backend, p.done,
-               p.total, p.completed, p.deadlocked, p.failed, p.wrong, p.elapsed_s);
-    std::fflush(stdout);
+    const double per_trial = p.elapsed_s / static_cast<double>(p.done);
+    const double eta = per_trial * static_cast<double>(p.total - p.done) +
+                       per_trial * static_cast<double>(p.total) * std::max(backends_total_ - backend_index_, 0);
+    const int64_t cases = p.total / per_case, k = (p.done + per_case - 1) / per_case;
+    std::string trial =
+        per_case > 1 && !case_done ? fmt::format(" trial {}/{}", (p.done - 1) % per_case + 1, per_case) : std::string();
+    fmt::print(stderr, "# [{} {}/{}] case {}/{}{}: {} elapsed, ETA {}; completed {} deadlocked {} failed {} wrong {}\n",
+               p.backend, backend_index_, backends_total_, k, cases, trial, duration(p.elapsed_s), duration(eta),
+               p.completed, p.deadlocked, p.failed, p.wrong);
+    std::fflush(stderr);
   }
 
+  // nccl-tests' footer (util.cu, writeResultFooter), then the harness's summary line.
   void do_end_backend(const BackendSummary& s) override {
-    clear_progress();
+    if (available_) {
+      const double bw = s.busbw_mean_GBs;
+      const char* gate = o_.min_bw_GBs < 0 ? "" : bw < o_.min_bw_GBs * 0.9 || std::isnan(bw) ? "FAILED" : "OK";
+      fmt::print("# {:<20} : {} {}\n", "Out of bounds values", s.wrong, s.wrong ? "FAILED" : "OK");
+      fmt::print("# {:<20} : {:g} {}\n", "Avg bus bandwidth", bw, gate);
+      fmt::print("#\n");
+    }
     fmt::print("# {}: {} trials: {} completed, {} deadlocked, {} failed, {} skipped; deadlock rate {:.4f} "
                "(95% CI {:.4f} .. {:.4f}); wrong elements {}: {}; avg bus bandwidth {} GB/s; {:.1f} s\n",
                s.backend, s.trials, s.completed, s.deadlocked, s.failed, s.skipped, s.deadlock_rate, s.ci_low,
@@ -99,7 +136,6 @@ class ConsoleWriter final : public Writer {
   }
 
   void do_end_run(const std::string& status) override {
-    clear_progress();
     fmt::print("#\n# Summary ({})\n", status);
     fmt::print("# {:<14} {:>7} {:>10} {:>11} {:>7} {:>10} {:>19} {:>8} {:>12}\n", "backend", "trials", "completed",
                "deadlocked", "failed", "rate", "95% CI", "wrong", "busbw(GB/s)");
@@ -110,16 +146,17 @@ class ConsoleWriter final : public Writer {
     std::fflush(stdout);
   }
 
-  void clear_progress() {}
-
-  bool quiet_;
-  bool header_printed_ = false;
+  ConsoleOptions o_;
+  bool header_printed_ = false, available_ = false;
+  int backend_index_ = 0, backends_total_ = 0;
   std::chrono::steady_clock::time_point last_progress_{};
   std::vector<BackendSummary> summaries_;
 };
 
 }  // namespace
 
-std::unique_ptr<Writer> make_console_writer(bool quiet) { return std::make_unique<ConsoleWriter>(quiet); }
+std::unique_ptr<Writer> make_console_writer(const ConsoleOptions& options) {
+  return std::make_unique<ConsoleWriter>(options);
+}
 
 }  // namespace dfccl::harness

@@ -69,8 +69,17 @@ class MultiWriter final : public Writer {
   std::vector<std::unique_ptr<Writer>> writers_;
 };
 
-// nccl-tests-like table on stdout, a progress line on long campaigns, a summary at the end.
-std::unique_ptr<Writer> make_console_writer(bool quiet);
+struct ConsoleOptions {
+  bool quiet = false;       // no per-trial lines, no progress line
+  double progress_s = 5;    // seconds between progress lines (0: after every case)
+  int trials_per_case = 1;  // run.trials: turns Progress's trial counts into case counts
+  double min_bw_GBs = -1;   // NCCL_TESTS_MIN_BW (< 0: unchecked): the footer's OK/FAILED, as nccl-tests
+};
+
+// nccl-tests' table on stdout with nccl-tests' footer per backend, a progress line on stderr, a summary at the end.
+std::unique_ptr<Writer> make_console_writer(const ConsoleOptions& options);
+// -J: the run as JSON, shaped after nccl-tests' -J output (json_writer.cpp); min_bw_GBs as in ConsoleOptions.
+std::unique_ptr<Writer> make_json_writer(const std::string& path, double min_bw_GBs);
 // One self-describing HDF5 file, rewritten after every backend and at the end (so an interrupted run leaves one).
 std::unique_ptr<Writer> make_hdf5_writer(const std::string& path);
 

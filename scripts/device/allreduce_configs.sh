@@ -10,10 +10,10 @@ run() {  # run <name> <binary dir> <backend> [VAR=value ...]
   local name=$1 bin=$2 backend=$3
   shift 3
   [ -x "$bin/dfccl-harness" ] || { echo "== $name: no $bin/dfccl-harness"; return; }
-  env "$@" timeout 120 "${MPIRUN[@]}" "$bin/dfccl-harness" "${sweep[@]}" --backend "$backend" --out "$OUT/ar_$name.h5" \
+  env "$@" timeout 120 "${MPIRUN[@]}" "$bin/dfccl-harness" --overwrite "${sweep[@]}" --backend "$backend" --out "$OUT/ar_$name.h5" \
     > "$OUT/ar_$name.log" 2>&1
   echo "== $name ($backend $*) rc=$?"
-  grep -E "^ +all_reduce" "$OUT/ar_$name.log" | awk '{printf "  %12s bytes  %9s us  busbw %7s GB/s\n", $3, $8, $10}'
+  awk '!/^#/ && $10 == "all_reduce" {printf "  %12s bytes  %9s us  busbw %7s GB/s\n", $1, $6, $8}' "$OUT/ar_$name.log"
 }
 # Session 7 (runs 57-59), all-reduce at 128 blocks x 256 threads: NCCL, then dfccl with one variable at each value.
 ar_sweep() {  # ar_sweep <begin> <end> <factor> <warm-up iterations>

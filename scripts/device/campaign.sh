@@ -3,7 +3,7 @@
 # with dfccl and NCCL in the same run, the stress on dfccl (1000 trials) and on NCCL (deadlocks expected).
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
-H=("${MPIRUN[@]}" "$BIN/dfccl-harness")
+H=("${MPIRUN[@]}" "$BIN/dfccl-harness" --overwrite)
 step engine 80 "$BIN/cuda_engine_test"
 step sweep 180 "${H[@]}" --workload workloads/sweep.toml --backend dfccl,nccl --iters 10 --warmup 3 --out "$OUT/sweep.h5"
 step stress_dfccl 170 "${H[@]}" --workload workloads/stress.toml --backend dfccl --trials 1000 --iters 1 --tp 2 \

@@ -10,7 +10,7 @@ backend=${1:-dfccl}
 shift || true
 WAIT=${WAIT:-30}
 log="$OUT/stress_$backend.log"
-"${MPIRUN[@]}" stdbuf -oL "$BIN/dfccl-harness" --workload workloads/stress.toml --backend "$backend" --trials 50 \
+"${MPIRUN[@]}" stdbuf -oL "$BIN/dfccl-harness" --overwrite --workload workloads/stress.toml --backend "$backend" --trials 50 \
   --tp 2 --timeout 3 --diagnose true --out "/tmp/stress_debug_$backend.h5" "$@" > "$log" 2>&1 &
 run=$!
 for ((s = 0; s < WAIT; ++s)); do

@@ -8,7 +8,7 @@
 #   scripts/device/first_case.sh
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
-H=("${MPIRUN[@]}" "$BIN/dfccl-harness" --workload workloads/sweep.toml --end 16M --factor 8 --iters 10
+H=("${MPIRUN[@]}" "$BIN/dfccl-harness" --overwrite --workload workloads/sweep.toml --end 16M --factor 8 --iters 10
   --collectives all_gather)
 nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw --format=csv,noheader -lms 20 \
   > "$OUT/clocks.csv" 2>&1 &
@@ -21,8 +21,8 @@ date -u +"nccl done %H:%M:%S.%N" >> "$OUT/clocks.csv"
 step fc_dfccl_warm300 60 "${H[@]}" --warmup 300 --backend dfccl --out /tmp/fc_warm.h5
 kill $smi
 for t in fc_dfccl fc_nccl fc_dfccl_warm300; do
-  grep -E "^ +all_gather +world +(8|64|512) " "$OUT/$t.log" |
-    awk -v t="$t" '{print t, $1, $3, "median", $8, "min", $12, "max", $13}' | tee -a "$OUT/summary.txt"
+  awk -v t="$t" '!/^#/ && $10 == "all_gather" && $11 == "world" && ($1 == 8 || $1 == 64 || $1 == 512) {
+    print t, $10, $1, "median", $6, "min", $12, "max", $13}' "$OUT/$t.log" | tee -a "$OUT/summary.txt"
 done
 
 steps_status

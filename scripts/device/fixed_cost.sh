@@ -6,7 +6,7 @@
 #   scripts/device/fixed_cost.sh
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
-H=("${MPIRUN[@]}" "$BIN/dfccl-harness")
+H=("${MPIRUN[@]}" "$BIN/dfccl-harness" --overwrite)
 step engine 80 "$BIN/cuda_engine_test"
 step matrix 60 "${MPIRUN[@]}" "$BIN/mp_collectives" cuda 100
 step overhead_64 60 "$BIN/overhead_split" 600
@@ -20,7 +20,8 @@ step small_host 120 "${H[@]}" --workload workloads/sweep.toml --backend dfccl --
 cat "$OUT"/overhead_*.log "$OUT/latency_split.log" | tee -a "$OUT/summary.txt"
 grep -E "PASSED|FAILED" "$OUT/engine.log" "$OUT/matrix.log" | tee -a "$OUT/summary.txt"
 for t in stream host; do
-  grep -E "^ +all_reduce +world" "$OUT/small_$t.log" | awk -v t="$t" '{print t, $0}' | tee -a "$OUT/summary.txt"
+  awk -v t="$t" '!/^#/ && $10 == "all_reduce" && $11 == "world" {print t, $0}' "$OUT/small_$t.log" |
+    tee -a "$OUT/summary.txt"
 done
 (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
 

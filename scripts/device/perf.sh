@@ -18,7 +18,7 @@
 #   scripts/device/perf.sh
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
-H=("${MPIRUN[@]}" "$BIN/dfccl-harness")
+H=("${MPIRUN[@]}" "$BIN/dfccl-harness" --overwrite)
 T=(--timing batch --batch 20 --iters 40 --warmup 20)
 step gemm 60 "$BIN/gemm_beside_engine" 3
 step gemm_resident 60 env DFCCL_IDLE_NS=10000000000 "$BIN/gemm_beside_engine" 2
@@ -45,7 +45,8 @@ grep -E "PASSED|FAILED" "$OUT/engine.log" "$OUT/matrix.log" | tee -a "$OUT/summa
 grep -E "^# (dfccl|engine)" "$OUT/stress.log" | tee -a "$OUT/summary.txt"
 for t in float32 latency blocking bfloat16 host callback; do
   awk -v t="$t" '/^# backend /{b = $3}
-    /^ +[a-z_]+ +world +(8|65536|1048576|8388608|134217728|268435456|1073741824) / {print t, b, $1, $3, $8, $10}' \
+    !/^#/ && $11 == "world" && $1 ~ /^(8|65536|1048576|8388608|134217728|268435456|1073741824)$/ {
+      print t, b, $10, $1, $6, $8}' \
     "$OUT/sweep_$t.log" | tee -a "$OUT/summary.txt"
 done
 cb=sweep-callback-completion-2xH200.h5

@@ -29,7 +29,7 @@ if [ "${DFCCL_P2P_DISABLE:-0}" = 1 ]; then
   M+=(-x DFCCL_P2P_DISABLE)
   tag=$tag-hostpath
 fi
-H=("${M[@]}" "$BIN/dfccl-harness")
+H=("${M[@]}" "$BIN/dfccl-harness" --overwrite)
 X=(--expect "wrong==0" --expect "skipped==0" --expect "deadlocked==0" --expect "failed==0")
 if [ "${MPS:-0}" = 1 ]; then
   tag=$tag-mps

@@ -20,7 +20,7 @@ tools=("$@")
 for tool in "${tools[@]}"; do
   S=("$CS" --tool "$tool" --error-exitcode 9)
   step "san-$tool-mp" 400 "${M[@]}" "${S[@]}" "$BIN/mp_collectives" cuda-shared "${STRESS_TRIALS:-2}"
-  step "san-$tool-stress" 400 "${M[@]}" "${S[@]}" "$BIN/dfccl-harness" --workload workloads/stress.toml --tp 2 \
+  step "san-$tool-stress" 400 "${M[@]}" "${S[@]}" "$BIN/dfccl-harness" --overwrite --workload workloads/stress.toml --tp 2 \
     --backend dfccl --trials "${HARNESS_TRIALS:-5}" --timeout 60 --expect "wrong==0" --expect "failed==0" \
     --out "$OUT/san-$tool-stress.h5"
   grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|^PASSED|^FAILED|^# dfccl:" "$OUT/san-$tool"-*.log | sort | uniq -c |

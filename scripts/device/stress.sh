@@ -5,7 +5,7 @@
 #   scripts/device/stress.sh
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
-H=("${MPIRUN[@]}" "$BIN/dfccl-harness" --workload workloads/stress.toml --tp 2)
+H=("${MPIRUN[@]}" "$BIN/dfccl-harness" --overwrite --workload workloads/stress.toml --tp 2)
 step engine 80 "$BIN/cuda_engine_test"
 step mp 60 "${MPIRUN[@]}" "$BIN/mp_collectives" cuda 500
 step stress_dfccl "${DFCCL_S:-300}" "${H[@]}" --backend dfccl --trials "${TRIALS:-1000}" --timeout 5 --diagnose true \

@@ -1,0 +1,189 @@
+#include "command_line.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "config/settings.h"
+
+namespace dfccl::harness {
+namespace {
+
+const char* type_name(Type t) {
+  switch (t) {
+    case Type::Int: return "INT";
+    case Type::Float: return "NUMBER";
+    case Type::Bool: return "[BOOL]";
+    case Type::String: return "TEXT";
+    case Type::Bytes: return "SIZE";
+    case Type::StringList: return "LIST";
+    case Type::Weights: return "WEIGHTS";
+  }
+  return "VALUE";
+}
+
+// "--section.key,--alias,-x": the row's option names for CLI11.
+std::string option_names(const Setting& s) {
+  std::string names = fmt::format("--{}", s.key);
+  for (const auto& [alias, key] : setting_aliases())
+    if (key == s.key) names += fmt::format(",{}{}", alias.size() == 1 ? "-" : "--", alias);
+  return names;
+}
+
+// The parser, bound to where it stores what it parses.
+struct Parser {
+  CLI::App app{"dfccl-harness: runs a workload (by default an all_reduce sweep, as nccl-tests) on dfccl, NCCL or "
+               "dfccl's host executor under mpirun, prints nccl-tests' table and writes one HDF5 file.\n"
+               "  mpirun -np 2 dfccl-harness -b 8 -e 1G -f 2 --backend dfccl,nccl\n"
+               "  mpirun -np 4 dfccl-harness --workload workloads/stress.toml --trials 100 --out stress.h5\n"
+               "Every workload setting is an option (--section.key VALUE; a workload file sets the same keys as "
+               "[section] key = value, and the command line wins). All ranks must run on one host.",
+               "dfccl-harness"};
+  CommandLine cl;
+  std::vector<std::string> values;  // per settings row: its text, when given
+  std::vector<CLI::Option*> opts;   // per settings row
+  int ngpus = 1, nthreads = 1, average = 3;
+
+  Parser() {
+    app.get_formatter()->column_width(44);
+    add_harness_options();
+    add_refused_letters();
+    add_settings();
+  }
+
+  void add_harness_options() {
+    const char* g = "Harness";
+    app.add_option("--workload", cl.workload_path,
+                   "workload file (workloads/<name>.toml); default: an all_reduce sweep "
+                   "from the settings below")
+        ->group(g);
+    app.add_option("--out", cl.out_path,
+                   "HDF5 file to write; its folder must exist (default: results/<workload>-<UTC date-time>.h5)")
+        ->group(g);
+    app.add_flag("--overwrite", cl.overwrite, "replace an existing --out or -J file (else it is refused)")->group(g);
+    app.add_option("-J,--output_file,--json", cl.json_path,
+                   "also write the results as JSON (nccl-tests -J); its folder must exist")
+        ->group(g);
+    app.add_flag("--quiet", cl.quiet, "no per-trial lines and no progress line")->group(g);
+    app.add_option("--progress", cl.progress_s,
+                   "seconds between progress lines on stderr (case k/N, ETA); 0: after every case")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber)
+        ->group(g);
+    app.add_flag("--list-keys", cl.list_keys, "print every workload key with its default and meaning")->group(g);
+    app.add_option("--expect", cl.expectations,
+                   "after the run, read the file back and check '[backend:][collective:]counter OP value' "
+                   "(counters: trials completed deadlocked failed skipped wrong rows busbw_mean); exit 1 if one "
+                   "does not hold. Repeatable")
+        ->group(g);
+  }
+
+  // nccl-tests' letters for what the harness does one way only: accepted with that value, refused otherwise.
+  void add_refused_letters() {
+    const char* g = "nccl-tests letters with one accepted value";
+    app.add_option("-g,--ngpus", ngpus, "GPUs per process: 1 only (one rank per GPU: mpirun -np <GPUs>)")
+        ->capture_default_str()
+        ->group(g);
+    app.add_option("-t,--nthreads", nthreads, "threads per process: 1 only (one rank per GPU: mpirun -np <GPUs>)")
+        ->capture_default_str()
+        ->group(g);
+    app.add_option("-a,--average", average,
+                   "how ranks' times are combined: 3 only (the slowest rank, MAX over ranks; nccl-tests' 0 rank 0, "
+                   "1 mean, 2 min are not implemented)")
+        ->capture_default_str()
+        ->group(g);
+  }
+
+  void add_settings() {
+    const auto rows = settings();
+    values.resize(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Setting& s = rows[i];
+      CLI::Option* o = app.add_option(option_names(s), values[i], fmt::format("{} [{}]", s.help, s.default_toml));
+      o->type_name(type_name(s.type))->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+      if (s.type == Type::Bool) o->expected(0, 1);  // --run.check alone means true
+      o->group("Workload settings ([section] key in a workload file; [default])");
+      opts.push_back(o);
+    }
+  }
+
+  // After a successful parse: the refused letters, then the overrides in table order.
+  std::string finish() {
+    if (ngpus != 1)
+      return fmt::format("-g/--ngpus {}: one GPU per process only; start one rank per GPU (mpirun -np <GPUs>)", ngpus);
+    if (nthreads != 1)
+      return fmt::format("-t/--nthreads {}: one thread per process only; start one rank per GPU (mpirun -np <GPUs>)",
+                         nthreads);
+    if (average != 3)
+      return fmt::format("-a/--average {}: the harness reports the slowest rank's time (-a 3, MAX over ranks); 0, 1 "
+                         "and 2 are not implemented",
+                         average);
+    const auto rows = settings();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (opts[i]->count() == 0) continue;
+      std::string v = values[i];
+      if (rows[i].type == Type::Bool && v.empty()) v = "true";
+      cl.overrides.emplace_back(rows[i].key, v);
+    }
+    return "";
+  }
+};
+
+}  // namespace
+
+ParseOutcome parse_command_line(int argc, const char* const* argv, const std::string& version) {
+  Parser p;
+  p.app.set_version_flag("--version", version);
+  ParseOutcome r;
+  std::ostringstream out, err;
+  try {
+    p.app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = p.app.exit(e, out, err);
+    r.exit_code = rc == 0 ? 0 : 2;
+    r.out = out.str();
+    r.err = err.str();
+    return r;
+  }
+  if (std::string problem = p.finish(); !problem.empty()) {
+    r.exit_code = 2;
+    r.err = problem + "\n";
+    return r;
+  }
+  r.options = p.cl;
+  return r;
+}
+
+std::string command_line_help() {
+  Parser p;
+  return p.app.help();
+}
+
+std::string output_path_problem(const std::string& option, const std::string& path, bool overwrite) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) return fmt::format("{} {}: the folder {} does not exist", option, path, dir.string());
+  if (access(dir.c_str(), W_OK | X_OK) != 0)
+    return fmt::format("{} {}: the folder {} is not writable", option, path, dir.string());
+  if (fs::is_directory(p, ec)) return fmt::format("{} {}: is a folder, not a file", option, path);
+  if (fs::exists(p, ec) && !overwrite)
+    return fmt::format("{} {}: the file exists (give --overwrite to replace it, or another {})", option, path, option);
+  return "";
+}
+
+std::string multi_host_problem(const std::vector<std::string>& host_per_rank) {
+  std::set<std::string> hosts(host_per_rank.begin(), host_per_rank.end());
+  if (hosts.size() <= 1) return "";
+  return fmt::format("the ranks run on {} hosts ({}); this version runs on one host only (dfccl's transport is "
+                     "shared memory and CUDA IPC; the multi-host transport does not exist yet): start every rank on "
+                     "one host",
+                     hosts.size(), fmt::join(hosts, ", "));
+}
+
+}  // namespace dfccl::harness
