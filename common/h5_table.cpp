@@ -2,6 +2,7 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace dfccl::h5 {
@@ -43,6 +44,14 @@ const Silence silence_once;
 
 File File::create(const std::string& path) {
   return File(check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "cannot create " + path));
+}
+
+File File::create_unlocked(const std::string& path) {
+  Closer fapl{check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose};
+#if H5_VERSION_GE(1, 10, 7)
+  check_status(H5Pset_file_locking(fapl.id, false, true), "H5Pset_file_locking");
+#endif
+  return File(check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id), "cannot create " + path));
 }
 
 File File::open_read(const std::string& path) {
@@ -181,6 +190,63 @@ void File::write_column(const std::string& g, const std::string& name, const std
   Closer type{vlen_string_type(), H5Tclose};
   write_dataset(grp.id, name, type.id, ptrs.size(), ptrs.data());
 }
+
+namespace {
+// Writes n values at rows [first, first + n) of the extendible dataset `name` of grp, creating or growing it.
+void put_dataset_rows(hid_t grp, const std::string& name, hid_t type, size_t first, size_t n, const void* data,
+                      size_t chunk_rows) {
+  hid_t id;
+  if (H5Lexists(grp, name.c_str(), H5P_DEFAULT) > 0) {
+    id = H5Dopen2(grp, name.c_str(), H5P_DEFAULT);
+  } else {
+    hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED}, chunk[1] = {std::max<hsize_t>(chunk_rows, 1)};
+    Closer space{check(H5Screate_simple(1, dims, maxdims), "H5Screate_simple"), H5Sclose};
+    Closer dcpl{check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate"), H5Pclose};
+    check_status(H5Pset_chunk(dcpl.id, 1, chunk), "H5Pset_chunk");
+    id = H5Dcreate2(grp, name.c_str(), type, space.id, H5P_DEFAULT, dcpl.id, H5P_DEFAULT);
+  }
+  Closer dset{check(id, "extendible dataset " + name), H5Dclose};
+  if (n == 0) return;
+  hsize_t end[1] = {static_cast<hsize_t>(first + n)};
+  if (dataset_length(dset.id) < first + n) check_status(H5Dset_extent(dset.id, end), "extend " + name);
+  Closer file_space{check(H5Dget_space(dset.id), "H5Dget_space"), H5Sclose};
+  hsize_t start[1] = {static_cast<hsize_t>(first)}, count[1] = {static_cast<hsize_t>(n)};
+  check_status(H5Sselect_hyperslab(file_space.id, H5S_SELECT_SET, start, nullptr, count, nullptr), "select rows");
+  Closer mem_space{check(H5Screate_simple(1, count, nullptr), "H5Screate_simple"), H5Sclose};
+  check_status(H5Dwrite(dset.id, type, mem_space.id, file_space.id, H5P_DEFAULT, data), "write rows of " + name);
+}
+}  // namespace
+
+void File::put_rows(const std::string& g, const std::string& name, size_t first, const std::vector<double>& v,
+                    size_t chunk_rows) {
+  Closer grp{group(g, true), H5Gclose};
+  put_dataset_rows(grp.id, name, H5T_NATIVE_DOUBLE, first, v.size(), v.data(), chunk_rows);
+}
+
+void File::put_rows(const std::string& g, const std::string& name, size_t first, const std::vector<int64_t>& v,
+                    size_t chunk_rows) {
+  Closer grp{group(g, true), H5Gclose};
+  put_dataset_rows(grp.id, name, H5T_NATIVE_INT64, first, v.size(), v.data(), chunk_rows);
+}
+
+void File::put_rows(const std::string& g, const std::string& name, size_t first, const std::vector<std::string>& v,
+                    size_t chunk_rows) {
+  Closer grp{group(g, true), H5Gclose};
+  std::vector<const char*> ptrs;
+  ptrs.reserve(v.size());
+  for (const auto& s : v) ptrs.push_back(s.c_str());
+  Closer type{vlen_string_type(), H5Tclose};
+  put_dataset_rows(grp.id, name, type.id, first, ptrs.size(), ptrs.data(), chunk_rows);
+}
+
+size_t File::rows(const std::string& g, const std::string& name) const {
+  if (!has(g + "/" + name)) return 0;
+  Closer grp{group(g, false), H5Gclose};
+  Closer dset{check(H5Dopen2(grp.id, name.c_str(), H5P_DEFAULT), "no dataset " + g + "/" + name), H5Dclose};
+  return dataset_length(dset.id);
+}
+
+void File::flush() { check_status(H5Fflush(id_, H5F_SCOPE_GLOBAL), "H5Fflush"); }
 
 std::vector<double> File::read_doubles(const std::string& g, const std::string& name) const {
   Closer grp{group(g, false), H5Gclose};

@@ -14,6 +14,9 @@ namespace dfccl::h5 {
 class File {
  public:
   static File create(const std::string& path);  // truncates an existing file
+  // For a file written while a run goes on: truncates, and takes no HDF5 file lock, so that readers can open the
+  // file between the writer's flush() calls.
+  static File create_unlocked(const std::string& path);
   static File open_read(const std::string& path);
   File(File&& other) noexcept;
   File& operator=(File&&) = delete;
@@ -36,6 +39,19 @@ class File {
   std::vector<double> read_doubles(const std::string& group, const std::string& name) const;
   std::vector<int64_t> read_ints(const std::string& group, const std::string& name) const;
   std::vector<std::string> read_strings(const std::string& group, const std::string& name) const;
+
+  // Extendible columns (chunked, unlimited): writes values at rows [first, first + n), growing the dataset (created
+  // on first use, chunk_rows rows per chunk) when it is shorter. rows() is a column's length (0 if it is missing).
+  void put_rows(const std::string& group, const std::string& name, size_t first, const std::vector<double>& values,
+                size_t chunk_rows = 256);
+  void put_rows(const std::string& group, const std::string& name, size_t first, const std::vector<int64_t>& values,
+                size_t chunk_rows = 256);
+  void put_rows(const std::string& group, const std::string& name, size_t first, const std::vector<std::string>& values,
+                size_t chunk_rows = 256);
+  size_t rows(const std::string& group, const std::string& name) const;
+  // Writes everything written so far to the file (H5Fflush): after it returns the file on disk is complete and
+  // readable, even if the process is killed before the next write.
+  void flush();
 
   bool has(const std::string& path) const;                        // a group or dataset exists
   std::vector<std::string> list(const std::string& group) const;  // names of children
