@@ -17,6 +17,8 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <thread>
+#include <utility>
 
 #include "backends/backend.h"
 #include "config/command_line.h"
@@ -35,6 +37,9 @@
 #ifdef DFCCL_HARNESS_HAVE_DFCCL
 #include "dfccl.h"
 #endif
+#include "runtime/run_info.h"
+#include "runtime/run_stop.h"
+#include "runtime/signals.h"
 
 using namespace dfccl::harness;
 
@@ -43,99 +48,6 @@ namespace {
 int world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-std::string version_text(int v) {  // CUDA: 13000 -> 13.0
-  return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
-}
-
-std::string driver_text() {
-  int v = 0;
-  std::string s = cudaDriverGetVersion(&v) == cudaSuccess && v > 0 ? "CUDA " + version_text(v) : "none";
-  std::ifstream in("/proc/driver/nvidia/version");
-  std::string line;
-  if (in && std::getline(in, line)) {
-    auto pos = line.find("Kernel Module");
-    if (pos != std::string::npos) {
-      std::string rest = line.substr(pos + 13);
-      auto b = rest.find_first_not_of(' ');
-      auto e = rest.find(' ', b);
-      s += " (kernel module " + rest.substr(b, e - b) + ")";
-    }
-  }
-  return s;
-}
-
-int gpu_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
-  return n;
-}
-
-std::string date_utc() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
-RunInfo collect_run_info(const Workload& w, const MpiWorld& world, const std::string& command_line) {
-  RunInfo r;
-  r.dfccl_version = DFCCL_HARNESS_VERSION;
-  r.git_revision = DFCCL_HARNESS_GIT_REVISION;
-  r.date_utc = date_utc();
-  r.command_line = command_line;
-  r.config_toml = w.resolved_toml;
-  r.workload = w.name;
-  r.workload_kind = name_of(w.kind, Workload::kKindNames);
-  if (w.kind == Workload::Kind::Replay) r.replay = replay::Replay(w).info();
-  r.workload_description = w.description;
-  r.workload_source = w.source;
-  r.nranks = world.size;
-  r.layout = fmt::format("tp={} dp={} pp={}", world.layout.tp, world.layout.dp, world.layout.pp);
-  r.backends = w.backends;
-
-  char host[MPI_MAX_PROCESSOR_NAME] = {0};
-  int len = 0;
-  MPI_Get_processor_name(host, &len);
-  std::string gpu = "no GPU";
-  int n = gpu_count();
-  if (n > 0) {
-    int dev = world.local_rank % n;
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
-      gpu = fmt::format("device {} {} ({:04x}:{:02x}:{:02x})", dev, prop.name, prop.pciDomainID, prop.pciBusID,
-                        prop.pciDeviceID);
-  }
-  auto hosts = gather_strings(host, MPI_COMM_WORLD);
-  auto gpus = gather_strings(fmt::format("{}: {}", host, gpu), MPI_COMM_WORLD);
-  std::set<std::string> unique;
-  for (const auto& h : hosts)
-    if (unique.insert(h).second) r.hosts.push_back(h);
-  r.gpus = gpus;
-
-  r.driver_version = driver_text();
-  int rt = 0;
-  r.cuda_runtime_version = cudaRuntimeGetVersion(&rt) == cudaSuccess ? version_text(rt) : "unknown";
-  r.cuda_toolkit_version = version_text(CUDART_VERSION);
-#ifdef DFCCL_HARNESS_HAVE_NCCL
-  int nv = 0;
-  ncclGetVersion(&nv);
-  r.nccl_version = nv >= 20900 ? fmt::format("{}.{}.{}", nv / 10000, (nv % 10000) / 100, nv % 100)
-                               : fmt::format("{}.{}.{}", nv / 1000, (nv % 1000) / 100, nv % 100);
-#else
-  r.nccl_version = "not built";
-#endif
-  int major = 0, minor = 0;
-  MPI_Get_version(&major, &minor);
-  r.mpi_version = fmt::format("MPI {}.{}", major, minor);
-  char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int liblen = 0;
-  MPI_Get_library_version(lib, &liblen);
-  r.mpi_library = std::string(lib, static_cast<size_t>(liblen));
-  while (!r.mpi_library.empty() && (r.mpi_library.back() == '\n' || r.mpi_library.back() == '\0'))
-    r.mpi_library.pop_back();
   return r;
 }
 
@@ -284,20 +196,54 @@ int prepare_run(Options& o, bool root, Workload& w, MpiWorld& world, double& min
   return 0;
 }
 
-// Rank 0, after the run: names the file and checks it against the --expect expressions. Returns the exit code.
+// The exit code of a run that went to its end, and its reason in one line ("" for kExitOk); docs/harness.md, "Exit
+// codes". Deadlocks count only on preemptive backends: on blocking ones (host-blocking, nccl) they are results.
+std::pair<int, std::string> outcome(const DriverResult& r) {
+  const int64_t ran = r.completed + r.deadlocked + r.failed + r.stalled;
+  if (ran == 0) return {kExitNothingRan, fmt::format("no trial ran ({} skipped)", r.skipped)};
+  if (r.wrong > 0) return {kExitWrong, fmt::format("{} wrong elements", r.wrong)};
+  if (r.failed + r.stalled + r.deadlocked_preemptive > 0)
+    return {kExitTrialsFailed, fmt::format("{} trials failed, {} stalled, {} deadlocked on a preemptive backend",
+                                           r.failed, r.stalled, r.deadlocked_preemptive)};
+  return {kExitOk, ""};
+}
+
+// Rank 0, after the run: names the file, checks it against the --expect expressions, and returns the exit code:
+// kExitExpectation when an expectation does not hold, else the run's outcome (a one-line reason on stderr).
 int report(const Options& o, const DriverResult& result) {
-  int rc = 0;
   fmt::print("# Results: {}\n", o.out_path);
-  if (result.wrong > 0) rc = 3;
-  if (o.expectations.empty()) return rc;
+  const auto [code, reason] = outcome(result);
+  if (code != kExitOk) fmt::print(stderr, "dfccl-harness: exit {}: {}\n", code, reason);
+  if (o.expectations.empty()) return code;
   auto problems = check_layout(o.out_path);
   for (const auto& p : problems) fmt::print(stderr, "dfccl-harness: {}: layout: {}\n", o.out_path, p);
   std::vector<std::string> failures;
   if (problems.empty()) failures = check_expectations(read_counters(o.out_path), o.expectations);
   for (const auto& f : failures) fmt::print(stderr, "dfccl-harness: {}\n", f);
-  if (!problems.empty() || !failures.empty()) return 1;
+  if (!problems.empty() || !failures.empty()) return kExitExpectation;
   fmt::print("# Expectations hold: {}\n", fmt::join(o.expectations, ", "));
-  return rc;
+  return code;
+}
+
+// A run ended by a signal or a stalled rank (RunStopped): rank 0 writes the file's status; every rank exits with
+// the code, without MPI calls (peers may be stopped or gone). Other ranks first give rank 0 up to 5 s to write,
+// because their exit makes mpirun end the job; unless rank 0 is the one that stalled.
+[[noreturn]] void exit_stopped_run(const RunStopped& e, int rank, Writer& writer, const std::string& out_path) {
+  if (rank == 0) {
+    try {
+      writer.end_run(e.what());
+    } catch (const std::exception& e2) {
+      fmt::print(stderr, "dfccl-harness: writing {} failed: {}\n", out_path, e2.what());
+    }
+    fmt::print(stderr, "dfccl-harness: exit {}: {}; {} keeps every finished trial\n", e.exit_code, e.what(), out_path);
+  } else {
+    fmt::print(stderr, "dfccl-harness: rank {}: {}\n", rank, e.what());
+    const auto& stalled = e.stalled_ranks;
+    if (std::find(stalled.begin(), stalled.end(), 0) == stalled.end())
+      for (int i = 0; i < 100; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::fflush(nullptr);
+  _exit(e.exit_code);
 }
 
 }  // namespace
@@ -306,6 +252,7 @@ int main(int argc, char** argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 0);  // required on our GPU machines; never use multicast
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  install_signal_handlers();
   const int rank = world_rank();
   const bool root = rank == 0;
 
@@ -326,7 +273,6 @@ int main(int argc, char** argv) {
   double min_bw = -1;
   if (int rc = prepare_run(o, root, w, world, min_bw); rc != 0) return finish(rc);
 
-  RunInfo info = collect_run_info(w, world, command_line);
   MultiWriter writer;
   if (root) {
     writer.add(make_console_writer(ConsoleOptions{o.quiet, o.progress_s, w.trials, min_bw}));
@@ -336,9 +282,11 @@ int main(int argc, char** argv) {
 
   DriverResult result;
   try {
-    writer.begin_run(info);
+    writer.begin_run(collect_run_info(w, world, command_line));
     result = run_campaign(w, world, writer);
     writer.end_run("complete");
+  } catch (const RunStopped& e) {
+    exit_stopped_run(e, rank, writer, o.out_path);
   } catch (const std::exception& e) {
     fmt::print(stderr, "dfccl-harness: rank {}: {}\n", rank, e.what());
     try {

@@ -1,11 +1,14 @@
-// The HDF5 file of a run (layout: docs/hdf5-layout.md, section dfccl-harness). Everything is kept in memory and the
-// whole file is rewritten after every backend and at the end, so that a run stopped between backends still leaves
-// a valid file, and the final file always exists, with the run's status.
+// The HDF5 file of a run (layout: docs/hdf5-layout.md, section dfccl-harness). The file is created at the start of
+// the run; its tables are extendible columns, to which every checkpoint (after each trial and each case) appends the
+// rows reported since the last one and in which it updates the running backend's summary row, and then flushes the
+// file. So the file on disk always holds every row reported before the last checkpoint, and a killed run leaves it
+// readable. The writer takes no HDF5 file lock: a reader may open the file while the run goes on.
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "h5_table.h"
 #include "layout_check.h"
@@ -21,13 +24,14 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return out;
 }
 
-// One column of group g: get(row) for every row, as T (int64_t, double or std::string).
+// Rows [first, first + rows.size()) of column `name` of group g: get(row) for every row, as T (int64_t, double or
+// std::string).
 template <class T, class Rows, class Get>
-void write_rows(h5::File& f, const std::string& g, const char* name, const Rows& rows, Get get) {
+void put_rows(h5::File& f, const std::string& g, const char* name, size_t first, const Rows& rows, Get get) {
   std::vector<T> v;
   v.reserve(rows.size());
   for (const auto& r : rows) v.push_back(static_cast<T>(get(r)));
-  f.write_column(g, name, v);
+  f.put_rows(g, name, first, v);
 }
 
 class Hdf5Writer final : public Writer {
@@ -35,49 +39,67 @@ class Hdf5Writer final : public Writer {
   explicit Hdf5Writer(std::string path) : path_(std::move(path)) {}
 
  private:
-  struct BackendData {
-    BackendInfo info;
-    std::vector<CaseRow> cases;
-    std::vector<TrialRow> trials;
-    bool has_summary = false;
-    BackendSummary summary;
+  // A backend of the run: its place in /summary, and the rows of its tables written so far.
+  struct BackendState {
+    std::string base;  // backends/<name>
+    size_t summary_row = 0, cases = 0, trials = 0, iterations = 0;
   };
 
-  void do_begin_run(const RunInfo& r) override { run_ = r; }
-  void do_begin_backend(const BackendInfo& b) override {
-    backends_.push_back(BackendData{});
-    backends_.back().info = b;
-  }
-  void do_add_case(const CaseRow& c) override {
-    if (!backends_.empty()) backends_.back().cases.push_back(c);
-  }
-  void do_add_trial(const TrialRow& t) override {
-    if (!backends_.empty()) backends_.back().trials.push_back(t);
-  }
-  void do_end_backend(const BackendSummary& s) override {
-    if (!backends_.empty()) {
-      backends_.back().summary = s;
-      backends_.back().has_summary = true;
-    }
-    write("running");
-  }
-  void do_end_run(const std::string& status) override { write(status); }
-
-  void write(const std::string& status) {
+  void do_begin_run(const RunInfo& r) override {
+    run_ = r;
     std::filesystem::path p(path_);
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-    std::string tmp = path_ + ".tmp";
-    {
-      auto f = h5::File::create(tmp);
-      write_root(f, status);
-      write_replay(f);
-      write_summary(f);
-      for (const auto& b : backends_) write_backend(f, b);
-    }
-    std::filesystem::rename(tmp, path_);
+    file_.emplace(h5::File::create_unlocked(path_));
+    write_root("running");
+    write_environment();
+    write_replay();
+    put_summary(0, {});  // the columns, with no row yet
+    file_->flush();
+  }
+  void do_begin_backend(const BackendInfo& b) override {
+    if (!file_) return;
+    BackendState st;
+    st.base = "backends/" + b.name;
+    st.summary_row = backends_.size();
+    write_backend_info(st.base, b);
+    st.cases = file_->rows(st.base + "/collectives", "case");  // a backend named twice appends to its tables
+    st.trials = file_->rows(st.base + "/trials", "case");
+    st.iterations = file_->rows(st.base + "/iterations", "row");
+    backends_.push_back(st);
+    put_cases(st, {});
+    put_trials(st, {});
+    BackendSummary s;
+    s.backend = b.name;
+    s.workload = run_.workload;
+    put_summary(st.summary_row, {s});
+    file_->flush();
+  }
+  void do_add_case(const CaseRow& c) override { pending_cases_.push_back(c); }
+  void do_add_trial(const TrialRow& t) override { pending_trials_.push_back(t); }
+  void do_checkpoint(const BackendSummary& so_far) override { write_pending(&so_far); }
+  void do_end_backend(const BackendSummary& s) override { write_pending(&s); }
+  void do_end_run(const std::string& status) override {
+    if (!file_) return;
+    write_pending(nullptr);
+    file_->set_attr("/", "status", status);
+    file_->flush();
+    file_.reset();  // closes the file
   }
 
-  void write_root(h5::File& f, const std::string& status) {
+  // Appends the pending rows to the running backend's tables, updates its summary row (when given), flushes.
+  void write_pending(const BackendSummary* summary) {
+    if (!file_ || backends_.empty()) return;
+    BackendState& st = backends_.back();
+    put_cases(st, pending_cases_);
+    put_trials(st, pending_trials_);
+    pending_cases_.clear();
+    pending_trials_.clear();
+    if (summary) put_summary(st.summary_row, {*summary});
+    file_->flush();
+  }
+
+  void write_root(const std::string& status) {
+    h5::File& f = *file_;
     h5::write_run_identity(f, "dfccl-harness",
                            {run_.dfccl_version, run_.git_revision, run_.date_utc, join(run_.hosts, ","),
                             run_.command_line, run_.config_toml});
@@ -91,16 +113,27 @@ class Hdf5Writer final : public Writer {
     f.set_attr("/", "layout", run_.layout);
     f.set_attr("/", "gpus", join(run_.gpus, "\n"));
     f.set_attr("/", "driver_version", run_.driver_version);
+    f.set_attr("/", "cuda_driver_version", run_.cuda_driver_version);
     f.set_attr("/", "cuda_runtime_version", run_.cuda_runtime_version);
     f.set_attr("/", "cuda_toolkit_version", run_.cuda_toolkit_version);
     f.set_attr("/", "nccl_version", run_.nccl_version);
     f.set_attr("/", "mpi_version", run_.mpi_version);
     f.set_attr("/", "mpi_library", run_.mpi_library);
     f.set_attr("/", "backends", join(run_.backends, ","));
+    f.set_attr("/", "engine_settings", run_.engine_settings);
+  }
+
+  // /environment: every rank's DFCCL_*, NCCL_*, CUDA_* and launcher variables.
+  void write_environment() {
+    const auto& env = run_.environment;
+    put_rows<int64_t>(*file_, "environment", "rank", 0, env, [](const EnvEntry& e) { return e.rank; });
+    put_rows<std::string>(*file_, "environment", "name", 0, env, [](const EnvEntry& e) { return e.name; });
+    put_rows<std::string>(*file_, "environment", "value", 0, env, [](const EnvEntry& e) { return e.value; });
   }
 
   // A replay of the simulator's scenarios: its parameters (/replay) and its groups (/replay/groups).
-  void write_replay(h5::File& f) {
+  void write_replay() {
+    h5::File& f = *file_;
     const ReplayInfo& r = run_.replay;
     if (!r.present) return;
     const std::string g = "replay";
@@ -128,117 +161,137 @@ class Hdf5Writer final : public Writer {
     f.set_attr(g, "bytes", r.bytes);
   }
 
-  void write_summary(h5::File& f) {
-    std::vector<BackendSummary> rows;
-    for (const auto& b : backends_)
-      if (b.has_summary) rows.push_back(b.summary);
+  // Rows [row, row + rows.size()) of /summary.
+  void put_summary(size_t row, const std::vector<BackendSummary>& rows) {
+    h5::File& f = *file_;
     const std::string g = "summary";
     using S = BackendSummary;
-    write_rows<std::string>(f, g, "backend", rows, [](const S& s) { return s.backend; });
-    write_rows<std::string>(f, g, "workload", rows, [](const S& s) { return s.workload; });
-    write_rows<int64_t>(f, g, "trials", rows, [](const S& s) { return s.trials; });
-    write_rows<int64_t>(f, g, "completed", rows, [](const S& s) { return s.completed; });
-    write_rows<int64_t>(f, g, "deadlocked", rows, [](const S& s) { return s.deadlocked; });
-    write_rows<int64_t>(f, g, "failed", rows, [](const S& s) { return s.failed; });
-    write_rows<int64_t>(f, g, "skipped", rows, [](const S& s) { return s.skipped; });
-    write_rows<int64_t>(f, g, "wrong", rows, [](const S& s) { return s.wrong; });
-    write_rows<double>(f, g, "deadlock_rate", rows, [](const S& s) { return s.deadlock_rate; });
-    write_rows<double>(f, g, "ci_low", rows, [](const S& s) { return s.ci_low; });
-    write_rows<double>(f, g, "ci_high", rows, [](const S& s) { return s.ci_high; });
-    write_rows<double>(f, g, "busbw_mean_GBs", rows, [](const S& s) { return s.busbw_mean_GBs; });
-    write_rows<double>(f, g, "wall_s", rows, [](const S& s) { return s.wall_s; });
+    put_rows<std::string>(f, g, "backend", row, rows, [](const S& s) { return s.backend; });
+    put_rows<std::string>(f, g, "workload", row, rows, [](const S& s) { return s.workload; });
+    put_rows<int64_t>(f, g, "trials", row, rows, [](const S& s) { return s.trials; });
+    put_rows<int64_t>(f, g, "completed", row, rows, [](const S& s) { return s.completed; });
+    put_rows<int64_t>(f, g, "deadlocked", row, rows, [](const S& s) { return s.deadlocked; });
+    put_rows<int64_t>(f, g, "failed", row, rows, [](const S& s) { return s.failed; });
+    put_rows<int64_t>(f, g, "stalled", row, rows, [](const S& s) { return s.stalled; });
+    put_rows<int64_t>(f, g, "skipped", row, rows, [](const S& s) { return s.skipped; });
+    put_rows<int64_t>(f, g, "wrong", row, rows, [](const S& s) { return s.wrong; });
+    put_rows<double>(f, g, "deadlock_rate", row, rows, [](const S& s) { return s.deadlock_rate; });
+    put_rows<double>(f, g, "ci_low", row, rows, [](const S& s) { return s.ci_low; });
+    put_rows<double>(f, g, "ci_high", row, rows, [](const S& s) { return s.ci_high; });
+    put_rows<double>(f, g, "busbw_mean_GBs", row, rows, [](const S& s) { return s.busbw_mean_GBs; });
+    put_rows<double>(f, g, "wall_s", row, rows, [](const S& s) { return s.wall_s; });
   }
 
-  void write_backend(h5::File& f, const BackendData& b) {
-    const std::string base = "backends/" + b.info.name;
-    f.set_attr(base, "backend", b.info.name);
-    f.set_attr(base, "executor", b.info.executor);
-    f.set_attr(base, "mode", b.info.mode);
-    f.set_attr(base, "completion", b.info.completion);
-    f.set_attr(base, "timing", b.info.timing);
-    f.set_attr(base, "available", static_cast<int64_t>(b.info.available));
-    f.set_attr(base, "skip_reason", b.info.skip_reason);
+  void write_backend_info(const std::string& base, const BackendInfo& b) {
+    h5::File& f = *file_;
+    f.set_attr(base, "backend", b.name);
+    f.set_attr(base, "executor", b.executor);
+    f.set_attr(base, "mode", b.mode);
+    f.set_attr(base, "completion", b.completion);
+    f.set_attr(base, "timing", b.timing);
+    f.set_attr(base, "available", static_cast<int64_t>(b.available));
+    f.set_attr(base, "skip_reason", b.skip_reason);
+  }
 
-    {
-      const std::string g = base + "/collectives";
-      auto col_s = [&](const char* name, auto get) { write_rows<std::string>(f, g, name, b.cases, get); };
-      auto col_i = [&](const char* name, auto get) { write_rows<int64_t>(f, g, name, b.cases, get); };
-      auto col_d = [&](const char* name, auto get) { write_rows<double>(f, g, name, b.cases, get); };
-      col_i("case", [](const CaseRow& c) { return c.case_index; });
-      col_i("entry", [](const CaseRow& c) { return c.entry; });
-      col_s("coll", [](const CaseRow& c) { return c.coll; });
-      col_s("group", [](const CaseRow& c) { return c.group; });
-      col_s("label", [](const CaseRow& c) { return c.label; });
-      col_s("dtype", [](const CaseRow& c) { return c.dtype; });
-      col_s("op", [](const CaseRow& c) { return c.op; });
-      col_i("root", [](const CaseRow& c) { return c.root; });
-      col_i("priority", [](const CaseRow& c) { return c.priority; });
-      col_i("nranks", [](const CaseRow& c) { return c.nranks; });
-      col_i("count", [](const CaseRow& c) { return c.count; });
-      col_i("bytes", [](const CaseRow& c) { return c.bytes; });
-      col_s("time_kind", [](const CaseRow& c) { return c.time_kind; });
-      col_i("samples", [](const CaseRow& c) { return c.samples; });
-      col_d("time_min_us", [](const CaseRow& c) { return c.time_min_us; });
-      col_d("time_median_us", [](const CaseRow& c) { return c.time_median_us; });
-      col_d("time_max_us", [](const CaseRow& c) { return c.time_max_us; });
-      col_d("time_mean_us", [](const CaseRow& c) { return c.time_mean_us; });
-      col_d("cv", [](const CaseRow& c) { return c.cv; });
-      col_d("algbw_GBs", [](const CaseRow& c) { return c.algbw_GBs; });
-      col_d("busbw_GBs", [](const CaseRow& c) { return c.busbw_GBs; });
-      col_d("e2e_median_us", [](const CaseRow& c) { return c.e2e_median_us; });
-      col_d("core_median_us", [](const CaseRow& c) { return c.core_median_us; });
-      col_i("wrong", [](const CaseRow& c) { return c.wrong; });
-      col_i("preemptions", [](const CaseRow& c) { return c.preemptions; });
-    }
-    {
-      const std::string g = base + "/trials";
-      using T = TrialRow;
-      const auto& rows = b.trials;
-      write_rows<int64_t>(f, g, "case", rows, [](const T& t) { return t.case_index; });
-      write_rows<int64_t>(f, g, "trial", rows, [](const T& t) { return t.trial; });
-      write_rows<std::string>(f, g, "status", rows, [](const T& t) { return t.status; });
-      write_rows<double>(f, g, "elapsed_s", rows, [](const T& t) { return t.elapsed_s; });
-      write_rows<double>(f, g, "detect_s", rows, [](const T& t) { return t.detect_s; });
-      write_rows<int64_t>(f, g, "preemptions", rows, [](const T& t) { return t.preemptions; });
-      write_rows<int64_t>(f, g, "daemon_launches", rows, [](const T& t) { return t.daemon_launches; });
-      write_rows<int64_t>(f, g, "wrong", rows, [](const T& t) { return t.wrong; });
-      write_rows<int64_t>(f, g, "reordered", rows, [](const T& t) { return t.reordered; });
-      write_rows<int64_t>(f, g, "syncs", rows, [](const T& t) { return t.syncs; });
-      write_rows<std::string>(f, g, "message", rows, [](const T& t) { return t.message; });
-      if (run_.replay.present) {  // one row per trial, in the order of /trials
-        const std::string r = base + "/replay";
-        write_rows<int64_t>(f, r, "trial", rows, [](const T& t) { return t.trial; });
-        write_rows<int64_t>(f, r, "scenario_trial", rows, [](const T& t) { return t.scenario_trial; });
-        write_rows<std::string>(f, r, "status", rows, [](const T& t) { return t.status; });
-        write_rows<int64_t>(f, r, "deadlocked", rows, [](const T& t) { return t.status == "deadlocked" ? 1 : 0; });
-        write_rows<int64_t>(f, r, "program_steps", rows, [](const T& t) { return t.program_steps; });
-        write_rows<int64_t>(f, r, "program_submissions", rows, [](const T& t) { return t.program_submissions; });
-        write_rows<int64_t>(f, r, "program_syncs", rows, [](const T& t) { return t.program_syncs; });
-        write_rows<int64_t>(f, r, "disordered_ranks", rows, [](const T& t) { return t.disordered_ranks; });
-        write_rows<int64_t>(f, r, "executed_steps", rows, [](const T& t) { return t.executed_steps; });
+  // Appends case rows to the backend's collectives table and their per-iteration times to its iterations table.
+  void put_cases(BackendState& st, const std::vector<CaseRow>& cases) {
+    h5::File& f = *file_;
+    const std::string g = st.base + "/collectives";
+    const size_t at = st.cases;
+    auto col_s = [&](const char* name, auto get) { put_rows<std::string>(f, g, name, at, cases, get); };
+    auto col_i = [&](const char* name, auto get) { put_rows<int64_t>(f, g, name, at, cases, get); };
+    auto col_d = [&](const char* name, auto get) { put_rows<double>(f, g, name, at, cases, get); };
+    col_i("case", [](const CaseRow& c) { return c.case_index; });
+    col_i("entry", [](const CaseRow& c) { return c.entry; });
+    col_s("coll", [](const CaseRow& c) { return c.coll; });
+    col_s("group", [](const CaseRow& c) { return c.group; });
+    col_s("label", [](const CaseRow& c) { return c.label; });
+    col_s("dtype", [](const CaseRow& c) { return c.dtype; });
+    col_s("op", [](const CaseRow& c) { return c.op; });
+    col_i("root", [](const CaseRow& c) { return c.root; });
+    col_i("priority", [](const CaseRow& c) { return c.priority; });
+    col_i("nranks", [](const CaseRow& c) { return c.nranks; });
+    col_i("count", [](const CaseRow& c) { return c.count; });
+    col_i("bytes", [](const CaseRow& c) { return c.bytes; });
+    col_s("time_kind", [](const CaseRow& c) { return c.time_kind; });
+    col_i("samples", [](const CaseRow& c) { return c.samples; });
+    col_d("time_min_us", [](const CaseRow& c) { return c.time_min_us; });
+    col_d("time_median_us", [](const CaseRow& c) { return c.time_median_us; });
+    col_d("time_max_us", [](const CaseRow& c) { return c.time_max_us; });
+    col_d("time_mean_us", [](const CaseRow& c) { return c.time_mean_us; });
+    col_d("cv", [](const CaseRow& c) { return c.cv; });
+    col_d("algbw_GBs", [](const CaseRow& c) { return c.algbw_GBs; });
+    col_d("busbw_GBs", [](const CaseRow& c) { return c.busbw_GBs; });
+    col_d("e2e_median_us", [](const CaseRow& c) { return c.e2e_median_us; });
+    col_d("core_median_us", [](const CaseRow& c) { return c.core_median_us; });
+    col_i("wrong", [](const CaseRow& c) { return c.wrong; });
+    col_i("preemptions", [](const CaseRow& c) { return c.preemptions; });
+    put_iterations(st, cases);
+    st.cases += cases.size();
+  }
+
+  // The iterations table: `row` indexes the collectives table, so the cases' first row is st.cases.
+  void put_iterations(BackendState& st, const std::vector<CaseRow>& cases) {
+    std::vector<int64_t> row, iteration;
+    std::vector<double> time;
+    for (size_t r = 0; r < cases.size(); ++r)
+      for (size_t i = 0; i < cases[r].times_us.size(); ++i) {
+        row.push_back(static_cast<int64_t>(st.cases + r));
+        iteration.push_back(static_cast<int64_t>(i));
+        time.push_back(cases[r].times_us[i]);
       }
-    }
-    {
-      const std::string g = base + "/iterations";
-      std::vector<int64_t> row, iteration;
-      std::vector<double> time;
-      for (size_t r = 0; r < b.cases.size(); ++r)
-        for (size_t i = 0; i < b.cases[r].times_us.size(); ++i) {
-          row.push_back(static_cast<int64_t>(r));
-          iteration.push_back(static_cast<int64_t>(i));
-          time.push_back(b.cases[r].times_us[i]);
-        }
-      f.write_column(g, "row", row);
-      f.write_column(g, "iteration", iteration);
-      f.write_column(g, "time_us", time);
-    }
+    const std::string g = st.base + "/iterations";
+    file_->put_rows(g, "row", st.iterations, row, kIterationChunk);
+    file_->put_rows(g, "iteration", st.iterations, iteration, kIterationChunk);
+    file_->put_rows(g, "time_us", st.iterations, time, kIterationChunk);
+    st.iterations += row.size();
   }
 
+  // Appends trial rows to the backend's trials table (and, for a replay, its replay table).
+  void put_trials(BackendState& st, const std::vector<TrialRow>& rows) {
+    h5::File& f = *file_;
+    const std::string g = st.base + "/trials";
+    const size_t at = st.trials;
+    using T = TrialRow;
+    put_rows<int64_t>(f, g, "case", at, rows, [](const T& t) { return t.case_index; });
+    put_rows<int64_t>(f, g, "trial", at, rows, [](const T& t) { return t.trial; });
+    put_rows<std::string>(f, g, "status", at, rows, [](const T& t) { return t.status; });
+    put_rows<std::string>(f, g, "ranks", at, rows, [](const T& t) { return t.ranks; });
+    put_rows<double>(f, g, "elapsed_s", at, rows, [](const T& t) { return t.elapsed_s; });
+    put_rows<double>(f, g, "detect_s", at, rows, [](const T& t) { return t.detect_s; });
+    put_rows<int64_t>(f, g, "preemptions", at, rows, [](const T& t) { return t.preemptions; });
+    put_rows<int64_t>(f, g, "daemon_launches", at, rows, [](const T& t) { return t.daemon_launches; });
+    put_rows<int64_t>(f, g, "wrong", at, rows, [](const T& t) { return t.wrong; });
+    put_rows<int64_t>(f, g, "reordered", at, rows, [](const T& t) { return t.reordered; });
+    put_rows<int64_t>(f, g, "syncs", at, rows, [](const T& t) { return t.syncs; });
+    put_rows<std::string>(f, g, "message", at, rows, [](const T& t) { return t.message; });
+    if (run_.replay.present) put_replay_trials(st.base + "/replay", at, rows);
+    st.trials += rows.size();
+  }
+
+  // A replay's per-trial table: one row per row of /trials, in the same order.
+  void put_replay_trials(const std::string& r, size_t at, const std::vector<TrialRow>& rows) {
+    h5::File& f = *file_;
+    using T = TrialRow;
+    put_rows<int64_t>(f, r, "trial", at, rows, [](const T& t) { return t.trial; });
+    put_rows<int64_t>(f, r, "scenario_trial", at, rows, [](const T& t) { return t.scenario_trial; });
+    put_rows<std::string>(f, r, "status", at, rows, [](const T& t) { return t.status; });
+    put_rows<int64_t>(f, r, "deadlocked", at, rows, [](const T& t) { return t.status == "deadlocked" ? 1 : 0; });
+    put_rows<int64_t>(f, r, "program_steps", at, rows, [](const T& t) { return t.program_steps; });
+    put_rows<int64_t>(f, r, "program_submissions", at, rows, [](const T& t) { return t.program_submissions; });
+    put_rows<int64_t>(f, r, "program_syncs", at, rows, [](const T& t) { return t.program_syncs; });
+    put_rows<int64_t>(f, r, "disordered_ranks", at, rows, [](const T& t) { return t.disordered_ranks; });
+    put_rows<int64_t>(f, r, "executed_steps", at, rows, [](const T& t) { return t.executed_steps; });
+  }
+
+  static constexpr size_t kIterationChunk = 4096;  // rows per chunk of the iterations table (the longest)
   std::string path_;
   RunInfo run_;
-  std::vector<BackendData> backends_;
+  std::optional<h5::File> file_;  // open from begin_run to end_run
+  std::vector<BackendState> backends_;
+  std::vector<CaseRow> pending_cases_;  // reported since the last checkpoint
+  std::vector<TrialRow> pending_trials_;
 };
-
 }  // namespace
 
 std::unique_ptr<Writer> make_hdf5_writer(const std::string& path) { return std::make_unique<Hdf5Writer>(path); }

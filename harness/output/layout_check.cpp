@@ -11,20 +11,38 @@
 namespace dfccl::harness {
 namespace {
 
-const char* kRootAttrs[] = {"tool",         "dfccl_version", "git_revision",   "date_utc",
-                            "hostname",     "command_line",  "config",         "layout_version",
-                            "status",       "workload",      "workload_kind",  "nranks",
-                            "layout",       "gpus",          "driver_version", "cuda_runtime_version",
-                            "nccl_version", "mpi_version",   "backends"};
-const char* kSummaryCols[] = {"backend", "workload",      "trials", "completed", "deadlocked",     "failed", "skipped",
-                              "wrong",   "deadlock_rate", "ci_low", "ci_high",   "busbw_mean_GBs", "wall_s"};
+const char* kRootAttrs[] = {"tool",
+                            "dfccl_version",
+                            "git_revision",
+                            "date_utc",
+                            "hostname",
+                            "command_line",
+                            "config",
+                            "layout_version",
+                            "status",
+                            "workload",
+                            "workload_kind",
+                            "nranks",
+                            "layout",
+                            "gpus",
+                            "driver_version",
+                            "cuda_driver_version",
+                            "cuda_runtime_version",
+                            "nccl_version",
+                            "mpi_version",
+                            "backends",
+                            "engine_settings"};
+const char* kSummaryCols[] = {"backend", "workload", "trials",         "completed", "deadlocked",
+                              "failed",  "stalled",  "skipped",        "wrong",     "deadlock_rate",
+                              "ci_low",  "ci_high",  "busbw_mean_GBs", "wall_s"};
+const char* kEnvironmentCols[] = {"rank", "name", "value"};
 const char* kCollectiveCols[] = {
     "case",          "entry",          "coll",        "group",        "label", "dtype",     "op",
     "root",          "priority",       "nranks",      "count",        "bytes", "time_kind", "samples",
     "time_min_us",   "time_median_us", "time_max_us", "time_mean_us", "cv",    "algbw_GBs", "busbw_GBs",
     "e2e_median_us", "core_median_us", "wrong",       "preemptions"};
-const char* kTrialCols[] = {"case",  "trial",     "status", "elapsed_s", "detect_s", "preemptions", "daemon_launches",
-                            "wrong", "reordered", "syncs",  "message"};
+const char* kTrialCols[] = {"case",        "trial",           "status", "ranks",     "elapsed_s", "detect_s",
+                            "preemptions", "daemon_launches", "wrong",  "reordered", "syncs",     "message"};
 const char* kIterationCols[] = {"row", "iteration", "time_us"};
 // Replay workloads (workload_kind = replay) only.
 const char* kReplayAttrs[] = {"layout",      "layout_spec", "ranks",      "groups", "colls",
@@ -82,6 +100,7 @@ std::vector<std::string> check_layout(const std::string& path) {
     if (f.has_attr("/", "layout_version") && f.attr_string("/", "layout_version") != kHarnessLayoutVersion)
       problems.push_back("unknown layout_version " + f.attr_string("/", "layout_version"));
     check_table(f, "summary", kSummaryCols, problems);
+    check_table(f, "environment", kEnvironmentCols, problems);
     const bool replay = f.has_attr("/", "workload_kind") && f.attr_string("/", "workload_kind") == "replay";
     if (replay) {
       if (!f.has("replay")) {
@@ -122,11 +141,20 @@ std::map<std::string, Counters> read_counters(const std::string& path) {
   auto completed = f.read_ints("summary", "completed");
   auto deadlocked = f.read_ints("summary", "deadlocked");
   auto failed = f.read_ints("summary", "failed");
+  auto stalled = f.read_ints("summary", "stalled");
   auto skipped = f.read_ints("summary", "skipped");
   auto wrong = f.read_ints("summary", "wrong");
   Counters& all = out["*"];
   for (size_t i = 0; i < names.size(); ++i) {
-    Counters c{trials.at(i), completed.at(i), deadlocked.at(i), failed.at(i), skipped.at(i), wrong.at(i), 0, {}};
+    Counters c{trials.at(i),
+               completed.at(i),
+               deadlocked.at(i),
+               failed.at(i),
+               stalled.at(i),
+               skipped.at(i),
+               wrong.at(i),
+               0,
+               {}};
     std::string base = "backends/" + names[i] + "/collectives";
     if (f.has(base + "/coll")) {
       auto colls = f.read_strings(base, "coll");
@@ -138,6 +166,7 @@ std::map<std::string, Counters> read_counters(const std::string& path) {
     all.completed += c.completed;
     all.deadlocked += c.deadlocked;
     all.failed += c.failed;
+    all.stalled += c.stalled;
     all.skipped += c.skipped;
     all.wrong += c.wrong;
     all.rows += c.rows;
@@ -216,9 +245,8 @@ std::string check_busbw(const Expectation& x, const Counters& c) {
 // A counter of `c`. Returns the problem ("" when it holds).
 std::string check_counter(const Expectation& x, const Counters& c) {
   const std::pair<const char*, int64_t> counters[] = {
-      {"trials", c.trials}, {"completed", c.completed}, {"deadlocked", c.deadlocked},
-      {"failed", c.failed}, {"skipped", c.skipped},     {"wrong", c.wrong},
-      {"rows", c.rows}};
+      {"trials", c.trials},   {"completed", c.completed}, {"deadlocked", c.deadlocked}, {"failed", c.failed},
+      {"stalled", c.stalled}, {"skipped", c.skipped},     {"wrong", c.wrong},           {"rows", c.rows}};
   for (const auto& [name, have] : counters) {
     if (x.name != name) continue;
     if (!x.coll.empty()) return fmt::format("'{}' is counted per backend, not per collective", name);
@@ -233,10 +261,13 @@ std::string check_counter(const Expectation& x, const Counters& c) {
     if (!compare<long long>(have, x.op, want)) return fmt::format("does not hold: {} is {}", name, have);
     return "";
   }
-  return fmt::format("unknown counter '{}' (trials completed deadlocked failed skipped wrong rows busbw_mean)", x.name);
+  return fmt::format("unknown counter '{}' (trials completed deadlocked failed stalled skipped wrong rows busbw_mean)",
+                     x.name);
 }
 
 }  // namespace
+
+std::string read_status(const std::string& path) { return h5::File::open_read(path).attr_string("/", "status"); }
 
 std::vector<std::string> check_expectations(const std::map<std::string, Counters>& counters,
                                             const std::vector<std::string>& expectations) {

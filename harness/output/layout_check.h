@@ -18,17 +18,19 @@ std::vector<std::string> check_layout(const std::string& path);
 // The /summary table of a file (read_counters): counters per backend, and "*" for their sum over backends; with
 // each collective row's (collective, busbw) for the bandwidth expectations.
 struct Counters {
-  int64_t trials = 0, completed = 0, deadlocked = 0, failed = 0, skipped = 0, wrong = 0, rows = 0;
+  int64_t trials = 0, completed = 0, deadlocked = 0, failed = 0, stalled = 0, skipped = 0, wrong = 0, rows = 0;
   std::vector<std::pair<std::string, double>> busbw;  // per row of /backends/<b>/collectives: coll, busbw_GBs
 };
 std::map<std::string, Counters> read_counters(const std::string& path);
+// The root attribute status: running, complete, interrupted (SIGINT), stalled: ..., error: ...
+std::string read_status(const std::string& path);
 
 // Each expectation is "[backend:][collective:]counter OP value" with counter one of trials completed deadlocked
-// failed skipped wrong rows (integers) or busbw_mean (GB/s: the mean of busbw over the rows that have one, as the
-// console's "Avg bus bandwidth"; a number), OP one of == != >= <= > <. Without a backend it applies to the sum
-// over backends (busbw_mean: the mean over every backend's rows); a collective (all_reduce, ...) restricts
-// busbw_mean to that collective's rows. Returns one line per expectation that does not hold or cannot be
-// evaluated (busbw_mean of no row cannot).
+// failed stalled skipped wrong rows (integers) or busbw_mean (GB/s: the mean of busbw over the rows that have one, as
+// the console's "Avg bus bandwidth"; a number), OP one of == != >= <= > <. Without a backend it applies to the sum over
+// backends (busbw_mean: the mean over every backend's rows); a collective (all_reduce, ...) restricts busbw_mean to
+// that collective's rows. Returns one line per expectation that does not hold or cannot be evaluated (busbw_mean of no
+// row cannot).
 std::vector<std::string> check_expectations(const std::map<std::string, Counters>& counters,
                                             const std::vector<std::string>& expectations);
 

@@ -25,12 +25,22 @@ struct ReplayInfo {
   std::vector<int64_t> group_sizes, group_colls;
 };
 
+// One environment variable of one rank (/environment).
+struct EnvEntry {
+  int64_t rank = 0;
+  std::string name, value;
+};
+
 struct RunInfo {
   std::string dfccl_version, git_revision, date_utc, command_line, config_toml;
   std::string workload, workload_kind, workload_description, workload_source;
-  std::vector<std::string> hosts;  // unique host names
-  std::vector<std::string> gpus;   // per rank: "host:device name" or "none"
-  std::string driver_version, cuda_runtime_version, cuda_toolkit_version, nccl_version, mpi_version, mpi_library;
+  std::vector<std::string> hosts;   // unique host names
+  std::vector<std::string> gpus;    // per rank: "host:device name" or "none"
+  std::string driver_version;       // the NVIDIA kernel module's version ("580.95.05"), "none" without one
+  std::string cuda_driver_version;  // cudaDriverGetVersion ("13.0"), "none" without a driver
+  std::string cuda_runtime_version, cuda_toolkit_version, nccl_version, mpi_version, mpi_library;
+  std::string engine_settings;        // what the public dfccl API tells of the engine's effective settings
+  std::vector<EnvEntry> environment;  // DFCCL_*, NCCL_*, CUDA_* and the launcher's variables, every rank's
   int nranks = 1;
   std::string layout;  // "tp=1 dp=4 pp=1"
   std::vector<std::string> backends;
@@ -71,7 +81,8 @@ struct CaseRow {
 
 struct TrialRow {
   int64_t case_index = 0, trial = 0;
-  std::string status;                            // completed | deadlocked | failed | skipped
+  std::string status;                            // completed | deadlocked | failed | stalled | skipped
+  std::string ranks;                             // the world ranks the status names ("2", "1,3"): stalled ones
   double elapsed_s = 0;                          // trial start -> finished or declared deadlocked
   double detect_s = kNaN;                        // deadlocked: last progress of any rank -> the watchdog's decision
   int64_t preemptions = 0, daemon_launches = 0;  // engine counters, summed over ranks (-1: not available)
@@ -88,8 +99,8 @@ struct TrialRow {
 
 struct BackendSummary {
   std::string backend, workload;
-  int64_t trials = 0, completed = 0, deadlocked = 0, failed = 0, skipped = 0;
-  double deadlock_rate = 0, ci_low = 0, ci_high = 1;  // Wilson 95 % over the trials that ran
+  int64_t trials = 0, completed = 0, deadlocked = 0, failed = 0, stalled = 0, skipped = 0;
+  double deadlock_rate = 0, ci_low = 0, ci_high = 1;  // Wilson 95 % over the trials that ran (all but skipped)
   int64_t wrong = 0;
   double busbw_mean_GBs = kNaN;  // average of busbw over the rows (nccl-tests' "Avg bus bandwidth")
   double wall_s = 0;

@@ -25,6 +25,9 @@ class Writer {
   void begin_backend(const BackendInfo& b) { do_begin_backend(b); }
   void add_case(const CaseRow& row) { do_add_case(row); }
   void add_trial(const TrialRow& row) { do_add_trial(row); }
+  // After every finished trial and after every case's rows: what was reported so far must survive the process
+  // (the HDF5 file appends and flushes it). so_far: the running backend's summary up to now.
+  void checkpoint(const BackendSummary& so_far) { do_checkpoint(so_far); }
   void progress(const Progress& p) { do_progress(p); }
   void end_backend(const BackendSummary& s) { do_end_backend(s); }
   // status: "complete", or why the run stopped early. Called exactly once, also after an error.
@@ -35,6 +38,7 @@ class Writer {
   virtual void do_begin_backend(const BackendInfo&) {}
   virtual void do_add_case(const CaseRow&) {}
   virtual void do_add_trial(const TrialRow&) {}
+  virtual void do_checkpoint(const BackendSummary&) {}
   virtual void do_progress(const Progress&) {}
   virtual void do_end_backend(const BackendSummary&) {}
   virtual void do_end_run(const std::string&) {}
@@ -56,6 +60,9 @@ class MultiWriter final : public Writer {
   }
   void do_add_trial(const TrialRow& r) override {
     for (auto& w : writers_) w->add_trial(r);
+  }
+  void do_checkpoint(const BackendSummary& s) override {
+    for (auto& w : writers_) w->checkpoint(s);
   }
   void do_progress(const Progress& p) override {
     for (auto& w : writers_) w->progress(p);
@@ -80,7 +87,8 @@ struct ConsoleOptions {
 std::unique_ptr<Writer> make_console_writer(const ConsoleOptions& options);
 // -J: the run as JSON, shaped after nccl-tests' -J output (json_writer.cpp); min_bw_GBs as in ConsoleOptions.
 std::unique_ptr<Writer> make_json_writer(const std::string& path, double min_bw_GBs);
-// One self-describing HDF5 file, rewritten after every backend and at the end (so an interrupted run leaves one).
+// One self-describing HDF5 file, created at begin_run and flushed at every checkpoint, end of backend and end of run
+// (so a killed run leaves a readable file with every row reported before its last checkpoint).
 std::unique_ptr<Writer> make_hdf5_writer(const std::string& path);
 
 }  // namespace dfccl::harness

@@ -11,12 +11,17 @@
 #include "program/rank_program.h"
 #include "replay/replay.h"
 #include "runtime/aggregate.h"
+#include "runtime/liveness.h"
+#include "runtime/run_stop.h"
 #include "runtime/watchdog.h"
 #include "runtime/worker.h"
 #include "stats/stats.h"
 
 namespace dfccl::harness {
 namespace {
+
+// The stall limit is run.timeout, but at least this (a starved monitor thread must not look stopped).
+constexpr double kMinStallLimitS = 2.0;
 
 // One case: a fixed step (sweep, [[step]]) or a mix drawn per trial.
 struct Case {
@@ -57,6 +62,7 @@ class Campaign {
   Campaign(const Workload& w, MpiWorld& world, Writer& writer) : w_(w), world_(world), writer_(writer) {}
 
   // Runs every backend in turn; returns the counts over all of them.
+  // A RunStopped (a signal, a stalled rank) ends the run: what finished is recorded, and it propagates.
   DriverResult run() {
     if (w_.kind == Workload::Kind::Replay) make_replay_comms();
     for (const auto& name : w_.backends) run_backend(name);
@@ -65,6 +71,8 @@ class Campaign {
     replay_slots_.clear();
     return result_;
   }
+
+  const DriverResult& result() const { return result_; }
 
  private:
   // A replay: the scenario, and one MPI communicator per group of its layout (MPI_COMM_NULL where this rank is not a
@@ -89,9 +97,25 @@ class Campaign {
   // created or cannot build its communicators has every trial skipped; one left with a stuck worker is never
   // destroyed.
   void run_backend(const std::string& name) {
-    auto t0 = Clock::now();
-    BackendContext ctx{world_.rank, world_.size, world_.local_rank, world_.local_size, &w_};
+    const auto t0 = Clock::now();
     std::unique_ptr<Backend> b;
+    try {
+      run_backend(name, t0, b);
+    } catch (const RunStopped&) {
+      // The peers may be stopped or gone: the backend is never destroyed (its teardown could wait for them), and
+      // the summary of what finished is written without any MPI call.
+      (void)b.release();
+      result_.stuck_worker = true;
+      if (backend_begun_) finish_backend(t0);
+      throw;
+    }
+  }
+
+  void run_backend(const std::string& name, Clock::time_point t0, std::unique_ptr<Backend>& b) {
+    backend_begun_ = false;
+    backend_t0_ = t0;
+    mode_.clear();
+    BackendContext ctx{world_.rank, world_.size, world_.local_rank, world_.local_size, &w_};
     std::string error;
     try {
       b = make_backend(name, ctx);
@@ -117,11 +141,14 @@ class Campaign {
       b.reset();
       BackendInfo info{name, "", "", "", "", false, error};
       writer_.begin_backend(info);
+      backend_begun_ = true;
       summary_.skipped = total_trials_;
       finish_backend(t0);
       return;
     }
     writer_.begin_backend(b->info());
+    backend_begun_ = true;
+    mode_ = b->info().mode;
 
     if (!create_comms(*b)) {
       summary_.failed = 0;
@@ -142,13 +169,13 @@ class Campaign {
     }
   }
 
-  // Completes the backend's summary (rate, interval, mean busbw, wall time), adds it to the result and writes it.
-  void finish_backend(Clock::time_point t0) {
-    BackendSummary& s = summary_;
-    s.trials = s.completed + s.deadlocked + s.failed + s.skipped;
-    int64_t ran = s.completed + s.deadlocked + s.failed;
-    s.deadlock_rate = ran ? static_cast<double>(s.deadlocked) / ran : 0.0;
-    Interval ci = wilson_interval(s.deadlocked, ran);
+  // The running backend's summary from its counts so far: trials, rate and interval, mean busbw, wall time.
+  BackendSummary summary_now(Clock::time_point t0) const {
+    BackendSummary s = summary_;
+    s.trials = s.completed + s.deadlocked + s.failed + s.stalled + s.skipped;
+    const int64_t ran = s.trials - s.skipped;
+    s.deadlock_rate = ran ? static_cast<double>(s.deadlocked) / static_cast<double>(ran) : 0.0;
+    const Interval ci = wilson_interval(s.deadlocked, ran);
     s.ci_low = ci.low;
     s.ci_high = ci.high;
     double sum = 0;
@@ -156,10 +183,21 @@ class Campaign {
     for (double v : busbw_)
       if (!std::isnan(v)) sum += v, ++n;
     s.busbw_mean_GBs = n ? sum / n : kNaN;
-    busbw_.clear();
     s.wall_s = seconds_since(t0);
+    return s;
+  }
+
+  // Completes the backend's summary, adds it to the result and writes it. No MPI call (also called on a RunStopped).
+  void finish_backend(Clock::time_point t0) {
+    const BackendSummary s = summary_now(t0);
+    busbw_.clear();
+    backend_begun_ = false;
+    result_.completed += s.completed;
     result_.deadlocked += s.deadlocked;
+    if (mode_ == "preemptive") result_.deadlocked_preemptive += s.deadlocked;
     result_.failed += s.failed;
+    result_.stalled += s.stalled;
+    result_.skipped += s.skipped;
     result_.wrong += s.wrong;
     writer_.end_backend(s);
   }
@@ -314,18 +352,42 @@ class Campaign {
 
     for (const CaseRow& r : agg.rows()) {
       writer_.add_case(r);
-      busbw_.push_back(r.busbw_GBs);  // NaN where a row has none: finish_backend leaves it out
+      busbw_.push_back(r.busbw_GBs);  // NaN where a row has none: summary_now leaves it out
     }
+    writer_.checkpoint(summary_now(backend_t0));
   }
 
   // Writes a trial's row and the progress of the backend.
   void report_trial(const TrialRow& row, Clock::time_point backend_t0) {
     writer_.add_trial(row);
+    writer_.checkpoint(summary_now(backend_t0));
     ++done_trials_;
     Progress p{summary_.backend,    done_trials_,    total_trials_,  summary_.completed,
                summary_.deadlocked, summary_.failed, summary_.wrong, seconds_since(backend_t0),
                w_.trials > 1};
     writer_.progress(p);
+  }
+
+  // A trial the watchdog stopped (failed, deadlocked): diagnosed, aborted, recorded; the communicators rebuilt.
+  void stop_stopped_trial(Backend& b, WorkerState& sh, std::thread& worker, const WatchVerdict& verdict,
+                          TrialRow& row) {
+    if (w_.diagnose) diagnose_trial(b, sh, static_cast<int>(row.trial), world_);
+    const StopOutcome stop = stop_trial(b, sh, worker);
+    record_stopped_trial(verdict, stop, sh, w_.timeout_s, row);
+    ++(row.status == "failed" ? summary_.failed : summary_.deadlocked);
+    if (stop.stuck || !create_comms(b)) broken_ = true;
+  }
+
+  // A trial ended by a stalled rank (RunStopped with the ranks): its row, written; the run ends after it.
+  void record_stalled_trial(const RunStopped& e, Clock::time_point t0, TrialRow& row) {
+    row.status = "stalled";
+    row.elapsed_s = seconds_since(t0);
+    row.ranks = fmt::format("{}", fmt::join(e.stalled_ranks, ","));
+    std::string what = e.what();
+    row.message = what.starts_with("stalled: ") ? what.substr(9) : what;
+    row.preemptions = row.daemon_launches = -1;
+    summary_.stalled++;
+    report_trial(row, backend_t0_);
   }
 
   // ---------------------------------------------------------------------------------------------------------------
@@ -345,16 +407,18 @@ class Campaign {
     if (replay_) job.replayed = replay_->program(world_.rank, replay_->scenario_trial(row.trial));
     const Clock::time_point t0 = job.t0;
     std::thread worker = start_worker(b, sh, std::move(job));
-
-    const WatchVerdict verdict = watch_trial(*sh, w_.timeout_s, t0);
-    row.elapsed_s = verdict.decided_s;
-    if (verdict.stopped()) {
-      if (w_.diagnose) diagnose_trial(b, *sh, row.trial, world_);
-      const StopOutcome stop = stop_trial(b, *sh, worker);
-      record_stopped_trial(verdict, stop, *sh, w_.timeout_s, row);
-      ++(row.status == "failed" ? summary_.failed : summary_.deadlocked);
-      if (stop.stuck || !create_comms(b)) broken_ = true;
-      return;
+    WatchVerdict verdict;
+    try {
+      verdict = watch_trial(*sh, w_.timeout_s, t0);
+      row.elapsed_s = verdict.decided_s;
+      if (verdict.stopped()) {
+        stop_stopped_trial(b, *sh, worker, verdict, row);
+        return;
+      }
+    } catch (const RunStopped& e) {
+      if (worker.joinable()) worker.detach();  // it may be blocked on a stopped peer: it ends with the process
+      if (!e.stalled_ranks.empty()) record_stalled_trial(e, t0, row);
+      throw;
     }
     worker.join();
 
@@ -379,12 +443,18 @@ class Campaign {
   std::vector<double> busbw_;
   int64_t total_trials_ = 0, done_trials_ = 0;
   bool broken_ = false;
+  bool backend_begun_ = false;      // begin_backend was written and end_backend not yet
+  std::string mode_;                // the running backend's mode (preemptive, blocking, nccl ...)
+  Clock::time_point backend_t0_{};  // the running backend's start
 };
 
 }  // namespace
 
 DriverResult run_campaign(const Workload& w, MpiWorld& world, Writer& writer) {
-  return Campaign(w, world, writer).run();
+  liveness::start(MPI_COMM_WORLD, std::max(w.timeout_s, kMinStallLimitS));
+  DriverResult r = Campaign(w, world, writer).run();
+  liveness::stop();
+  return r;
 }
 
 }  // namespace dfccl::harness

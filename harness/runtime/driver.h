@@ -16,11 +16,15 @@ namespace dfccl::harness {
 
 struct DriverResult {
   bool stuck_worker = false;  // a worker thread could not be released: exit without running destructors
-  int64_t deadlocked = 0, failed = 0, wrong = 0;
+  // Trial outcomes summed over backends; deadlocked_preemptive: those on backends of mode preemptive (dfccl, host),
+  // which must never deadlock.
+  int64_t completed = 0, deadlocked = 0, deadlocked_preemptive = 0, failed = 0, stalled = 0, skipped = 0, wrong = 0;
 };
 
-// Runs every backend of the workload in turn (MPI-collective over MPI_COMM_WORLD; every rank calls it). Returns
-// the counts over all backends; an exception means the run cannot go on (main then aborts the MPI job).
+// Runs every backend of the workload in turn (MPI-collective over MPI_COMM_WORLD; every rank calls it), with the
+// liveness monitor (liveness.h) running. Returns the counts over all backends. RunStopped (run_stop.h: a signal, a
+// stalled rank) propagates after what finished was written (every backend begun has its end_backend); any other
+// exception means the run cannot go on (main then aborts the MPI job).
 DriverResult run_campaign(const Workload& w, MpiWorld& world, Writer& writer);
 
 }  // namespace dfccl::harness

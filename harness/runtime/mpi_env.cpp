@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "config/workload.h"
+#include "runtime/liveness.h"
+#include "runtime/signals.h"
 
 namespace dfccl::harness {
 
@@ -50,12 +52,20 @@ void MpiWorld::free() {
 }
 
 namespace {
+// Polls req until it completes. Throws RunStopped when a signal came or a rank stopped responding (checked every
+// 100 ms): the request is then left pending, and the caller must make no further MPI call but exit.
 void wait_gently(MPI_Request& req) {
   int done = 0;
   auto pause = std::chrono::microseconds(20);
+  auto next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
   while (true) {
     MPI_Test(&req, &done, MPI_STATUS_IGNORE);
     if (done) return;
+    throw_if_signalled();
+    if (std::chrono::steady_clock::now() >= next_check) {
+      liveness::throw_if_stalled();
+      next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(2000));
   }
@@ -78,9 +88,14 @@ std::string bcast_string(const std::string& s, int root, MPI_Comm comm) {
   int rank;
   MPI_Comm_rank(comm, &rank);
   long long n = rank == root ? static_cast<long long>(s.size()) : 0;
-  MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm);
+  MPI_Request req;
+  MPI_Ibcast(&n, 1, MPI_LONG_LONG, root, comm, &req);
+  wait_gently(req);
   std::string out = rank == root ? s : std::string(static_cast<size_t>(n), '\0');
-  if (n > 0) MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, root, comm);
+  if (n > 0) {
+    MPI_Ibcast(out.data(), static_cast<int>(n), MPI_CHAR, root, comm, &req);
+    wait_gently(req);
+  }
   return out;
 }
 
@@ -90,7 +105,9 @@ std::vector<std::string> gather_strings(const std::string& s, MPI_Comm comm) {
   MPI_Comm_size(comm, &size);
   int n = static_cast<int>(s.size());
   std::vector<int> lens(size);
-  MPI_Gather(&n, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm);
+  MPI_Request req;
+  MPI_Igather(&n, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm, &req);
+  wait_gently(req);
   std::vector<int> displs(size, 0);
   int total = 0;
   for (int i = 0; i < size; ++i) {
@@ -98,7 +115,8 @@ std::vector<std::string> gather_strings(const std::string& s, MPI_Comm comm) {
     total += lens[i];
   }
   std::string all(static_cast<size_t>(rank == 0 ? total : 0), '\0');
-  MPI_Gatherv(s.data(), n, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, comm);
+  MPI_Igatherv(s.data(), n, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, comm, &req);
+  wait_gently(req);
   std::vector<std::string> out;
   if (rank == 0)
     for (int i = 0; i < size; ++i) out.push_back(all.substr(displs[i], lens[i]));

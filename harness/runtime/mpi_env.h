@@ -24,7 +24,8 @@ struct MpiWorld {
   void free();                                     // frees the group communicators (before MPI_Finalize)
 };
 
-// MPI_Barrier and MPI_Allreduce (in place) that wait by polling the nonblocking call with short sleeps.
+// MPI_Barrier and MPI_Allreduce (in place) that wait by polling the nonblocking call with short sleeps. These and
+// the string helpers below throw RunStopped (run_stop.h) when a signal came or a rank stopped responding.
 void gentle_barrier(MPI_Comm comm);
 void gentle_allreduce(void* inout, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
 // Rank `root`'s string, on every rank.

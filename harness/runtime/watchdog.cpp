@@ -7,22 +7,51 @@
 #include <cstdio>
 
 #include "program/rank_program.h"
+#include "runtime/liveness.h"
+#include "runtime/signals.h"
 
 namespace dfccl::harness {
+
+namespace {
+
+// Waits up to wait_s for the worker, in slices that check for a signal. Returns whether it is done (with its error).
+bool wait_for_worker(WorkerState& sh, double wait_s, std::string& error) {
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
+  std::unique_lock lock(sh.mu);
+  while (true) {
+    throw_if_signalled();
+    const auto slice = std::min(until, Clock::now() + std::chrono::milliseconds(100));
+    if (sh.cv.wait_until(lock, slice, [&] { return sh.done; })) {
+      error = sh.error;
+      return true;
+    }
+    if (Clock::now() >= until) return false;
+  }
+}
+
+// This rank's latest progress, seconds since t0: the worker's, or the end of a stop of this process (SIGSTOP): a
+// stopped process is not the backend's silence.
+double latest_progress_s(const WorkerState& sh, Clock::time_point t0) {
+  const double worker_s = static_cast<double>(sh.last_progress_ns.load()) * 1e-9;
+  const int64_t resumed = liveness::resumed_ns();
+  if (resumed == 0) return worker_s;
+  const double resumed_s =
+      static_cast<double>(resumed -
+                          std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count()) *
+      1e-9;
+  return std::max(worker_s, resumed_s);
+}
+
+}  // namespace
 
 WatchVerdict watch_trial(WorkerState& sh, double timeout_s, Clock::time_point t0) {
   WatchVerdict v;
   double wait_s = timeout_s;
   while (true) {
-    bool finished;
-    {
-      std::unique_lock lock(sh.mu);
-      finished = sh.cv.wait_for(lock, std::chrono::duration<double>(wait_s), [&] { return sh.done; });
-      if (finished) v.error = sh.error;
-    }
+    const bool finished = wait_for_worker(sh, wait_s, v.error);
     // {still running, failed, latest progress, now}, each the maximum over ranks (seconds since the trial start).
-    double state[4] = {finished ? 0.0 : 1.0, finished && !v.error.empty() ? 1.0 : 0.0,
-                       static_cast<double>(sh.last_progress_ns.load()) * 1e-9, seconds_since(t0)};
+    double state[4] = {finished ? 0.0 : 1.0, finished && !v.error.empty() ? 1.0 : 0.0, latest_progress_s(sh, t0),
+                       seconds_since(t0)};
     gentle_allreduce(state, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     v.any_running = state[0] != 0;
     v.any_failed = state[1] != 0;
@@ -84,10 +113,8 @@ StopOutcome stop_trial(Backend& b, WorkerState& sh, std::thread& worker) {
   } catch (const std::exception& e) {
     s.abort_error = e.what();
   }
-  {
-    std::unique_lock lock(sh.mu);
-    s.joined = s.abort_error.empty() && sh.cv.wait_for(lock, std::chrono::seconds(20), [&] { return sh.done; });
-  }
+  std::string ignored;
+  s.joined = s.abort_error.empty() && wait_for_worker(sh, 20.0, ignored);
   int stuck = s.joined ? 0 : 1;
   gentle_allreduce(&stuck, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   s.stuck = stuck != 0;

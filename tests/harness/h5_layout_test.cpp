@@ -188,3 +188,51 @@ TEST(HarnessH5, BrokenFilesAreReported) {
   EXPECT_FALSE(check_layout("/nonexistent/file.h5").empty());
   std::filesystem::remove(path);
 }
+
+// A checkpoint leaves the file on disk complete while the writer still holds it open (what a kill would leave; read
+// from a copy, because HDF5 does not open a file twice in one process): every trial reported so far, the running
+// backend's summary row, status running; a second checkpoint appends.
+TEST(HarnessH5, EveryCheckpointLeavesAReadableFile) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string path = (dir / "dfccl_harness_checkpoint_test.h5").string();
+  const std::string copy = (dir / "dfccl_harness_checkpoint_copy.h5").string();
+  auto w = make_hdf5_writer(path);
+  RunInfo run;
+  run.workload = "stress";
+  run.backends = {"host"};
+  run.environment = {EnvEntry{0, "NCCL_DEBUG", "WARN"}, EnvEntry{1, "NCCL_DEBUG", "INFO"}};
+  w->begin_run(run);
+  w->begin_backend(BackendInfo{"host", "host", "preemptive", "host", "host clock", true, ""});
+  BackendSummary s;
+  s.backend = "host";
+  for (int64_t trial = 0; trial < 2; ++trial) {
+    TrialRow t;
+    t.trial = trial;
+    t.status = trial == 0 ? "completed" : "stalled";
+    t.ranks = trial == 0 ? "" : "1";
+    w->add_trial(t);
+    ++(trial == 0 ? s.completed : s.stalled);
+    s.trials = trial + 1;
+    w->checkpoint(s);
+
+    std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+    for (const auto& p : check_layout(copy)) ADD_FAILURE() << "after trial " << trial << ": " << p;
+    auto f = dfccl::h5::File::open_read(copy);
+    EXPECT_EQ(f.attr_string("/", "status"), "running");
+    EXPECT_EQ(f.read_ints("backends/host/trials", "trial").size(), static_cast<size_t>(trial + 1));
+    auto counters = read_counters(copy);
+    EXPECT_EQ(counters["host"].trials, trial + 1);
+    EXPECT_EQ(counters["host"].stalled, trial);
+  }
+  {
+    auto f = dfccl::h5::File::open_read(copy);
+    EXPECT_EQ(f.read_strings("backends/host/trials", "ranks"), (std::vector<std::string>{"", "1"}));
+    EXPECT_EQ(f.read_strings("environment", "value"), (std::vector<std::string>{"WARN", "INFO"}));
+    EXPECT_EQ(f.read_ints("environment", "rank"), (std::vector<int64_t>{0, 1}));
+  }
+  w->end_backend(s);
+  w->end_run("interrupted (SIGINT)");
+  EXPECT_EQ(read_status(path), "interrupted (SIGINT)");
+  std::filesystem::remove(path);
+  std::filesystem::remove(copy);
+}
