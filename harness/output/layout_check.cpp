@@ -67,6 +67,13 @@ size_t column_length(const h5::File& f, const std::string& g, const std::string&
   return f.read_strings(g, name).size();
 }
 
+// What layout version 2 added; a version 1 file (results/ holds many) is checked without them.
+bool added_in_v2(const std::string& name) {
+  return name == "cuda_driver_version" || name == "engine_settings" || name == "stalled" || name == "ranks" ||
+         name == "environment";
+}
+bool g_v1 = false;  // the file being checked is layout version 1 (check_layout sets it)
+
 template <size_t N>
 void check_table(const h5::File& f, const std::string& g, const char* const (&cols)[N],
                  std::vector<std::string>& problems) {
@@ -76,6 +83,7 @@ void check_table(const h5::File& f, const std::string& g, const char* const (&co
   }
   long expected = -1;
   for (const char* c : cols) {
+    if (g_v1 && added_in_v2(c)) continue;
     if (!f.has(g + "/" + c)) {
       problems.push_back(fmt::format("/{}: missing column {}", g, c));
       continue;
@@ -93,14 +101,16 @@ std::vector<std::string> check_layout(const std::string& path) {
   std::vector<std::string> problems;
   try {
     auto f = h5::File::open_read(path);
+    g_v1 = f.has_attr("/", "layout_version") && f.attr_string("/", "layout_version") == "1";
     for (const char* a : kRootAttrs)
-      if (!f.has_attr("/", a)) problems.push_back(fmt::format("missing root attribute {}", a));
+      if (!f.has_attr("/", a) && !(g_v1 && added_in_v2(a)))
+        problems.push_back(fmt::format("missing root attribute {}", a));
     if (f.has_attr("/", "tool") && f.attr_string("/", "tool") != "dfccl-harness")
       problems.push_back("root attribute tool is not dfccl-harness");
-    if (f.has_attr("/", "layout_version") && f.attr_string("/", "layout_version") != kHarnessLayoutVersion)
+    if (f.has_attr("/", "layout_version") && f.attr_string("/", "layout_version") != kHarnessLayoutVersion && !g_v1)
       problems.push_back("unknown layout_version " + f.attr_string("/", "layout_version"));
     check_table(f, "summary", kSummaryCols, problems);
-    check_table(f, "environment", kEnvironmentCols, problems);
+    if (!g_v1) check_table(f, "environment", kEnvironmentCols, problems);
     const bool replay = f.has_attr("/", "workload_kind") && f.attr_string("/", "workload_kind") == "replay";
     if (replay) {
       if (!f.has("replay")) {
@@ -141,7 +151,8 @@ std::map<std::string, Counters> read_counters(const std::string& path) {
   auto completed = f.read_ints("summary", "completed");
   auto deadlocked = f.read_ints("summary", "deadlocked");
   auto failed = f.read_ints("summary", "failed");
-  auto stalled = f.read_ints("summary", "stalled");
+  auto stalled = f.has("summary/stalled") ? f.read_ints("summary", "stalled")  // layout 2 on
+                                           : std::vector<int64_t>(names.size(), 0);
   auto skipped = f.read_ints("summary", "skipped");
   auto wrong = f.read_ints("summary", "wrong");
   Counters& all = out["*"];
