@@ -8,30 +8,20 @@ nccl,nccl-graph` on perf.sh's latency sweep): a time, a busbw and a ratio column
 rank) the ratio is the base's time over dfccl's (the same quantity).
 """
 import argparse
+import sys
 
-import h5py
+import dfccl_results as dr
 
-
-def parse_size(s):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
-
-
-def human(n):
-    for u, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= f and n % f == 0:
-            return f"{n // f} {u}"
-    return f"{n} B"
+human = dr.human_bytes
+parse_size = dr.parse_size
 
 
-def load(f, backend):
-    g = f[f"backends/{backend}/collectives"]
-    text = lambda k: [x.decode() if isinstance(x, bytes) else x for x in g[k][()]]
-    rows = {}
-    for coll, group, nbytes, t, bw, kind in zip(text("coll"), text("group"), g["bytes"][()], g["time_median_us"][()],
-                                                g["busbw_GBs"][()], text("time_kind")):
-        rows[(coll, int(nbytes))] = (t, bw)
-    return rows
+def load(df, backend):
+    """{(coll, bytes): (median time in us, busbw in GB/s)} of the backend's rows timed per iteration in df, a
+    dfccl_results.cases() table of one file; the last row wins where a (coll, bytes) pair repeats."""
+    rows = df[(df["backend"] == backend) & (df["time_kind"] == "iteration")]
+    return {(c, int(b)): (t, bw) for c, b, t, bw in zip(rows["coll"], rows["bytes"], rows["time_median_us"],
+                                                        rows["busbw_GBs"])}
 
 
 def ratio(td, bd, tb, bb):
@@ -41,11 +31,11 @@ def ratio(td, bd, tb, bb):
     return f"{tb / td:.2f}" if td > 0 and tb > 0 else "-"
 
 
-def table(f, colls, sizes, bases):
-    """The table's Markdown lines for the open harness file f: dfccl against each base, per collective and size (bytes),
-    for the (collective, size) pairs that every backend ran."""
-    d = load(f, "dfccl")
-    ns = [load(f, b) for b in bases]
+def table(df, colls, sizes, bases):
+    """The table's Markdown lines for df, the dfccl_results.cases() table of one harness file: dfccl against each base,
+    per collective and size (bytes), for the (collective, size) pairs that every backend ran."""
+    d = load(df, "dfccl")
+    ns = [load(df, b) for b in bases]
     names = ["NCCL" if b == "nccl" else b for b in bases]
     ratio_head = ["busbw ratio"] if len(bases) == 1 else [f"busbw ratio vs {b}" for b in names]
     head = (["collective", "size", "dfccl time (us)"] + [f"{b} time (us)" for b in names] + ["dfccl busbw (GB/s)"] +
@@ -72,9 +62,15 @@ def main():
     ap.add_argument("--base", default="nccl", help="the backend(s) dfccl is compared with, comma-separated")
     a = ap.parse_args()
     sizes = [parse_size(s) for s in a.sizes.split(",")]
-    with h5py.File(a.file, "r") as f:
-        print("\n".join(table(f, a.coll, sizes, a.base.split(","))))
+    df = dr.cases(a.file)
+    missing = [b for b in ["dfccl"] + a.base.split(",") if b not in set(df["backend"])]
+    if missing:
+        have = ", ".join(dict.fromkeys(df["backend"]))
+        print(f"compare_table: {a.file}: no backend {', '.join(missing)} (it has {have})", file=sys.stderr)
+        return 2
+    print("\n".join(table(df, a.coll, sizes, a.base.split(","))))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -13,8 +13,7 @@ import re
 import sys
 import textwrap
 
-import h5py
-
+import dfccl_results as dr
 from compare_table import human, load, parse_size, ratio, table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,24 +27,17 @@ def sizes(text):
     return [parse_size(s) for s in text.split(",")]
 
 
-def h5(path):
-    return h5py.File(os.path.join(ROOT, path), "r")
-
-
-def text(x):
-    return x.decode() if isinstance(x, bytes) else x
+def cases(path):
+    return dr.cases(os.path.join(ROOT, path))
 
 
 def summary(path):
     """The rows of the file's /summary table, one dict per backend (docs/hdf5-layout.md)."""
-    with h5(path) as f:
-        g = f["summary"]
-        return [{k: text(g[k][i]) for k in g} for i in range(g["backend"].shape[0])]
+    return dr.summary(os.path.join(ROOT, path)).to_dict("records")
 
 
 def attr(path, name):
-    with h5(path) as f:
-        return text(f.attrs[name])
+    return dr.run_attributes(os.path.join(ROOT, path))[name]
 
 
 def rate(r):
@@ -54,8 +46,8 @@ def rate(r):
 
 def headline():
     """At most 12 rows: all-reduce on 2xH200 (small-message time, busbw at a few sizes) and the stress outcome."""
-    with h5(SWEEP) as f:
-        d, n = load(f, "dfccl"), load(f, "nccl")
+    df = cases(SWEEP)
+    d, n = load(df, "dfccl"), load(df, "nccl")
     nccl = f"NCCL {attr(STRESS['nccl'], 'nccl_version')}"
     lines = [f"| 2×H200, float32 | dfccl | {nccl} | dfccl / NCCL |", "|---|---:|---:|---:|"]
     for s in sizes("8,64K"):
@@ -84,13 +76,11 @@ def outcomes(paths):
 
 
 def compare(path, colls, size_list, base="nccl"):
-    with h5(path) as f:
-        return table(f, colls, sizes(size_list), [base])
+    return table(cases(path), colls, sizes(size_list), [base])
 
 
 def host_completion(path):
-    with h5(path) as f:
-        d = load(f, "dfccl")
+    d = load(cases(path), "dfccl")
     lines = ["| size | dfccl time (us) | dfccl busbw (GB/s) |", "|---:|---:|---:|"]
     lines += [f"| {human(s)} | {t:.1f} | {b:.1f} |" for (c, s), (t, b) in sorted(d.items()) if c == "all_reduce"]
     return lines

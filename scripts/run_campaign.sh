@@ -75,7 +75,7 @@ fi
 if scripts/python.sh scripts/plot_harness.py "$out"/*.h5 --out "$out/plots"; then
   echo "run_campaign: plots in $out/plots"
 else
-  echo "run_campaign: plotting failed (scripts/python.sh needs python3 with h5py, numpy and matplotlib)"
+  echo "run_campaign: plotting failed (scripts/python.sh needs python3 with h5py, numpy, pandas and matplotlib)"
 fi
 echo "run_campaign: results (HDF5, logs) in $out"
 if ((${#failed[@]} > 0)); then
