@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "backend.h"
+#include "runtime/version_text.h"
 #include "gpu/gpu_context.h"
 #include "timing/timing_plan.h"
 
@@ -70,7 +71,7 @@ class NcclBackend final : public Backend {
     return BackendInfo{
         graphs_ ? "nccl-graph" : "nccl",
         "cuda",
-        fmt::format("nccl {}, {} communicators{}", v, blocking() ? "blocking" : "nonblocking",
+        fmt::format("nccl {}, {} communicators{}", nccl_version_text(v), blocking() ? "blocking" : "nonblocking",
                     graphs_ ? ", each timing span captured into a CUDA graph and replayed once" : ""),
         "stream order: the result is usable on the collective's stream after the call",
         fmt::format("{}{}, iterations back to back; {}; no core time", timing_.describe("CUDA events", "on stream 0"),
