@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dfccl.h"
+#include "forked_rank.h"
 #include "gpu_check.h"
 
 namespace {
@@ -128,13 +129,7 @@ void run_ranks(Body body, dfcclExecutor_t executor = dfcclExecutorHost) {
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-      dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
-      cfg.executor = executor;
-      dfcclComm_t comm = nullptr;
-      if (dfcclCommInitRankConfig(&comm, kRanks, id, rank, &cfg) != dfcclSuccess) {
-        std::fprintf(stderr, "rank %d: init: %s\n", rank, dfcclGetLastError(nullptr));
-        _exit(2);
-      }
+      dfcclComm_t comm = dfccl::test::init_forked_rank(id, rank, kRanks, executor);
       const int rc = body(comm, rank);
       std::fflush(nullptr);
       _exit(rc);
@@ -230,9 +225,9 @@ TEST(Mismatch, OnTheCudaExecutor) {
             return 5;
           const size_t count = rank == kOdd && !kind ? kCount / 2 : kCount;
           dfcclRequest_t q = nullptr;
-          dfcclResult_t st =
-              rank == kOdd && kind ? dfcclAllGather(in, out, count, dfcclInt32, comm, 0, nullptr, &q)
-                                   : dfcclAllReduce(in, out, count, dfcclInt32, dfcclSum, comm, 0, nullptr, &q);
+          dfcclResult_t st = rank == kOdd && kind
+                                 ? dfcclAllGather(in, out, count, dfcclInt32, comm, 0, nullptr, &q)
+                                 : dfcclAllReduce(in, out, count, dfcclInt32, dfcclSum, comm, 0, nullptr, &q);
           if (st == dfcclSuccess) st = dfcclSynchronize(q, 10000);
           const std::string err = dfcclGetLastError(nullptr);
           const char* field = kind ? "dfcclAllGather" : "argument 'count'";

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dfccl.h"
+#include "forked_rank.h"
 
 namespace {
 
@@ -82,13 +83,7 @@ void run_case(Victim how, const std::string& what) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       if (how == Victim::Stops) setenv("DFCCL_PEER_TIMEOUT_S", "1", 1);
-      dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
-      cfg.executor = dfcclExecutorHost;
-      dfcclComm_t comm = nullptr;
-      if (dfcclCommInitRankConfig(&comm, kRanks, id, rank, &cfg) != dfcclSuccess) {
-        std::fprintf(stderr, "rank %d: init: %s\n", rank, dfcclGetLastError(nullptr));
-        _exit(2);
-      }
+      dfcclComm_t comm = dfccl::test::init_forked_rank(id, rank, kRanks);
       if (rank == kVictim) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         if (how == Victim::Killed) raise(SIGKILL);
