@@ -38,6 +38,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual BackendInfo info() const = 0;
+  // After create_comms: the engine's effective settings and transport, in words ("" when the library tells none).
+  virtual std::string engine_settings() const { return {}; }
 
   // --- main thread -------------------------------------------------------------------------------------------------
   // Creates one communicator per slot (collective over MPI_COMM_WORLD: every rank calls it with its slots).

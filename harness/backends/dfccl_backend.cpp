@@ -98,7 +98,23 @@ class DfcclBackend final : public Backend {
       config.device = gpu_ ? gpu_->device() : ctx_.local_rank;  // one engine per process for all its communicators
       dfccl_check(dfcclCommInitRankConfig(&comms_[i], slots[i].size, id, slots[i].rank, &config),
                   "dfcclCommInitRankConfig");
+      if (settings_.empty()) settings_ = describe(comms_[i]);
     }
+  }
+
+  std::string engine_settings() const override { return settings_; }
+
+  // dfcclCommGetInfo of c in words: the engine's shape, the connection memory and the transport to the neighbours.
+  static std::string describe(dfcclComm_t c) {
+    dfcclCommInfo_t i{};
+    if (dfcclCommGetInfo(c, &i) != dfcclSuccess) return std::string("dfcclCommGetInfo: ") + dfcclGetLastError(c);
+    static const char* const kTransport[] = {"GPU peer memory", "shared host memory registered with CUDA",
+                                             "POSIX shared memory"};
+    return fmt::format("{} blocks x {} threads; {} slots x {} B per lane; {} + {} persistent lanes; {:.1f} MiB of "
+                       "connection memory per communicator; to ranks {} and {} through {}",
+                       i.blocks, i.threadsPerBlock, i.slots, i.slotBytes, i.lanes, i.persistentLanes,
+                       double(i.connectionBytes) / (1 << 20), i.prev, i.next,
+                       i.transport >= 0 && i.transport < 3 ? kTransport[i.transport] : "?");
   }
 
   // Aborts all communicators at once, one thread each, so that their abort times do not add up.
@@ -411,6 +427,7 @@ class DfcclBackend final : public Backend {
   bool host_order_ = false;  // run.order = host: submitted with DFCCL_NO_STREAM
   std::optional<GpuContext> gpu_;
   std::vector<dfcclComm_t> comms_;
+  std::string settings_;  // engine_settings(), from the first communicator created
   std::vector<EntryPlan> plans_;
   std::vector<std::vector<char>> host_send_, host_recv_;
   std::vector<std::vector<Req>> iter_reqs_;

@@ -95,6 +95,7 @@ class Hdf5Writer final : public Writer {
     pending_cases_.clear();
     pending_trials_.clear();
     if (summary) put_summary(st.summary_row, {*summary});
+    if (summary && !summary->engine.empty()) file_->set_attr("backends/" + summary->backend, "engine", summary->engine);
     file_->flush();
   }
 

@@ -104,6 +104,7 @@ struct BackendSummary {
   int64_t wrong = 0;
   double busbw_mean_GBs = kNaN;  // average of busbw over the rows (nccl-tests' "Avg bus bandwidth")
   double wall_s = 0;
+  std::string engine;  // the engine's settings and transport as the backend's library reports them ("" if none)
 };
 
 }  // namespace dfccl::harness

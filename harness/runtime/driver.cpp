@@ -115,6 +115,7 @@ class Campaign {
     backend_begun_ = false;
     backend_t0_ = t0;
     mode_.clear();
+    engine_.clear();
     BackendContext ctx{world_.rank, world_.size, world_.local_rank, world_.local_size, &w_};
     std::string error;
     try {
@@ -184,6 +185,7 @@ class Campaign {
       if (!std::isnan(v)) sum += v, ++n;
     s.busbw_mean_GBs = n ? sum / n : kNaN;
     s.wall_s = seconds_since(t0);
+    s.engine = engine_;
     return s;
   }
 
@@ -223,6 +225,7 @@ class Campaign {
     std::string error;
     try {
       b.create_comms(used_slots());
+      if (engine_.empty()) engine_ = b.engine_settings();
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -444,6 +447,7 @@ class Campaign {
   int64_t total_trials_ = 0, done_trials_ = 0;
   bool broken_ = false;
   bool backend_begun_ = false;      // begin_backend was written and end_backend not yet
+  std::string engine_;              // the running backend's engine settings (Backend::engine_settings), once known
   std::string mode_;                // the running backend's mode (preemptive, blocking, nccl ...)
   Clock::time_point backend_t0_{};  // the running backend's start
 };

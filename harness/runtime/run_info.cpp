@@ -151,8 +151,8 @@ RunInfo collect_run_info(const Workload& w, const MpiWorld& world, const std::st
   add_versions(r);
   r.environment = gather_environment();
   r.engine_settings =
-      "not reported: dfccl.h has no call that returns the engine's effective settings or the transport chosen per "
-      "neighbour; the DFCCL_* variables in /environment and each backend's executor and mode are what is known";
+      "per backend: the attribute engine of /backends/<name> (dfccl backends: dfcclCommGetInfo of rank 0's first "
+      "communicator: blocks, threads, slots, lanes, connection memory, transport to its neighbours)";
   return r;
 }
 

@@ -135,6 +135,22 @@ dfcclResult_t dfcclCommGetAsyncError(dfcclComm_t comm, dfcclResult_t* asyncError
 dfcclResult_t dfcclCommCount(dfcclComm_t comm, int* count);
 dfcclResult_t dfcclCommUserRank(dfcclComm_t comm, int* rank);
 dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device);
+/* What a communicator runs with, as init resolved it (for run records and diagnostics).                              */
+typedef enum {
+  dfcclTransportPeerMemory = 0, /* receive buffers in the GPUs' memory, written by the neighbours (CUDA IPC / peers) */
+  dfcclTransportHostMemory = 1, /* CUDA executor without peer access: shared host memory registered with CUDA         */
+  dfcclTransportSharedMemory = 2 /* host executor: POSIX shared memory                                                */
+} dfcclTransport_t;
+typedef struct {
+  int executor, mode, device;    /* as resolved (dfcclExecutor_t, dfcclMode_t) */
+  int nranks, rank, prev, next;  /* the ring: this rank's neighbours */
+  int blocks, threadsPerBlock;   /* daemon blocks (= channels per collective) and their threads */
+  int slots, lanes, persistentLanes;
+  size_t slotBytes;
+  size_t connectionBytes;        /* this rank's connection memory for this communicator (docs/design.md formula) */
+  int transport;                 /* dfcclTransport_t, to both neighbours */
+} dfcclCommInfo_t;
+dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info);
 
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Collectives. Arguments as in NCCL, plus:                                                                           */

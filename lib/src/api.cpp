@@ -397,6 +397,37 @@ dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device) {
   });
 }
 
+dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info) {
+  return guard([&] {
+    const char* fn = "dfcclCommGetInfo";
+    dfcclComm* c = check_comm(comm, fn);
+    if (!info) bad(fn, "argument 'info' is NULL");
+    std::shared_ptr<Engine> e = live_engine(c, fn);
+    const TransportParams& tp = e->transport();
+    const core::CommStatic& s = c->host_dev.s;
+    dfcclCommInfo_t out{};
+    out.executor = c->config.executor;
+    out.mode = c->config.mode;
+    out.device = c->config.device;
+    out.nranks = c->nranks;
+    out.rank = c->rank;
+    out.prev = s.prev;
+    out.next = s.next;
+    out.blocks = int(tp.nchan);
+    out.threadsPerBlock = int(e->exec().threads_per_block());
+    out.slots = int(tp.nslots);
+    out.lanes = int(tp.seq_lanes);
+    out.persistentLanes = int(tp.persistent_lanes);
+    out.slotBytes = tp.slot_bytes;
+    out.connectionBytes = c->region.bytes + sizeof(core::LaneState) * s.nchan * s.nlanes;
+    out.transport = c->config.executor == dfcclExecutorHost ? dfcclTransportSharedMemory
+                    : c->host_path                          ? dfcclTransportHostMemory
+                                                            : dfcclTransportPeerMemory;
+    *info = out;
+    return dfcclSuccess;
+  });
+}
+
 dfcclResult_t dfcclAllReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
                              dfcclRedOp_t op, dfcclComm_t comm, int priority, cudaStream_t stream,
                              dfcclRequest_t* request) {

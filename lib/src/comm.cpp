@@ -253,6 +253,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
     bool host_path = false;
     for (const auto& r : regions) host_path = host_path || !r.p2p_ok;
+    c->host_path = host_path;
     c->region = ex.alloc_region(core::region_bytes(tp.nchan, nlanes, tp.nslots, tp.slot_bytes), host_path);
     my_region.region = c->region;
     c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());

@@ -28,6 +28,7 @@ struct dfcclComm {
   std::shared_ptr<dfccl::MatchBoard> board;  // in the bootstrap segment; also held by the engine (arrivals)
   dfcclConfig_t config{};                    // resolved: no -1 fields
   int rank = 0, nranks = 0;
+  bool host_path = false;  // connection regions in shared host memory (no peer access between the neighbours)
   uint32_t index = ~0u;  // in the engine's communicator table
   dfccl::core::CommDev host_dev{};
   dfccl::core::CommDev* dev = nullptr;

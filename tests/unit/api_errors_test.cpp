@@ -223,3 +223,29 @@ TEST(ApiErrors, HostWaitIsBoundedAndReturnsTheStatus) {
   EXPECT_EQ(dfcclRequestFree(q), dfcclSuccess);
   EXPECT_EQ(dfcclCommDestroy(comms[1]), dfcclSuccess);
 }
+
+// dfcclCommGetInfo reports what init resolved: the host executor's defaults, the ring, and connection memory as
+// docs/design.md's formula gives it (1 channel x 12 lanes x (128 + 8 x 32 KiB) + 12 x 8 x 16 KiB + 12 x 32 B).
+TEST(ApiErrors, CommInfoReportsTheResolvedSettings) {
+  dfcclComm_t comms[3] = {};
+  dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = dfcclExecutorHost;
+  ASSERT_EQ(dfcclCommInitAllConfig(comms, 3, nullptr, &cfg), dfcclSuccess) << dfcclGetLastError(nullptr);
+  dfcclCommInfo_t info{};
+  ASSERT_EQ(dfcclCommGetInfo(comms[1], &info), dfcclSuccess) << dfcclGetLastError(nullptr);
+  EXPECT_EQ(info.executor, dfcclExecutorHost);
+  EXPECT_EQ(info.mode, dfcclModePreemptive);
+  EXPECT_EQ(info.transport, dfcclTransportSharedMemory);
+  EXPECT_EQ(info.nranks, 3);
+  EXPECT_EQ(info.rank, 1);
+  EXPECT_EQ(info.prev, 0);
+  EXPECT_EQ(info.next, 2);
+  EXPECT_EQ(info.blocks, 1);
+  EXPECT_EQ(info.slots, 8);
+  EXPECT_EQ(info.lanes, 4);
+  EXPECT_EQ(info.persistentLanes, 8);
+  EXPECT_EQ(info.slotBytes, 32768u);
+  EXPECT_EQ(info.connectionBytes, 12u * (128 + 8 * 32768) + 12u * 8 * 16384 + 12u * 32);
+  EXPECT_REJECTS(dfcclCommGetInfo(comms[0], nullptr), dfcclInvalidArgument, "'info'");
+  for (auto c : comms) ASSERT_EQ(dfcclCommDestroy(c), dfcclSuccess);
+}
