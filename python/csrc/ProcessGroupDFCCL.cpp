@@ -1,0 +1,581 @@
+#include "ProcessGroupDFCCL.hpp"
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+
+#include <climits>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+namespace dfccl_torch {
+namespace {
+
+[[noreturn]] void throwDist(const std::string& msg) { C10_THROW_ERROR(DistBackendError, msg); }
+
+std::exception_ptr distError(const std::string& msg) {
+  return std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, uint32_t(__LINE__)}, msg));
+}
+
+std::string describe(dfcclResult_t r) {
+  std::string s = dfcclGetErrorString(r);
+  const char* last = dfcclGetLastError(nullptr);
+  if (last && *last) s += std::string(": ") + last;
+  return s;
+}
+
+// The process's completion thread: DFCCL's callbacks (on DFCCL's progress thread) only push works here; this thread
+// completes them, so that Future continuations (DDP comm hooks, Python callbacks taking the GIL) never run on DFCCL's
+// thread. Never destroyed: works may complete while the interpreter exits.
+class Completer {
+ public:
+  static Completer& get() {
+    static Completer* c = new Completer();
+    return *c;
+  }
+  void push(c10::intrusive_ptr<WorkDFCCL> w) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      q_.push_back(std::move(w));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  Completer() {
+    std::thread([this] { loop(); }).detach();
+  }
+  void loop() {
+    for (;;) {
+      c10::intrusive_ptr<WorkDFCCL> w;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return !q_.empty(); });
+        w = std::move(q_.front());
+        q_.pop_front();
+      }
+      try {
+        w->complete();
+      } catch (const std::exception& e) {
+        TORCH_WARN("dfccl: completing ", w->name().str(), " failed: ", e.what());
+      }
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<c10::intrusive_ptr<WorkDFCCL>> q_;
+};
+
+std::optional<dfcclDataType_t> dtypeOf(at::ScalarType t) {
+  switch (t) {
+    case at::kChar: return dfcclInt8;
+    case at::kByte:
+    case at::kBool: return dfcclUint8;
+    case at::kInt: return dfcclInt32;
+    case at::kUInt32: return dfcclUint32;
+    case at::kLong: return dfcclInt64;
+    case at::kUInt64: return dfcclUint64;
+    case at::kHalf: return dfcclFloat16;
+    case at::kFloat: return dfcclFloat32;
+    case at::kDouble: return dfcclFloat64;
+    case at::kBFloat16: return dfcclBfloat16;
+    default: return std::nullopt;
+  }
+}
+
+// A reduction as DFCCL runs it. PREMUL_SUM is SUM after scaling the input by `factor`.
+struct Reduction {
+  dfcclDataType_t type;
+  dfcclRedOp_t op;
+  std::optional<c10::intrusive_ptr<c10d::NCCLPreMulSumSupplement>> premul;
+};
+
+Reduction reductionOf(const c10d::ReduceOp& rop, at::ScalarType t, const std::string& where) {
+  const auto type = dtypeOf(t);
+  if (!type) throwDist(where + ": dtype " + std::string(c10::toString(t)) + " is not supported by dfccl");
+  const bool isBool = t == at::kBool;
+  const bool isFloat = at::isFloatingType(t);
+  switch (rop.op_) {
+    case c10d::ReduceOp::SUM: return {*type, isBool ? dfcclMax : dfcclSum, std::nullopt};
+    case c10d::ReduceOp::PRODUCT: return {*type, isBool ? dfcclMin : dfcclProd, std::nullopt};
+    case c10d::ReduceOp::MIN: return {*type, dfcclMin, std::nullopt};
+    case c10d::ReduceOp::MAX: return {*type, dfcclMax, std::nullopt};
+    case c10d::ReduceOp::AVG:
+      if (isBool) throwDist(where + ": ReduceOp.AVG is not supported for bool tensors");
+      return {*type, dfcclAvg, std::nullopt};
+    case c10d::ReduceOp::PREMUL_SUM:
+      if (!isFloat) throwDist(where + ": ReduceOp.PREMUL_SUM needs a floating-point tensor");
+      return {*type, dfcclSum, c10::static_intrusive_pointer_cast<c10d::NCCLPreMulSumSupplement>(rop.supplement_)};
+    default: throwDist(where + ": ReduceOp " + std::to_string(int(rop.op_)) + " (BAND/BOR/BXOR) is not supported");
+  }
+}
+
+// Scales t in place by the PREMUL_SUM factor (on the current stream for CUDA tensors).
+void premultiply(at::Tensor& t, const Reduction& r) {
+  if (!r.premul) return;
+  const auto& s = **r.premul;
+  if (s.tensor_factor.defined()) t.mul_(s.tensor_factor.to(t.device()));
+  else t.mul_(s.double_factor);
+}
+
+void checkTensor(const at::Tensor& t, const std::string& where) {
+  if (!t.defined()) throwDist(where + ": a tensor is undefined");
+  if (t.layout() != at::kStrided) throwDist(where + ": only dense (strided) tensors are supported");
+  if (!t.is_contiguous()) throwDist(where + ": the tensor must be contiguous");
+}
+
+size_t bytesOf(const at::Tensor& t) { return size_t(t.numel()) * t.element_size(); }
+
+}  // namespace
+
+std::string OpName::str() const { return "dfccl: group '" + group + "', op " + op + " #" + std::to_string(seq); }
+
+// ---------------------------------------------------------------------------------------------------------------------
+// WorkDFCCL
+
+WorkDFCCL::WorkDFCCL(OpName name, int rank, c10d::OpType type, std::optional<at::Device> cuda,
+                     std::chrono::milliseconds timeout, std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type), name_(std::move(name)), cuda_(cuda), timeout_(timeout), outputs_(std::move(outputs)) {
+  std::vector<c10::Device> devices;
+  if (cuda_) devices.push_back(*cuda_);
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()), devices);
+}
+
+WorkDFCCL::~WorkDFCCL() {
+  for (dfcclRequest_t r : requests_) dfcclRequestFree(r);
+}
+
+void WorkDFCCL::arm() {
+  pending_.store(int(requests_.size()) + 1);
+  // One reference for the callbacks, dropped by the last of them (or below when there is no request).
+  WorkDFCCL* self = c10::intrusive_ptr<WorkDFCCL>::unsafe_reclaim_from_nonowning(this).release();
+  for (dfcclRequest_t r : requests_)
+    if (dfcclRequestSetCallback(r, &WorkDFCCL::onRequestDone, self) != dfcclSuccess)
+      onRequestDone(r, dfcclSuccess, self);
+  onRequestDone(nullptr, dfcclSuccess, self);
+}
+
+void WorkDFCCL::onRequestDone(dfcclRequest_t, dfcclResult_t, void* arg) {
+  auto* self = static_cast<WorkDFCCL*>(arg);
+  if (self->pending_.fetch_sub(1) == 1) Completer::get().push(c10::intrusive_ptr<WorkDFCCL>::reclaim(self));
+}
+
+std::exception_ptr WorkDFCCL::collectError() {
+  for (dfcclRequest_t r : requests_) {
+    int done = 0;
+    const dfcclResult_t st = dfcclTest(r, &done);
+    if (st != dfcclSuccess) return distError(name_.str() + " failed: " + describe(st));
+  }
+  return nullptr;
+}
+
+void WorkDFCCL::complete() {
+  std::exception_ptr err = collectError();
+  if (!err && !cuda_) {
+    try {
+      runPostOnce();
+    } catch (...) {
+      err = std::current_exception();
+    }
+  }
+  finish(err);
+  if (err) {
+    future_->setError(err);
+  } else if (cuda_) {
+    // Events of the Future go on an idle stream: the host has seen the completion, so the data is already there.
+    c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool(false, cuda_->index()));
+    future_->markCompleted(c10::IValue(outputs_));
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+  stash_.clear();
+}
+
+void WorkDFCCL::runPostOnce() {
+  if (post_) std::call_once(postOnce_, post_);
+}
+
+bool WorkDFCCL::waitHost(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(mutex_);
+  if (!cv_.wait_for(lk, timeout, [&] { return completed_; }))
+    throwDist(name_.str() + ": not complete after " + std::to_string(timeout.count()) +
+              " ms (a peer has not called it, or the program orders collectives in a cycle)");
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+bool WorkDFCCL::wait(std::chrono::milliseconds timeout) {
+  if (!cuda_ || timeout != kNoTimeout) {
+    waitHost(timeout == kNoTimeout ? timeout_ : timeout);
+    if (cuda_) runPostOnce();
+    return true;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mutex_);
+    if (exception_) std::rethrow_exception(exception_);
+  }
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(cuda_->index()).stream();
+  for (dfcclRequest_t r : requests_) {
+    const dfcclResult_t st = dfcclWait(r, stream);
+    if (st != dfcclSuccess) throwDist(name_.str() + ": dfcclWait failed: " + describe(st));
+  }
+  runPostOnce();
+  return true;
+}
+
+void WorkDFCCL::synchronize() { wait(kNoTimeout); }
+
+c10::intrusive_ptr<c10::ivalue::Future> WorkDFCCL::getFuture() { return future_; }
+
+// ---------------------------------------------------------------------------------------------------------------------
+// ProcessGroupDFCCL: communicators and the submission path
+
+ProcessGroupDFCCL::ProcessGroupDFCCL(const GroupParams& p)
+    : c10d::Backend(p.rank, p.size), store_(p.store), groupId_(p.groupId), timeout_(p.timeout) {
+  globalRank_ = p.globalRanks.empty() ? p.rank : int(p.globalRanks.at(size_t(p.rank)));
+  // Host executor: one virtual device per process (its global rank), so all groups of a process share one engine.
+  hostComm_ = initComm(dfcclExecutorHost, "cpu", globalRank_);
+  if (p.cudaDevice >= 0) {
+    cudaDevice_ = p.cudaDevice;
+    c10::cuda::CUDAGuard guard{c10::DeviceIndex(cudaDevice_)};
+    cudaComm_ = initComm(dfcclExecutorCuda, "cuda", cudaDevice_);
+  }
+}
+
+ProcessGroupDFCCL::~ProcessGroupDFCCL() {
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    TORCH_WARN("dfccl: group '", groupId_, "': shutdown failed: ", e.what());
+  }
+}
+
+dfcclComm_t ProcessGroupDFCCL::initComm(int executor, const std::string& key, int device) {
+  const std::string where = "dfccl: group '" + groupId_ + "': " + key + " communicator";
+  dfcclUniqueId id;
+  const std::string storeKey = "dfccl/uid/" + key;
+  if (getRank() == 0) {
+    const dfcclResult_t r = dfcclGetUniqueId(&id);
+    if (r != dfcclSuccess) throwDist(where + ": dfcclGetUniqueId failed: " + describe(r));
+    store_->set(storeKey, std::vector<uint8_t>(id.internal, id.internal + sizeof(id.internal)));
+  } else {
+    const std::vector<uint8_t> v = store_->get(storeKey);
+    if (v.size() != sizeof(id.internal)) throwDist(where + ": the unique id in the store has the wrong size");
+    std::memcpy(id.internal, v.data(), v.size());
+  }
+  dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = executor;
+  cfg.device = device;
+  dfcclComm_t comm = nullptr;
+  const dfcclResult_t r = dfcclCommInitRankConfig(&comm, getSize(), id, getRank(), &cfg);
+  if (r != dfcclSuccess) throwDist(where + ": dfcclCommInitRankConfig failed: " + describe(r));
+  return comm;
+}
+
+void ProcessGroupDFCCL::checkOpen(const std::string& op) const {
+  if (aborted_) throwDist("dfccl: group '" + groupId_ + "', op " + op + ": the process group was aborted");
+  if (shutDown_) throwDist("dfccl: group '" + groupId_ + "', op " + op + ": the process group was shut down");
+}
+
+void ProcessGroupDFCCL::unsupported(const std::string& op, const std::string& why) const {
+  throwDist("dfccl: group '" + groupId_ + "': op " + op + " is not supported: " + why);
+}
+
+dfcclComm_t ProcessGroupDFCCL::commFor(const at::Tensor& t, const std::string& op) {
+  if (t.is_cpu()) return hostComm_;
+  if (!t.is_cuda()) unsupported(op, "tensors on device " + t.device().str());
+  if (!cudaComm_) unsupported(op, "CUDA tensors: this process group has no CUDA communicator");
+  if (t.device().index() != cudaDevice_)
+    unsupported(op, "a tensor on " + t.device().str() + "; the group's GPU is cuda:" + std::to_string(cudaDevice_));
+  return cudaComm_;
+}
+
+c10::intrusive_ptr<WorkDFCCL> ProcessGroupDFCCL::makeWork(const std::string& op, c10d::OpType type,
+                                                          const at::Tensor& like, std::vector<at::Tensor> outputs) {
+  checkOpen(op);
+  std::optional<at::Device> cuda;
+  if (like.is_cuda()) cuda = like.device();
+  return c10::make_intrusive<WorkDFCCL>(OpName{groupId_, op, ++seq_}, getRank(), type, cuda, timeout_,
+                                        std::move(outputs));
+}
+
+void ProcessGroupDFCCL::submitOne(WorkDFCCL& work, const Step& step) {
+  const dfcclComm_t comm = commFor(step.device, work.name().op);
+  const cudaStream_t stream =
+      step.device.is_cuda() ? c10::cuda::getCurrentCUDAStream(step.device.device().index()).stream() : DFCCL_NO_STREAM;
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    dfcclRequest_t req = nullptr;
+    const dfcclResult_t r = step.submit(comm, stream, &req);
+    if (r == dfcclSuccess) {
+      work.addRequest(req);
+      return;
+    }
+    // Back-pressure: too many outstanding collectives on the engine; completions free room.
+    if (r == dfcclNoResources && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    throwDist(work.name().str() + ": submission failed: " + describe(r));
+  }
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::run(const c10::intrusive_ptr<WorkDFCCL>& work,
+                                                      const std::vector<Step>& steps) {
+  std::lock_guard<std::mutex> lk(submitMutex_);
+  try {
+    for (const Step& s : steps) submitOne(*work, s);
+  } catch (...) {
+    work->arm();  // what was submitted completes and releases its tensors
+    throw;
+  }
+  work->arm();
+  return work;
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Collectives
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allreduceImpl(std::vector<at::Tensor>& tensors,
+                                                                const c10d::ReduceOp& rop, const std::string& name) {
+  TORCH_CHECK(!tensors.empty(), "dfccl: ", name, ": no tensors");
+  auto work = makeWork(name, c10d::OpType::ALLREDUCE, tensors[0], tensors);
+  std::vector<Step> steps;
+  for (at::Tensor& t : tensors) {
+    checkTensor(t, work->name().str());
+    const Reduction r = reductionOf(rop, t.scalar_type(), work->name().str());
+    premultiply(t, r);
+    work->stash(t);
+    if (t.numel() == 0) continue;
+    steps.push_back({t, [t, r](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+                       return dfcclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), r.type, r.op, c, 0, s, q);
+                     }});
+  }
+  return run(work, steps);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allreduce(std::vector<at::Tensor>& tensors,
+                                                            const c10d::AllreduceOptions& opts) {
+  return allreduceImpl(tensors, opts.reduceOp, "allreduce");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                      const c10d::AllreduceCoalescedOptions& opts) {
+  return allreduceImpl(tensors, opts.reduceOp, "allreduce_coalesced");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::broadcast(std::vector<at::Tensor>& tensors,
+                                                            const c10d::BroadcastOptions& opts) {
+  TORCH_CHECK(tensors.size() == 1, "dfccl: broadcast takes one tensor per process");
+  at::Tensor t = tensors[0];
+  auto work = makeWork("broadcast", c10d::OpType::BROADCAST, t, tensors);
+  checkTensor(t, work->name().str());
+  work->stash(t);
+  const int root = int(opts.rootRank);
+  std::vector<Step> steps;
+  if (t.numel() > 0)
+    steps.push_back({t, [t, root](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+                       return dfcclBroadcast(t.data_ptr(), t.data_ptr(), bytesOf(t), dfcclUint8, root, c, 0, s, q);
+                     }});
+  return run(work, steps);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::reduce(std::vector<at::Tensor>& tensors,
+                                                         const c10d::ReduceOptions& opts) {
+  TORCH_CHECK(tensors.size() == 1, "dfccl: reduce takes one tensor per process");
+  at::Tensor t = tensors[0];
+  auto work = makeWork("reduce", c10d::OpType::REDUCE, t, tensors);
+  checkTensor(t, work->name().str());
+  const Reduction r = reductionOf(opts.reduceOp, t.scalar_type(), work->name().str());
+  premultiply(t, r);
+  work->stash(t);
+  const int root = int(opts.rootRank);
+  std::vector<Step> steps;
+  if (t.numel() > 0)
+    steps.push_back({t, [t, r, root](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+                       return dfcclReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), r.type, r.op, root, c, 0, s,
+                                          q);
+                     }});
+  return run(work, steps);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                            std::vector<at::Tensor>& inputs,
+                                                            const c10d::AllgatherOptions&) {
+  TORCH_CHECK(inputs.size() == 1 && outputs.size() == 1, "dfccl: allgather takes one tensor list per process");
+  const at::Tensor in = inputs[0];
+  std::vector<at::Tensor> outs = outputs[0];
+  auto work = makeWork("allgather", c10d::OpType::ALLGATHER, in, outs);
+  checkTensor(in, work->name().str());
+  if (int(outs.size()) != getSize())
+    throwDist(work->name().str() + ": the output list has " + std::to_string(outs.size()) + " tensors, the group " +
+              std::to_string(getSize()) + " ranks");
+  for (const at::Tensor& o : outs)
+    if (o.numel() != in.numel() || o.scalar_type() != in.scalar_type() || o.device() != in.device())
+      throwDist(work->name().str() + ": every output tensor must match the input's numel, dtype and device");
+  // Gathered into one flat buffer, then copied out after completion (CPU: on the completion thread; CUDA: on the
+  // stream that waits).
+  const at::Tensor flat = at::empty({in.numel() * getSize()}, in.options());
+  work->stash(in);
+  work->stash(flat);
+  work->setPost([flat, outs]() mutable {
+    for (size_t i = 0; i < outs.size(); ++i)
+      outs[i].copy_(flat.narrow(0, int64_t(i) * outs[i].numel(), outs[i].numel()).view_as(outs[i]));
+  });
+  std::vector<Step> steps;
+  if (in.numel() > 0)
+    steps.push_back({in, [in, flat](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+                       return dfcclAllGather(in.data_ptr(), flat.data_ptr(), bytesOf(in), dfcclUint8, c, 0, s, q);
+                     }});
+  return run(work, steps);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allgatherBase(std::vector<at::Tensor>& outputs,
+                                                                std::vector<at::Tensor>& inputs,
+                                                                const std::string& name, c10d::OpType type) {
+  TORCH_CHECK(!inputs.empty() && inputs.size() == outputs.size(), "dfccl: ", name, ": inputs and outputs differ");
+  auto work = makeWork(name, type, inputs[0], outputs);
+  std::vector<Step> steps;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor in = inputs[i], out = outputs[i];
+    checkTensor(in, work->name().str());
+    checkTensor(out, work->name().str());
+    if (out.numel() != in.numel() * getSize() || out.scalar_type() != in.scalar_type())
+      throwDist(work->name().str() + ": the output must hold group size x the input's numel, in the input's dtype");
+    work->stash(in);
+    work->stash(out);
+    if (in.numel() == 0) continue;
+    steps.push_back({in, [in, out](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+                       return dfcclAllGather(in.data_ptr(), out.data_ptr(), bytesOf(in), dfcclUint8, c, 0, s, q);
+                     }});
+  }
+  return run(work, steps);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                  const c10d::AllgatherOptions&) {
+  std::vector<at::Tensor> outs{output}, ins{input};
+  return allgatherBase(outs, ins, "_allgather_base", c10d::OpType::_ALLGATHER_BASE);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                                  std::vector<at::Tensor>& inputs,
+                                                                                  const c10d::AllgatherOptions&) {
+  return allgatherBase(outputs, inputs, "allgather_into_tensor_coalesced", c10d::OpType::COALESCED);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::reduceScatterBase(std::vector<at::Tensor>& outputs,
+                                                                    std::vector<at::Tensor>& inputs,
+                                                                    const c10d::ReduceOp& rop, const std::string& name,
+                                                                    c10d::OpType type) {
+  TORCH_CHECK(!inputs.empty() && inputs.size() == outputs.size(), "dfccl: ", name, ": inputs and outputs differ");
+  auto work = makeWork(name, type, inputs[0], outputs);
+  std::vector<Step> steps;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    at::Tensor in = inputs[i];
+    const at::Tensor out = outputs[i];
+    checkTensor(in, work->name().str());
+    checkTensor(out, work->name().str());
+    if (in.numel() != out.numel() * getSize() || out.scalar_type() != in.scalar_type())
+      throwDist(work->name().str() + ": the input must hold group size x the output's numel, in the output's dtype");
+    const Reduction r = reductionOf(rop, in.scalar_type(), work->name().str());
+    if (r.premul) {
+      in = in.clone();  // the input is not the caller's to scale
+      premultiply(in, r);
+    }
+    work->stash(in);
+    work->stash(out);
+    if (out.numel() == 0) continue;
+    steps.push_back({in, [in, out, r](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+                       return dfcclReduceScatter(in.data_ptr(), out.data_ptr(), size_t(out.numel()), r.type, r.op, c, 0,
+                                                 s, q);
+                     }});
+  }
+  return run(work, steps);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                       const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> outs{output}, ins{input};
+  return reduceScatterBase(outs, ins, opts.reduceOp, "_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  return reduceScatterBase(outputs, inputs, opts.reduceOp, "reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<std::vector<at::Tensor>>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1, "dfccl: reduce_scatter takes one tensor list per process");
+  const std::string where = "dfccl: group '" + groupId_ + "', op reduce_scatter";
+  if (int(inputs[0].size()) != getSize())
+    throwDist(where + ": the input list has " + std::to_string(inputs[0].size()) + " tensors, the group " +
+              std::to_string(getSize()) + " ranks");
+  for (const at::Tensor& t : inputs[0])
+    if (t.numel() != outputs[0].numel() || t.scalar_type() != outputs[0].scalar_type())
+      throwDist(where + ": every input tensor must match the output's numel and dtype");
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& t : inputs[0]) flat.push_back(t.reshape({-1}));
+  std::vector<at::Tensor> ins{at::cat(flat)};
+  return reduceScatterBase(outputs, ins, opts.reduceOp, "reduce_scatter", c10d::OpType::REDUCE_SCATTER);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::barrier(const c10d::BarrierOptions&) {
+  // A one-byte all-reduce on the host communicator: the host waits, whatever the tensors' devices.
+  std::vector<at::Tensor> t{at::zeros({1}, at::TensorOptions().dtype(at::kByte))};
+  return allreduceImpl(t, c10d::ReduceOp(c10d::ReduceOp::MAX), "barrier");
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Not in the core yet, and the lifecycle
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::send(std::vector<at::Tensor>&, int, int) {
+  unsupported("send", "point-to-point is not in the DFCCL core yet");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::recv(std::vector<at::Tensor>&, int, int) {
+  unsupported("recv", "point-to-point is not in the DFCCL core yet");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::recvAnysource(std::vector<at::Tensor>&, int) {
+  unsupported("recvAnysource", "point-to-point is not in the DFCCL core yet");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&,
+                                                                std::vector<int64_t>&, const c10d::AllToAllOptions&) {
+  unsupported("alltoall_base", "all-to-all is not in the DFCCL core yet");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::alltoall(std::vector<at::Tensor>&, std::vector<at::Tensor>&,
+                                                           const c10d::AllToAllOptions&) {
+  unsupported("alltoall", "all-to-all is not in the DFCCL core yet");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::gather(std::vector<std::vector<at::Tensor>>&,
+                                                         std::vector<at::Tensor>&, const c10d::GatherOptions&) {
+  unsupported("gather", "not implemented in this version (use all_gather)");
+}
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::scatter(std::vector<at::Tensor>&,
+                                                          std::vector<std::vector<at::Tensor>>&,
+                                                          const c10d::ScatterOptions&) {
+  unsupported("scatter", "not implemented in this version (use broadcast)");
+}
+
+void ProcessGroupDFCCL::abort() {
+  if (aborted_.exchange(true) || shutDown_) return;
+  for (dfcclComm_t c : {hostComm_, cudaComm_})
+    if (c) dfcclCommAbort(c);
+}
+
+void ProcessGroupDFCCL::shutdown() {
+  if (aborted_ || shutDown_.exchange(true)) return;
+  std::lock_guard<std::mutex> lk(submitMutex_);
+  std::string failed;
+  for (dfcclComm_t c : {hostComm_, cudaComm_}) {
+    if (!c) continue;
+    const dfcclResult_t r = dfcclCommDestroy(c);
+    if (r != dfcclSuccess) failed += " " + describe(r);
+  }
+  if (!failed.empty()) throwDist("dfccl: group '" + groupId_ + "': shutdown:" + failed);
+}
+
+}  // namespace dfccl_torch

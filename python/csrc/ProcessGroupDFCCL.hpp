@@ -1,0 +1,181 @@
+// The torch.distributed backend "dfccl": a c10d::Backend over DFCCL communicators.
+//
+// One ProcessGroupDFCCL serves one process group on one process: a host-executor communicator for CPU tensors and,
+// when a GPU is present, a CUDA-executor communicator for CUDA tensors, both created in the constructor (never lazily:
+// first collectives in rank-divergent order would otherwise meet inside communicator init). Each torch op becomes one
+// or more DFCCL collectives submitted on the current CUDA stream (CPU: DFCCL_NO_STREAM) and one WorkDFCCL that holds
+// the tensors until DFCCL reports completion.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+#include <dfccl.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dfccl_torch {
+
+// Names one op for messages: "dfccl: group '<group>', op <name> #<seq>".
+struct OpName {
+  std::string group;
+  std::string op;
+  uint64_t seq = 0;
+  std::string str() const;
+};
+
+// One torch op: its DFCCL requests (several for coalesced ops), the tensors they read and write (kept alive until
+// every request has finished), and a Future completed on the backend's completion thread.
+// Contract: the completion thread calls complete() once, after every request's callback has run; wait() on CPU
+// tensors blocks until then; wait() on CUDA tensors makes the current stream wait on the GPU and returns at once.
+class WorkDFCCL : public c10d::Work {
+ public:
+  WorkDFCCL(OpName name, int rank, c10d::OpType type, std::optional<at::Device> cuda, std::chrono::milliseconds timeout,
+            std::vector<at::Tensor> outputs);
+  ~WorkDFCCL() override;
+
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void synchronize() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  uint64_t getSequencenumber() const override { return name_.seq; }
+  std::vector<at::Tensor> result() override { return outputs_; }
+
+  // Called by the backend while it builds the work (submitting thread only).
+  void addRequest(dfcclRequest_t req) { requests_.push_back(req); }
+  void stash(const at::Tensor& t) { stash_.push_back(t); }
+  void setPost(std::function<void()> post) { post_ = std::move(post); }
+  // Registers the completion callbacks of every request added; after this the work completes on its own.
+  void arm();
+  // Completion thread: records the outcome, runs the copy-out, completes the Future and releases the stash.
+  void complete();
+  const OpName& name() const { return name_; }
+
+ private:
+  static void onRequestDone(dfcclRequest_t req, dfcclResult_t status, void* arg);
+  bool waitHost(std::chrono::milliseconds timeout);
+  void runPostOnce();
+  std::exception_ptr collectError();
+
+  OpName name_;
+  std::optional<at::Device> cuda_;
+  std::chrono::milliseconds timeout_;
+  std::vector<at::Tensor> outputs_;
+  std::vector<at::Tensor> stash_;
+  std::vector<dfcclRequest_t> requests_;
+  std::function<void()> post_;
+  std::once_flag postOnce_;
+  std::atomic<int> pending_{0};
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// Construction parameters, from torch's _DistributedBackendOptions.
+struct GroupParams {
+  c10::intrusive_ptr<c10d::Store> store;
+  int rank = 0;
+  int size = 1;
+  std::chrono::milliseconds timeout{0};
+  std::string groupId;
+  std::vector<uint64_t> globalRanks;
+  int cudaDevice = -1;  // the GPU of the CUDA communicator; -1: none (CPU tensors only)
+};
+
+class ProcessGroupDFCCL : public c10d::Backend {
+ public:
+  explicit ProcessGroupDFCCL(const GroupParams& params);
+  ~ProcessGroupDFCCL() override;
+
+  const std::string getBackendName() const override { return "dfccl"; }
+  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // Not in the DFCCL core yet: each raises DistBackendError naming the op.
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits, std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+
+  // Fails every outstanding collective of the group with DistBackendError; returns within about 1 s.
+  void abort() override;
+  // Waits (bounded) for outstanding collectives and frees the communicators. Idempotent.
+  void shutdown() override;
+
+  bool hasCudaComm() const { return cudaComm_ != nullptr; }
+  const std::string& groupName() const { return groupId_; }
+
+ private:
+  using Submit = std::function<dfcclResult_t(dfcclComm_t, cudaStream_t, dfcclRequest_t*)>;
+  struct Step {
+    at::Tensor device;  // the tensor whose device picks the communicator and stream
+    Submit submit;
+  };
+
+  dfcclComm_t initComm(int executor, const std::string& key, int device);
+  dfcclComm_t commFor(const at::Tensor& t, const std::string& op);
+  c10::intrusive_ptr<WorkDFCCL> makeWork(const std::string& op, c10d::OpType type, const at::Tensor& like,
+                                         std::vector<at::Tensor> outputs);
+  c10::intrusive_ptr<c10d::Work> run(const c10::intrusive_ptr<WorkDFCCL>& work, const std::vector<Step>& steps);
+  void submitOne(WorkDFCCL& work, const Step& step);
+  void checkOpen(const std::string& op) const;
+  [[noreturn]] void unsupported(const std::string& op, const std::string& why) const;
+  c10::intrusive_ptr<c10d::Work> allreduceImpl(std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op,
+                                               const std::string& name);
+  c10::intrusive_ptr<c10d::Work> allgatherBase(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                               const std::string& name, c10d::OpType type);
+  c10::intrusive_ptr<c10d::Work> reduceScatterBase(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                                   const c10d::ReduceOp& op, const std::string& name,
+                                                   c10d::OpType type);
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::string groupId_;
+  std::chrono::milliseconds timeout_;
+  int globalRank_ = 0;
+  dfcclComm_t hostComm_ = nullptr;
+  dfcclComm_t cudaComm_ = nullptr;
+  int cudaDevice_ = -1;
+  uint64_t seq_ = 0;
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> shutDown_{false};
+  std::mutex submitMutex_;  // one submission at a time: collectives of a communicator match by submission order
+};
+
+}  // namespace dfccl_torch
