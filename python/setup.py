@@ -55,6 +55,7 @@ setup(
             library_dirs=[lib],
             runtime_library_dirs=[lib],
             libraries=["dfccl"],
+            depends=["csrc/ProcessGroupDFCCL.hpp", f"{inc}/dfccl.h"],
             extra_compile_args={"cxx": ["-O2"]},
         )
     ],
