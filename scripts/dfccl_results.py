@@ -145,6 +145,8 @@ def _backend_table(path, table, backends, extra):
                 continue
             df = read_group(group[b][table])
             df.insert(0, "row", np.arange(len(df), dtype=np.int64))
+            if table == "collectives" and "in_place" not in df.columns:  # files written before the column: 0
+                df.insert(len(df.columns), "in_place", np.zeros(len(df), dtype=np.int64))
             frames.append(_with_columns(df, {**run, **_backend_columns(group[b]), "backend": b}))
     return frames
 
@@ -161,12 +163,18 @@ def concat(frames, columns=()):
 def cases(paths, backends=None, extra_attrs=()):
     """Every case row (/backends/<backend>/collectives) of the harness files at paths (one path or several), in file
     and run order, as one DataFrame: RUN_COLUMNS, BACKEND_COLUMNS, `row` (index in its collectives table), then the
-    table's columns (coll, bytes, time_median_us, busbw_GBs, ...). backends: only these (names); extra_attrs: more root
+    table's columns (coll, bytes, in_place (0 in files written before it), time_median_us, busbw_GBs, ...). backends: only these (names); extra_attrs: more root
     attributes to add as columns. Raises FileNotFoundError / ValueError naming a missing or non-harness file."""
     frames = []
     for p in _paths(paths):
         frames += _backend_table(p, "collectives", backends, extra_attrs)
     return concat(frames, RUN_COLUMNS + BACKEND_COLUMNS + ["row"])
+
+
+def variant(df, in_place=False):
+    """The rows of a cases() table measured out-of-place (in_place=False) or in-place (True): nccl-tests' two
+    measurements of a size are two rows (column in_place 0/1); a comparison per size compares like with like."""
+    return df[df["in_place"] == int(in_place)]
 
 
 def trials(paths, backends=None, extra_attrs=()):

@@ -29,7 +29,7 @@ METRICS = [("busbw_GBs", "bus bandwidth (GB/s)", "bandwidth", False),
            ("time_median_us", "median time (us)", "latency", True),
            ("cv", "coefficient of variation", "cv", False)]
 # Rows that compare a backend with itself: the same collective, size and place in the workload.
-MATCH = ["coll", "bytes", "dtype", "group", "priority", "entry"]
+MATCH = ["coll", "bytes", "in_place", "dtype", "group", "priority", "entry"]
 FOOTER_FILES = 4
 
 
@@ -128,9 +128,10 @@ def metric_figure(rows, coll, metric, base):
 
 def size_plots(cases, out, base):
     """bandwidth_, latency_ and cv_<coll>.png for each collective with at least two sizes timed per iteration in a
-    (file, backend)."""
+    (file, backend), out-of-place."""
     made = []
-    timed = cases[cases["time_kind"] == "iteration"]
+    timed = dr.variant(cases)  # out-of-place: one point per size
+    timed = timed[timed["time_kind"] == "iteration"]
     for coll in sorted(set(timed["coll"])):
         rows = timed[timed["coll"] == coll]
         rows = rows.groupby(["path", "backend"], sort=False).filter(lambda g: len(g) >= 2)
