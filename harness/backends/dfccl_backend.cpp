@@ -163,20 +163,29 @@ class DfcclBackend final : public Backend {
     }
     host_send_.assign(plans.size(), {});
     host_recv_.assign(plans.size(), {});
+    layouts_.assign(plans.size(), {});
     for (size_t i = 0; i < plans.size(); ++i) {
       if (plans[i].slot < 0) continue;
-      size_t ts = type_size(plans[i].dtype);
-      host_send_[i].resize(std::max<size_t>(1, plans[i].send_elems * ts));
-      host_recv_[i].resize(std::max<size_t>(1, plans[i].recv_elems * ts));
-      std::memcpy(host_send_[i].data(), send_data[i].data(), send_data[i].size());
+      const BufferLayout l = layouts_[i] = buffer_layout(plans[i]);
+      host_send_[i].assign(send_data[i].begin(), send_data[i].end());  // in place: kept for poison_outputs
+      host_send_[i].resize(std::max<size_t>(1, l.send_bytes));
+      host_recv_[i].resize(std::max<size_t>(1, plans[i].in_place ? l.buffer_bytes : l.recv_bytes));
+      if (plans[i].in_place) std::memcpy(host_recv_[i].data() + l.send_offset, send_data[i].data(), l.send_bytes);
     }
   }
 
   void download(int entry, void* dst) override {
     if (gpu_) return gpu_->download(entry, dst);
     const EntryPlan& p = plans_.at(entry);
-    if (p.slot >= 0) std::memcpy(dst, host_recv_[entry].data(), p.recv_elems * type_size(p.dtype));
+    if (p.slot >= 0) std::memcpy(dst, host_recv(entry), layouts_[entry].recv_bytes);
   }
+
+  // The host executor's buffers (buffer_layout): out of place host_send_ and host_recv_; in place host_recv_ alone
+  // (host_send_ keeps the input for poison_outputs).
+  const void* host_send(int entry) {
+    return plans_[entry].in_place ? host_recv_[entry].data() + layouts_[entry].send_offset : host_send_[entry].data();
+  }
+  void* host_recv(int entry) { return host_recv_[entry].data() + layouts_[entry].recv_offset; }
 
   void worker_begin(const std::atomic<bool>& cancel) override {
     cancel_ = &cancel;
@@ -190,7 +199,11 @@ class DfcclBackend final : public Backend {
 
   void poison_outputs() override {
     if (gpu_) return gpu_->poison();
-    for (auto& r : host_recv_) std::memset(r.data(), verify::kPoisonByte, r.size());
+    for (size_t i = 0; i < host_recv_.size(); ++i) {
+      std::memset(host_recv_[i].data(), verify::kPoisonByte, host_recv_[i].size());
+      if (plans_[i].in_place && plans_[i].slot >= 0)  // the input again, where earlier iterations wrote
+        std::memcpy(host_recv_[i].data() + layouts_[i].send_offset, host_send_[i].data(), layouts_[i].send_bytes);
+    }
   }
 
   void start_iteration(int iteration) override {
@@ -206,8 +219,8 @@ class DfcclBackend final : public Backend {
   void submit(int entry) override {
     const EntryPlan& p = plans_.at(entry);
     dfcclComm_t comm = comms_.at(p.slot);
-    const void* send = gpu_ ? gpu_->send(entry) : host_send_[entry].data();
-    void* recv = gpu_ ? gpu_->recv(entry) : host_recv_[entry].data();
+    const void* send = gpu_ ? gpu_->send(entry) : host_send(entry);
+    void* recv = gpu_ ? gpu_->recv(entry) : host_recv(entry);
     // Host-ordered: the inputs are ready (uploaded, or written by collectives the host has seen complete).
     cudaStream_t stream = !gpu_ ? nullptr : host_order_ ? DFCCL_NO_STREAM : gpu_->stream(stream_of(p));
     auto type = static_cast<dfcclDataType_t>(static_cast<int>(p.dtype));
@@ -430,6 +443,7 @@ class DfcclBackend final : public Backend {
   std::string settings_;  // engine_settings(), from the first communicator created
   std::vector<EntryPlan> plans_;
   std::vector<std::vector<char>> host_send_, host_recv_;
+  std::vector<BufferLayout> layouts_;  // host executor: per entry
   std::vector<std::vector<Req>> iter_reqs_;
   // Host-clock timing (host executor, run.completion = host): the spans measured, the one open.
   std::vector<TimedSpan> host_spans_;

@@ -48,6 +48,10 @@ const Setting kSettings[] = {
     {"run.nccl_comms", Type::String, "'auto'", one_of(kNcclCommsNames),
      "nccl backend: blocking | nonblocking communicators; auto: blocking for sweep workloads (NCCL's fast path), "
      "nonblocking otherwise (a deadlock is then recoverable even inside an enqueue)"},
+    {"run.in_place", Type::String, "'auto'", one_of(kInPlaceNames),
+     "nccl-tests' measurements per case: both (out-of-place, then in-place: input and output share one buffer) | off "
+     "(out-of-place only) | only (in-place only); auto: both for sweep workloads, off for mix, step and replay "
+     "workloads (their point is disorder, not the buffer layout)"},
     {"run.timing", Type::String, "'iteration'", one_of(kTimingModeNames),
      "iteration (a timing mark before and after every iteration) | batch (nccl-tests' method: marks only around "
      "batches of run.batch timed iterations; each iteration gets its batch's mean)"},
@@ -147,6 +151,7 @@ const std::map<std::string, std::string> kAliases = {
     {"streams", "run.streams"},
     {"nccl_comms", "run.nccl_comms"},
     {"timing", "run.timing"},
+    {"in_place", "run.in_place"},
     {"batch", "run.batch"},
     {"tp", "layout.tp"},
     {"dp", "layout.dp"},

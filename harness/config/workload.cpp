@@ -420,6 +420,7 @@ void read_run(Values& v, Workload& w) {
          "'host' needs run.completion 'host' or 'callback' (a stream's events cannot time a collective the stream "
          "does not order)");
   w.nccl_comms = v.choice<NcclComms>("run.nccl_comms");
+  w.in_place = v.choice<InPlace>("run.in_place");
   w.streams = v.choice<Streams>("run.streams");
   w.timing = v.choice<TimingMode>("run.timing");
   w.batch = v.small("run.batch");
@@ -605,6 +606,10 @@ void resolve_kind(Values& v, Workload& w, bool file_has_mix, bool file_has_sim) 
   }
   if (w.kind != Workload::Kind::Step && w.kind != Workload::Kind::Replay && w.sizes().empty())
     fail(origin, "sizes.begin", "the size range is empty");
+  if (w.in_place == InPlace::Auto) {
+    w.in_place = w.kind == Workload::Kind::Sweep ? InPlace::Both : InPlace::Off;
+    store(v.root(), "run.in_place", std::string(name_of(w.in_place, kInPlaceNames)));
+  }
 }
 
 }  // namespace

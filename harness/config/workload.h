@@ -35,7 +35,8 @@ struct StepEntry {
   int root = 0;
   int priority = 0;
   std::string label;
-  int sim_group = -1;  // replay: the scenario's group (its communicator); -1 in other workloads
+  int sim_group = -1;     // replay: the scenario's group (its communicator); -1 in other workloads
+  bool in_place = false;  // nccl-tests' in-place variant: one buffer for input and output (EntryPlan's layout)
 };
 
 // Enum-valued settings: each enum's names, in its order, are the choices of its row in the settings table.
@@ -47,6 +48,9 @@ enum class Streams : int { Single, PerGroup };  // run.streams (GPU backends)
 inline constexpr const char* kStreamsNames[] = {"single", "per_group"};
 enum class NcclComms : int { Auto, Blocking, Nonblocking };  // run.nccl_comms (nccl backend)
 inline constexpr const char* kNcclCommsNames[] = {"auto", "blocking", "nonblocking"};
+// run.in_place: which of nccl-tests' two measurements each case gets (auto: both for a sweep, off otherwise).
+enum class InPlace : int { Auto, Both, Off, Only };
+inline constexpr const char* kInPlaceNames[] = {"auto", "both", "off", "only"};
 enum class TimingMode : int { Iteration, Batch };  // run.timing
 inline constexpr const char* kTimingModeNames[] = {"iteration", "batch"};
 enum class SyncPlacement : int { Between, BeforeWait };  // sync.placement
@@ -80,6 +84,7 @@ struct Workload {
   SubmitOrder order{};
   Streams streams{};
   NcclComms nccl_comms{};
+  InPlace in_place{};  // resolved: never Auto
   TimingMode timing{};
   int batch{};  // timed iterations per batch (batch timing)
 

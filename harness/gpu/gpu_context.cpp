@@ -41,43 +41,56 @@ void GpuContext::allocate(const std::vector<EntryPlan>& plans, const std::vector
   release();
   for (size_t i = 0; i < plans.size(); ++i) {
     const EntryPlan& p = plans[i];
-    size_t ts = type_size(p.dtype);
-    void* s = nullptr;
-    void* r = nullptr;
-    if (p.slot >= 0) {
-      cuda_check(cudaMalloc(&s, std::max<size_t>(1, p.send_elems * ts)), "cudaMalloc (send buffer)");
-      cuda_check(cudaMalloc(&r, std::max<size_t>(1, p.recv_elems * ts)), "cudaMalloc (receive buffer)");
-      if (!send_data[i].empty())
-        cuda_check(cudaMemcpy(s, send_data[i].data(), send_data[i].size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+    const BufferLayout l = buffer_layout(p);
+    Buffers b;
+    if (p.slot >= 0 && p.in_place) {
+      cuda_check(cudaMalloc(&b.base[0], std::max<size_t>(1, l.buffer_bytes)), "cudaMalloc (in-place buffer)");
+      b.send = static_cast<char*>(b.base[0]) + l.send_offset;
+      b.recv = static_cast<char*>(b.base[0]) + l.recv_offset;
+      b.poison_bytes = l.buffer_bytes;
+      b.in_place = true;
+      b.input = send_data[i];
+    } else if (p.slot >= 0) {
+      cuda_check(cudaMalloc(&b.base[0], std::max<size_t>(1, l.send_bytes)), "cudaMalloc (send buffer)");
+      cuda_check(cudaMalloc(&b.base[1], std::max<size_t>(1, l.recv_bytes)), "cudaMalloc (receive buffer)");
+      b.send = b.base[0];
+      b.recv = b.base[1];
+      b.poison_bytes = l.recv_bytes;
     }
-    send_.push_back(s);
-    recv_.push_back(r);
-    recv_bytes_.push_back(p.slot >= 0 ? p.recv_elems * ts : 0);
+    if (p.slot >= 0) {
+      b.recv_bytes = l.recv_bytes;
+      if (!send_data[i].empty())
+        cuda_check(cudaMemcpy(b.send, send_data[i].data(), send_data[i].size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+    }
+    bufs_.push_back(std::move(b));
   }
   cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (after uploads)");
 }
 
 void GpuContext::download(int entry, void* dst) {
   make_current();
-  if (recv_bytes_.at(entry) == 0) return;
-  cuda_check(cudaMemcpy(dst, recv_.at(entry), recv_bytes_.at(entry), cudaMemcpyDeviceToHost), "cudaMemcpy (download)");
+  const Buffers& b = bufs_.at(entry);
+  if (b.recv_bytes == 0) return;
+  cuda_check(cudaMemcpy(dst, b.recv, b.recv_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (download)");
 }
 
 void GpuContext::poison() {
-  for (size_t i = 0; i < recv_.size(); ++i)
-    if (recv_bytes_[i])
-      cuda_check(cudaMemsetAsync(recv_[i], verify::kPoisonByte, recv_bytes_[i], streams_[0]), "cudaMemsetAsync");
+  for (const Buffers& b : bufs_) {
+    if (b.poison_bytes == 0) continue;
+    cuda_check(cudaMemsetAsync(b.in_place ? b.base[0] : b.recv, verify::kPoisonByte, b.poison_bytes, streams_[0]),
+               "cudaMemsetAsync");
+    if (b.in_place && !b.input.empty())  // in place: the input again, where the collectives of earlier iterations wrote
+      cuda_check(cudaMemcpyAsync(b.send, b.input.data(), b.input.size(), cudaMemcpyHostToDevice, streams_[0]),
+                 "cudaMemcpyAsync (in-place input)");
+  }
   cuda_check(cudaStreamSynchronize(streams_[0]), "cudaStreamSynchronize (poison)");
 }
 
 void GpuContext::release() {
-  for (auto p : send_)
-    if (p) cudaFree(p);
-  for (auto p : recv_)
-    if (p) cudaFree(p);
-  send_.clear();
-  recv_.clear();
-  recv_bytes_.clear();
+  for (const Buffers& b : bufs_)
+    for (void* p : b.base)
+      if (p) cudaFree(p);
+  bufs_.clear();
 }
 
 void GpuContext::device_sync() { cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (forced)"); }

@@ -31,11 +31,13 @@ class GpuContext {
   cudaStream_t stream(int i) const { return streams_.at(static_cast<size_t>(i) % streams_.size()); }
   int num_streams() const { return static_cast<int>(streams_.size()); }
 
-  // Buffers of a step: send and receive per entry.
+  // Buffers of a step: send and receive per entry, laid out by buffer_layout (in place: one buffer).
   void allocate(const std::vector<EntryPlan>& plans, const std::vector<std::vector<char>>& send_data);
-  void* send(int entry) const { return send_.at(entry); }
-  void* recv(int entry) const { return recv_.at(entry); }
+  void* send(int entry) const { return bufs_.at(entry).send; }
+  void* recv(int entry) const { return bufs_.at(entry).recv; }
   void download(int entry, void* dst);
+  // Before the checked iteration: every output poisoned; an in-place entry's whole buffer poisoned and its input
+  // uploaded again (the timed iterations overwrote it).
   void poison();
   void release();
 
@@ -67,8 +69,15 @@ class GpuContext {
   cudaEvent_t event();
   int device_;
   std::vector<cudaStream_t> streams_;
-  std::vector<void*> send_, recv_;
-  std::vector<size_t> recv_bytes_;
+  struct Buffers {
+    void* base[2] = {nullptr, nullptr};  // what was allocated (in place: base[0] only)
+    void* send = nullptr;
+    void* recv = nullptr;
+    size_t recv_bytes = 0, poison_bytes = 0;  // 0: this rank does not take part
+    bool in_place = false;
+    std::vector<char> input;  // in place: the input, uploaded again by poison()
+  };
+  std::vector<Buffers> bufs_;
   std::vector<void*> kept_host_;
   int next_lazy_ = 0;
   std::vector<cudaEvent_t> pool_;

@@ -1,14 +1,19 @@
-// The console: nccl-tests' table (size count type redop root, then out-of-place time algbw busbw #wrong, in the
-// same columns, so that scripts written for nccl-tests read it) followed by the harness's columns (coll group min max
-// cv% e2e core), nccl-tests' two footer lines per backend, a line per trial that did not complete, a progress line
-// on stderr (case k/N and an ETA, at most every --progress seconds) and a summary per backend and at the end.
+// The console: nccl-tests' table (size count type redop root, then out-of-place time algbw busbw #wrong, then
+// in-place time algbw busbw #wrong, in the same order, so that scripts written for nccl-tests read it) followed by the
+// harness's columns (coll group min max cv% e2e core, of the line's first measurement); with run.in_place off the
+// in-place fields are left out, with only the out-of-place ones are blank (as nccl-tests prints a measurement it
+// skips), and a measurement without a completed trial is "-" in each field; nccl-tests' two footer lines per backend, a
+// line per trial that did not complete, a progress line on stderr (case k/N and an ETA, at most every --progress
+// seconds) and a summary per backend and at the end.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 
+#include "row_pairs.h"
 #include "writer.h"
 
 namespace dfccl::harness {
@@ -28,13 +33,20 @@ std::string duration(double s) {
   return fmt::format("{}h{:02}m", t / 3600, (t % 3600) / 60);
 }
 
-// A row: nccl-tests' columns (size .. #wrong), then the harness's (coll .. core). The header's first column is one
-// character narrower, for its '#'.
-#define DFCCL_ROW_COLUMNS \
-  "{:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8} {:>6}  {:>14} {:>6} {:>10} {:>10} {:>7} {:>10} {:>10}\n"
-constexpr const char* kRowFormat = "{:>12} " DFCCL_ROW_COLUMNS;
-constexpr const char* kHeaderFormat = "#{:>11} " DFCCL_ROW_COLUMNS;
-#undef DFCCL_ROW_COLUMNS
+// A line: nccl-tests' preamble (size .. root), its measurement fields (time algbw busbw #wrong, once or twice), then
+// the harness's columns (coll .. core). The header's first column is one character narrower, for its '#'.
+constexpr const char* kPreamble = "{:>12} {:>12} {:>8} {:>6} {:>6}";
+constexpr const char* kHeaderPreamble = "#{:>11} {:>12} {:>8} {:>6} {:>6}";
+constexpr const char* kMeasurement = " {:>10} {:>8} {:>8} {:>6}";
+constexpr const char* kHarness = "  {:>14} {:>6} {:>10} {:>10} {:>7} {:>10} {:>10}\n";
+constexpr int kMeasurementWidth = 1 + 10 + 1 + 8 + 1 + 8 + 1 + 6;
+
+// One measurement's fields: "-" in each where its case has no row.
+std::string measurement(const std::optional<CaseRow>& c) {
+  if (!c) return fmt::format(kMeasurement, "-", "-", "-", "-");
+  return fmt::format(kMeasurement, num(c->time_median_us), num(c->algbw_GBs), num(c->busbw_GBs),
+                     c->wrong < 0 ? "N/A" : fmt::format("{}", c->wrong));
+}
 
 class ConsoleWriter final : public Writer {
  public:
@@ -49,14 +61,20 @@ class ConsoleWriter final : public Writer {
                r.driver_version, r.cuda_runtime_version, r.nccl_version, r.mpi_version);
     for (size_t i = 0; i < r.gpus.size(); ++i) fmt::print("#  rank {:3} {}\n", i, r.gpus[i]);
     fmt::print("# time: the median over the timed iterations of the slowest rank's time (MAX over ranks, nccl-tests "
-               "-a 3); algbw and busbw from it. Out-of-place only: the harness does not run in-place, so there are "
-               "no in-place columns.\n");
+               "-a 3); algbw and busbw from it. {}\n",
+               r.in_place == "off"    ? "Out-of-place only (run.in_place off): no in-place columns."
+               : r.in_place == "only" ? "In-place only (run.in_place only): the out-of-place columns are blank."
+                                      : "Out-of-place, then in-place (run.in_place both); the harness columns "
+                                        "describe the out-of-place measurement.");
+    in_place_columns_ = r.in_place != "off";
+    only_in_place_ = r.in_place == "only";
     backends_total_ = static_cast<int>(r.backends.size());
     std::fflush(stdout);
   }
 
   void do_begin_backend(const BackendInfo& b) override {
     header_printed_ = false;
+    pairer_ = RowPairer(in_place_columns_ && !only_in_place_);
     available_ = b.available;
     ++backend_index_;
     last_progress_ = std::chrono::steady_clock::now();
@@ -73,19 +91,32 @@ class ConsoleWriter final : public Writer {
   void print_header() {
     if (header_printed_) return;
     header_printed_ = true;
-    fmt::print("#{:>58}out-of-place (time: median of the slowest rank){:>28}harness columns\n", "", "");
-    fmt::print(kHeaderFormat, "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "coll",
-               "group", "min", "max", "cv%", "e2e", "core");
-    fmt::print(kHeaderFormat, "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "", "(us)", "(us)",
-               "", "(us)", "(us)");
+    std::string titles = fmt::format("#{:>47}{:^36}", "", "out-of-place");
+    if (in_place_columns_) titles += fmt::format("{:^36}", "in-place");
+    fmt::print("{}harness columns\n", titles);
+    auto line = [&](std::array<const char*, 16> f) {
+      std::string m = fmt::format(kMeasurement, f[5], f[6], f[7], f[8]);
+      fmt::print("{}{}{}", fmt::format(kHeaderPreamble, f[0], f[1], f[2], f[3], f[4]), in_place_columns_ ? m + m : m,
+                 fmt::format(kHarness, f[9], f[10], f[11], f[12], f[13], f[14], f[15]));
+    };
+    line({"size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "coll", "group", "min", "max",
+          "cv%", "e2e", "core"});
+    line({"(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "", "(us)", "(us)", "", "(us)", "(us)"});
   }
 
   void do_add_case(const CaseRow& c) override {
+    for (const RowPair& p : pairer_.add(c)) print_pair(p);
+  }
+
+  // One line of the table: the preamble and harness columns from the pair's first row.
+  void print_pair(const RowPair& p) {
     print_header();
-    std::string wrong = c.wrong < 0 ? "N/A" : fmt::format("{}", c.wrong);
-    fmt::print(kRowFormat, c.bytes, c.count, c.dtype, c.op, c.root, num(c.time_median_us), num(c.algbw_GBs),
-               num(c.busbw_GBs), wrong, c.coll, c.group, num(c.time_min_us), num(c.time_max_us), num(100 * c.cv, 1),
-               num(c.e2e_median_us), num(c.core_median_us));
+    const CaseRow& c = p.first();
+    std::string out_of_place = only_in_place_ ? std::string(kMeasurementWidth, ' ') : measurement(p.out_of_place);
+    fmt::print("{}{}{}{}", fmt::format(kPreamble, c.bytes, c.count, c.dtype, c.op, c.root), out_of_place,
+               in_place_columns_ ? measurement(p.in_place) : "",
+               fmt::format(kHarness, c.coll, c.group, num(c.time_min_us), num(c.time_max_us), num(100 * c.cv, 1),
+                           num(c.e2e_median_us), num(c.core_median_us)));
     std::fflush(stdout);
   }
 
@@ -118,8 +149,10 @@ class ConsoleWriter final : public Writer {
     std::fflush(stderr);
   }
 
-  // nccl-tests' footer (util.cu, writeResultFooter), then the harness's summary line.
+  // nccl-tests' footer (util.cu, writeResultFooter): wrong elements and the mean busbw over every row, out-of-place
+  // and in-place alike; then the harness's summary line.
   void do_end_backend(const BackendSummary& s) override {
+    for (const RowPair& p : pairer_.flush()) print_pair(p);
     if (available_) {
       const double bw = s.busbw_mean_GBs;
       const char* gate = o_.min_bw_GBs < 0 ? "" : bw < o_.min_bw_GBs * 0.9 || std::isnan(bw) ? "FAILED" : "OK";
@@ -148,6 +181,8 @@ class ConsoleWriter final : public Writer {
 
   ConsoleOptions o_;
   bool header_printed_ = false, available_ = false;
+  bool in_place_columns_ = false, only_in_place_ = false;  // run.in_place: not off; only
+  RowPairer pairer_;
   int backend_index_ = 0, backends_total_ = 0;
   std::chrono::steady_clock::time_point last_progress_{};
   std::vector<BackendSummary> summaries_;

@@ -214,6 +214,7 @@ class Hdf5Writer final : public Writer {
     col_i("nranks", [](const CaseRow& c) { return c.nranks; });
     col_i("count", [](const CaseRow& c) { return c.count; });
     col_i("bytes", [](const CaseRow& c) { return c.bytes; });
+    col_i("in_place", [](const CaseRow& c) { return static_cast<int64_t>(c.in_place); });
     col_s("time_kind", [](const CaseRow& c) { return c.time_kind; });
     col_i("samples", [](const CaseRow& c) { return c.samples; });
     col_d("time_min_us", [](const CaseRow& c) { return c.time_min_us; });

@@ -1,6 +1,7 @@
 // `-J FILE`: the run as one JSON document, shaped after nccl-tests' -J output (per result row: size, count, type,
-// redop, root and an "out_of_place" object with time, alg_bw, bus_bw, nwrong; "in_place" is null since the harness
-// runs out-of-place only; per backend: "out_of_bounds" and "average_bus_bandwidth"), with the harness's extra fields.
+// redop, root, an "out_of_place" and an "in_place" object with time, alg_bw, bus_bw, nwrong, null for a measurement
+// not made (run.in_place off or only, or no completed trial); per backend: "out_of_bounds" and
+// "average_bus_bandwidth"), with the harness's extra fields, which describe the result's first measurement.
 // The file is rewritten (through FILE.tmp and a rename) after every backend and at the end; "status" is "running"
 // until then. NaN and infinities are written as null.
 #include <fmt/format.h>
@@ -10,8 +11,10 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 
+#include "row_pairs.h"
 #include "writer.h"
 
 namespace dfccl::harness {
@@ -65,15 +68,23 @@ std::string now_utc() {
   return buf;
 }
 
-std::string result_json(const CaseRow& c) {
-  Obj oop;
-  oop.add("time", jnum(c.time_median_us))
-      .add("alg_bw", jnum(c.algbw_GBs))
-      .add("bus_bw", jnum(c.busbw_GBs))
-      .add("nwrong", c.wrong < 0 ? "null" : jint(c.wrong));
+// One measurement's object, or null.
+std::string measurement_json(const std::optional<CaseRow>& c) {
+  if (!c) return "null";
+  Obj m;
+  m.add("time", jnum(c->time_median_us))
+      .add("alg_bw", jnum(c->algbw_GBs))
+      .add("bus_bw", jnum(c->busbw_GBs))
+      .add("nwrong", c->wrong < 0 ? "null" : jint(c->wrong));
+  return m.str();
+}
+
+std::string result_json(const RowPair& p) {
+  const CaseRow& c = p.first();
   Obj o;
   o.add("size", jint(c.bytes)).add("count", jint(c.count)).add("type", jstr(c.dtype)).add("redop", jstr(c.op));
-  o.add("root", jint(c.root)).add("out_of_place", oop.str()).add("in_place", "null");
+  o.add("root", jint(c.root)).add("out_of_place", measurement_json(p.out_of_place));
+  o.add("in_place", measurement_json(p.in_place));
   o.add("coll", jstr(c.coll)).add("group", jstr(c.group)).add("label", jstr(c.label)).add("entry", jint(c.entry));
   o.add("case", jint(c.case_index)).add("priority", jint(c.priority)).add("nranks", jint(c.nranks));
   o.add("time_kind", jstr(c.time_kind)).add("samples", jint(c.samples));
@@ -106,7 +117,8 @@ class JsonWriter final : public Writer {
     o.add("cuda_runtime_version", jstr(r.cuda_runtime_version)).add("nccl_version", jstr(r.nccl_version));
     o.add("mpi_version", jstr(r.mpi_version));
     o.add("time_statistic", jstr("median over timed iterations of the slowest rank's time (MAX over ranks)"));
-    o.add("in_place", jstr("not measured: the harness runs out-of-place only"));
+    o.add("in_place", jstr(r.in_place));  // run.in_place: both | off | only
+    pairs_ = r.in_place == "both";
     head_ = o;
     write("running");
   }
@@ -118,15 +130,19 @@ class JsonWriter final : public Writer {
     backend_.add("available", jbool(b.available)).add("skip_reason", jstr(b.skip_reason));
     results_.clear();
     trials_.clear();
+    pairer_ = RowPairer(pairs_);
   }
 
-  void do_add_case(const CaseRow& c) override { results_.push_back(result_json(c)); }
+  void do_add_case(const CaseRow& c) override {
+    for (const RowPair& p : pairer_.add(c)) results_.push_back(result_json(p));
+  }
 
   void do_add_trial(const TrialRow& t) override {
     if (t.status != "completed") trials_.push_back(trial_json(t));
   }
 
   void do_end_backend(const BackendSummary& s) override {
+    for (const RowPair& p : pairer_.flush()) results_.push_back(result_json(p));
     Obj b = backend_;
     b.add("results", jlist(results_)).add("trials_not_completed", jlist(trials_));
     b.add("out_of_bounds", Obj().add("count", jint(s.wrong)).add("okay", jbool(s.wrong == 0)).str());
@@ -162,6 +178,8 @@ class JsonWriter final : public Writer {
   double min_bw_;
   Obj head_, backend_;
   std::vector<std::string> results_, trials_, backends_;
+  bool pairs_ = false;  // run.in_place both: in-place rows join their out-of-place twins
+  RowPairer pairer_;
 };
 
 }  // namespace

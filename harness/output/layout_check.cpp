@@ -37,10 +37,10 @@ const char* kSummaryCols[] = {"backend", "workload", "trials",         "complete
                               "ci_low",  "ci_high",  "busbw_mean_GBs", "wall_s"};
 const char* kEnvironmentCols[] = {"rank", "name", "value"};
 const char* kCollectiveCols[] = {
-    "case",          "entry",          "coll",        "group",        "label", "dtype",     "op",
-    "root",          "priority",       "nranks",      "count",        "bytes", "time_kind", "samples",
-    "time_min_us",   "time_median_us", "time_max_us", "time_mean_us", "cv",    "algbw_GBs", "busbw_GBs",
-    "e2e_median_us", "core_median_us", "wrong",       "preemptions"};
+    "case",      "entry",         "coll",           "group",       "label",        "dtype",    "op",
+    "root",      "priority",      "nranks",         "count",       "bytes",        "in_place", "time_kind",
+    "samples",   "time_min_us",   "time_median_us", "time_max_us", "time_mean_us", "cv",       "algbw_GBs",
+    "busbw_GBs", "e2e_median_us", "core_median_us", "wrong",       "preemptions"};
 const char* kTrialCols[] = {"case",        "trial",           "status", "ranks",     "elapsed_s", "detect_s",
                             "preemptions", "daemon_launches", "wrong",  "reordered", "syncs",     "message"};
 const char* kIterationCols[] = {"row", "iteration", "time_us"};
@@ -70,7 +70,7 @@ size_t column_length(const h5::File& f, const std::string& g, const std::string&
 // What layout version 2 added; a version 1 file (results/ holds many) is checked without them.
 bool added_in_v2(const std::string& name) {
   return name == "cuda_driver_version" || name == "engine_settings" || name == "stalled" || name == "ranks" ||
-         name == "environment";
+         name == "environment" || name == "in_place";
 }
 bool g_v1 = false;  // the file being checked is layout version 1 (check_layout sets it)
 
@@ -152,7 +152,7 @@ std::map<std::string, Counters> read_counters(const std::string& path) {
   auto deadlocked = f.read_ints("summary", "deadlocked");
   auto failed = f.read_ints("summary", "failed");
   auto stalled = f.has("summary/stalled") ? f.read_ints("summary", "stalled")  // layout 2 on
-                                           : std::vector<int64_t>(names.size(), 0);
+                                          : std::vector<int64_t>(names.size(), 0);
   auto skipped = f.read_ints("summary", "skipped");
   auto wrong = f.read_ints("summary", "wrong");
   Counters& all = out["*"];

@@ -34,6 +34,7 @@ struct EnvEntry {
 struct RunInfo {
   std::string dfccl_version, git_revision, date_utc, command_line, config_toml;
   std::string workload, workload_kind, workload_description, workload_source;
+  std::string in_place;             // run.in_place, resolved: both | off | only
   std::vector<std::string> hosts;   // unique host names
   std::vector<std::string> gpus;    // per rank: "host:device name" or "none"
   std::string driver_version;       // the NVIDIA kernel module's version ("580.95.05"), "none" without one
@@ -69,6 +70,7 @@ struct CaseRow {
   int64_t nranks = 0;     // ranks of the group
   int64_t count = 0;      // count argument of the call
   int64_t bytes = 0;      // nccl-tests' size S
+  bool in_place = false;  // nccl-tests' in-place measurement (input and output in one buffer), else out-of-place
   std::string time_kind;  // iteration (one collective per iteration) | e2e (its end-to-end latency) | step
   int64_t samples = 0;    // timed iterations that went into the statistics
   double time_min_us = kNaN, time_median_us = kNaN, time_max_us = kNaN, time_mean_us = kNaN, cv = kNaN;

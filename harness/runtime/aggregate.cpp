@@ -151,6 +151,7 @@ CaseRow CaseAggregate::identity(const StepEntry& e, const EntryPlan& p, size_t i
   r.nranks = p.group_size;
   r.count = static_cast<int64_t>(p.count);
   r.bytes = static_cast<int64_t>(p.coll->bytes_from_count(p.count, p.group_size, type_size(p.dtype)));
+  r.in_place = p.in_place;
   return r;
 }
 
@@ -167,6 +168,7 @@ CaseRow CaseAggregate::step_identity(const std::vector<StepEntry>& step, int64_t
   int64_t bytes = 0;
   for (const auto& e : step) bytes += static_cast<int64_t>(e.bytes);
   r.bytes = bytes;
+  r.in_place = !step.empty() && step.front().in_place;
   return r;
 }
 

@@ -23,18 +23,28 @@ namespace {
 // The stall limit is run.timeout, but at least this (a starved monitor thread must not look stopped).
 constexpr double kMinStallLimitS = 2.0;
 
-// One case: a fixed step (sweep, [[step]]) or a mix drawn per trial.
+// One case: a fixed step (sweep, [[step]]) or a mix drawn per trial, out of place or in place.
 struct Case {
   int index = 0;
   std::vector<StepEntry> step;  // empty for a mix
+  bool in_place = false;        // every entry of the step (a mix's too) runs in place
 };
 
-// The cases of a workload: a replay's one step, one per collective and size of a sweep, the [[step]] entries, or
+// The variants run.in_place asks for, in nccl-tests' order: out of place, then in place.
+std::vector<bool> in_place_variants(InPlace mode) {
+  switch (mode) {
+    case InPlace::Both: return {false, true};
+    case InPlace::Only: return {true};
+    default: return {false};
+  }
+}
+
+// The steps of a workload: a replay's one step, one per collective and size of a sweep, the [[step]] entries, or
 // one mix (its step drawn per trial).
-std::vector<Case> make_cases(const Workload& w, const replay::Replay* rp) {
-  std::vector<Case> cases;
+std::vector<std::vector<StepEntry>> make_steps(const Workload& w, const replay::Replay* rp) {
+  std::vector<std::vector<StepEntry>> steps;
   if (rp) {
-    cases.push_back(Case{0, rp->step()});
+    steps.push_back(rp->step());
   } else if (w.kind == Workload::Kind::Sweep) {
     for (const Collective* c : w.sweep_collectives)
       for (uint64_t bytes : w.sizes()) {
@@ -46,13 +56,25 @@ std::vector<Case> make_cases(const Workload& w, const replay::Replay* rp) {
         e.op = w.op;
         e.root = w.root;
         e.priority = w.priority;
-        cases.push_back(Case{static_cast<int>(cases.size()), {e}});
+        steps.push_back({e});
       }
   } else if (w.kind == Workload::Kind::Step) {
-    cases.push_back(Case{0, w.step});
+    steps.push_back(w.step);
   } else {
-    cases.push_back(Case{0, {}});
+    steps.emplace_back();
   }
+  return steps;
+}
+
+// The cases: each step in each variant of run.in_place, the variants of a step next to each other.
+std::vector<Case> make_cases(const Workload& w, const replay::Replay* rp) {
+  std::vector<Case> cases;
+  for (const auto& step : make_steps(w, rp))
+    for (bool in_place : in_place_variants(w.in_place)) {
+      Case c{static_cast<int>(cases.size()), step, in_place};
+      for (StepEntry& e : c.step) e.in_place = in_place;
+      cases.push_back(std::move(c));
+    }
   return cases;
 }
 
@@ -278,6 +300,7 @@ class Campaign {
       p.count = e.coll->count_from_bytes(e.bytes, p.group_size, type_size(e.dtype));
       p.send_elems = e.coll->send_elems(p.count, p.group_size);
       p.recv_elems = e.coll->recv_elems(p.count, p.group_size);
+      p.in_place = e.in_place;
       p.data_seed = program::Rng::seed_of({w_.seed, 0xDA7A, static_cast<uint64_t>(case_index), generation,
                                            static_cast<uint64_t>(i), group_key[0], group_key[1]});
       plans.push_back(p);
@@ -336,6 +359,7 @@ class Campaign {
       uint64_t generation = c.step.empty() && w_.mix_per_trial ? static_cast<uint64_t>(trial) : 0;
       if (!prepared || generation != prepared_generation) {
         step = c.step.empty() ? program::draw_mix(w_, generation) : c.step;
+        for (StepEntry& e : step) e.in_place = c.in_place;
         plans = make_plans(step, c.index, generation);
         std::string error;
         if (!prepare(b, plans, error)) {

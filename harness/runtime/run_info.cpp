@@ -143,6 +143,7 @@ RunInfo collect_run_info(const Workload& w, const MpiWorld& world, const std::st
   r.config_toml = w.resolved_toml;
   r.workload = w.name;
   r.workload_kind = name_of(w.kind, Workload::kKindNames);
+  r.in_place = name_of(w.in_place, kInPlaceNames);
   if (w.kind == Workload::Kind::Replay) r.replay = replay::Replay(w).info();
   r.workload_description = w.description;
   r.workload_source = w.source;

@@ -5,7 +5,8 @@
 # Cases: sweep (no --workload: nccl-tests' table, footer, -J JSON that parses), help (--help lists every setting of
 # --list-keys, --version), gate (--expect busbw_mean and NCCL_TESTS_MIN_BW pass and fail), out (--out refused when
 # it exists or its folder does not, --overwrite replaces), degenerate (bad sweeps refused fast, naming the option),
-# progress (case k/N and an ETA on stderr, none with --quiet).
+# progress (case k/N and an ETA on stderr, none with --quiet), inplace (run.in_place: every collective exact in place,
+# nccl-tests' 13 leading fields; off and only).
 set -u
 mpiexec=$1 harness=$2 dir=$3 case=$4
 mkdir -p "$dir"
@@ -30,9 +31,9 @@ case $case in
     grep -qxF "# Out of bounds values : 0 OK" out.txt || fail "no nccl-tests 'Out of bounds values' footer"
     grep -qE "^# Avg bus bandwidth    : [0-9.e+-]+ $" out.txt || fail "no nccl-tests 'Avg bus bandwidth' footer"
     grep -q "time: the median" out.txt || fail "the header does not name the time statistic"
-    grep -q "Out-of-place only" out.txt || fail "the header does not say that there is no in-place half"
-    # nccl-tests' data lines: size count type redop root time algbw busbw #wrong
-    rows=$(awk '!/^#/ && $3 == "float32" && $4 == "sum" && $9 == "0" && $10 == "all_reduce"' out.txt | wc -l)
+    grep -q "Out-of-place, then in-place" out.txt || fail "the header does not name the two measurements"
+    # nccl-tests' data lines: size count type redop root, out-of-place and in-place time algbw busbw #wrong
+    rows=$(awk '!/^#/ && $3 == "float32" && $4 == "sum" && $9 == "0" && $13 == "0" && $14 == "all_reduce"' out.txt | wc -l)
     [ "$rows" -eq 5 ] || fail "expected 5 table rows (8 B to 64K by 8) in nccl-tests' columns, saw $rows"
     [ -s sweep.h5 ] || fail "no HDF5 file"
     python3 -m json.tool sweep.json > /dev/null || fail "-J output does not parse"
@@ -42,10 +43,41 @@ d = json.load(open(sys.argv[1]))
 b = d["backends"][0]
 assert d["status"] == "complete" and b["backend"] == "host", d["status"]
 assert [r["size"] for r in b["results"]] == [8, 64, 512, 4096, 32768], [r["size"] for r in b["results"]]
-assert all(r["out_of_place"]["nwrong"] == 0 and r["in_place"] is None for r in b["results"])
+assert d["in_place"] == "both", d["in_place"]
+assert all(r["out_of_place"]["nwrong"] == 0 and r["in_place"]["nwrong"] == 0 for r in b["results"])
 assert b["out_of_bounds"] == {"count": 0, "okay": True}
 assert b["average_bus_bandwidth"]["okay"] == "unchecked"
 EOF
+    ;;
+  inplace)
+    # nccl-tests' in-place measurement (run.in_place): every collective exact in place on 2 ranks, in nccl-tests' 13
+    # leading fields; the HDF5 rows say which measurement; off and only change the table as documented.
+    colls=all_reduce,all_gather,reduce_scatter,broadcast,reduce
+    rm -f ip.h5 ip.json
+    run 2 --backend host -b 8 -e 64K -f 8 -n 2 -w 1 --collectives $colls --op max --out ip.h5 -J ip.json \
+      --expect rows==50 --expect wrong==0 --expect completed==50 || fail "exit status $?"
+    grep -qxF "# Out of bounds values : 0 OK" out.txt || fail "no nccl-tests 'Out of bounds values' footer"
+    for c in ${colls//,/ }; do
+      n=$(awk -v c="$c" '!/^#/ && NF == 20 && $9 == "0" && $13 == "0" && $6 + 0 > 0 && $10 + 0 > 0 && $14 == c' out.txt | wc -l)
+      [ "$n" -eq 5 ] || fail "$c: expected 5 exact rows with both measurements in fields 6-13, saw $n"
+    done
+    python3 - ip.json << 'EOF' || fail "-J content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rs = d["backends"][0]["results"]
+assert len(rs) == 25, len(rs)
+assert all(r[k]["nwrong"] == 0 and r[k]["time"] > 0 for r in rs for k in ("out_of_place", "in_place")), rs
+EOF
+    run 2 --backend host -b 1K -e 1K --collectives $colls -n 1 -w 0 --in_place only --out ip.h5 --overwrite \
+      --expect rows==5 --expect wrong==0 || fail "only: exit status $?"
+    grep -q "In-place only" out.txt || fail "only: the header does not say so"
+    n=$(awk '!/^#/ && NF == 16 && $9 == "0" && substr($0, 49, 36) ~ /^ *$/' out.txt | wc -l)
+    [ "$n" -eq 5 ] || fail "only: expected 5 rows with blank out-of-place fields and in-place #wrong 0, saw $n"
+    run 2 --backend host -b 1K -e 1K --collectives $colls -n 1 -w 0 --in_place off --out ip.h5 --overwrite \
+      --expect rows==5 || fail "off: exit status $?"
+    grep -q "Out-of-place only" out.txt || fail "off: the header does not say so"
+    n=$(awk '!/^#/ && NF == 16 && $9 == "0" && $10 ~ /^[a-z_]+$/' out.txt | wc -l)
+    [ "$n" -eq 5 ] || fail "off: expected 5 rows of nccl-tests' 9 fields, then the harness's, saw $n"
     ;;
   help)
     "$harness" --help > out.txt 2> err.txt || fail "--help exit status"
@@ -90,7 +122,7 @@ EOF
     [ "$rc" -eq 2 ] || fail "--out in a missing folder should be refused with exit status 2, got $rc"
     grep -q -- "--out sub/x.h5: the folder sub does not exist" err.txt || fail "no message naming --out's folder"
     [ ! -e sub ] || fail "the folder was created"
-    run 2 "${small[@]}" --out out.h5 --overwrite --expect rows==5 || fail "--overwrite did not replace the file"
+    run 2 "${small[@]}" --out out.h5 --overwrite --expect rows==10 || fail "--overwrite did not replace the file"
     ;;
   degenerate)
     check() {  # check <text the message must contain> args...
@@ -119,8 +151,8 @@ EOF
   progress)
     rm -f p.h5
     run 2 "${small[@]}" --trials 2 --out p.h5 --overwrite --progress 0 || fail "exit status $?"
-    n=$(grep -cE "^# \[host 1/1\] case [1-5]/5: .* elapsed, ETA " err.txt)
-    [ "$n" -eq 5 ] || fail "expected 5 progress lines (one per case) on stderr, saw $n"
+    n=$(grep -cE "^# \[host 1/1\] case ([1-9]|10)/10: .* elapsed, ETA " err.txt)
+    [ "$n" -eq 10 ] || fail "expected 10 progress lines (one per case: 5 sizes, out-of-place and in-place), saw $n"
     grep -q "ETA" out.txt && fail "progress lines on stdout"
     run 2 "${small[@]}" --trials 2 --out p.h5 --overwrite --progress 0 --quiet || fail "exit status $?"
     grep -q "ETA" err.txt && fail "a progress line with --quiet"

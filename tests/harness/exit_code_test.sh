@@ -14,7 +14,7 @@ case $mode in
     # With overcommit always on (mode 1), a 1 TiB buffer would be granted and the fill would meet the OOM killer.
     [ "$(cat /proc/sys/vm/overcommit_memory 2>/dev/null)" = 1 ] && { echo "overcommit_memory=1: skipped"; exit 77; }
     want=4 reason="exit 4: 2 trials failed"
-    args=(--backend host --begin 1T --end 1T) ;;
+    args=(--backend host --begin 1T --end 1T --in_place off) ;;
   nothing-ran)
     export CUDA_VISIBLE_DEVICES=
     want=5 reason="exit 5: no trial ran"

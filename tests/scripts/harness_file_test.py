@@ -26,8 +26,9 @@ def main(path):
     check(set(df["backend"]) == {"host"} and set(df["executor"]) == {"host"}, f"backends {set(df['backend'])}")
     check(set(df["coll"]) == COLLS, f"collectives {set(df['coll'])}")
     check((df["bytes"].min(), df["bytes"].max()) == (8, 16 << 10), "sizes from 8 B to 16 KiB")
-    check(not df.duplicated(["coll", "bytes"]).any(), "one row per collective and size")
-    sizes = sorted(df[df["coll"] == "all_reduce"]["bytes"])
+    check(not df.duplicated(["coll", "bytes", "in_place"]).any(), "one row per collective, size and measurement")
+    check(len(dr.variant(df)) == len(dr.variant(df, True)), "an in-place row for every out-of-place one")
+    sizes = sorted(dr.variant(df)[dr.variant(df)["coll"] == "all_reduce"]["bytes"])
     check(sizes == [1 << k for k in range(3, 15)], f"all_reduce sizes {sizes}, expected 8 B, 16 B, ..., 16 KiB")
     check((df["wrong"] == 0).all() and (df["samples"] > 0).all(), "every row checked and timed")
     check(sorted(trials["case"]) == sorted(df["case"]) and set(trials["status"]) == {"completed"},
