@@ -12,7 +12,9 @@ import h5py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import compare_table  # noqa: E402
 import dfccl_results as dr  # noqa: E402
+import pandas as pd  # noqa: E402
 import plot_harness  # noqa: E402
 
 SWEEP = os.path.join(ROOT, "results/gpu/sweep-2xH200.h5")
@@ -122,6 +124,19 @@ class Scripts(unittest.TestCase):
         out = self.run_script(os.path.join(ROOT, "scripts/compare_table.py"), SWEEP, "--coll", "all_reduce",
                               "--sizes", "8,1G")
         self.assertIn("| all_reduce | 1 GiB | 2978.8 | 3285.6 | 360.5 | 326.8 | 1.10 |", out.splitlines())
+
+    def test_in_place_rows_compare_like_with_like(self):
+        """A file written before the in_place column reads as out-of-place; where a file has both measurements,
+        compare_table compares out-of-place rows unless asked for the in-place ones."""
+        df = dr.cases(SWEEP)
+        self.assertTrue((df["in_place"] == 0).all())
+        twin = df.assign(in_place=1, time_median_us=df["time_median_us"] * 2, busbw_GBs=df["busbw_GBs"] / 2)
+        both = pd.concat([df, twin], ignore_index=True)
+        args = (["all_reduce"], [1 << 30], ["nccl"])
+        self.assertEqual(compare_table.table(both, *args), compare_table.table(df, *args))
+        self.assertIn("| all_reduce | 1 GiB | 5957.6 | 6571.2 | 180.2 | 163.4 | 1.10 |",
+                      compare_table.table(both, *args, in_place=True))
+        self.assertEqual(len(dr.variant(both, True)), len(df))
 
     def test_bandwidth_figure_has_ratio_panel_size_ticks_and_footer(self):
         df = dr.cases(SWEEP)
