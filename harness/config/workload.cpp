@@ -606,10 +606,13 @@ void resolve_kind(Values& v, Workload& w, bool file_has_mix, bool file_has_sim) 
   }
   if (w.kind != Workload::Kind::Step && w.kind != Workload::Kind::Replay && w.sizes().empty())
     fail(origin, "sizes.begin", "the size range is empty");
-  if (w.in_place == InPlace::Auto) {
-    w.in_place = w.kind == Workload::Kind::Sweep ? InPlace::Both : InPlace::Off;
-    store(v.root(), "run.in_place", std::string(name_of(w.in_place, kInPlaceNames)));
-  }
+}
+
+// run.in_place auto, once the kind is known: both for a sweep (nccl-tests' behaviour), off for the other kinds.
+void resolve_in_place(Values& v, Workload& w) {
+  if (w.in_place != InPlace::Auto) return;
+  w.in_place = w.kind == Workload::Kind::Sweep ? InPlace::Both : InPlace::Off;
+  store(v.root(), "run.in_place", std::string(name_of(w.in_place, kInPlaceNames)));
 }
 
 }  // namespace
@@ -679,6 +682,7 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   check_nccl_graph(w, origin);
   read_steps(root, w, origin);
   resolve_kind(v, w, file_has_mix, file_has_sim);
+  resolve_in_place(v, w);
 
   std::ostringstream os;
   os << root;
