@@ -10,14 +10,13 @@
 #include "comm.h"
 #include "env.h"
 #include "error.h"
+#include "names.h"
 #include "requests.h"
 
 using namespace dfccl;
 
 namespace {
 
-constexpr const char* kTypeNames[] = {"dfcclInt8",   "dfcclUint8",   "dfcclInt32",   "dfcclUint32",  "dfcclInt64",
-                                      "dfcclUint64", "dfcclFloat16", "dfcclFloat32", "dfcclFloat64", "dfcclBfloat16"};
 constexpr uint64_t kMaxCount = uint64_t(1) << 48;
 
 [[noreturn]] void bad(const char* fn, const std::string& what) {

@@ -6,18 +6,10 @@
 #include <atomic>
 #include <cstring>
 
+#include "names.h"
+
 namespace dfccl {
 namespace {
-
-constexpr const char* kKindNames[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce"};
-constexpr const char* kTypeNames[] = {"dfcclInt8",   "dfcclUint8",   "dfcclInt32",   "dfcclUint32",  "dfcclInt64",
-                                      "dfcclUint64", "dfcclFloat16", "dfcclFloat32", "dfcclFloat64", "dfcclBfloat16"};
-constexpr const char* kOpNames[] = {"dfcclSum", "dfcclProd", "dfcclMax", "dfcclMin", "dfcclAvg"};
-
-template <size_t N>
-std::string name_of(const char* const (&names)[N], uint32_t v) {
-  return v < N ? names[v] : fmt::format("{}", v);
-}
 
 bool reduces(core::Kind k) {
   return k == core::Kind::AllReduce || k == core::Kind::ReduceScatter || k == core::Kind::Reduce;
@@ -93,8 +85,8 @@ std::string MatchBoard::compare(const MatchKey& key, const Entry& mine, int peer
   std::string field, a, b;
   if (kind != their_kind) {
     field = "the collective";
-    a = "dfccl" + name_of(kKindNames, uint32_t(kind));
-    b = "dfccl" + name_of(kKindNames, uint32_t(their_kind));
+    a = name_of(kKindNames, uint32_t(kind));
+    b = name_of(kKindNames, uint32_t(their_kind));
   } else if ((mine.shape >> 8 & 0xff) != (theirs.shape >> 8 & 0xff)) {
     field = "argument 'datatype'";
     a = name_of(kTypeNames, uint32_t(mine.shape >> 8 & 0xff));
