@@ -416,32 +416,31 @@ void comm_abort(dfcclComm* c) {
 }
 
 namespace {
-// The first failure of a communicator claims it: its message and code stand (they are read without a lock once set).
-bool claim_failure(dfcclComm* c) { return !c->fail_claimed.exchange(true); }
+// The first failure of a communicator: its message and code stand (they are read without a lock once set), it is
+// logged as "<logged>: <outcome>", and the communicator is aborted with it. Later failures are dropped.
+void fail_once(dfcclComm* c, dfcclResult_t code, const std::string& message, LogLevel level, const std::string& logged,
+               const char* outcome) {
+  if (c->fail_claimed.exchange(true)) return;
+  c->failure = message;
+  c->fail_code.store(code, std::memory_order_release);
+  log(level, LogSubsys::Abort, "{}: {}", logged, outcome);
+  if (c->alive.exchange(false)) abort_attached(c, code, message);
+}
 }  // namespace
 
 void comm_fail(dfcclComm* c, int rank, const std::string& reason) {
-  if (!claim_failure(c)) return;
   const std::string msg = fmt::format("rank {} of the communicator (size {}; this process is rank {}) {}", rank,
                                       c->nranks, c->rank, reason);
-  c->failure = msg;
-  c->failed_rank.store(rank, std::memory_order_release);
-  c->fail_code.store(dfcclRemoteError, std::memory_order_release);
   // A peer's own abort is the application's decision (its watchdog usually aborts every rank): INFO. A death or
   // silence is a failure: WARN.
   const bool aborted = reason == "aborted the communicator";
-  log(aborted ? LogLevel::Info : LogLevel::Warn, LogSubsys::Abort, "{}: its collectives fail with dfcclRemoteError",
-      msg);
-  if (c->alive.exchange(false)) abort_attached(c, dfcclRemoteError, msg);
+  fail_once(c, dfcclRemoteError, msg, aborted ? LogLevel::Info : LogLevel::Warn, msg,
+            "its collectives fail with dfcclRemoteError");
 }
 
 void comm_fail_mismatch(dfcclComm* c, const std::string& message) {
-  if (!claim_failure(c)) return;
-  c->failure = message;
-  c->fail_code.store(dfcclInvalidUsage, std::memory_order_release);
-  log(LogLevel::Warn, LogSubsys::Abort, "rank {}: {}: the communicator's collectives fail with dfcclInvalidUsage",
-      c->rank, message);
-  if (c->alive.exchange(false)) abort_attached(c, dfcclInvalidUsage, message);
+  fail_once(c, dfcclInvalidUsage, message, LogLevel::Warn, fmt::format("rank {}: {}", c->rank, message),
+            "the communicator's collectives fail with dfcclInvalidUsage");
 }
 
 std::shared_ptr<Engine> engine_ref(dfcclComm* c) {

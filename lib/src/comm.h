@@ -29,7 +29,7 @@ struct dfcclComm {
   dfcclConfig_t config{};                    // resolved: no -1 fields
   int rank = 0, nranks = 0;
   bool host_path = false;  // connection regions in shared host memory (no peer access between the neighbours)
-  uint32_t index = ~0u;  // in the engine's communicator table
+  uint32_t index = ~0u;    // in the engine's communicator table
   dfccl::core::CommDev host_dev{};
   dfccl::core::CommDev* dev = nullptr;
   dfccl::core::LaneState* lanes = nullptr;
@@ -42,11 +42,10 @@ struct dfcclComm {
   bool persistent_prepared[DFCCL_MAX_PERSISTENT_IDS] = {};
   std::atomic<int> async_error{dfcclSuccess};
   // A failure that ended the communicator without the application's abort: a peer that died, aborted or fell silent
-  // (dfcclRemoteError; failed_rank names it) or collectives that disagree between ranks (dfcclInvalidUsage;
-  // failed_rank -1). `failure` is written before `fail_code`.
-  std::atomic<bool> fail_claimed{false};  // the first failure claims it (comm.cpp, claim_failure)
+  // (dfcclRemoteError) or collectives that disagree between ranks (dfcclInvalidUsage); `failure` names the rank or
+  // the field and is written before `fail_code`.
+  std::atomic<bool> fail_claimed{false};  // the first failure claims it (comm.cpp, fail_once)
   std::atomic<int> fail_code{dfcclSuccess};
-  std::atomic<int> failed_rank{-1};
   std::string failure;
   std::atomic<bool> user_aborted{false};  // dfcclCommAbort was called (a destroy after it is refused)
 };
