@@ -5,6 +5,7 @@
 #include <cmath>
 #include <exception>
 #include <stdexcept>
+#include <type_traits>
 
 #include "h5_table.h"
 
@@ -233,16 +234,23 @@ bool compare(T have, const std::string& op, T want) {
                       : have < want;
 }
 
+// Whether all of s is one number (std::stod or std::stoll), into *out.
+template <class T>
+bool parse_whole(const std::string& s, T* out) {
+  try {
+    size_t used = 0;
+    if constexpr (std::is_floating_point_v<T>) *out = std::stod(s, &used);
+    else *out = std::stoll(s, &used);
+    return used == s.size();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 // busbw_mean of the rows of `c` (of one collective when x.coll is set). Returns the problem ("" when it holds).
 std::string check_busbw(const Expectation& x, const Counters& c) {
   double want = 0;
-  try {
-    size_t used = 0;
-    want = std::stod(x.rhs, &used);
-    if (used != x.rhs.size()) throw std::invalid_argument(x.rhs);
-  } catch (const std::exception&) {
-    return "the right-hand side is not a number";
-  }
+  if (!parse_whole(x.rhs, &want)) return "the right-hand side is not a number";
   double sum = 0;
   int n = 0;
   for (const auto& [coll, bw] : c.busbw)
@@ -262,13 +270,7 @@ std::string check_counter(const Expectation& x, const Counters& c) {
     if (x.name != name) continue;
     if (!x.coll.empty()) return fmt::format("'{}' is counted per backend, not per collective", name);
     long long want = 0;
-    try {
-      size_t used = 0;
-      want = std::stoll(x.rhs, &used);
-      if (used != x.rhs.size()) throw std::invalid_argument(x.rhs);
-    } catch (const std::exception&) {
-      return "the right-hand side is not an integer";
-    }
+    if (!parse_whole(x.rhs, &want)) return "the right-hand side is not an integer";
     if (!compare<long long>(have, x.op, want)) return fmt::format("does not hold: {} is {}", name, have);
     return "";
   }
