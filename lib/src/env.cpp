@@ -30,9 +30,12 @@ EnvVar integer(const char* name, const char* def, int64_t lo, int64_t hi, const 
   return {name, def, lo, hi, nullptr, description};
 }
 
-// Variables that the project's scripts and tests read (not the library): known, so never warned about.
-constexpr const char* kToolVariables[] = {"DFCCL_SKIP_DEPS", "DFCCL_CAMPAIGN", "DFCCL_SIM",
-                                          "DFCCL_PYTHON",    "DFCCL_S",        "DFCCL_REQUIRE_GPUS"};
+// Variables that the project's scripts, tests and Python package (python/README.md) read, not the library: known,
+// so never warned about.
+constexpr const char* kToolVariables[] = {
+    "DFCCL_SKIP_DEPS",  "DFCCL_CAMPAIGN",     "DFCCL_SIM",        "DFCCL_PYTHON",
+    "DFCCL_S",          "DFCCL_REQUIRE_GPUS", "DFCCL_TORCH_CUDA", "DFCCL_TORCH_PYTHON",
+    "DFCCL_TORCH_VENV", "DFCCL_BUILD_DIR",    "DFCCL_PREFIX"};
 
 const EnvVar& find(const char* name) {
   for (const auto& v : env_table())

@@ -72,4 +72,13 @@ TEST(Environment, UnknownNamesAreMatchedToTheClosest) {
       << err;
 }
 
+// The variables of the project's tools and Python package are known: no warning.
+TEST(Environment, ToolVariablesAreNotWarnedAbout) {
+  ScopedEnv a("DFCCL_TORCH_CUDA", "0"), b("DFCCL_REQUIRE_GPUS", "1");
+  testing::internal::CaptureStderr();
+  dfccl::env_warn_unknown();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("not a DFCCL setting"), std::string::npos) << err;
+}
+
 }  // namespace
