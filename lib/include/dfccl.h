@@ -149,6 +149,8 @@ typedef struct {
   size_t slotBytes;
   size_t connectionBytes;        /* this rank's connection memory for this communicator (docs/design.md formula) */
   int transport;                 /* dfcclTransport_t, to both neighbours */
+  int p2pChannels;               /* channels of each point-to-point connection (DFCCL_P2P_CHANNELS; 0: none) */
+  size_t p2pBytes;               /* this rank's point-to-point connection memory, every peer and itself together */
 } dfcclCommInfo_t;
 dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info);
 
@@ -184,6 +186,33 @@ dfcclResult_t dfcclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                              dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
 dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype, dfcclRedOp_t op,
                           int root, dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
+
+/* ------------------------------------------------------------------------------------------------------------------ */
+/* Point-to-point and all-to-all. Arguments as in NCCL, plus priority, stream and request as above.                   */
+/* dfcclSend / dfcclRecv: count elements to / from rank `peer` (0..nranks-1; the rank itself is allowed). The k-th    */
+/*   send from rank a to rank b matches the k-th receive at b from a, per communicator; this order is independent of */
+/*   the communicator's collectives and of other pairs. Both sides must give the same count and datatype; a pair   */
+/*   that differs fails the communicator on every rank with dfcclInvalidUsage naming the field, both values and the */
+/*   ranks, and nothing is written past either buffer.                                                               */
+/*   No call needs grouping, and none waits for its peer: a send whose receiver has not arrived is preempted like   */
+/*   any collective, so two ranks that each post [send, recv] to the other, in any order, always complete.          */
+/* dfcclAllToAll: rank r sends sendbuff + p*count to rank p and receives rank p's block into recvbuff + p*count.      */
+/* dfcclAllToAllv: as MPI_Alltoallv, counts and displacements in elements: sendcounts[p] elements from              */
+/*   sendbuff + sdispls[p] go to rank p, which receives them as its recvcounts[r] at recvbuff + rdispls[r]. The     */
+/*   arrays are read during the call only. All-to-alls are collectives: every rank calls them in the same order on */
+/*   a communicator; their transfers never match a dfcclSend or dfcclRecv. Not in place (sendbuff and recvbuff must */
+/*   not overlap), as in NCCL. The request completes when every transfer of the call has.                           */
+/* Connections to every rank are made at init (their memory: dfcclCommInfo_t.p2pBytes); DFCCL_P2P_CHANNELS=0 makes   */
+/* none, and these calls then return dfcclInvalidUsage.                                                              */
+dfcclResult_t dfcclSend(const void* sendbuff, size_t count, dfcclDataType_t datatype, int peer, dfcclComm_t comm,
+                        int priority, cudaStream_t stream, dfcclRequest_t* request);
+dfcclResult_t dfcclRecv(void* recvbuff, size_t count, dfcclDataType_t datatype, int peer, dfcclComm_t comm,
+                        int priority, cudaStream_t stream, dfcclRequest_t* request);
+dfcclResult_t dfcclAllToAll(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
+                            dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
+dfcclResult_t dfcclAllToAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
+                             const size_t* recvcounts, const size_t* rdispls, dfcclDataType_t datatype,
+                             dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
 
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Persistent collectives: prepared once with an id (0 <= id < DFCCL_MAX_PERSISTENT_IDS, unique in the communicator)  */

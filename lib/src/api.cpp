@@ -501,6 +501,21 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
   });
 }
 
+dfcclResult_t dfcclSend(const void*, size_t, dfcclDataType_t, int, dfcclComm_t, int, cudaStream_t, dfcclRequest_t*) {
+  return guard([&]() -> dfcclResult_t { throw Error(dfcclNotSupported, "dfcclSend: not implemented yet"); });
+}
+dfcclResult_t dfcclRecv(void*, size_t, dfcclDataType_t, int, dfcclComm_t, int, cudaStream_t, dfcclRequest_t*) {
+  return guard([&]() -> dfcclResult_t { throw Error(dfcclNotSupported, "dfcclRecv: not implemented yet"); });
+}
+dfcclResult_t dfcclAllToAll(const void*, void*, size_t, dfcclDataType_t, dfcclComm_t, int, cudaStream_t,
+                            dfcclRequest_t*) {
+  return guard([&]() -> dfcclResult_t { throw Error(dfcclNotSupported, "dfcclAllToAll: not implemented yet"); });
+}
+dfcclResult_t dfcclAllToAllv(const void*, const size_t*, const size_t*, void*, const size_t*, const size_t*,
+                             dfcclDataType_t, dfcclComm_t, int, cudaStream_t, dfcclRequest_t*) {
+  return guard([&]() -> dfcclResult_t { throw Error(dfcclNotSupported, "dfcclAllToAllv: not implemented yet"); });
+}
+
 dfcclResult_t dfcclPrepareAllReduce(size_t count, dfcclDataType_t datatype, dfcclRedOp_t op, dfcclComm_t comm, int id,
                                     dfcclPersistent_t* coll) {
   return guard(
