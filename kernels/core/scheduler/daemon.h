@@ -80,7 +80,10 @@ DFCCL_DEV DFCCL_FORCEINLINE void run_pass(const EngineView& ev, BlockShared& bs,
     if (res == kAttemptProgress && tid == 0) bs.progressed = 1;
     ++k;
   }
-  if (ev.p.blocking && bs.nactive > 0) {
+  // The oldest's wait has no budget and ends only on an abort counted after aborts_seen: it starts only once this
+  // pass took every waiting submission (fewer than kAcceptPerRing new ones), so that none of an aborted communicator
+  // is left in a ring, unseen, behind a wait that its own abort no longer ends.
+  if (ev.p.blocking && bs.nactive > 0 && bs.nnew < kAcceptPerRing) {
     const u32 res = attempt<X>(ev, bs, b, bs.active[0], bs.active_lane[0], aborts_seen, LaneLook{});
     if (tid == 0 && res != kAttemptBlocked) bs.progressed = 1;
     if (res == kAttemptDone) {
