@@ -6,9 +6,11 @@
 
 namespace dfccl::core {
 
-// Kinds, data types and operators, in NCCL's numbering.
-enum class Kind : u8 { AllReduce = 0, AllGather = 1, ReduceScatter = 2, Broadcast = 3, Reduce = 4 };
-inline constexpr u32 kNumKinds = 5;
+// Kinds, data types and operators, in NCCL's numbering. Send and Recv are one direction of a point-to-point
+// connection (collectives/sendrecv.h); an all-to-all is a set of them.
+enum class Kind : u8 { AllReduce = 0, AllGather = 1, ReduceScatter = 2, Broadcast = 3, Reduce = 4, Send = 5, Recv = 6 };
+inline constexpr u32 kNumKinds = 7;
+DFCCL_HD constexpr bool is_p2p(Kind k) { return k == Kind::Send || k == Kind::Recv; }
 enum class DType : u8 { I8 = 0, U8, I32, U32, I64, U64, F16, F32, F64, BF16 };
 inline constexpr u32 kNumDTypes = 10;
 enum class RedOp : u8 { Sum = 0, Prod, Max, Min, Avg };
@@ -48,7 +50,8 @@ struct Desc {
   int32_t root;
   int32_t priority;
   u32 nchan;       // channels that carry data (the others have empty programs)
-  CommStatic cs;   // the communicator's fixed part (a copy: no dependent load before the lane's)
+  CommStatic cs;   // the connection's fixed part (a copy: no dependent load before the lane's): the communicator's
+                   // ring, or for Send/Recv the point-to-point connection with peer cs.next (= cs.prev)
   u64 comm_gen;    // the communicator's attachment to the engine (Engine::attach): aborted once
                    // EngineGlobal::abort_gen[comm] equals it
   u64 chan_share;  // elements per data channel, a multiple of kAlignBytes (set_channels)

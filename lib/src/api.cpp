@@ -181,6 +181,80 @@ core::Desc make_desc(core::Kind kind, const void* send, void* recv, size_t count
   return d;
 }
 
+void check_peer(int peer, const dfcclComm* c, const char* fn) {
+  if (peer < 0 || peer >= c->nranks)
+    bad(fn, fmt::format("argument 'peer' = {} is not a rank of the communicator (0..{})", peer, c->nranks - 1));
+}
+
+// Queues point-to-point transfers (one request, or a compound one for several) on `lane`.
+dfcclResult_t submit_p2p(dfcclComm* c, std::vector<core::Desc> parts, uint32_t lane, cudaStream_t stream,
+                         dfcclRequest_t* request, const char* fn) {
+  check_not_capturing(stream, dfcclExecutor_t(c->config.executor), fn);
+  auto reqs = comm_submit_p2p(c, std::move(parts), lane, stream);
+  if (request) {
+    std::shared_ptr<RequestState> st = reqs.size() == 1 ? reqs.front() : compound_request(std::move(reqs));
+    dfcclRequest_t h = request_handle_new(st);
+    {
+      std::lock_guard<std::mutex> lk(st->mu);  // as in submit: the progress thread may be completing it
+      st->handle = h;
+    }
+    *request = h;
+  }
+  return dfcclSuccess;
+}
+
+struct AllToAllArgs {
+  const void* send;
+  const size_t *sendcounts, *sdispls;
+  void* recv;
+  const size_t *recvcounts, *rdispls;
+};
+
+// The elements [lo, hi) that the blocks `counts` at `displs` cover; checks each block's count and end (names the
+// arrays' arguments).
+std::pair<uint64_t, uint64_t> check_blocks(const size_t* counts, const size_t* displs, int n, const char* counts_name,
+                                           const char* displs_name, const char* fn) {
+  if (!counts) bad(fn, fmt::format("argument '{}' is NULL", counts_name));
+  if (!displs) bad(fn, fmt::format("argument '{}' is NULL", displs_name));
+  uint64_t lo = ~uint64_t(0), hi = 0;
+  for (int p = 0; p < n; ++p) {
+    const std::string at = fmt::format("{}[{}]", counts_name, p), dat = fmt::format("{}[{}]", displs_name, p);
+    check_count(counts[p], at.c_str(), fn);
+    check_count(displs[p], dat.c_str(), fn);
+    if (counts[p] == 0) continue;
+    lo = std::min<uint64_t>(lo, displs[p]);
+    hi = std::max<uint64_t>(hi, displs[p] + counts[p]);
+  }
+  return {lo, hi};
+}
+
+// dfcclAllToAll(v): checks every block, then queues a send to and a receive from every rank (itself included) on the
+// all-to-all lane, all or none, under one request.
+dfcclResult_t all_to_all(const AllToAllArgs& a, dfcclDataType_t t, dfcclComm* c, int priority, cudaStream_t stream,
+                         dfcclRequest_t* request, const char* fn) {
+  check_dtype(t, fn);
+  const int n = c->nranks;
+  const auto [slo, shi] = check_blocks(a.sendcounts, a.sdispls, n, "sendcounts", "sdispls", fn);
+  const auto [rlo, rhi] = check_blocks(a.recvcounts, a.rdispls, n, "recvcounts", "rdispls", fn);
+  const uint64_t es = core::dtype_size(core::DType(t));
+  const char* send = static_cast<const char*>(a.send);
+  char* recv = static_cast<char*>(a.recv);
+  if (shi > 0) check_buffer(send + slo * es, shi - slo, t, "sendbuff", c, fn);
+  if (rhi > 0) check_buffer(recv + rlo * es, rhi - rlo, t, "recvbuff", c, fn);
+  if (shi > 0 && rhi > 0 && send + slo * es < recv + rhi * es && recv + rlo * es < send + shi * es)
+    bad(fn, "arguments 'sendbuff' and 'recvbuff' overlap: an all-to-all is not in place");
+  std::vector<core::Desc> parts;
+  parts.reserve(2 * size_t(n));
+  for (int s = 0; s < n; ++s) {  // rank r + s receives from r, rank r - s sends to r: pairs in step
+    const int to = (c->rank + s) % n, from = (c->rank - s + n) % n;
+    parts.push_back(
+        make_desc(core::Kind::Send, send + a.sdispls[to] * es, nullptr, a.sendcounts[to], t, dfcclSum, to, priority));
+    parts.push_back(make_desc(core::Kind::Recv, nullptr, recv + a.rdispls[from] * es, a.recvcounts[from], t, dfcclSum,
+                              from, priority));
+  }
+  return submit_p2p(c, std::move(parts), kP2pAllToAll, stream, request, fn);
+}
+
 dfcclPersistent* check_persistent(dfcclPersistent_t p, const char* fn) {
   if (!p) bad(fn, "argument 'coll' is NULL");
   if (p->magic != dfcclPersistent::kMagic) bad(fn, "argument 'coll' is not a prepared persistent collective");
@@ -419,6 +493,9 @@ dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info) {
     out.persistentLanes = int(tp.persistent_lanes);
     out.slotBytes = tp.slot_bytes;
     out.connectionBytes = c->region.bytes + sizeof(core::LaneState) * s.nchan * s.nlanes;
+    out.p2pChannels = int(c->p2p.nchan);
+    out.p2pBytes = c->p2p.region.bytes +
+                   (c->p2p.nchan ? sizeof(core::LaneState) * tp.nchan * kP2pLanes * 2 * size_t(c->nranks) : 0);
     out.transport = c->config.executor == dfcclExecutorHost ? dfcclTransportSharedMemory
                     : c->host_path                          ? dfcclTransportHostMemory
                                                             : dfcclTransportPeerMemory;
@@ -501,19 +578,57 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
   });
 }
 
-dfcclResult_t dfcclSend(const void*, size_t, dfcclDataType_t, int, dfcclComm_t, int, cudaStream_t, dfcclRequest_t*) {
-  return guard([&]() -> dfcclResult_t { throw Error(dfcclNotSupported, "dfcclSend: not implemented yet"); });
+dfcclResult_t dfcclSend(const void* sendbuff, size_t count, dfcclDataType_t datatype, int peer, dfcclComm_t comm,
+                        int priority, cudaStream_t stream, dfcclRequest_t* request) {
+  return guard([&] {
+    const char* fn = "dfcclSend";
+    dfcclComm* c = check_comm(comm, fn);
+    check_count(count, "count", fn);
+    check_dtype(datatype, fn);
+    check_peer(peer, c, fn);
+    check_buffer(sendbuff, count, datatype, "sendbuff", c, fn);
+    const core::Desc d = make_desc(core::Kind::Send, sendbuff, nullptr, count, datatype, dfcclSum, peer, priority);
+    return submit_p2p(c, {d}, kP2pUser, stream, request, fn);
+  });
 }
-dfcclResult_t dfcclRecv(void*, size_t, dfcclDataType_t, int, dfcclComm_t, int, cudaStream_t, dfcclRequest_t*) {
-  return guard([&]() -> dfcclResult_t { throw Error(dfcclNotSupported, "dfcclRecv: not implemented yet"); });
+
+dfcclResult_t dfcclRecv(void* recvbuff, size_t count, dfcclDataType_t datatype, int peer, dfcclComm_t comm,
+                        int priority, cudaStream_t stream, dfcclRequest_t* request) {
+  return guard([&] {
+    const char* fn = "dfcclRecv";
+    dfcclComm* c = check_comm(comm, fn);
+    check_count(count, "count", fn);
+    check_dtype(datatype, fn);
+    check_peer(peer, c, fn);
+    check_buffer(recvbuff, count, datatype, "recvbuff", c, fn);
+    const core::Desc d = make_desc(core::Kind::Recv, nullptr, recvbuff, count, datatype, dfcclSum, peer, priority);
+    return submit_p2p(c, {d}, kP2pUser, stream, request, fn);
+  });
 }
-dfcclResult_t dfcclAllToAll(const void*, void*, size_t, dfcclDataType_t, dfcclComm_t, int, cudaStream_t,
-                            dfcclRequest_t*) {
-  return guard([&]() -> dfcclResult_t { throw Error(dfcclNotSupported, "dfcclAllToAll: not implemented yet"); });
+
+dfcclResult_t dfcclAllToAll(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
+                            dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request) {
+  return guard([&] {
+    const char* fn = "dfcclAllToAll";
+    dfcclComm* c = check_comm(comm, fn);
+    check_count(count, "count", fn);
+    const std::vector<size_t> counts(size_t(c->nranks), count);
+    std::vector<size_t> displs(size_t(c->nranks));
+    for (size_t p = 0; p < displs.size(); ++p) displs[p] = p * count;
+    const AllToAllArgs a{sendbuff, counts.data(), displs.data(), recvbuff, counts.data(), displs.data()};
+    return all_to_all(a, datatype, c, priority, stream, request, fn);
+  });
 }
-dfcclResult_t dfcclAllToAllv(const void*, const size_t*, const size_t*, void*, const size_t*, const size_t*,
-                             dfcclDataType_t, dfcclComm_t, int, cudaStream_t, dfcclRequest_t*) {
-  return guard([&]() -> dfcclResult_t { throw Error(dfcclNotSupported, "dfcclAllToAllv: not implemented yet"); });
+
+dfcclResult_t dfcclAllToAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
+                             const size_t* recvcounts, const size_t* rdispls, dfcclDataType_t datatype,
+                             dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request) {
+  return guard([&] {
+    const char* fn = "dfcclAllToAllv";
+    dfcclComm* c = check_comm(comm, fn);
+    const AllToAllArgs a{sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls};
+    return all_to_all(a, datatype, c, priority, stream, request, fn);
+  });
 }
 
 dfcclResult_t dfcclPrepareAllReduce(size_t count, dfcclDataType_t datatype, dfcclRedOp_t op, dfcclComm_t comm, int id,

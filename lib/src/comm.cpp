@@ -26,7 +26,7 @@ struct RankInfo {
   int32_t nranks, executor, mode, device;
   uint32_t nchan, slot_bytes, nslots, seq_lanes, persistent_lanes, min_chan_bytes;
   uint32_t pid;
-  uint32_t pad;
+  uint32_t p2p_chan;
   uint64_t host_hash;
 };
 
@@ -66,6 +66,8 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
     if (o.persistent_lanes != me.persistent_lanes)
       mismatch("DFCCL_PERSISTENT_LANES", me.persistent_lanes, o.persistent_lanes);
     if (o.min_chan_bytes != me.min_chan_bytes) mismatch("DFCCL_MIN_CHAN_BYTES", me.min_chan_bytes, o.min_chan_bytes);
+    if (o.p2p_chan != me.p2p_chan)
+      mismatch(host ? "DFCCL_HOST_P2P_CHANNELS" : "DFCCL_P2P_CHANNELS", me.p2p_chan, o.p2p_chan);
     if (o.host_hash != me.host_hash)
       throw Error(dfcclNotSupported,
                   fmt::format("communicator init: rank {} is on another host than rank {}; this version of DFCCL "
@@ -91,27 +93,28 @@ void release(dfcclComm* c, Release how) {
     c->engine->detach(c->index);
     c->index = ~0u;
   }
-  Engine::Leftovers left;
-  if (c->region.ptr && how != Release::Free) left.region = c->region;
-  else if (c->region.ptr) ex.free_region(c->region);
-  void* const mapped[2] = {c->next_ptr, c->prev_ptr != c->next_ptr ? c->prev_ptr : nullptr};
-  const RegionBlob blobs[2] = {c->next_blob, c->prev_blob};
-  void* const device[2] = {c->lanes, c->dev};
-  for (int k = 0; k < 2; ++k) {
-    if (how == Release::Retire) {
-      left.mapped[k] = mapped[k];
-      left.mapped_blob[k] = blobs[k];
-      left.device[k] = device[k];
-    } else {
-      if (mapped[k]) ex.unmap_region(mapped[k], blobs[k]);
-      if (device[k]) ex.free_device(device[k]);
-    }
+  // What to free: this rank's regions (kept unless Free: a peer may still write), the peers' mappings and the
+  // device allocations (kept only by Retire).
+  Engine::Leftovers left, now;
+  for (RegionBlob* r : {&c->region, &c->p2p.region}) {
+    if (r->ptr) (how == Release::Free ? now : left).regions.push_back(*r);
+    *r = RegionBlob{};
   }
-  if (left.region.ptr || left.mapped[0] || left.mapped[1] || left.device[0] || left.device[1]) c->engine->retire(left);
-  c->region = RegionBlob{};
+  Engine::Leftovers& later = how == Release::Retire ? left : now;
+  if (c->next_ptr) later.mapped.emplace_back(c->next_ptr, c->next_blob);
+  if (c->prev_ptr && c->prev_ptr != c->next_ptr) later.mapped.emplace_back(c->prev_ptr, c->prev_blob);
+  for (size_t q = 0; q < c->p2p.mapped.size(); ++q)
+    if (int(q) != c->rank && c->p2p.mapped[q]) later.mapped.emplace_back(c->p2p.mapped[q], c->p2p.blobs[q]);
+  for (void* p : {static_cast<void*>(c->lanes), static_cast<void*>(c->dev), static_cast<void*>(c->p2p.lanes)})
+    if (p) later.device.push_back(p);
+  for (const auto& [p, blob] : now.mapped) ex.unmap_region(p, blob);
+  for (const RegionBlob& r : now.regions) ex.free_region(r);
+  for (void* p : now.device) ex.free_device(p);
+  if (!left.empty()) c->engine->retire(left);
   c->next_ptr = c->prev_ptr = nullptr;
   c->lanes = nullptr;
   c->dev = nullptr;
+  c->p2p = P2pConnections{};
   c->board.reset();
   c->bootstrap.reset();
   std::shared_ptr<Engine> last;  // the engine goes, if this was its last user, after engine_mu is left
@@ -236,6 +239,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     mine.seq_lanes = tp.seq_lanes;
     mine.persistent_lanes = tp.persistent_lanes;
     mine.min_chan_bytes = e.params().min_chan_bytes;
+    mine.p2p_chan = tp.p2p_chan;
     mine.pid = uint32_t(getpid());
     mine.host_hash = host_hash();
     std::vector<RankInfo> all(static_cast<size_t>(nranks));
@@ -247,8 +251,11 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     // else shared host memory for the whole communicator.
     const int next = (rank + 1) % nranks, prev = (rank - 1 + nranks) % nranks;
     RegionInfo my_region{};
-    my_region.p2p_ok = env_int("DFCCL_P2P_DISABLE") == 0 && ex.peer_access(all[size_t(next)].device) &&
-                       ex.peer_access(all[size_t(prev)].device);
+    // Point-to-point connections reach every rank: then every rank's GPU must be reachable.
+    my_region.p2p_ok = env_int("DFCCL_P2P_DISABLE") == 0;
+    for (int q = 0; q < nranks; ++q)
+      if (tp.p2p_chan > 0 || q == next || q == prev)
+        my_region.p2p_ok = my_region.p2p_ok && ex.peer_access(all[size_t(q)].device);
     std::vector<RegionInfo> regions(static_cast<size_t>(nranks));
     c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
     bool host_path = false;
@@ -265,6 +272,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     c->prev_ptr = (prev == next) ? c->next_ptr : ex.map_region(c->prev_blob);
     c->bootstrap->barrier();
     ex.region_mapped_by_all(c->region);
+    p2p_connect(c.get(), host_path);
 
     // 3. The communicator as the daemon sees it.
     c->lanes = static_cast<core::LaneState*>(ex.alloc_device(sizeof(core::LaneState) * tp.nchan * nlanes));
@@ -330,7 +338,8 @@ dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t
   return comm_init(int(members.size()), leader->id, new_rank, cfg);
 }
 
-// True once next has consumed every slot this rank sent it: after that no peer writes into this rank's region.
+// True once next, and every point-to-point peer, has consumed every slot this rank sent it: after that no peer writes
+// into this rank's regions.
 bool peers_caught_up(dfcclComm* c) {
   const core::CommStatic& d = c->host_dev.s;
   const size_t n = size_t(d.nchan) * d.nlanes;
@@ -341,7 +350,7 @@ bool peers_caught_up(dfcclComm* c) {
   ex.copy_from_device(lanes.data(), c->lanes, n * sizeof(core::LaneState));
   for (size_t i = 0; i < n; ++i)
     if (ctrl[i].head != lanes[i].sent) return false;
-  return true;
+  return p2p_caught_up(c);
 }
 
 // Waits, at most timeout_ms in all, until no submission that passed its liveness check before `alive` went false is
@@ -450,19 +459,27 @@ std::shared_ptr<Engine> engine_ref(dfcclComm* c) {
 
 namespace {
 
+// A submission under way, from before its liveness check until it is queued or refused: an abort from another
+// thread waits for it (wait_quiet). Announced before the check (both sequentially consistent, as is the abort's store
+// of `alive`): either the submission sees the abort, or the abort sees the submission and waits until it has queued.
+struct Submitting {
+  explicit Submitting(dfcclComm* c) : c(c) {
+    c->submitting.fetch_add(1);
+    if (!c->alive) {
+      c->submitting.fetch_sub(1);
+      throw Error(dfcclInvalidUsage, "argument 'comm' was destroyed or aborted");
+    }
+  }
+  ~Submitting() { c->submitting.fetch_sub(1); }
+  dfcclComm* c;
+};
+
 // comm_submit's part under the communicator's lock: the match key, the board's check, the queueing. Returns the
 // request, or null with *mismatch set when the peers submitted a different collective under this key.
 std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream,
                                             std::string* mismatch) {
   std::lock_guard<std::mutex> lk(c->mu);
-  // Announced before the liveness check (both sequentially consistent, as is the abort's store of `alive`): either
-  // this call sees the abort, or the abort sees this call and waits until it has queued (wait_quiet).
-  c->submitting.fetch_add(1);
-  struct Queued {
-    std::atomic<int>& n;
-    ~Queued() { n.fetch_sub(1); }
-  } queued{c->submitting};
-  if (!c->alive) throw Error(dfcclInvalidUsage, "argument 'comm' was destroyed or aborted");
+  Submitting submitting(c);
   const TransportParams& tp = c->engine->transport();
   MatchKey key;
   if (persistent_id < 0) {
@@ -485,17 +502,57 @@ std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int pers
   return req;
 }
 
+// comm_submit_p2p's part under the lock: each transfer's key on its (lane, direction, peer), the board's check, the
+// queueing of all. Empty with *mismatch set when a peer's side of a transfer differs.
+std::vector<std::shared_ptr<RequestState>> submit_p2p_locked(dfcclComm* c, std::vector<core::Desc>& parts,
+                                                             uint32_t lane, cudaStream_t stream,
+                                                             std::string* mismatch) {
+  std::lock_guard<std::mutex> lk(c->mu);
+  Submitting submitting(c);
+  P2pConnections& p = c->p2p;
+  if (p.nchan == 0)
+    throw Error(dfcclInvalidUsage, "this communicator has no point-to-point connections (DFCCL_P2P_CHANNELS=0 or "
+                                   "DFCCL_HOST_P2P_CHANNELS=0 at its init)");
+  std::vector<uint64_t> next = p.next;  // taken only once every part is queued
+  const uint32_t min_chan = c->engine->params().min_chan_bytes;
+  for (core::Desc& d : parts) {
+    const int dir = d.kind == core::Kind::Send ? 0 : 1, peer = d.root;
+    d.lane = lane;
+    d.turn = next[(size_t(lane) * 2 + size_t(dir)) * size_t(c->nranks) + size_t(peer)]++;
+    const P2pKey key{lane, dir == 0 ? c->rank : peer, dir == 0 ? peer : c->rank, d.turn};
+    *mismatch = c->board->post_p2p(key, d);
+    if (!mismatch->empty()) return {};
+    core::set_channels(d, core::data_channels(d.count * core::dtype_size(d.dtype), p.nchan, min_chan));
+    d.cs = p2p_static(c, peer, dir);
+  }
+  auto reqs = c->engine->submit_many(parts, c->index, stream);
+  p.next = std::move(next);
+  return reqs;
+}
+
+// A submission refused because the peers submitted differently: outside the lock and the submission (the abort waits
+// for submissions), and after PeerWatch lets go of c (the abort releases the board and bootstrap its probe reads).
+[[noreturn]] void fail_mismatch(dfcclComm* c, const std::string& mismatch) {
+  PeerWatch::remove(c);
+  comm_fail_mismatch(c, mismatch);
+  throw Error(dfcclInvalidUsage, mismatch);
+}
+
 }  // namespace
 
 std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream) {
   std::string mismatch;
   auto req = submit_locked(c, d, persistent_id, stream, &mismatch);
-  if (req) return req;
-  // Outside the lock and the submission (the abort waits for submissions), and after PeerWatch lets go of c (the
-  // abort releases the board and bootstrap that its probe reads).
-  PeerWatch::remove(c);
-  comm_fail_mismatch(c, mismatch);
-  throw Error(dfcclInvalidUsage, mismatch);
+  if (!req) fail_mismatch(c, mismatch);
+  return req;
+}
+
+std::vector<std::shared_ptr<RequestState>> comm_submit_p2p(dfcclComm* c, std::vector<core::Desc> parts, uint32_t lane,
+                                                           cudaStream_t stream) {
+  std::string mismatch;
+  auto reqs = submit_p2p_locked(c, parts, lane, stream, &mismatch);
+  if (!mismatch.empty()) fail_mismatch(c, mismatch);
+  return reqs;
 }
 
 }  // namespace dfccl

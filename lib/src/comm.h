@@ -10,6 +10,7 @@
 #include "bootstrap.h"
 #include "engine.h"
 #include "match_board.h"
+#include "p2p.h"
 
 struct dfcclComm {
   static constexpr uint32_t kMagic = 0xdfcc0c03u;
@@ -37,6 +38,7 @@ struct dfcclComm {
   void* next_ptr = nullptr;
   void* prev_ptr = nullptr;
   uint64_t next_key = 0;
+  dfccl::P2pConnections p2p;      // point-to-point connections to every rank (p2p.h)
   uint32_t persistent_lanes = 0;  // DFCCL_PERSISTENT_LANES at init: ids 0 .. persistent_lanes - 1
   uint64_t persistent_turn[DFCCL_MAX_PERSISTENT_IDS] = {};
   bool persistent_prepared[DFCCL_MAX_PERSISTENT_IDS] = {};
@@ -80,5 +82,9 @@ void comm_fail_mismatch(dfcclComm* comm, const std::string& message);
 std::shared_ptr<Engine> engine_ref(dfcclComm* comm);
 // persistent_id < 0: matched by order (sequence lanes); else by id (its own lane).
 std::shared_ptr<RequestState> comm_submit(dfcclComm* comm, core::Desc d, int persistent_id, cudaStream_t stream);
+// Point-to-point transfers (Send/Recv descriptors, root = the peer) on `lane` (kP2pUser or kP2pAllToAll), queued
+// all or none: each takes the next key of its (lane, sender, receiver). Returns one request per descriptor.
+std::vector<std::shared_ptr<RequestState>> comm_submit_p2p(dfcclComm* comm, std::vector<core::Desc> parts,
+                                                           uint32_t lane, cudaStream_t stream);
 
 }  // namespace dfccl

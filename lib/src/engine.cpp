@@ -105,11 +105,9 @@ Engine::~Engine() {
   }
   for (const Leftovers& left : retired_) {
     try {
-      for (int k = 0; k < 2; ++k)
-        if (left.mapped[k]) exec_->unmap_region(left.mapped[k], left.mapped_blob[k]);
-      if (left.region.ptr) exec_->free_region(left.region);
-      for (void* p : left.device)
-        if (p) exec_->free_device(p);
+      for (const auto& [p, blob] : left.mapped) exec_->unmap_region(p, blob);
+      for (const RegionBlob& r : left.regions) exec_->free_region(r);
+      for (void* p : left.device) exec_->free_device(p);
     } catch (...) {
       // Teardown of an engine whose device faulted: what is left goes with the process.
     }
@@ -183,11 +181,27 @@ uint32_t Engine::ring_for_locked(cudaStream_t stream) {
 }
 
 std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, cudaStream_t stream) {
+  return submit_many({&d, 1}, comm_index, stream).front();
+}
+
+std::vector<std::shared_ptr<RequestState>> Engine::submit_many(std::span<const core::Desc> descs, uint32_t comm_index,
+                                                               cudaStream_t stream) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (free_slots_.empty())
-    throw Error(dfcclNoResources, fmt::format("{} collectives are outstanding on device {} (limit); wait for some "
-                                              "to complete before submitting more",
-                                              kMaxSlots, exec_->device()));
+  if (free_slots_.size() < descs.size())
+    throw Error(dfcclNoResources,
+                fmt::format("{} collectives are outstanding on device {} (limit {}); this call needs {} more slots: "
+                            "wait for some to complete before submitting more",
+                            kMaxSlots - free_slots_.size(), exec_->device(), kMaxSlots, descs.size()));
+  std::vector<std::shared_ptr<RequestState>> reqs;
+  reqs.reserve(descs.size());
+  for (const core::Desc& d : descs) reqs.push_back(submit_locked(d, comm_index, stream));
+  if (!running_) launch_locked(host_now_ns());
+  cv_.notify_all();
+  return reqs;
+}
+
+// Caller: submit_many, under mu_, with a free slot.
+std::shared_ptr<RequestState> Engine::submit_locked(core::Desc d, uint32_t comm_index, cudaStream_t stream) {
   const uint32_t ring = ring_for_locked(stream);
   const uint32_t slot = free_slots_.back();
   free_slots_.pop_back();
@@ -229,8 +243,6 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
   } else {
     exec_->post_word(door, entry);  // no prefetcher on this device: the executor's control stream
   }
-  if (!running_) launch_locked(host_now_ns());
-  cv_.notify_all();
   return req;
 }
 
@@ -312,41 +324,103 @@ bool Engine::drain_completions() {
     const std::shared_ptr<RequestState>& req = done[k].req;
     if (!req) continue;
     const core::CqInfo& info = done[k].info;
-    dfcclCallback_t cb = nullptr;
-    void* arg = nullptr;
-    dfcclRequest_t handle = nullptr;
+    int status = info.status == core::kStatusOk ? dfcclSuccess : int(info.status);
+    std::string error;
+    if (status == dfcclAborted && done[k].failure.first != dfcclSuccess) {
+      status = done[k].failure.first;  // aborted because a peer failed: the request reports why
+      error = done[k].failure.second;
+    }
     {
       std::lock_guard<std::mutex> lk(req->mu);
-      req->info.completeNs = host_now_ns();
       req->info.coreStartNs = info.t_start;
       req->info.coreEndNs = info.t_end;
       req->info.preemptions = info.preemptions;
       req->info.waitUs = info.wait_us;
-      int status = info.status == core::kStatusOk ? dfcclSuccess : int(info.status);
-      if (status == dfcclAborted && done[k].failure.first != dfcclSuccess) {
-        status = done[k].failure.first;  // aborted because a peer failed: the request reports why
-        req->error = done[k].failure.second;
-      }
-      req->info.status = dfcclResult_t(status);
-      req->status.store(status, std::memory_order_release);
-      cb = req->callback;
-      arg = req->callback_arg;
-      handle = req->handle;
-      req->callback = nullptr;
-      if (cb) {
-        req->callback_running = true;
-        req->callback_thread = std::this_thread::get_id();
-      }
-      req->cv.notify_all();
     }
-    if (cb) {
-      cb(handle, dfcclResult_t(req->status.load()), arg);
-      std::lock_guard<std::mutex> lk(req->mu);
-      req->callback_running = false;
-      req->cv.notify_all();
-    }
+    complete_request(req, status, error);
   }
   return true;
+}
+
+void fold_part(const std::shared_ptr<RequestState>& parent, const RequestState& part, int status);
+
+// Caller: the progress thread, for a request whose collective finished (its info already filled). Publishes the status
+// and message, wakes its waiters, runs its callback, and folds it into its compound request.
+void complete_request(const std::shared_ptr<RequestState>& req, int status, const std::string& error) {
+  dfcclCallback_t cb = nullptr;
+  void* arg = nullptr;
+  dfcclRequest_t handle = nullptr;
+  std::shared_ptr<RequestState> parent;  // read with the status: compound_request folds a part that finished before
+  {
+    std::lock_guard<std::mutex> lk(req->mu);
+    parent = req->parent.lock();
+    req->info.completeNs = host_now_ns();
+    if (!error.empty()) req->error = error;
+    req->info.status = dfcclResult_t(status);
+    req->status.store(status, std::memory_order_release);
+    cb = req->callback;
+    arg = req->callback_arg;
+    handle = req->handle;
+    req->callback = nullptr;
+    if (cb) {
+      req->callback_running = true;
+      req->callback_thread = std::this_thread::get_id();
+    }
+    req->cv.notify_all();
+  }
+  if (cb) {
+    cb(handle, dfcclResult_t(status), arg);
+    std::lock_guard<std::mutex> lk(req->mu);
+    req->callback_running = false;
+    req->cv.notify_all();
+  }
+  if (parent) fold_part(parent, *req, status);
+}
+
+// A part of a compound request finished with `status`: its report joins the compound's, and the last part
+// completes it.
+void fold_part(const std::shared_ptr<RequestState>& parent, const RequestState& part, int status) {
+  int outcome = dfcclSuccess;
+  std::string error;
+  {
+    std::lock_guard<std::mutex> lk(parent->mu);
+    dfcclRequestInfo_t& i = parent->info;
+    const dfcclRequestInfo_t& p = part.info;  // final: written before the part's status
+    if (p.coreStartNs && (!i.coreStartNs || p.coreStartNs < i.coreStartNs)) i.coreStartNs = p.coreStartNs;
+    i.coreEndNs = std::max(i.coreEndNs, p.coreEndNs);
+    i.preemptions += p.preemptions;
+    i.waitUs = std::max(i.waitUs, p.waitUs);
+    if (status != dfcclSuccess && parent->error.empty() && i.status == dfcclInProgress) {
+      i.status = dfcclResult_t(status);  // the first failure: kept until the last part
+      parent->error = part.error;
+    }
+    if (--parent->parts_pending > 0) return;
+    outcome = i.status == dfcclInProgress ? dfcclSuccess : int(i.status);
+    error = parent->error;
+  }
+  complete_request(parent, outcome, error);
+}
+
+std::shared_ptr<RequestState> compound_request(std::vector<std::shared_ptr<RequestState>> parts) {
+  auto r = std::make_shared<RequestState>();
+  r->info.status = dfcclInProgress;
+  r->info.submitNs = host_now_ns();
+  if (!parts.empty()) {
+    r->engine = parts.front()->engine;
+    r->seq = parts.back()->seq;
+  }
+  r->parts_pending = parts.size();
+  r->parts = std::move(parts);
+  for (auto& p : r->parts) {
+    int finished = dfcclInProgress;
+    {
+      std::lock_guard<std::mutex> lk(p->mu);
+      p->parent = r;
+      finished = p->status.load(std::memory_order_acquire);
+    }
+    if (finished != dfcclInProgress) fold_part(r, *p, finished);  // its completion did not see r
+  }
+  return r;
 }
 
 void Engine::progress_loop() {
@@ -418,6 +492,11 @@ void Engine::progress_loop() {
 }
 
 void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t stream) {
+  if (!r->parts.empty() && exec_->kind() != dfcclExecutorHost) {  // a compound request: the stream waits for each part
+    for (const auto& part : r->parts)
+      if (part->status.load(std::memory_order_acquire) == dfcclInProgress) wait_on_stream(part, stream);
+    return;
+  }
   if (exec_->kind() == dfcclExecutorHost) {
     const int64_t limit = env_int("DFCCL_HOST_WAIT_TIMEOUT_MS");
     if (!wait_request(*r, limit))

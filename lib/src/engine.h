@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -41,7 +42,19 @@ struct RequestState {
   // from the callback itself), so that nothing is called back after the free returns.
   bool callback_running = false;
   std::thread::id callback_thread{};
+  // A compound request (an all-to-all) has parts, each a queued transfer; it completes when its last part does, with
+  // the first failed part's status and message, the earliest core start, the latest end and the summed preemptions.
+  // A part names its compound request (weak: a compound request nobody holds is not completed).
+  std::vector<std::shared_ptr<RequestState>> parts;
+  std::weak_ptr<RequestState> parent;
+  size_t parts_pending = 0;  // under mu
 };
+// A compound request of `parts`, each of which now names it (before any can complete: the caller holds the lock that
+// their submission takes, or they are not yet queued).
+std::shared_ptr<RequestState> compound_request(std::vector<std::shared_ptr<RequestState>> parts);
+// Caller: the progress thread (and compound_request). The request's collective finished with `status` (and a
+// failure's message): publishes them, wakes its waiters, runs its callback, folds it into its compound request.
+void complete_request(const std::shared_ptr<RequestState>& req, int status, const std::string& error);
 
 // What a communicator's ranks have called, for the stuck warning and dfcclDebugDump (MatchBoard).
 class ArrivalSource {
@@ -73,15 +86,19 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // device memory. Caller: the abort, which must make no CUDA call (another thread's implicit synchronization can
   // hold every one of them until the daemon leaves). Takes no lock that is held across a CUDA call.
   struct Leftovers {
-    RegionBlob region{};                   // ptr 0: none
-    void* mapped[2] = {nullptr, nullptr};  // next, prev (null: none, or the same as next)
-    RegionBlob mapped_blob[2]{};
-    void* device[2] = {nullptr, nullptr};  // lanes, CommDev
+    std::vector<RegionBlob> regions;                   // this rank's own regions
+    std::vector<std::pair<void*, RegionBlob>> mapped;  // peers' regions mapped here
+    std::vector<void*> device;                         // device allocations (lane states, CommDev)
+    bool empty() const { return regions.empty() && mapped.empty() && device.empty(); }
   };
   void retire(const Leftovers& left);
 
   // Queues a collective (d.seq is assigned here) and returns its request. Stream-ordered for the CUDA executor.
   std::shared_ptr<RequestState> submit(core::Desc d, uint32_t comm_index, cudaStream_t stream);
+  // Queues several collectives of one communicator on one stream, all or none (dfcclNoResources when the slots
+  // would run out), in order.
+  std::vector<std::shared_ptr<RequestState>> submit_many(std::span<const core::Desc> descs, uint32_t comm_index,
+                                                         cudaStream_t stream);
   // dfcclWait: the stream waits on the GPU (CUDA); the calling thread waits (host executor), at most
   // DFCCL_HOST_WAIT_TIMEOUT_MS, then dfcclTimeout.
   void wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t stream);
@@ -123,6 +140,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void compact_waits_locked();
   uint64_t waits_holding_locked();
   uint32_t ring_for_locked(cudaStream_t stream);
+  std::shared_ptr<RequestState> submit_locked(core::Desc d, uint32_t comm_index, cudaStream_t stream);
 
   struct SlotUse {
     std::shared_ptr<RequestState> req;

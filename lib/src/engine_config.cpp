@@ -57,6 +57,7 @@ EngineConfig EngineConfig::from_env(const Executor& exec, dfcclMode_t mode) {
   t.nslots = uint32_t(pick("DFCCL_SLOTS", "DFCCL_HOST_SLOTS"));
   t.seq_lanes = uint32_t(env_int("DFCCL_LANES"));
   t.persistent_lanes = uint32_t(env_int("DFCCL_PERSISTENT_LANES"));
+  t.p2p_chan = std::min(uint32_t(pick("DFCCL_P2P_CHANNELS", "DFCCL_HOST_P2P_CHANNELS")), t.nchan);
   return c;
 }
 

@@ -18,6 +18,7 @@ struct TransportParams {
   uint32_t nslots;
   uint32_t seq_lanes;  // lanes for collectives matched by order
   uint32_t persistent_lanes;
+  uint32_t p2p_chan;  // channels of each point-to-point connection (0: none)
 };
 
 struct EngineConfig {

@@ -113,6 +113,11 @@ const std::vector<EnvVar>& env_table() {
       integer("DFCCL_HOST_WAIT_TIMEOUT_MS", "300000", 1, kMsMax,
               "host executor: how long dfcclWait blocks the calling thread before it returns dfcclTimeout"),
       integer("DFCCL_HOST_RELAUNCH_MAX_NS", "20000000", 0, kNsMax, "host executor: relaunch back-off ceiling"),
+      integer("DFCCL_P2P_CHANNELS", "8", 0, core::kMaxBlocks,
+              "CUDA executor: channels of each point-to-point connection (send/recv, all-to-all; "
+              "DFCCL_BLOCKS if fewer); 0: no connections, and no point-to-point"),
+      integer("DFCCL_HOST_P2P_CHANNELS", "1", 0, core::kMaxBlocks,
+              "host executor: channels of each point-to-point connection (DFCCL_HOST_BLOCKS if fewer)"),
       integer("DFCCL_P2P_DISABLE", "0", 0, 1,
               "1: connection regions in shared host memory even where GPUs reach each other directly"),
       integer("DFCCL_INIT_TIMEOUT_MS", "60000", 1, kMsMax, "how long communicator init waits for the other ranks"),

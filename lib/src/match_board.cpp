@@ -34,8 +34,16 @@ struct MatchBoard::Header {
   char text[504];
 };
 
+// A point-to-point signature, written by its side's rank only, read as a seqlock like Entry: tag = k + 1.
+struct MatchBoard::P2pEntry {
+  uint64_t tag;
+  uint64_t word;  // count | dtype << 56 (counts are below 2^48)
+};
+
 size_t MatchBoard::bytes(int nranks) {
-  return sizeof(Header) + size_t(nranks) * (kRingKeys + DFCCL_MAX_PERSISTENT_IDS) * sizeof(Entry);
+  const size_t n = size_t(nranks);
+  return sizeof(Header) + n * (kRingKeys + DFCCL_MAX_PERSISTENT_IDS) * sizeof(Entry) +
+         kP2pLanes * 2 * n * n * kP2pKeys * sizeof(P2pEntry);
 }
 
 MatchBoard::MatchBoard(std::shared_ptr<Bootstrap> segment, uint32_t seq_lanes)
@@ -52,6 +60,12 @@ MatchBoard::Entry* MatchBoard::ring(int rank) const {
 MatchBoard::Entry* MatchBoard::persistent(int rank) const { return ring(rank) + kRingKeys; }
 MatchBoard::Entry* MatchBoard::slot(int rank, const MatchKey& key) const {
   return key.id < 0 ? ring(rank) + key.n % kRingKeys : persistent(rank) + key.id;
+}
+MatchBoard::P2pEntry* MatchBoard::p2p_slot(const P2pKey& key, bool send_side) const {
+  const size_t n = size_t(nranks_);
+  auto* base = reinterpret_cast<P2pEntry*>(ring(nranks_));  // after every rank's ring and persistent entries
+  const size_t pair = ((size_t(key.lane) * 2 + (send_side ? 0 : 1)) * n + size_t(key.src)) * n + size_t(key.dst);
+  return base + pair * kP2pKeys + key.k % kP2pKeys;
 }
 
 std::string MatchBoard::post(const MatchKey& key, const core::Desc& d) {
@@ -78,6 +92,43 @@ std::string MatchBoard::post(const MatchKey& key, const core::Desc& d) {
     return first.empty() ? m : first;
   }
   return {};
+}
+
+std::string MatchBoard::post_p2p(const P2pKey& key, const core::Desc& d) {
+  const bool sending = d.kind == core::Kind::Send;
+  const uint64_t tag = key.k + 1, word = d.count | uint64_t(d.dtype) << 56;
+  P2pEntry* e = p2p_slot(key, sending);
+  __atomic_store_n(&e->tag, uint64_t(0), __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_release);
+  __atomic_store_n(&e->word, word, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->tag, tag, __ATOMIC_RELEASE);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the other side's entry is read after mine is visible
+  const P2pEntry* t = p2p_slot(key, !sending);
+  const uint64_t their_tag = load(&t->tag), theirs = __atomic_load_n(&t->word, __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (their_tag != tag || __atomic_load_n(&t->tag, __ATOMIC_RELAXED) != tag || theirs == word) return {};
+  const uint64_t send_word = sending ? word : theirs, recv_word = sending ? theirs : word;
+  std::string field, a, b;
+  if ((send_word >> 56) != (recv_word >> 56)) {
+    field = "argument 'datatype'";
+    a = name_of(kTypeNames, uint32_t(send_word >> 56));
+    b = name_of(kTypeNames, uint32_t(recv_word >> 56));
+  } else {
+    field = "argument 'count'";
+    a = fmt::format("{}", send_word & ((uint64_t(1) << 56) - 1));
+    b = fmt::format("{}", recv_word & ((uint64_t(1) << 56) - 1));
+  }
+  const std::string which =
+      key.lane == kP2pUser
+          ? fmt::format("dfcclSend #{} from rank {} to rank {} and the matching dfcclRecv", key.k, key.src, key.dst)
+          : fmt::format("the transfer from rank {} to rank {} of all-to-all #{}", key.src, key.dst, key.k);
+  const std::string m =
+      fmt::format("point-to-point mismatch on a communicator of {} ranks, {}: {} is {} on the sender (rank {}) but "
+                  "{} on the receiver (rank {})",
+                  nranks_, which, field, a, key.src, b, key.dst);
+  publish(m);
+  const std::string first = published_wait();
+  return first.empty() ? m : first;
 }
 
 std::string MatchBoard::compare(const MatchKey& key, const Entry& mine, int peer, const Entry& theirs) const {
@@ -143,7 +194,22 @@ std::vector<int> MatchBoard::not_arrived(const MatchKey& key) const {
   return out;
 }
 
+// A Send or Recv: whether its other side has posted the matching transfer (Desc: root = the peer, lane and turn =
+// the point-to-point lane and k).
+std::string MatchBoard::missing_p2p(const core::Desc& d) const {
+  const bool sending = d.kind == core::Kind::Send;
+  const int peer = d.root;
+  const P2pKey key{d.lane, sending ? rank_ : peer, sending ? peer : rank_, d.turn};
+  const std::string which =
+      d.lane == kP2pUser
+          ? fmt::format("{} #{} {} rank {}", sending ? "dfcclSend" : "dfcclRecv", d.turn, sending ? "to" : "from", peer)
+          : fmt::format("all-to-all #{}'s transfer {} rank {}", d.turn, sending ? "to" : "from", peer);
+  if (load(&p2p_slot(key, !sending)->tag) >= key.k + 1) return which + ", posted by both sides";
+  return fmt::format("{}, not posted yet by rank {} (its {})", which, peer, sending ? "receive" : "send");
+}
+
 std::string MatchBoard::missing(const core::Desc& d) const {
+  if (core::is_p2p(d.kind)) return missing_p2p(d);
   MatchKey key;
   if (d.lane < seq_lanes_) {
     key.n = d.turn * seq_lanes_ + d.lane;

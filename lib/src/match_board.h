@@ -10,6 +10,11 @@
 // Keys: a collective matched by order has key n (the communicator's n-th such collective), kept in a ring of
 // kRingKeys entries per rank; a peer more than kRingKeys keys ahead is not compared (it cannot be: it would need more
 // collectives outstanding than an engine holds). A persistent collective has key (id, turn), one entry per id.
+//
+// Point-to-point transfers are posted the same way, per (lane, sender, receiver): the k-th transfer from src to dst
+// has key k; the sender posts its count and type as src's send entry, the receiver as dst's receive entry, and each
+// compares with the other's. Lanes: kP2pUser (dfcclSend/dfcclRecv) and kP2pAllToAll (the all-to-alls' transfers).
+// A side more than kP2pKeys transfers ahead of the other on one pair is not compared.
 #pragma once
 
 #include <cstddef>
@@ -28,9 +33,18 @@ struct MatchKey {
   uint64_t n = 0;  // order number (id < 0) or the id's turn
 };
 
+// A point-to-point transfer's key: its lane, sender, receiver and number k on that (lane, sender, receiver).
+struct P2pKey {
+  uint32_t lane = 0;
+  int src = 0, dst = 0;
+  uint64_t k = 0;
+};
+inline constexpr uint32_t kP2pUser = 0, kP2pAllToAll = 1, kP2pLanes = 2;
+
 class MatchBoard final : public ArrivalSource {
  public:
   static constexpr uint32_t kRingKeys = 2048;
+  static constexpr uint32_t kP2pKeys = 2048;
   static size_t bytes(int nranks);  // the board's share of the bootstrap segment
 
   // seq_lanes: the communicator's sequence lanes (a Desc's lane and turn give its key).
@@ -39,6 +53,8 @@ class MatchBoard final : public ArrivalSource {
   // Posts this rank's signature of d under key, then compares it with the peers' entries for key. Returns "" or the
   // message naming the field, both values and both ranks; the first such message is also published to every rank.
   std::string post(const MatchKey& key, const core::Desc& d);
+  // The same for a point-to-point transfer: this rank is key.src (a Send) or key.dst (a Recv).
+  std::string post_p2p(const P2pKey& key, const core::Desc& d);
   // The first mismatch any rank published ("" if none).
   std::string published() const;
   // ArrivalSource: "" when every peer has called d's collective, else which ones have not.
@@ -53,6 +69,9 @@ class MatchBoard final : public ArrivalSource {
   Entry* ring(int rank) const;        // kRingKeys entries
   Entry* persistent(int rank) const;  // DFCCL_MAX_PERSISTENT_IDS entries
   Entry* slot(int rank, const MatchKey& key) const;
+  struct P2pEntry;
+  P2pEntry* p2p_slot(const P2pKey& key, bool send_side) const;
+  std::string missing_p2p(const core::Desc& d) const;
   std::string compare(const MatchKey& key, const Entry& mine, int peer, const Entry& theirs) const;
   void publish(const std::string& message);
   std::string published_wait() const;

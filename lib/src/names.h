@@ -9,7 +9,7 @@
 namespace dfccl {
 
 inline constexpr const char* kKindNames[] = {"dfcclAllReduce", "dfcclAllGather", "dfcclReduceScatter", "dfcclBroadcast",
-                                             "dfcclReduce"};
+                                             "dfcclReduce",    "dfcclSend",      "dfcclRecv"};
 inline constexpr const char* kTypeNames[] = {"dfcclInt8",    "dfcclUint8",   "dfcclInt32",   "dfcclUint32",
                                              "dfcclInt64",   "dfcclUint64",  "dfcclFloat16", "dfcclFloat32",
                                              "dfcclFloat64", "dfcclBfloat16"};

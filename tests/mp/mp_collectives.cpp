@@ -1,5 +1,6 @@
 // One rank per MPI process (mpirun): bootstrap over MPI_Bcast of the unique id, the collective matrix on a subset
-// of sizes, and the disorder stress over 3 communicators (world, and two splits), with device synchronizations.
+// of sizes, the point-to-point matrix (send/recv around the ring and to itself, all-to-all), and the disorder stress
+// over 3 communicators (world, and two splits) with point-to-point transfers and device synchronizations.
 //   mpirun -np 4 mp_collectives host      (CI: host executor, ranks are processes over shared memory)
 //   mpirun -np 2 mp_collectives cuda      (GPU machine: one GPU per process, CUDA IPC; exit 77 without GPUs)
 //   mpirun -np 2 mp_collectives cuda-shared
@@ -9,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -116,13 +118,73 @@ long matrix(dfcclComm_t comm) {
   return wrong;
 }
 
+// Every type and count: each rank sends to rank + 1 and to itself and receives from rank - 1 and from itself, the
+// four calls in a random order of its own, then an all-to-all; exact against the senders' inputs.
+long p2p_matrix(dfcclComm_t comm) {
+  const size_t counts[] = {0, 1, 17, 1009, 262144};
+  long wrong = 0, cases = 0;
+  std::mt19937 rng(uint32_t(g_rank) + 1);
+  const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+  for (int t = 0; t < dfcclNumTypes; ++t)
+    for (size_t count : counts) {
+      const dfcclDataType_t type = dfcclDataType_t(t);
+      const size_t bytes = count * type_size(type), tag = count * 16 + size_t(t);
+      auto input = [&](int rank, size_t elems, uint64_t first) {
+        std::vector<uint8_t> v(elems * type_size(type));
+        fill_input(v.data(), elems, dfcclMax, type, rank, first);
+        return v;
+      };
+      const std::vector<uint8_t> mine = input(g_rank, count, tag);
+      Mem send(bytes), from_prev(bytes), from_self(bytes);
+      send.put(mine.data(), bytes);
+      int order[4] = {0, 1, 2, 3};
+      std::shuffle(order, order + 4, rng);
+      std::vector<dfcclRequest_t> reqs(4);
+      for (int k = 0; k < 4; ++k) {
+        dfcclResult_t r = dfcclSuccess;
+        dfcclRequest_t* q = &reqs[size_t(k)];
+        if (order[k] == 0) r = dfcclSend(send.p, count, type, next, comm, 0, nullptr, q);
+        if (order[k] == 1) r = dfcclSend(send.p, count, type, g_rank, comm, 0, nullptr, q);
+        if (order[k] == 2) r = dfcclRecv(from_prev.p, count, type, prev, comm, 0, nullptr, q);
+        if (order[k] == 3) r = dfcclRecv(from_self.p, count, type, g_rank, comm, 0, nullptr, q);
+        ok(r, "p2p matrix submit");
+      }
+      // All-to-all: block p of this rank's input goes to rank p.
+      const std::vector<uint8_t> a2a_in = input(g_rank, count * size_t(g_size), tag * 7);
+      Mem a2a_send(a2a_in.size()), a2a_recv(a2a_in.size());
+      a2a_send.put(a2a_in.data(), a2a_in.size());
+      dfcclRequest_t a2a = nullptr;
+      ok(dfcclAllToAll(a2a_send.p, a2a_recv.p, count, type, comm, 0, nullptr, &a2a), "dfcclAllToAll");
+      reqs.push_back(a2a);
+      for (auto q : reqs) {
+        ok(dfcclSynchronize(q, 120000), "p2p matrix wait");
+        dfcclRequestFree(q);
+      }
+      std::vector<uint8_t> got(bytes), got_a2a(a2a_in.size());
+      from_prev.get(got.data(), bytes);
+      wrong += got != input(prev, count, tag);
+      from_self.get(got.data(), bytes);
+      wrong += got != mine;
+      a2a_recv.get(got_a2a.data(), got_a2a.size());
+      for (int p = 0; p < g_size; ++p) {
+        const std::vector<uint8_t> theirs = input(p, count * size_t(g_size), tag * 7);
+        wrong += std::memcmp(got_a2a.data() + size_t(p) * bytes, theirs.data() + size_t(g_rank) * bytes, bytes) != 0;
+      }
+      if (wrong) std::fprintf(stderr, "rank %d: p2p %s x %zu: wrong\n", g_rank, type_name(type), count);
+      cases += 3;
+    }
+  if (g_rank == 0) std::printf("p2p matrix: %ld cases per rank\n", cases);
+  return wrong;
+}
+
 // The stress: world + two splits; per trial each rank submits 2 collectives per communicator in a random
-// interleaving (order kept inside each communicator), with device synchronizations in between.
+// interleaving (order kept inside each communicator), plus a send to rank + 1 + t and a receive from rank - 1 - t on
+// the world communicator, each at a random place, with device synchronizations in between.
 long stress(dfcclComm_t comms[3], int trials) {
   long wrong = 0;
   const size_t n = 50000;
   std::vector<Mem*> in, out;
-  for (int k = 0; k < 6; ++k) {
+  for (int k = 0; k < 7; ++k) {  // 6 collectives, then the transfer
     in.push_back(new Mem(n * 4));
     out.push_back(new Mem(n * 4));
   }
@@ -136,13 +198,22 @@ long stress(dfcclComm_t comms[3], int trials) {
       const int g = int(rng() % 3);
       if (head[size_t(g)] < 2) order.push_back(g * 2 + head[size_t(g)]++);
     }
+    order.insert(order.begin() + long(rng() % (order.size() + 1)), 6);  // the send
+    order.insert(order.begin() + long(rng() % (order.size() + 1)), 7);  // the receive
+    const int to = (g_rank + 1 + t) % g_size, from = ((g_rank - 1 - t) % g_size + g_size) % g_size;
     std::vector<dfcclRequest_t> reqs;
     for (int k : order) {
-      for (size_t i = 0; i < n; ++i) host[i] = int32_t(t * 31 + k * 7 + int(i % 97) + g_rank);
-      in[size_t(k)]->put(host.data(), n * 4);
       dfcclRequest_t q = nullptr;
-      ok(dfcclAllReduce(in[size_t(k)]->p, out[size_t(k)]->p, n, dfcclInt32, dfcclSum, comms[k / 2], 0, nullptr, &q),
-         "stress all-reduce");
+      if (k == 7) {
+        ok(dfcclRecv(out[6]->p, n, dfcclInt32, from, comms[0], 0, nullptr, &q), "stress receive");
+      } else {
+        for (size_t i = 0; i < n; ++i) host[i] = int32_t(t * 31 + k * 7 + int(i % 97) + g_rank);
+        in[size_t(k)]->put(host.data(), n * 4);
+        if (k == 6) ok(dfcclSend(in[6]->p, n, dfcclInt32, to, comms[0], 0, nullptr, &q), "stress send");
+        else
+          ok(dfcclAllReduce(in[size_t(k)]->p, out[size_t(k)]->p, n, dfcclInt32, dfcclSum, comms[k / 2], 0, nullptr, &q),
+             "stress all-reduce");
+      }
       reqs.push_back(q);
       if (rng() % 100 < 30) ok(dfcclDeviceSynchronize(comms[0]), "dfcclDeviceSynchronize");
     }
@@ -164,10 +235,12 @@ long stress(dfcclComm_t comms[3], int trials) {
         wrong += host[i] != want;
       }
     }
+    out[6]->get(host.data(), n * 4);
+    for (size_t i = 0; i < n; ++i) wrong += host[i] != int32_t(t * 31 + 6 * 7 + int(i % 97) + from);
   }
   for (auto* m : in) delete m;
   for (auto* m : out) delete m;
-  if (g_rank == 0) std::printf("stress: %d trials over 3 communicators\n", trials);
+  if (g_rank == 0) std::printf("stress: %d trials over 3 communicators with point-to-point transfers\n", trials);
   return wrong;
 }
 
@@ -198,6 +271,7 @@ int main(int argc, char** argv) {
   const dfcclExecutor_t ex = g_cuda ? dfcclExecutorCuda : dfcclExecutorHost;
   dfcclComm_t world = make_comm(MPI_COMM_WORLD, ex);
   long wrong = matrix(world);
+  wrong += p2p_matrix(world);
   MPI_Comm pairs, strided;
   MPI_Comm_split(MPI_COMM_WORLD, g_rank / 2, g_rank, &pairs);
   MPI_Comm_split(MPI_COMM_WORLD, g_rank % 2, g_rank, &strided);

@@ -1,6 +1,7 @@
 // Disorder stress on the host executor: 4 ranks, 3 communicators per rank (all ranks, pairs {0,1}{2,3}, pairs
 // {0,2}{1,3}), random per-rank orders across communicators (and any order at all for persistent collectives),
-// emulated device synchronizations and host allocations between calls.
+// point-to-point transfers between random ranks (a rank's own included) posted anywhere in those orders, emulated
+// device synchronizations and host allocations between calls.
 //   preemptive mode: 500 trials, 0 hangs, 0 wrong elements;
 //   blocking mode (no preemption, like NCCL): the same workload hangs in most trials — the watchdog sees it and
 //   recovers by aborting the communicators. This is the proof that the stress is real.
@@ -80,18 +81,21 @@ struct World {
   }
 };
 
-// One collective of a trial, identical on the members of its group.
+// One collective of a trial, identical on the members of its group, or a point-to-point transfer (src >= 0) on
+// the communicator of all ranks.
 struct Coll {
   int group;
   int persistent;  // 1: the group's persistent all-reduce (any order), 0: matched by order inside the group
   size_t count;
   int uid;  // makes inputs distinct per collective, so crossed data would be seen
+  int src = -1, dst = -1;
 };
 
 enum class StepKind { Submit, DeviceSync, HostAlloc };
 struct Step {
   StepKind kind;
-  int coll;  // index into the trial's collectives
+  int coll;       // index into the trial's collectives
+  bool recv = 0;  // a transfer's receiving side (its sending side otherwise)
 };
 
 struct Trial {
@@ -101,9 +105,10 @@ struct Trial {
 
 int32_t input(int uid, int rank, size_t i) { return int32_t((uid * 131 + rank * 7919 + int(i)) & 0xffff); }
 
-// Per trial: 2 ordered collectives per group plus each group's persistent one; each rank merges its groups'
-// sequences in a random order (keeping the order inside a group), places the persistent ones anywhere, and puts a
-// device synchronization or a host allocation after a submission with probability 0.3.
+// Per trial: 2 ordered collectives per group plus each group's persistent one, and 3 transfers between random ranks;
+// each rank merges its sequences in a random order (keeping the order inside a group, and among its sends to one
+// rank and among its receives from one rank), places the persistent ones anywhere, and puts a device synchronization
+// or a host allocation after a submission with probability 0.3.
 Trial make_trial(uint64_t seed) {
   std::mt19937_64 rng(seed);
   Trial t;
@@ -111,26 +116,42 @@ Trial make_trial(uint64_t seed) {
     for (int k = 0; k < 2; ++k) t.colls.push_back({g, 0, size_t(1 + rng() % 20000), int(t.colls.size())});
     t.colls.push_back({g, 1, 1531, int(t.colls.size())});
   }
+  for (int k = 0; k < 3; ++k) {
+    Coll x{0, 0, size_t(rng() % 20000), int(t.colls.size())};
+    x.src = int(rng() % kRanks);
+    x.dst = int(rng() % kRanks);
+    t.colls.push_back(x);
+  }
   t.program.resize(kRanks);
   for (int r = 0; r < kRanks; ++r) {
-    std::vector<std::vector<int>> queues(kComms);
+    // Queues: one per group, then one per (direction, peer) of the transfers; each keeps its order.
+    std::vector<std::vector<Step>> queues(kComms + 2 * kRanks);
     std::vector<int> persistent;
-    for (int c = 0; c < int(t.colls.size()); ++c)
-      if (t.colls[size_t(c)].persistent) persistent.push_back(c);
-      else queues[size_t(t.colls[size_t(c)].group)].push_back(c);
-    std::vector<int> order;
-    size_t left = t.colls.size() - persistent.size();
-    std::vector<size_t> head(kComms, 0);
+    for (int c = 0; c < int(t.colls.size()); ++c) {
+      const Coll& x = t.colls[size_t(c)];
+      if (x.src >= 0) {
+        if (x.src == r) queues[size_t(kComms + x.dst)].push_back({StepKind::Submit, c, false});
+        if (x.dst == r) queues[size_t(kComms + kRanks + x.src)].push_back({StepKind::Submit, c, true});
+      } else if (x.persistent) {
+        persistent.push_back(c);
+      } else {
+        queues[size_t(x.group)].push_back({StepKind::Submit, c});
+      }
+    }
+    std::vector<Step> order;
+    size_t left = 0;
+    for (const auto& q : queues) left += q.size();
+    std::vector<size_t> head(queues.size(), 0);
     while (left > 0) {
-      const int g = int(rng() % kComms);
-      if (head[size_t(g)] < queues[size_t(g)].size()) {
-        order.push_back(queues[size_t(g)][head[size_t(g)]++]);
+      const size_t g = rng() % queues.size();
+      if (head[g] < queues[g].size()) {
+        order.push_back(queues[g][head[g]++]);
         --left;
       }
     }
-    for (int p : persistent) order.insert(order.begin() + long(rng() % (order.size() + 1)), p);
-    for (int c : order) {
-      t.program[size_t(r)].push_back({StepKind::Submit, c});
+    for (int p : persistent) order.insert(order.begin() + long(rng() % (order.size() + 1)), {StepKind::Submit, p});
+    for (const Step& st : order) {
+      t.program[size_t(r)].push_back(st);
       const uint64_t dice = rng() % 100;
       if (dice < 15) t.program[size_t(r)].push_back({StepKind::DeviceSync, -1});
       else if (dice < 30) t.program[size_t(r)].push_back({StepKind::HostAlloc, -1});
@@ -168,7 +189,11 @@ Outcome run_trial(World& w, const Trial& t, std::chrono::milliseconds timeout) {
         const Coll& c = t.colls[size_t(s.coll)];
         dfcclComm_t comm = w.comm[c.group][r];
         dfcclRequest_t q = nullptr;
-        if (c.persistent)
+        int32_t* out = recv[size_t(r)][size_t(s.coll)].data();
+        if (c.src >= 0 && s.recv) res = dfcclRecv(out, c.count, dfcclInt32, c.src, comm, 0, nullptr, &q);
+        else if (c.src >= 0)
+          res = dfcclSend(send[size_t(r)][size_t(s.coll)].data(), c.count, dfcclInt32, c.dst, comm, 0, nullptr, &q);
+        else if (c.persistent)
           res = dfcclStart(w.persistent[c.group][r], send[size_t(r)][size_t(s.coll)].data(),
                            recv[size_t(r)][size_t(s.coll)].data(), 0, nullptr, &q);
         else
@@ -200,10 +225,13 @@ Outcome run_trial(World& w, const Trial& t, std::chrono::milliseconds timeout) {
     if (!errors[size_t(r)].empty()) out.error = "rank " + std::to_string(r) + ": " + errors[size_t(r)];
   for (int r = 0; r < kRanks; ++r)
     for (size_t c = 0; c < nc; ++c) {
-      const auto m = World::members(t.colls[c].group, r);
-      for (size_t i = 0; i < t.colls[c].count; ++i) {
+      const Coll& x = t.colls[c];
+      const auto m = World::members(x.group, r);
+      for (size_t i = 0; i < x.count; ++i) {
         int32_t want = 0;
-        for (int p : m) want += input(t.colls[c].uid, p, i);
+        if (x.src < 0)
+          for (int p : m) want += input(x.uid, p, i);
+        else want = r == x.dst ? input(x.uid, x.src, i) : -1;  // untouched where nothing was received
         out.wrong += recv[size_t(r)][c][i] != want;
       }
     }

@@ -13,6 +13,7 @@
 #include "local_copy.h"
 #include "reduce_chain.h"
 #include "reducescatter_ring.h"
+#include "sendrecv.h"
 
 namespace dfccl::core {
 
@@ -21,8 +22,9 @@ namespace dfccl::core {
 DFCCL_HD inline u64 block_count(const Desc& d) { return d.count; }
 
 // Whether collective d runs in place on `rank`, by its kind's rule (AllGather: send is rank's block of recv;
-// ReduceScatter: recv is rank's block of send; the others: send == recv).
+// ReduceScatter: recv is rank's block of send; Send and Recv: never; the others: send == recv).
 DFCCL_HD inline bool in_place(const Desc& d, int rank) {
+  if (is_p2p(d.kind)) return false;
   const auto s = reinterpret_cast<uintptr_t>(d.send), r = reinterpret_cast<uintptr_t>(d.recv);
   const u64 block_bytes = d.count * dtype_size(d.dtype);
   switch (d.kind) {
@@ -84,6 +86,7 @@ DFCCL_HD inline Geometry make_geometry(const Desc& d, int rank, int nranks, u32 
 // is routed to its algorithms. f's result for an unknown kind is its value-initialized type.
 template <class F>
 DFCCL_HD DFCCL_FORCEINLINE auto with_algorithm(const Geometry& g, F&& f) {
+  if (is_p2p(g.kind)) return f(SendRecvDirect{});  // a rank's send to itself meets its own receive
   if (g.nranks == 1) return f(LocalCopy{});
   switch (g.kind) {
     case Kind::AllReduce: return AllReduceOneShot::fits(g) ? f(AllReduceOneShot{}) : f(AllReduceRing{});
@@ -91,6 +94,7 @@ DFCCL_HD DFCCL_FORCEINLINE auto with_algorithm(const Geometry& g, F&& f) {
     case Kind::ReduceScatter: return f(ReduceScatterRing{});
     case Kind::Broadcast: return f(BroadcastChain{});
     case Kind::Reduce: return f(ReduceChain{});
+    default: break;
   }
   return decltype(f(LocalCopy{})){};
 }
@@ -106,7 +110,8 @@ DFCCL_HD inline u64 program_num_ops(const Geometry& g) {
 // protocol's system-scope fence and separate flag. The decision depends on the descriptor only, so every rank makes
 // the same one (sender and receiver of a slot must agree on its protocol).
 DFCCL_HD inline bool uses_ll(const Geometry& g) {
-  return g.nranks > 1 && g.chan.begin == 0 && g.chan.count == g.count && g.chan.count * g.esize <= kLLMaxBytes;
+  return (g.nranks > 1 || is_p2p(g.kind)) && g.chan.begin == 0 && g.chan.count == g.count &&
+         g.chan.count * g.esize <= kLLMaxBytes;
 }
 
 // Primitive i of the channel's algorithm, without its protocol.

@@ -1,0 +1,284 @@
+// Point-to-point and all-to-all on the host executor: exact transfers for every type, count and rank count; the
+// crossed [send, recv] programs that hang a blocking library; mismatched sides; bad arguments.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "group.h"
+
+namespace dfccl::test {
+namespace {
+
+constexpr size_t kCounts[] = {0, 1, 17, 1009, size_t(1) << 18};  // empty, one, odd, prime, several slots
+
+// The bytes rank `rank` sends in a transfer tagged `tag` (distinct per transfer, so crossed data is seen).
+std::vector<uint8_t> payload(dfcclDataType_t t, size_t count, int rank, uint64_t tag) {
+  std::vector<uint8_t> b(count * type_size(t));
+  fill_input(b.data(), count, dfcclMax, t, rank, tag * 1000003);
+  return b;
+}
+
+// Waits for every request (freeing it) and returns the first failure's message ("" if none).
+std::string finish(std::vector<dfcclRequest_t>& reqs, int timeout_ms) {
+  std::string err;
+  for (dfcclRequest_t q : reqs) {
+    const dfcclResult_t r = dfcclSynchronize(q, timeout_ms);
+    if (r != dfcclSuccess && err.empty()) err = std::string(dfcclGetErrorString(r)) + ": " + dfcclGetLastError(nullptr);
+    dfcclRequestFree(q);
+  }
+  reqs.clear();
+  return err;
+}
+
+class P2p : public ::testing::TestWithParam<int> {};
+
+// Every rank sends to rank + 1 and to itself, and receives from rank - 1 and from itself; each rank posts its four
+// calls in its own random order, without grouping.
+TEST_P(P2p, RingAndSelfExact) {
+  const int n = GetParam();
+  Group g(n, dfcclExecutorHost);
+  std::mt19937 rng{static_cast<uint32_t>(n)};
+  uint64_t tag = 0;
+  for (int t = 0; t < dfcclNumTypes; ++t)
+    for (size_t count : kCounts) {
+      const dfcclDataType_t type = dfcclDataType_t(t);
+      ++tag;
+      std::vector<std::vector<uint8_t>> send(static_cast<size_t>(n)), from_prev(send), from_self(send);
+      std::vector<dfcclRequest_t> reqs;
+      for (int r = 0; r < n; ++r) {
+        send[size_t(r)] = payload(type, count, r, tag);
+        from_prev[size_t(r)].assign(send[size_t(r)].size(), 0xee);
+        from_self[size_t(r)].assign(send[size_t(r)].size(), 0xee);
+        const int next = (r + 1) % n, prev = (r + n - 1) % n;
+        std::vector<int> order = {0, 1, 2, 3};
+        std::shuffle(order.begin(), order.end(), rng);
+        for (int k : order) {
+          dfcclRequest_t q = nullptr;
+          const void* s = send[size_t(r)].data();
+          switch (k) {
+            case 0: DFCCL_ASSERT_OK(dfcclSend(s, count, type, next, g[r], 0, nullptr, &q)); break;
+            case 1: DFCCL_ASSERT_OK(dfcclSend(s, count, type, r, g[r], 0, nullptr, &q)); break;
+            case 2:
+              DFCCL_ASSERT_OK(dfcclRecv(from_prev[size_t(r)].data(), count, type, prev, g[r], 0, nullptr, &q));
+              break;
+            default: DFCCL_ASSERT_OK(dfcclRecv(from_self[size_t(r)].data(), count, type, r, g[r], 0, nullptr, &q));
+          }
+          reqs.push_back(q);
+        }
+      }
+      const std::string err = finish(reqs, 60000);
+      ASSERT_TRUE(err.empty()) << type_name(type) << " x " << count << ": " << err;
+      for (int r = 0; r < n; ++r) {
+        const int prev = (r + n - 1) % n;
+        EXPECT_EQ(from_prev[size_t(r)], send[size_t(prev)])
+            << "rank " << r << " from " << prev << ", " << type_name(type) << " x " << count;
+        EXPECT_EQ(from_self[size_t(r)], send[size_t(r)])
+            << "rank " << r << " from itself, " << type_name(type) << " x " << count;
+      }
+    }
+}
+
+// dfcclAllToAll, and dfcclAllToAllv with uneven blocks (some empty): block p of rank r's output is rank p's block r.
+TEST_P(P2p, AllToAllExact) {
+  const int n = GetParam();
+  Group g(n, dfcclExecutorHost);
+  for (int t = 0; t < dfcclNumTypes; ++t)
+    for (size_t count : kCounts) {
+      const dfcclDataType_t type = dfcclDataType_t(t);
+      const size_t es = type_size(type);
+      std::vector<std::vector<uint8_t>> send(static_cast<size_t>(n)), recv(send);
+      std::vector<dfcclRequest_t> reqs(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        send[size_t(r)] = payload(type, count * size_t(n), r, count);
+        recv[size_t(r)].assign(send[size_t(r)].size(), 0xee);
+        DFCCL_ASSERT_OK(dfcclAllToAll(send[size_t(r)].data(), recv[size_t(r)].data(), count, type, g[r], 0, nullptr,
+                                      &reqs[size_t(r)]));
+      }
+      const std::string err = finish(reqs, 60000);
+      ASSERT_TRUE(err.empty()) << type_name(type) << " x " << count << ": " << err;
+      for (int r = 0; r < n; ++r)
+        for (int p = 0; p < n; ++p)
+          EXPECT_EQ(0, std::memcmp(recv[size_t(r)].data() + size_t(p) * count * es,
+                                   send[size_t(p)].data() + size_t(r) * count * es, count * es))
+              << "rank " << r << " block from " << p << ", " << type_name(type) << " x " << count;
+    }
+}
+
+// Rank s sends (s * 5 + d * 3) % 7 * 301 elements to rank d (0 for some pairs), packed in rank order with a gap.
+TEST_P(P2p, AllToAllvUnevenExact) {
+  const int n = GetParam();
+  Group g(n, dfcclExecutorHost);
+  auto elems = [](int s, int d) { return size_t((s * 5 + d * 3) % 7) * 301; };
+  const dfcclDataType_t type = dfcclFloat64;
+  std::vector<std::vector<size_t>> scount(static_cast<size_t>(n)), sdisp(scount), rcount(scount), rdisp(scount);
+  std::vector<std::vector<double>> send(static_cast<size_t>(n)), recv(send);
+  for (int r = 0; r < n; ++r) {
+    size_t so = 0, ro = 0;
+    for (int p = 0; p < n; ++p) {
+      scount[size_t(r)].push_back(elems(r, p));
+      sdisp[size_t(r)].push_back(so);
+      so += elems(r, p) + 3;
+      rcount[size_t(r)].push_back(elems(p, r));
+      rdisp[size_t(r)].push_back(ro);
+      ro += elems(p, r) + 5;
+    }
+    send[size_t(r)].resize(so);
+    for (size_t i = 0; i < so; ++i) send[size_t(r)][i] = double(r * 1000003 + int(i));
+    recv[size_t(r)].assign(ro, -1.0);
+  }
+  std::vector<dfcclRequest_t> reqs(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r)
+    DFCCL_ASSERT_OK(dfcclAllToAllv(send[size_t(r)].data(), scount[size_t(r)].data(), sdisp[size_t(r)].data(),
+                                   recv[size_t(r)].data(), rcount[size_t(r)].data(), rdisp[size_t(r)].data(), type,
+                                   g[r], 0, nullptr, &reqs[size_t(r)]));
+  ASSERT_EQ(finish(reqs, 60000), "");
+  for (int r = 0; r < n; ++r)
+    for (int p = 0; p < n; ++p) {
+      const double* got = recv[size_t(r)].data() + rdisp[size_t(r)][size_t(p)];
+      const double* want = send[size_t(p)].data() + sdisp[size_t(p)][size_t(r)];
+      for (size_t i = 0; i < elems(p, r); ++i) ASSERT_EQ(got[i], want[i]) << "rank " << r << " from " << p << " @" << i;
+      EXPECT_EQ(got[elems(p, r)], -1.0) << "rank " << r << ": the gap after rank " << p << "'s block was written";
+    }
+}
+
+// Two ranks each post [send, recv] to the other, no grouping, messages far larger than a connection's FIFO: a send
+// can finish only after the peer's receive has started, which its own send precedes. Preemptive: every trial
+// completes. Blocking (no preemption, like NCCL): the first trial hangs, which the wait's timeout detects; the abort
+// recovers from it.
+void crossed_trials(dfcclMode_t mode, int trials, int timeout_ms, int* completed) {
+  Group g(2, dfcclExecutorHost, mode);
+  std::mt19937 rng{7};
+  *completed = 0;
+  for (int k = 0; k < trials; ++k) {
+    const size_t count = (size_t(1) << 18) + rng() % 5000;  // 1 MiB and more of int32: many FIFOs' worth
+    std::vector<std::vector<uint8_t>> send(2), recv(2);
+    std::vector<dfcclRequest_t> reqs;
+    for (int r = 0; r < 2; ++r) {
+      send[size_t(r)] = payload(dfcclInt32, count, r, uint64_t(k));
+      recv[size_t(r)].assign(send[size_t(r)].size(), 0);
+      dfcclRequest_t s = nullptr, q = nullptr;
+      DFCCL_ASSERT_OK(dfcclSend(send[size_t(r)].data(), count, dfcclInt32, 1 - r, g[r], 0, nullptr, &s));
+      DFCCL_ASSERT_OK(dfcclRecv(recv[size_t(r)].data(), count, dfcclInt32, 1 - r, g[r], 0, nullptr, &q));
+      reqs.push_back(s);
+      reqs.push_back(q);
+    }
+    int done = 0;
+    for (dfcclRequest_t q : reqs) done += dfcclSynchronize(q, timeout_ms) == dfcclSuccess;
+    if (done < 4) {
+      for (int r = 0; r < 2; ++r) dfcclCommAbort(g[r]);
+      for (dfcclRequest_t q : reqs) EXPECT_NE(dfcclSynchronize(q, 2000), dfcclTimeout) << "the abort released it";
+      for (dfcclRequest_t q : reqs) dfcclRequestFree(q);
+      g.comms.clear();  // aborted: nothing to destroy
+      return;
+    }
+    for (dfcclRequest_t q : reqs) dfcclRequestFree(q);
+    ASSERT_EQ(recv[0], send[1]) << "trial " << k;
+    ASSERT_EQ(recv[1], send[0]) << "trial " << k;
+    ++*completed;
+  }
+}
+
+TEST(P2pCrossed, PreemptiveAlwaysCompletes) {
+  int completed = 0;
+  crossed_trials(dfcclModePreemptive, 100, 60000, &completed);
+  EXPECT_EQ(completed, 100);
+}
+
+TEST(P2pCrossed, BlockingModeHangs) {
+  int completed = -1;
+  crossed_trials(dfcclModeBlocking, 3, 1000, &completed);
+  EXPECT_EQ(completed, 0) << "a blocking library cannot complete [send, recv] against [send, recv]";
+}
+
+// A receive smaller than its send (and a type that differs), in either order of arrival: both sides fail with
+// dfcclInvalidUsage naming the field and both values, within 2 s, and nothing lands past the receive buffer.
+void mismatch(bool receiver_first, size_t send_count, dfcclDataType_t recv_type, const char* field) {
+  Group g(2, dfcclExecutorHost);
+  const size_t recv_count = 50;
+  std::vector<int32_t> send(send_count, 7), recv(recv_count + 16, -1);
+  dfcclRequest_t q = nullptr;
+  dfcclResult_t second = dfcclSuccess;
+  if (receiver_first) {
+    DFCCL_ASSERT_OK(dfcclRecv(recv.data(), recv_count, recv_type, 0, g[1], 0, nullptr, &q));
+    second = dfcclSend(send.data(), send_count, dfcclInt32, 1, g[0], 0, nullptr, nullptr);
+  } else {
+    DFCCL_ASSERT_OK(dfcclSend(send.data(), send_count, dfcclInt32, 1, g[0], 0, nullptr, &q));
+    second = dfcclRecv(recv.data(), recv_count, recv_type, 0, g[1], 0, nullptr, nullptr);
+  }
+  const std::string message = dfcclGetLastError(nullptr);
+  EXPECT_EQ(second, dfcclInvalidUsage) << message;
+  EXPECT_NE(message.find(field), std::string::npos) << message;
+  EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank 1"), std::string::npos) << message;
+  // The side queued first fails too; a send small enough to land in the connection's FIFO may have finished before
+  // the mismatch was known, and learns it from the asynchronous error (as a broadcast's root does).
+  const auto t0 = std::chrono::steady_clock::now();
+  const dfcclResult_t queued = dfcclSynchronize(q, 2000);
+  if (receiver_first) EXPECT_EQ(queued, dfcclInvalidUsage) << "the receive already queued fails too";
+  else EXPECT_TRUE(queued == dfcclInvalidUsage || queued == dfcclSuccess) << dfcclGetErrorString(queued);
+  for (int r = 0; r < 2; ++r) {
+    dfcclResult_t async = dfcclSuccess;
+    while (dfcclCommGetAsyncError(g[r], &async) == dfcclSuccess && async == dfcclSuccess &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2))
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(async, dfcclInvalidUsage) << "rank " << r;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  dfcclRequestFree(q);
+  for (size_t i = recv_count; i < recv.size(); ++i) ASSERT_EQ(recv[i], -1) << "written past the receive buffer";
+}
+
+TEST(P2pMismatch, ReceiveSmallerThanSend) {
+  mismatch(false, 60, dfcclInt32, "argument 'count' is 60 on the sender (rank 0) but 50 on the receiver (rank 1)");
+  mismatch(true, 60, dfcclInt32, "argument 'count' is 60 on the sender (rank 0) but 50 on the receiver (rank 1)");
+}
+
+TEST(P2pMismatch, DataType) {
+  mismatch(false, 50, dfcclFloat32, "argument 'datatype' is dfcclInt32 on the sender");
+  mismatch(true, 50, dfcclUint32, "argument 'datatype' is dfcclInt32 on the sender");
+}
+
+// Each bad argument is refused with dfcclInvalidArgument naming it; nothing is queued, and the communicator still
+// works afterwards.
+TEST(P2pErrors, BadArgumentsNamed) {
+  Group g(2, dfcclExecutorHost);
+  std::vector<int32_t> a(64), b(64);
+  auto refused = [](dfcclResult_t r, const char* name) {
+    EXPECT_EQ(r, dfcclInvalidArgument) << name;
+    const std::string m = dfcclGetLastError(nullptr);
+    EXPECT_NE(m.find(name), std::string::npos) << m;
+  };
+  refused(dfcclSend(a.data(), 4, dfcclInt32, 2, g[0], 0, nullptr, nullptr), "argument 'peer' = 2");
+  refused(dfcclRecv(a.data(), 4, dfcclInt32, -1, g[0], 0, nullptr, nullptr), "argument 'peer' = -1");
+  refused(dfcclSend(a.data(), size_t(-4), dfcclInt32, 1, g[0], 0, nullptr, nullptr), "argument 'count'");
+  refused(dfcclSend(nullptr, 4, dfcclInt32, 1, g[0], 0, nullptr, nullptr), "argument 'sendbuff' is NULL");
+  refused(dfcclRecv(a.data(), 4, dfcclDataType_t(42), 1, g[0], 0, nullptr, nullptr), "argument 'datatype'");
+  refused(dfcclSend(reinterpret_cast<char*>(a.data()) + 1, 4, dfcclInt32, 1, g[0], 0, nullptr, nullptr),
+          "argument 'sendbuff'");
+  refused(dfcclAllToAll(a.data(), a.data() + 4, 8, dfcclInt32, g[0], 0, nullptr, nullptr), "overlap");
+  const size_t counts[2] = {4, 4}, displs[2] = {0, 4}, bad_counts[2] = {4, size_t(-1)};
+  refused(dfcclAllToAllv(a.data(), nullptr, displs, b.data(), counts, displs, dfcclInt32, g[0], 0, nullptr, nullptr),
+          "argument 'sendcounts' is NULL");
+  refused(dfcclAllToAllv(a.data(), counts, displs, b.data(), counts, nullptr, dfcclInt32, g[0], 0, nullptr, nullptr),
+          "argument 'rdispls' is NULL");
+  refused(dfcclAllToAllv(a.data(), counts, displs, b.data(), bad_counts, displs, dfcclInt32, g[0], 0, nullptr, nullptr),
+          "argument 'recvcounts[1]'");
+  // Still usable: the refused calls took no key.
+  std::vector<dfcclRequest_t> reqs(4);
+  for (int r = 0; r < 2; ++r) {
+    DFCCL_ASSERT_OK(dfcclSend(a.data(), 4, dfcclInt32, 1 - r, g[r], 0, nullptr, &reqs[size_t(r) * 2]));
+    DFCCL_ASSERT_OK(dfcclRecv(b.data() + 8 * r, 4, dfcclInt32, 1 - r, g[r], 0, nullptr, &reqs[size_t(r) * 2 + 1]));
+  }
+  EXPECT_EQ(finish(reqs, 10000), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, P2p, ::testing::Values(1, 2, 3, 4, 8),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+}  // namespace
+}  // namespace dfccl::test
