@@ -37,11 +37,23 @@ struct RegionInfo {
   RegionBlob region;
 };
 
-uint64_t host_hash() {
+// This process's host identity: DFCCL_HOSTID, else the host name and the kernel's boot id (as NCCL's host hash), so
+// that two machines or containers that share a host name are still told apart.
+std::string host_id() {
+  if (std::string id = env_str("DFCCL_HOSTID"); !id.empty()) return id;
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
-  return std::hash<std::string>{}(name);
+  std::string id = name;
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char boot[64] = {};
+    if (std::fgets(boot, sizeof(boot), f)) id += std::string(":") + boot;
+    std::fclose(f);
+  }
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
 }
+
+uint64_t host_hash() { return std::hash<std::string>{}(host_id()); }
 
 void check_agreement(const std::vector<RankInfo>& all, int rank) {
   const RankInfo& me = all[size_t(rank)];
@@ -70,9 +82,9 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
       mismatch(host ? "DFCCL_HOST_P2P_CHANNELS" : "DFCCL_P2P_CHANNELS", me.p2p_chan, o.p2p_chan);
     if (o.host_hash != me.host_hash)
       throw Error(dfcclNotSupported,
-                  fmt::format("communicator init: rank {} is on another host than rank {}; this version of DFCCL "
-                              "supports ranks of one host only",
-                              i, rank));
+                  fmt::format("communicator init: rank {} is on another host than rank {} (this host's id: '{}'; "
+                              "DFCCL_HOSTID overrides it); this version of DFCCL supports ranks of one host only",
+                              i, rank, host_id()));
   }
 }
 

@@ -129,6 +129,9 @@ const std::vector<EnvVar>& env_table() {
             "what DFCCL prints: warnings; INFO adds a banner per engine and communicator; TRACE each collective"),
       words("DFCCL_DEBUG_SUBSYS", "ALL", "",
             "comma list of INIT, ENGINE, ABORT, ENV, COLL or ALL that DFCCL_DEBUG applies to (^ in front: all but)"),
+      words("DFCCL_HOSTID", "", "",
+            "this process's host identity (unset: the host name and boot id); ranks with different ones are on "
+            "different hosts"),
       words("DFCCL_DEBUG_FILE", "", "", "write the messages to this file (%h: host name, %p: pid) instead of stderr"),
       integer("DFCCL_PEER_TIMEOUT_S", "30", 0, 86400,
               "a peer process whose heartbeat has not moved for this long (stopped, hung) fails its communicators "

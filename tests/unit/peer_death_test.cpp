@@ -121,3 +121,45 @@ TEST(PeerDeath, ARankThatAbortsIsNamed) { run_case(Victim::Aborts, "aborted the 
 TEST(PeerDeath, AStoppedRankIsNamedAfterThePeerTimeout) { run_case(Victim::Stops, "has not been heard from"); }
 
 }  // namespace
+
+namespace {
+
+// Two forked ranks that say they are on different hosts (DFCCL_HOSTID) are refused at init with dfcclNotSupported
+// naming the variable, on both sides; with the same id they form a communicator.
+int host_id_child(const dfcclUniqueId& id, int rank, const char* host) {
+  setenv("DFCCL_HOSTID", host, 1);
+  dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = dfcclExecutorHost;
+  cfg.initTimeoutMs = 10000;
+  dfcclComm_t comm = nullptr;
+  const dfcclResult_t r = dfcclCommInitRankConfig(&comm, 2, id, rank, &cfg);
+  if (r == dfcclSuccess) return dfcclCommDestroy(comm) == dfcclSuccess ? 10 : 1;  // 10: formed
+  const std::string m = dfcclGetLastError(nullptr);
+  std::fprintf(stderr, "rank %d: %s\n", rank, m.c_str());
+  return r == dfcclNotSupported && m.find("DFCCL_HOSTID") != std::string::npos ? 20 : 1;  // 20: refused, named
+}
+
+std::vector<int> host_id_run(const char* host0, const char* host1) {
+  dfcclUniqueId id;
+  EXPECT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(host_id_child(id, r, r == 0 ? host0 : host1));
+    pids.push_back(pid);
+  }
+  std::vector<int> codes;
+  for (pid_t p : pids) {
+    int status = 0;
+    waitpid(p, &status, 0);
+    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  return codes;
+}
+
+}  // namespace
+
+TEST(HostId, RanksOnDifferentHostsAreRefusedNamingTheVariable) {
+  EXPECT_EQ(host_id_run("node-a", "node-b"), (std::vector<int>{20, 20}));
+  EXPECT_EQ(host_id_run("node-a", "node-a"), (std::vector<int>{10, 10}));
+}
