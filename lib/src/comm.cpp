@@ -95,6 +95,26 @@ enum class Release {
   Retire,      // an abort on the CUDA executor: everything retired to the engine, no CUDA call made
 };
 
+// Takes the communicator's memory out of it, sorted by what `how` does with it: `now` is freed at once, `left` is
+// retired to the engine. This rank's regions are kept unless Free (a peer may still write into them); the peers'
+// mappings and the device allocations are kept only by Retire.
+void take_memory(dfcclComm* c, Release how, Engine::Leftovers& now, Engine::Leftovers& left) {
+  for (RegionBlob* r : {&c->region, &c->p2p.region})
+    if (r->ptr) (how == Release::Free ? now : left).regions.push_back(*r);
+  Engine::Leftovers& later = how == Release::Retire ? left : now;
+  if (c->next_ptr) later.mapped.emplace_back(c->next_ptr, c->next_blob);
+  if (c->prev_ptr && c->prev_ptr != c->next_ptr) later.mapped.emplace_back(c->prev_ptr, c->prev_blob);
+  for (size_t q = 0; q < c->p2p.mapped.size(); ++q)
+    if (int(q) != c->rank && c->p2p.mapped[q]) later.mapped.emplace_back(c->p2p.mapped[q], c->p2p.blobs[q]);
+  for (void* p : {static_cast<void*>(c->lanes), static_cast<void*>(c->dev), static_cast<void*>(c->p2p.lanes)})
+    if (p) later.device.push_back(p);
+  c->region = RegionBlob{};
+  c->next_ptr = c->prev_ptr = nullptr;
+  c->lanes = nullptr;
+  c->dev = nullptr;
+  c->p2p = P2pConnections{};
+}
+
 // Releases what a partially or fully initialised communicator holds (not the handle itself). With Release::Retire
 // it makes no CUDA call and takes no lock held across one; if it drops the engine's last reference, the engine is
 // torn down on a thread of its own (its teardown waits for the daemon).
@@ -105,28 +125,12 @@ void release(dfcclComm* c, Release how) {
     c->engine->detach(c->index);
     c->index = ~0u;
   }
-  // What to free: this rank's regions (kept unless Free: a peer may still write), the peers' mappings and the
-  // device allocations (kept only by Retire).
-  Engine::Leftovers left, now;
-  for (RegionBlob* r : {&c->region, &c->p2p.region}) {
-    if (r->ptr) (how == Release::Free ? now : left).regions.push_back(*r);
-    *r = RegionBlob{};
-  }
-  Engine::Leftovers& later = how == Release::Retire ? left : now;
-  if (c->next_ptr) later.mapped.emplace_back(c->next_ptr, c->next_blob);
-  if (c->prev_ptr && c->prev_ptr != c->next_ptr) later.mapped.emplace_back(c->prev_ptr, c->prev_blob);
-  for (size_t q = 0; q < c->p2p.mapped.size(); ++q)
-    if (int(q) != c->rank && c->p2p.mapped[q]) later.mapped.emplace_back(c->p2p.mapped[q], c->p2p.blobs[q]);
-  for (void* p : {static_cast<void*>(c->lanes), static_cast<void*>(c->dev), static_cast<void*>(c->p2p.lanes)})
-    if (p) later.device.push_back(p);
+  Engine::Leftovers now, left;
+  take_memory(c, how, now, left);
   for (const auto& [p, blob] : now.mapped) ex.unmap_region(p, blob);
   for (const RegionBlob& r : now.regions) ex.free_region(r);
   for (void* p : now.device) ex.free_device(p);
   if (!left.empty()) c->engine->retire(left);
-  c->next_ptr = c->prev_ptr = nullptr;
-  c->lanes = nullptr;
-  c->dev = nullptr;
-  c->p2p = P2pConnections{};
   c->board.reset();
   c->bootstrap.reset();
   std::shared_ptr<Engine> last;  // the engine goes, if this was its last user, after engine_mu is left
