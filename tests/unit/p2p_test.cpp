@@ -1,9 +1,13 @@
 // Point-to-point and all-to-all on the host executor: exact transfers for every type, count and rank count; the
 // crossed [send, recv] programs that hang a blocking library; mismatched sides; bad arguments.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
@@ -275,6 +279,42 @@ TEST(P2pErrors, BadArgumentsNamed) {
     DFCCL_ASSERT_OK(dfcclRecv(b.data() + 8 * r, 4, dfcclInt32, 1 - r, g[r], 0, nullptr, &reqs[size_t(r) * 2 + 1]));
   }
   EXPECT_EQ(finish(reqs, 10000), "");
+}
+
+// A send whose receiver has not posted its receive is named by the stuck warning, with the missing side; once the
+// receive comes, both complete.
+TEST(P2pStuck, TheWarningNamesTheMissingReceive) {
+  // The warning goes to stderr (where the log of this process already goes, or will): stderr into a file for the test.
+  const std::string log = testing::TempDir() + "dfccl-p2p-stuck-" + std::to_string(getpid()) + ".log";
+  std::fflush(stderr);
+  const int saved = dup(2);
+  std::FILE* sink = std::fopen(log.c_str(), "w");
+  ASSERT_NE(sink, nullptr);
+  dup2(fileno(sink), 2);
+  setenv("DFCCL_STUCK_WARN_S", "1", 1);
+  {
+    Group g(2, dfcclExecutorHost);
+    const size_t count = size_t(1) << 20;  // far more than the connection's FIFO: the send cannot finish alone
+    std::vector<int32_t> in(count, 5), out(count, 0);
+    std::vector<dfcclRequest_t> reqs(2);
+    DFCCL_ASSERT_OK(dfcclSend(in.data(), count, dfcclInt32, 1, g[0], 0, nullptr, &reqs[0]));
+    std::string text;
+    for (int i = 0; i < 80 && text.find("pending for") == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::ifstream f(log);
+      text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    }
+    EXPECT_NE(text.find("dfcclSend #0 to rank 1, not posted yet by rank 1 (its receive)"), std::string::npos) << text;
+    DFCCL_ASSERT_OK(dfcclRecv(out.data(), count, dfcclInt32, 0, g[1], 0, nullptr, &reqs[1]));
+    EXPECT_EQ(finish(reqs, 60000), "");
+    EXPECT_EQ(out, in);
+  }
+  unsetenv("DFCCL_STUCK_WARN_S");
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::fclose(sink);
+  std::remove(log.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, P2p, ::testing::Values(1, 2, 3, 4, 8),
