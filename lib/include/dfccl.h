@@ -263,6 +263,12 @@ typedef struct {
   uint32_t waitUs;      /* the longest time one of its channels spent waiting for peers (spin phases), us */
 } dfcclRequestInfo_t;
 dfcclResult_t dfcclRequestGetInfo(dfcclRequest_t request, dfcclRequestInfo_t* info);
+/* The ranks of the request's communicator that have not called its collective yet (a dfcclSend or dfcclRecv: its    */
+/* peer, while the peer has not posted the other side; an all-to-all: every peer missing for any of its transfers),   */
+/* in increasing order: up to `capacity` into ranks, their number into *count (which may exceed capacity). *count is  */
+/* 0 once every rank has called it, and after it finished. For watchdogs: a collective pending for long with ranks    */
+/* missing waits for them; with none missing, it waits for the GPU or for a peer that has not run it yet.             */
+dfcclResult_t dfcclRequestGetMissingRanks(dfcclRequest_t request, int* ranks, int capacity, int* count);
 /* After it returns, the request's callback is not running and never will (a running one is waited for, unless
  * dfcclRequestFree is called from that callback itself): its userArg may be released. */
 dfcclResult_t dfcclRequestFree(dfcclRequest_t request);

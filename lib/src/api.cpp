@@ -752,6 +752,22 @@ dfcclResult_t dfcclRequestGetInfo(dfcclRequest_t request, dfcclRequestInfo_t* in
   });
 }
 
+dfcclResult_t dfcclRequestGetMissingRanks(dfcclRequest_t request, int* ranks, int capacity, int* count) {
+  return guard([&] {
+    const char* fn = "dfcclRequestGetMissingRanks";
+    const std::shared_ptr<RequestState> state = request_state(request, fn);
+    if (!count) bad(fn, "argument 'count' is NULL");
+    if (capacity < 0) bad(fn, fmt::format("argument 'capacity' = {} is negative", capacity));
+    if (capacity > 0 && !ranks) bad(fn, "argument 'ranks' is NULL");
+    std::vector<int> missing;
+    if (state->status.load(std::memory_order_acquire) == dfcclInProgress)
+      if (std::shared_ptr<Engine> e = state->engine.lock()) missing = e->missing_ranks(*state);
+    for (size_t i = 0; i < missing.size() && i < size_t(capacity); ++i) ranks[i] = missing[i];
+    *count = int(missing.size());
+    return dfcclSuccess;
+  });
+}
+
 dfcclResult_t dfcclRequestFree(dfcclRequest_t request) {
   return guard([&] {
     const std::shared_ptr<RequestState> state = request_state(request, "dfcclRequestFree");

@@ -162,6 +162,32 @@ std::string Engine::arrivals_text(uint32_t comm, const core::Desc& d) {
   return a ? "; " + a->missing(d) : std::string();
 }
 
+std::vector<int> Engine::missing_ranks(const RequestState& r) {
+  std::vector<int> out;
+  if (!r.parts.empty()) {
+    for (const auto& part : r.parts)
+      for (int q : missing_ranks(*part)) out.push_back(q);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+  core::Desc d;
+  std::shared_ptr<const ArrivalSource> a;
+  {
+    std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+    if (!lock_within(lk, kLockWaitMs))
+      throw Error(dfcclTimeout, fmt::format("dfcclRequestGetMissingRanks: the engine of device {} was busy for {} ms "
+                                            "(a thread inside a CUDA call that an implicit synchronization holds?)",
+                                            exec_->device(), kLockWaitMs));
+    const SlotUse& use = slots_[r.slot];
+    if (use.req.get() != &r) return out;  // finished: its slot serves another collective or none
+    d = h_->desc[r.slot];
+    std::lock_guard<std::mutex> fl(failure_mu_);
+    a = arrivals_[use.comm];
+  }
+  return a ? a->missing_ranks(d) : out;
+}
+
 uint32_t Engine::ring_for_locked(cudaStream_t stream) {
   if (exec_->kind() == dfcclExecutorHost) stream = nullptr;  // the host executor has no streams: one ring
   int free_ring = -1;

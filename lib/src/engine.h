@@ -62,6 +62,8 @@ class ArrivalSource {
   virtual ~ArrivalSource() = default;
   // Which of d's ranks have not called d's collective yet, as text; callable from any thread.
   virtual std::string missing(const core::Desc& d) const = 0;
+  // The same as ranks of the communicator, in increasing order.
+  virtual std::vector<int> missing_ranks(const core::Desc& d) const = 0;
 };
 
 class Engine : public std::enable_shared_from_this<Engine> {
@@ -184,6 +186,13 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::array<std::shared_ptr<const ArrivalSource>, core::kMaxComms> arrivals_{};  // guarded by failure_mu_ too
   // "; <who has not called it>" for a pending collective of comm (empty if unknown).
   std::string arrivals_text(uint32_t comm, const core::Desc& d);
+
+ public:
+  // dfcclRequestGetMissingRanks: the ranks that have not called r's collective (none once it finished); a compound
+  // request's, merged.
+  std::vector<int> missing_ranks(const RequestState& r);
+
+ private:
   std::mutex retired_mu_;
   std::vector<Leftovers> retired_;  // what aborted communicators left, freed with the engine
   uint64_t attachments_ = 0;

@@ -196,20 +196,7 @@ std::vector<int> MatchBoard::not_arrived(const MatchKey& key) const {
 
 // A Send or Recv: whether its other side has posted the matching transfer (Desc: root = the peer, lane and turn =
 // the point-to-point lane and k).
-std::string MatchBoard::missing_p2p(const core::Desc& d) const {
-  const bool sending = d.kind == core::Kind::Send;
-  const int peer = d.root;
-  const P2pKey key{d.lane, sending ? rank_ : peer, sending ? peer : rank_, d.turn};
-  const std::string which =
-      d.lane == kP2pUser
-          ? fmt::format("{} #{} {} rank {}", sending ? "dfcclSend" : "dfcclRecv", d.turn, sending ? "to" : "from", peer)
-          : fmt::format("all-to-all #{}'s transfer {} rank {}", d.turn, sending ? "to" : "from", peer);
-  if (load(&p2p_slot(key, !sending)->tag) >= key.k + 1) return which + ", posted by both sides";
-  return fmt::format("{}, not posted yet by rank {} (its {})", which, peer, sending ? "receive" : "send");
-}
-
-std::string MatchBoard::missing(const core::Desc& d) const {
-  if (core::is_p2p(d.kind)) return missing_p2p(d);
+MatchKey MatchBoard::key_of(const core::Desc& d) const {
   MatchKey key;
   if (d.lane < seq_lanes_) {
     key.n = d.turn * seq_lanes_ + d.lane;
@@ -217,11 +204,41 @@ std::string MatchBoard::missing(const core::Desc& d) const {
     key.id = int(d.lane - seq_lanes_);
     key.n = d.turn;
   }
+  return key;
+}
+
+// A Send or Recv (Desc: root = the peer, lane and turn = the point-to-point lane and k): whether the peer has posted
+// the matching other side.
+bool MatchBoard::p2p_other_side_posted(const core::Desc& d) const {
+  const bool sending = d.kind == core::Kind::Send;
+  const P2pKey key{d.lane, sending ? rank_ : d.root, sending ? d.root : rank_, d.turn};
+  return load(&p2p_slot(key, !sending)->tag) >= key.k + 1;  // keys are posted in order: a later one implies it
+}
+
+std::string MatchBoard::missing_p2p(const core::Desc& d) const {
+  const bool sending = d.kind == core::Kind::Send;
+  const int peer = d.root;
+  const std::string which =
+      d.lane == kP2pUser
+          ? fmt::format("{} #{} {} rank {}", sending ? "dfcclSend" : "dfcclRecv", d.turn, sending ? "to" : "from", peer)
+          : fmt::format("all-to-all #{}'s transfer {} rank {}", d.turn, sending ? "to" : "from", peer);
+  if (p2p_other_side_posted(d)) return which + ", posted by both sides";
+  return fmt::format("{}, not posted yet by rank {} (its {})", which, peer, sending ? "receive" : "send");
+}
+
+std::string MatchBoard::missing(const core::Desc& d) const {
+  if (core::is_p2p(d.kind)) return missing_p2p(d);
+  const MatchKey key = key_of(d);
   const std::string which = key.id < 0 ? fmt::format("#{} of its communicator", key.n)
                                        : fmt::format("persistent id {} start #{}", key.id, key.n);
   const std::vector<int> ranks = not_arrived(key);
   if (ranks.empty()) return which + ", called by every rank";
   return fmt::format("{}, not called yet by rank{} {}", which, ranks.size() > 1 ? "s" : "", fmt::join(ranks, ", "));
+}
+
+std::vector<int> MatchBoard::missing_ranks(const core::Desc& d) const {
+  if (core::is_p2p(d.kind)) return p2p_other_side_posted(d) ? std::vector<int>{} : std::vector<int>{d.root};
+  return not_arrived(key_of(d));
 }
 
 }  // namespace dfccl

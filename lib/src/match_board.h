@@ -59,6 +59,7 @@ class MatchBoard final : public ArrivalSource {
   std::string published() const;
   // ArrivalSource: "" when every peer has called d's collective, else which ones have not.
   std::string missing(const core::Desc& d) const override;
+  std::vector<int> missing_ranks(const core::Desc& d) const override;
   // The ranks that have not posted key yet.
   std::vector<int> not_arrived(const MatchKey& key) const;
 
@@ -72,6 +73,8 @@ class MatchBoard final : public ArrivalSource {
   struct P2pEntry;
   P2pEntry* p2p_slot(const P2pKey& key, bool send_side) const;
   std::string missing_p2p(const core::Desc& d) const;
+  MatchKey key_of(const core::Desc& d) const;  // a collective's key from its lane and turn
+  bool p2p_other_side_posted(const core::Desc& d) const;
   std::string compare(const MatchKey& key, const Entry& mine, int peer, const Entry& theirs) const;
   void publish(const std::string& message);
   std::string published_wait() const;

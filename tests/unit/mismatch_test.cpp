@@ -298,6 +298,11 @@ TEST(StuckDiagnosis, NamesTheRanksThatHaveNotCalled) {
                   warning.c_str());
       return 1;
     }
+    int missing[4] = {}, n = 0;
+    if (dfcclRequestGetMissingRanks(q, missing, 4, &n) != dfcclSuccess || n != 1 || missing[0] != 3) {
+      std::printf("rank %d: dfcclRequestGetMissingRanks gave %d rank(s), the first %d\n", rank, n, missing[0]);
+      return 1;
+    }
     if (rank == 0) std::printf("[ stuck    ] %s", warning.c_str());
     abort_when_all_checked();
     return 0;

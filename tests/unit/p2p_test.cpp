@@ -305,7 +305,14 @@ TEST(P2pStuck, TheWarningNamesTheMissingReceive) {
       text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
     }
     EXPECT_NE(text.find("dfcclSend #0 to rank 1, not posted yet by rank 1 (its receive)"), std::string::npos) << text;
+    int missing[4] = {-1, -1, -1, -1}, n = -1;
+    DFCCL_ASSERT_OK(dfcclRequestGetMissingRanks(reqs[0], missing, 4, &n));
+    EXPECT_EQ(n, 1);
+    EXPECT_EQ(missing[0], 1);
     DFCCL_ASSERT_OK(dfcclRecv(out.data(), count, dfcclInt32, 0, g[1], 0, nullptr, &reqs[1]));
+    ASSERT_EQ(dfcclSynchronize(reqs[0], 60000), dfcclSuccess);
+    DFCCL_ASSERT_OK(dfcclRequestGetMissingRanks(reqs[0], missing, 4, &n));
+    EXPECT_EQ(n, 0) << "a finished request misses nobody";
     EXPECT_EQ(finish(reqs, 60000), "");
     EXPECT_EQ(out, in);
   }
