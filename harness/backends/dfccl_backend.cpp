@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +36,8 @@ void dfccl_check(dfcclResult_t r, const char* what, dfcclComm_t comm = nullptr) 
   throw BackendError(fmt::format("{}: {}{}", what, dfcclGetErrorString(r),
                                  last && *last ? fmt::format(" ({})", last) : std::string()));
 }
+
+double longer(double a, double b) { return std::isnan(a) ? b : std::max(a, b); }
 
 class DfcclBackend final : public Backend {
  public:
@@ -216,46 +219,27 @@ class DfcclBackend final : public Backend {
     }
   }
 
+  // Posts an entry: a collective's one call, or its point-to-point calls (a send, then a receive; never grouped).
   void submit(int entry) override {
     const EntryPlan& p = plans_.at(entry);
-    dfcclComm_t comm = comms_.at(p.slot);
-    const void* send = gpu_ ? gpu_->send(entry) : host_send(entry);
-    void* recv = gpu_ ? gpu_->recv(entry) : host_recv(entry);
+    Call c;
+    c.comm = comms_.at(p.slot);
+    c.send = gpu_ ? gpu_->send(entry) : host_send(entry);
+    c.recv = gpu_ ? gpu_->recv(entry) : host_recv(entry);
     // Host-ordered: the inputs are ready (uploaded, or written by collectives the host has seen complete).
-    cudaStream_t stream = !gpu_ ? nullptr : host_order_ ? DFCCL_NO_STREAM : gpu_->stream(stream_of(p));
-    auto type = static_cast<dfcclDataType_t>(static_cast<int>(p.dtype));
-    auto op = static_cast<dfcclRedOp_t>(static_cast<int>(p.op == RedOp::None ? RedOp::Sum : p.op));
-    for (int attempt = 0;; ++attempt) {
-      dfcclRequest_t req = nullptr;
-      dfcclResult_t r = dfcclSuccess;
-      switch (p.coll->kind) {
-        case CollKind::AllReduce:
-          r = dfcclAllReduce(send, recv, p.count, type, op, comm, p.priority, stream, &req);
-          break;
-        case CollKind::AllGather: r = dfcclAllGather(send, recv, p.count, type, comm, p.priority, stream, &req); break;
-        case CollKind::ReduceScatter:
-          r = dfcclReduceScatter(send, recv, p.count, type, op, comm, p.priority, stream, &req);
-          break;
-        case CollKind::Broadcast:
-          r = dfcclBroadcast(send, recv, p.count, type, p.root, comm, p.priority, stream, &req);
-          break;
-        case CollKind::Reduce:
-          r = dfcclReduce(send, recv, p.count, type, op, p.root, comm, p.priority, stream, &req);
-          break;
-      }
-      if (r == dfcclNoResources && attempt < 1000000) {  // back-pressure: let the oldest outstanding one finish
-        wait_oldest();
-        continue;
-      }
-      dfccl_check(r, "dfccl collective", comm);
-      iter_reqs_.back().push_back({entry, req, p.slot, nullptr});
-      if (callback_completion_) {
-        Req& q = iter_reqs_.back().back();
-        q.fired = std::make_unique<Fired>();
-        dfccl_check(dfcclRequestSetCallback(req, on_complete, q.fired.get()), "dfcclRequestSetCallback", comm);
-      }
-      return;
-    }
+    c.stream = !gpu_ ? nullptr : host_order_ ? DFCCL_NO_STREAM : gpu_->stream(stream_of(p));
+    c.type = static_cast<dfcclDataType_t>(static_cast<int>(p.dtype));
+    c.op = static_cast<dfcclRedOp_t>(static_cast<int>(p.op == RedOp::None ? RedOp::Sum : p.op));
+    if (p.send_peer >= 0)
+      post(entry, "dfcclSend", [&](dfcclRequest_t* r) {
+        return dfcclSend(c.send, p.count, c.type, p.send_peer, c.comm, p.priority, c.stream, r);
+      });
+    if (p.recv_peer >= 0)
+      post(entry, "dfcclRecv", [&](dfcclRequest_t* r) {
+        return dfcclRecv(c.recv, p.count, c.type, p.recv_peer, c.comm, p.priority, c.stream, r);
+      });
+    if (p.send_peer < 0 && p.recv_peer < 0)
+      post(entry, "dfccl collective", [&](dfcclRequest_t* r) { return collective_call(p, c, r); });
   }
 
   void device_sync() override {
@@ -315,15 +299,7 @@ class DfcclBackend final : public Backend {
         dfcclResult_t status = dfcclSynchronize(r.req, 5000);
         if (status == dfcclTimeout) throw BackendError("dfccl: a request is not done after its iteration completed");
         dfccl_check(status, "dfccl collective", comms_.empty() ? nullptr : comms_.at(r.slot));
-        dfcclRequestInfo_t info{};
-        if (dfcclRequestGetInfo(r.req, &info) == dfcclSuccess) {
-          auto& e = out[i].entries[r.entry];
-          const uint64_t seen = r.fired ? r.fired->ns.load() : info.completeNs;  // callback: when it was called
-          if (seen > info.submitNs) e.e2e_us = static_cast<double>(seen - info.submitNs) / 1000.0;
-          if (info.coreEndNs > info.coreStartNs)
-            e.core_us = static_cast<double>(info.coreEndNs - info.coreStartNs) / 1000.0;
-          e.preemptions = info.preemptions;
-        }
+        add_request_info(r, out[i].entries[r.entry]);
       }
     }
     free_requests();
@@ -350,6 +326,58 @@ class DfcclBackend final : public Backend {
   }
 
  private:
+  // The arguments of an entry's calls.
+  struct Call {
+    dfcclComm_t comm = nullptr;
+    const void* send = nullptr;
+    void* recv = nullptr;
+    cudaStream_t stream = nullptr;
+    dfcclDataType_t type{};
+    dfcclRedOp_t op{};
+  };
+
+  static dfcclResult_t collective_call(const EntryPlan& p, const Call& c, dfcclRequest_t* req) {
+    switch (p.coll->kind) {
+      case CollKind::AllReduce:
+        return dfcclAllReduce(c.send, c.recv, p.count, c.type, c.op, c.comm, p.priority, c.stream, req);
+      case CollKind::AllGather:
+        return dfcclAllGather(c.send, c.recv, p.count, c.type, c.comm, p.priority, c.stream, req);
+      case CollKind::ReduceScatter:
+        return dfcclReduceScatter(c.send, c.recv, p.count, c.type, c.op, c.comm, p.priority, c.stream, req);
+      case CollKind::Broadcast:
+        return dfcclBroadcast(c.send, c.recv, p.count, c.type, p.root, c.comm, p.priority, c.stream, req);
+      case CollKind::Reduce:
+        return dfcclReduce(c.send, c.recv, p.count, c.type, c.op, p.root, c.comm, p.priority, c.stream, req);
+      case CollKind::AllToAll: return dfcclAllToAll(c.send, c.recv, p.count, c.type, c.comm, p.priority, c.stream, req);
+      case CollKind::SendRecv:
+      case CollKind::P2p: break;  // their calls are dfcclSend and dfcclRecv (submit)
+    }
+    throw BackendError(fmt::format("{}: no single dfccl call", p.coll->name));
+  }
+
+  // Makes one call of an entry (retried under back-pressure) and keeps its request for the end of the iteration.
+  template <class F>
+  void post(int entry, const char* what, F&& call) {
+    const EntryPlan& p = plans_[entry];
+    dfcclComm_t comm = comms_.at(p.slot);
+    for (int attempt = 0;; ++attempt) {
+      dfcclRequest_t req = nullptr;
+      const dfcclResult_t r = call(&req);
+      if (r == dfcclNoResources && attempt < 1000000) {  // back-pressure: let the oldest outstanding one finish
+        wait_oldest();
+        continue;
+      }
+      dfccl_check(r, what, comm);
+      iter_reqs_.back().push_back({entry, req, p.slot, nullptr});
+      if (callback_completion_) {
+        Req& q = iter_reqs_.back().back();
+        q.fired = std::make_unique<Fired>();
+        dfccl_check(dfcclRequestSetCallback(req, on_complete, q.fired.get()), "dfcclRequestSetCallback", comm);
+      }
+      return;
+    }
+  }
+
   // Set by the callback (callback completion): when it ran (host clock, never 0 once set) and the status it got.
   struct Fired {
     std::atomic<uint64_t> ns{0};
@@ -361,6 +389,17 @@ class DfcclBackend final : public Backend {
     int slot;
     std::unique_ptr<Fired> fired;  // callback completion only; dfcclRequestFree returns after any running callback
   };
+
+  // A done request's times and preemptions, into its entry's (an entry of several calls: the longest times).
+  static void add_request_info(const Req& r, EntryTiming& e) {
+    dfcclRequestInfo_t info{};
+    if (dfcclRequestGetInfo(r.req, &info) != dfcclSuccess) return;
+    const uint64_t seen = r.fired ? r.fired->ns.load() : info.completeNs;  // callback: when it was called
+    if (seen > info.submitNs) e.e2e_us = longer(e.e2e_us, static_cast<double>(seen - info.submitNs) / 1000.0);
+    if (info.coreEndNs > info.coreStartNs)
+      e.core_us = longer(e.core_us, static_cast<double>(info.coreEndNs - info.coreStartNs) / 1000.0);
+    e.preemptions += info.preemptions;
+  }
 
   static void on_complete(dfcclRequest_t, dfcclResult_t status, void* arg) {
     auto* f = static_cast<Fired*>(arg);

@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "backend.h"
-#include "runtime/version_text.h"
 #include "gpu/gpu_context.h"
+#include "runtime/version_text.h"
 #include "timing/timing_plan.h"
 
 namespace dfccl::harness {
@@ -158,6 +158,8 @@ class NcclBackend final : public Backend {
   void poison_outputs() override { gpu_.poison(); }
   void start_iteration(int iteration) override { gpu_.iteration_start(iteration); }
 
+  // Posts an entry: a collective's call, or its point-to-point calls: ungrouped (a send, then a receive, as a user
+  // writes them) except a sweep's sendrecv, which is grouped as nccl-tests does.
   void submit(int entry) override {
     const EntryPlan& p = plans_.at(entry);
     ncclComm_t comm = comms_.at(p.slot);
@@ -166,25 +168,17 @@ class NcclBackend final : public Backend {
     void* send = gpu_.send(entry);
     void* recv = gpu_.recv(entry);
     gpu_.entry_start(entry, s);
-    ncclResult_t r = ncclSuccess;
-    switch (p.coll->kind) {
-      case CollKind::AllReduce:
-        r = ncclAllReduce(send, recv, p.count, nccl_type(p.dtype), nccl_op(p.op), comm, stream);
-        break;
-      case CollKind::AllGather: r = ncclAllGather(send, recv, p.count, nccl_type(p.dtype), comm, stream); break;
-      case CollKind::ReduceScatter:
-        r = ncclReduceScatter(send, recv, p.count, nccl_type(p.dtype), nccl_op(p.op), comm, stream);
-        break;
-      case CollKind::Broadcast: r = ncclBroadcast(send, recv, p.count, nccl_type(p.dtype), p.root, comm, stream); break;
-      case CollKind::Reduce:
-        r = ncclReduce(send, recv, p.count, nccl_type(p.dtype), nccl_op(p.op), p.root, comm, stream);
-        break;
+    if (p.send_peer >= 0 || p.recv_peer >= 0) {
+      const bool grouped = p.coll->kind == CollKind::SendRecv && ctx_.workload->kind == Workload::Kind::Sweep;
+      if (grouped) nccl_check(ncclGroupStart(), "ncclGroupStart", comm);
+      if (p.send_peer >= 0) enqueued(ncclSend(send, p.count, nccl_type(p.dtype), p.send_peer, comm, stream), comm);
+      if (p.recv_peer >= 0) enqueued(ncclRecv(recv, p.count, nccl_type(p.dtype), p.recv_peer, comm, stream), comm);
+      if (grouped) enqueued(ncclGroupEnd(), comm);
+    } else if (p.coll->kind == CollKind::AllToAll) {
+      all_to_all(p, send, recv, comm, stream);
+    } else {
+      enqueued(collective_call(p, send, recv, comm, stream), comm);
     }
-    nccl_check(r, "nccl collective", comm);
-    // An enqueue that does not finish is a hang like any other: wait until the watchdog cancels, which records a
-    // deadlock (a time limit here would record a failure instead).
-    if (r == ncclInProgress)
-      nccl_wait(comm, "nccl collective enqueue", cancel_, std::numeric_limits<double>::infinity());
     gpu_.entry_end(entry, s);
   }
 
@@ -210,6 +204,48 @@ class NcclBackend final : public Backend {
   EngineCounters counters() override { return {}; }
 
  private:
+  static ncclResult_t collective_call(const EntryPlan& p, const void* send, void* recv, ncclComm_t comm,
+                                      cudaStream_t stream) {
+    const ncclDataType_t type = nccl_type(p.dtype);
+    switch (p.coll->kind) {
+      case CollKind::AllReduce: return ncclAllReduce(send, recv, p.count, type, nccl_op(p.op), comm, stream);
+      case CollKind::AllGather: return ncclAllGather(send, recv, p.count, type, comm, stream);
+      case CollKind::ReduceScatter: return ncclReduceScatter(send, recv, p.count, type, nccl_op(p.op), comm, stream);
+      case CollKind::Broadcast: return ncclBroadcast(send, recv, p.count, type, p.root, comm, stream);
+      case CollKind::Reduce: return ncclReduce(send, recv, p.count, type, nccl_op(p.op), p.root, comm, stream);
+      case CollKind::SendRecv:
+      case CollKind::AllToAll:
+      case CollKind::P2p: break;  // submit makes their calls
+    }
+    throw BackendError(fmt::format("{}: no single NCCL call", p.coll->name));
+  }
+
+  // As nccl-tests' alltoall_perf: ncclAlltoAll where the NCCL in use has it (2.28 and later), else a send and a
+  // receive per peer inside one group.
+  void all_to_all(const EntryPlan& p, const void* send, void* recv, ncclComm_t comm, cudaStream_t stream) {
+    const ncclDataType_t type = nccl_type(p.dtype);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+    int version = 0;
+    ncclGetVersion(&version);
+    if (version >= NCCL_VERSION(2, 28, 0)) return enqueued(ncclAlltoAll(send, recv, p.count, type, comm, stream), comm);
+#endif
+    const size_t block = p.count * type_size(p.dtype);
+    nccl_check(ncclGroupStart(), "ncclGroupStart", comm);
+    for (int r = 0; r < p.group_size; ++r) {
+      nccl_check(ncclSend(static_cast<const char*>(send) + r * block, p.count, type, r, comm, stream), "ncclSend",
+                 comm);
+      nccl_check(ncclRecv(static_cast<char*>(recv) + r * block, p.count, type, r, comm, stream), "ncclRecv", comm);
+    }
+    enqueued(ncclGroupEnd(), comm);
+  }
+
+  // Checks an NCCL call's result. An enqueue that does not finish (nonblocking communicators) is a hang like any
+  // other: it waits until the watchdog cancels, which records a deadlock (a time limit here would record a failure).
+  void enqueued(ncclResult_t r, ncclComm_t comm) {
+    nccl_check(r, "nccl call", comm);
+    if (r == ncclInProgress) nccl_wait(comm, "nccl enqueue", cancel_, std::numeric_limits<double>::infinity());
+  }
+
   // Blocking communicators for sweeps: nonblocking ones add a host round trip per call (ncclInProgress, then
   // ncclCommGetAsyncError). ncclCommAbort still releases kernels that hang; only an enqueue that blocks cannot be
   // interrupted, which an in-order sweep does not risk.

@@ -5,8 +5,8 @@
 namespace dfccl::harness {
 
 std::span<const Collective* const> all_collectives() {
-  static const std::array<const Collective*, 5> all = {&kAllReduce, &kAllGather, &kReduceScatter, &kBroadcast,
-                                                       &kReduce};
+  static const std::array<const Collective*, 8> all = {&kAllReduce, &kAllGather, &kReduceScatter, &kBroadcast,
+                                                       &kReduce,    &kSendRecv,  &kAllToAll,      &kP2p};
   return all;
 }
 
@@ -20,6 +20,7 @@ const Collective* find_collective(std::string_view name) {
   if (name == "allgather") return &kAllGather;
   if (name == "reducescatter") return &kReduceScatter;
   if (name == "bcast") return &kBroadcast;
+  if (name == "alltoall") return &kAllToAll;
   return nullptr;
 }
 

@@ -12,11 +12,20 @@
 
 namespace dfccl::harness {
 
-enum class CollKind : int { AllReduce = 0, AllGather = 1, ReduceScatter = 2, Broadcast = 3, Reduce = 4 };
+enum class CollKind : int {
+  AllReduce = 0,
+  AllGather = 1,
+  ReduceScatter = 2,
+  Broadcast = 3,
+  Reduce = 4,
+  SendRecv = 5,  // every rank sends to rank+1 and receives from rank-1 (nccl-tests' sendrecv_perf)
+  AllToAll = 6,  // count elements from every rank to every rank (nccl-tests' alltoall_perf)
+  P2p = 7        // one transfer from group rank src to group rank dst; the other ranks do not take part
+};
 
 struct Collective {
   CollKind kind;
-  std::string_view name;  // as in workload files and HDF5: all_reduce, all_gather, reduce_scatter, broadcast, reduce
+  std::string_view name;  // as in workload files and HDF5: all_reduce, all_gather, ..., sendrecv, all_to_all, p2p
   bool has_op;
   bool has_root;
   // The size S of nccl-tests (the bytes algbw divides by) <-> the count argument of the call.
@@ -30,7 +39,13 @@ struct Collective {
   void (*fill_send)(void* buf, size_t count, int nranks, int rank, int root, const verify::Params& p);
   // Counts wrong elements of this rank's receive buffer (recv_elems elements); 0 where nothing is defined (reduce,
   // non-root ranks).
+  // p2p: `root` is the sender's group rank (check_recv runs on the receiver only).
   int64_t (*check_recv)(const void* buf, size_t count, int nranks, int rank, int root, const verify::Params& p);
+  // No in-place variant: run.in_place runs it out of place only (nccl-tests does not check its in-place run).
+  bool out_of_place_only = false;
+  // A point-to-point transfer between two ranks of the group (p2p): send_elems and recv_elems are the sender's and
+  // the receiver's; the driver gives the other side none.
+  bool pairwise = false;
 };
 
 extern const Collective kAllReduce;
@@ -38,6 +53,9 @@ extern const Collective kAllGather;
 extern const Collective kReduceScatter;
 extern const Collective kBroadcast;
 extern const Collective kReduce;
+extern const Collective kSendRecv;
+extern const Collective kAllToAll;
+extern const Collective kP2p;
 
 std::span<const Collective* const> all_collectives();
 const Collective& collective(CollKind kind);

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "config/settings.h"
+#include "program/pipeline.h"
 #include "scenario.h"  // common/: the simulator's layouts, for a replay
 
 namespace dfccl::harness {
@@ -523,6 +524,18 @@ void check_nccl_graph(const Workload& w, const std::string& origin) {
     fail(origin, "run.nccl_comms", "must not be nonblocking with backend nccl-graph (it captures blocking calls)");
 }
 
+// A [[step]] entry's src and dst (p2p entries only): ranks of the group, taken modulo its size later.
+void read_p2p_ranks(const toml::table& t, const Reader& r, size_t i, StepEntry& e) {
+  for (auto [k, field] : {std::pair{"src", &e.src}, std::pair{"dst", &e.dst}}) {
+    if (!t.contains(k)) continue;
+    const std::string key = fmt::format("step[{}].{}", i, k);
+    if (!e.coll->pairwise) fail(r.origin, key, fmt::format("is only for p2p entries, not {}", e.coll->name));
+    const int64_t v = r.get_int(*t[k].node(), key);
+    if (v < 0 || v > 1 << 20) fail(r.origin, key, fmt::format("{} is not a rank (0 .. 2^20)", v));
+    *field = static_cast<int>(v);
+  }
+}
+
 // [[step]] entries: root and priority default to data.root and data.priority.
 void read_steps(const toml::table& root, Workload& w, const std::string& origin) {
   const toml::array* steps = root["step"].as_array();
@@ -554,15 +567,51 @@ void read_steps(const toml::table& root, Workload& w, const std::string& origin)
     e.priority =
         t.contains("priority") ? static_cast<int>(r.get_int(*t["priority"].node(), key("priority"))) : w.priority;
     e.label = t.contains("label") ? r.get_string(*t["label"].node(), key("label")) : "";
+    read_p2p_ranks(t, r, i, e);
     int64_t repeat = t.contains("repeat") ? r.get_int(*t["repeat"].node(), key("repeat")) : 1;
     if (repeat < 1) fail(origin, key("repeat"), "must be at least 1");
     for (int64_t k = 0; k < repeat; ++k) w.step.push_back(e);
   }
 }
 
+// [pipeline] with micro_batches > 0: the step of a 1F1B schedule (program/pipeline.h), instead of [[step]] entries.
+void read_pipeline(Values& v, Workload& w) {
+  w.pipeline_micro_batches = v.small("pipeline.micro_batches");
+  w.pipeline_activation_bytes = v.bytes("pipeline.activation_bytes");
+  w.pipeline_tp_per_pass = v.small("pipeline.tp_per_pass");
+  w.pipeline_tp_bytes = v.bytes("pipeline.tp_bytes");
+  w.pipeline_dp_buckets = v.small("pipeline.dp_buckets");
+  w.pipeline_dp_bytes = v.bytes("pipeline.dp_bytes");
+  w.pipeline = w.pipeline_micro_batches > 0;
+  if (!w.pipeline) return;
+  const std::string& origin = v.origin();
+  if (!w.step.empty()) fail(origin, "pipeline", "cannot be combined with [[step]] entries (it makes the step)");
+  if (w.pp < 2) fail(origin, "layout.pp", fmt::format("is {}: a [pipeline] needs at least 2 stages", w.pp));
+  const std::pair<const char*, uint64_t> sizes[] = {{"pipeline.activation_bytes", w.pipeline_activation_bytes},
+                                                    {"pipeline.tp_bytes", w.pipeline_tp_bytes},
+                                                    {"pipeline.dp_bytes", w.pipeline_dp_bytes}};
+  for (const auto& [key, bytes] : sizes)
+    if (bytes < type_size(w.dtype))
+      fail(origin, key, fmt::format("{} bytes is less than one {} element", bytes, type_name(w.dtype)));
+  program::PipelineShape shape{w.pp,
+                               w.pipeline_micro_batches,
+                               w.tp > 1 ? w.pipeline_tp_per_pass : 0,
+                               w.pipeline_dp_buckets,
+                               w.pipeline_activation_bytes,
+                               w.pipeline_tp_bytes,
+                               w.pipeline_dp_bytes,
+                               w.dtype,
+                               w.op,
+                               w.priority};
+  w.step = program::pipeline_step(shape);
+}
+
 // A replay's layout must parse, and every group must get at least one element per rank of the collective.
 void check_replay(const Workload& w, const std::string& origin) {
   if (w.sim_layout.empty()) fail(origin, "sim.layout", "is required for a replay (e.g. 'megatron:2x2x2')");
+  if (w.sim_coll->pairwise)
+    fail(origin, "sim.coll",
+         fmt::format("{} is a transfer between two ranks, not a collective of the group", w.sim_coll->name));
   try {
     scenario::Layout layout = scenario::Layout::parse(w.sim_layout, w.sim_colls);
     for (const auto& g : layout.groups) {
@@ -610,6 +659,11 @@ void resolve_kind(Values& v, Workload& w, bool file_has_mix, bool file_has_sim) 
 
 // run.in_place auto, once the kind is known: both for a sweep (nccl-tests' behaviour), off for the other kinds.
 void resolve_in_place(Values& v, Workload& w) {
+  if (w.in_place == InPlace::Only && w.kind == Workload::Kind::Sweep)
+    for (const Collective* c : w.sweep_collectives)
+      if (c->out_of_place_only)
+        fail(v.origin(), "run.in_place",
+             fmt::format("is 'only', but {} has no in-place variant (it runs out of place only)", c->name));
   if (w.in_place != InPlace::Auto) return;
   w.in_place = w.kind == Workload::Kind::Sweep ? InPlace::Both : InPlace::Off;
   store(v.root(), "run.in_place", std::string(name_of(w.in_place, kInPlaceNames)));
@@ -681,6 +735,7 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   read_disturbances(v, w);
   check_nccl_graph(w, origin);
   read_steps(root, w, origin);
+  read_pipeline(v, w);
   resolve_kind(v, w, file_has_mix, file_has_sim);
   resolve_in_place(v, w);
 

@@ -37,6 +37,16 @@ struct StepEntry {
   std::string label;
   int sim_group = -1;     // replay: the scenario's group (its communicator); -1 in other workloads
   bool in_place = false;  // nccl-tests' in-place variant: one buffer for input and output (EntryPlan's layout)
+  // p2p: the sender's and the receiver's rank in the group (each taken modulo the group size, as root).
+  int src = 0, dst = 1;
+  // Only the ranks of this pipeline stage (their rank in the pp group) take part; -1: every rank.
+  int stage = -1;
+  // The entry's position in the canonical program of each rank taking part (p2p: seq on the sender, seq_dst on the
+  // receiver); -1: its index. Ranks whose programs differ (a pipeline's stages) get them from a generator.
+  int seq = -1, seq_dst = -1;
+  // Entries (indices) that come before this one in the program of every rank taking part in both: data
+  // dependencies, kept when a rank's order is randomized (program/rank_program.h).
+  std::vector<int> after;
 };
 
 // Enum-valued settings: each enum's names, in its order, are the choices of its row in the settings table.
@@ -121,6 +131,11 @@ struct Workload {
   uint64_t sim_seed{}, sim_first_trial{};
   const Collective* sim_coll = nullptr;  // every replayed collective
   uint64_t sim_bytes{};                  // its size S
+
+  // [pipeline]: a 1F1B schedule over layout.pp stages, generated into `step` (program/pipeline.h)
+  bool pipeline{};  // pipeline.micro_batches > 0
+  int pipeline_micro_batches{}, pipeline_tp_per_pass{}, pipeline_dp_buckets{};
+  uint64_t pipeline_activation_bytes{}, pipeline_tp_bytes{}, pipeline_dp_bytes{};
 
   // [order], [sync], [host_alloc], [implicit], [compute]
   double order_probability{};

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "colls/collective.h"
 #include "h5_table.h"
 
 namespace dfccl::harness {
@@ -196,9 +197,15 @@ struct Expectation {
 };
 
 bool is_collective(const std::string& s) {
-  for (const char* c : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"})
-    if (s == c) return true;
+  for (const Collective* c : all_collectives())
+    if (s == c->name) return true;
   return false;
+}
+
+std::string collective_names() {
+  std::string out;
+  for (const Collective* c : all_collectives()) out += (out.empty() ? "" : " ") + std::string(c->name);
+  return out;
 }
 
 // Splits `e`; returns the problem ("" when it splits).
@@ -210,7 +217,7 @@ std::string split_expectation(const std::string& e, Expectation& x) {
     std::string p = expr.substr(0, colon);
     if (is_collective(p)) x.coll = p;
     else if (prefix == 0 && x.coll.empty()) x.backend = p;
-    else return fmt::format("'{}' is not a collective (all_reduce all_gather reduce_scatter broadcast reduce)", p);
+    else return fmt::format("'{}' is not a collective ({})", p, collective_names());
     expr = expr.substr(colon + 1);
   }
   for (const char* o : {"==", "!=", ">=", "<=", ">", "<"}) {

@@ -29,7 +29,10 @@ struct EntryPlan {
   size_t send_elems = 0, recv_elems = 0;
   DataType dtype = DataType::Float32;
   RedOp op = RedOp::Sum;
-  int root = 0;  // in the group
+  int root = 0;  // in the group; p2p: the sender
+  // Point-to-point: the group rank this rank sends to and receives from in this entry (-1: none). sendrecv: rank+1
+  // and rank-1; p2p: dst on the sender, src on the receiver (both on a rank that sends to itself).
+  int send_peer = -1, recv_peer = -1;
   int priority = 0;
   uint64_t data_seed = 0;
   bool in_place = false;  // one buffer for input and output (BufferLayout)

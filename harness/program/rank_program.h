@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/workload.h"
+#include "plan/entry_plan.h"
 
 namespace dfccl::harness::program {
 
@@ -45,6 +46,26 @@ std::vector<Op> rank_program(const std::vector<StepEntry>& step, const Workload&
 
 // Whether the submissions of a program follow the step's order (no reordering drawn).
 bool in_step_order(const std::vector<Op>& program);
+
+// This rank's part in an entry, on a plan made for a collective: none where the entry belongs to another pipeline
+// stage (pp_rank: the rank's rank in the pp group); its peers in point-to-point entries (EntryPlan::send_peer,
+// recv_peer: sendrecv rank+1 and rank-1; p2p dst on the sender, src on the receiver, p2p's root = src). A p2p sender
+// has no receive buffer, its receiver no send buffer, the group's other ranks do not take part (slot -1).
+void assign_roles(const StepEntry& e, int pp_rank, EntryPlan& p);
+
+// Rank `rank`'s program for one iteration of `step`, with its plans (plan/entry_plan.h: which entries it takes part
+// in, its peers). Steps of collectives only: the program above. Steps with p2p entries, stages, positions or
+// dependencies (a pipeline's, a stress mix with p2p): the rank's canonical order (its entries by StepEntry::seq,
+// then index), or with probability order.probability a random legal order: each ready entry equally likely, where an
+// entry is ready once the entries before it in its lanes (the communicator's collectives, the sends to the same peer,
+// the receives from the same peer: what matching needs) and its dependencies (StepEntry::after) are submitted.
+// `reordered`: the submissions differ from the canonical order.
+struct RankProgram {
+  std::vector<Op> ops;
+  bool reordered = false;
+};
+RankProgram rank_program(const std::vector<StepEntry>& step, const std::vector<EntryPlan>& plans, const Workload& w,
+                         int rank, uint64_t trial, uint64_t iteration);
 
 // A small deterministic generator (the standard distributions are not portable across libraries).
 class Rng {

@@ -67,7 +67,7 @@ EntryResults verify_entries(Backend& b, const std::vector<EntryPlan>& plans,
     try {
       for (size_t e = 0; e < E; ++e) {
         const EntryPlan& p = plans[e];
-        if (p.slot < 0) continue;
+        if (p.slot < 0 || p.recv_elems == 0) continue;  // p2p: the sender receives nothing
         std::vector<char> out(std::max<size_t>(1, p.recv_elems * type_size(p.dtype)));
         b.download(static_cast<int>(e), out.data());
         per_entry[e] = p.coll->check_recv(out.data(), p.count, p.group_size, p.group_rank, p.root,
@@ -146,7 +146,7 @@ CaseRow CaseAggregate::identity(const StepEntry& e, const EntryPlan& p, size_t i
   r.label = sg >= 0 ? replay_->group_name(sg) : e.label;
   r.dtype = std::string(type_name(p.dtype));
   r.op = e.coll->has_op ? std::string(op_name(p.op)) : "none";
-  r.root = e.coll->has_root ? p.root : -1;
+  r.root = e.coll->has_root || e.coll->pairwise ? p.root : -1;  // p2p: the sender
   r.priority = p.priority;
   r.nranks = p.group_size;
   r.count = static_cast<int64_t>(p.count);

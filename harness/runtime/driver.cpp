@@ -66,15 +66,22 @@ std::vector<std::vector<StepEntry>> make_steps(const Workload& w, const replay::
   return steps;
 }
 
-// The cases: each step in each variant of run.in_place, the variants of a step next to each other.
+// The cases: each step in each variant of run.in_place, the variants of a step next to each other. Entries without
+// an in-place variant (Collective::out_of_place_only) run out of place in an in-place case; a case of nothing else
+// (a sweep of one) has no in-place variant.
 std::vector<Case> make_cases(const Workload& w, const replay::Replay* rp) {
   std::vector<Case> cases;
-  for (const auto& step : make_steps(w, rp))
+  for (const auto& step : make_steps(w, rp)) {
+    const bool any_in_place = step.empty() || std::any_of(step.begin(), step.end(), [](const StepEntry& e) {
+                                return !e.coll->out_of_place_only;
+                              });
     for (bool in_place : in_place_variants(w.in_place)) {
+      if (in_place && !any_in_place) continue;
       Case c{static_cast<int>(cases.size()), step, in_place};
-      for (StepEntry& e : c.step) e.in_place = in_place;
+      for (StepEntry& e : c.step) e.in_place = in_place && !e.coll->out_of_place_only;
       cases.push_back(std::move(c));
     }
+  }
   return cases;
 }
 
@@ -300,6 +307,7 @@ class Campaign {
       p.count = e.coll->count_from_bytes(e.bytes, p.group_size, type_size(e.dtype));
       p.send_elems = e.coll->send_elems(p.count, p.group_size);
       p.recv_elems = e.coll->recv_elems(p.count, p.group_size);
+      program::assign_roles(e, world_.memberships[static_cast<int>(GroupKind::Pp)].rank, p);
       p.in_place = e.in_place;
       p.data_seed = program::Rng::seed_of({w_.seed, 0xDA7A, static_cast<uint64_t>(case_index), generation,
                                            static_cast<uint64_t>(i), group_key[0], group_key[1]});
@@ -318,8 +326,9 @@ class Campaign {
         const EntryPlan& p = plans[i];
         if (p.slot < 0) continue;
         data[i].resize(p.send_elems * type_size(p.dtype));
-        p.coll->fill_send(data[i].data(), p.count, p.group_size, p.group_rank, p.root,
-                          verify_params(*p.coll, p.dtype, p.op, p.group_size, p.data_seed));
+        if (p.send_elems > 0)
+          p.coll->fill_send(data[i].data(), p.count, p.group_size, p.group_rank, p.root,
+                            verify_params(*p.coll, p.dtype, p.op, p.group_size, p.data_seed));
       }
       b.prepare(plans, data);
     } catch (const std::exception& e) {
@@ -359,7 +368,7 @@ class Campaign {
       uint64_t generation = c.step.empty() && w_.mix_per_trial ? static_cast<uint64_t>(trial) : 0;
       if (!prepared || generation != prepared_generation) {
         step = c.step.empty() ? program::draw_mix(w_, generation) : c.step;
-        for (StepEntry& e : step) e.in_place = c.in_place;
+        for (StepEntry& e : step) e.in_place = c.in_place && !e.coll->out_of_place_only;
         plans = make_plans(step, c.index, generation);
         std::string error;
         if (!prepare(b, plans, error)) {

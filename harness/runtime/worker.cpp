@@ -49,8 +49,10 @@ void run_iterations(Backend& b, const std::shared_ptr<WorkerState>& shared, cons
       prog = job.replayed->ops;
       if (job.replayed->disordered) ++sh.reordered;
     } else {
-      prog = program::rank_program(sh.step, w, job.rank, job.trial_key, static_cast<uint64_t>(it));
-      if (!program::in_step_order(prog)) ++sh.reordered;
+      program::RankProgram rp =
+          program::rank_program(sh.step, sh.plans, w, job.rank, job.trial_key, static_cast<uint64_t>(it));
+      prog = std::move(rp.ops);
+      if (rp.reordered) ++sh.reordered;
     }
     b.start_iteration(it);
     sh.at_iteration = it;

@@ -22,6 +22,34 @@ TEST(Collectives, BusBandwidthFactorsAreNcclTests) {
     EXPECT_DOUBLE_EQ(kReduce.busbw_factor(n), 1.0);
   }
   EXPECT_DOUBLE_EQ(kAllReduce.busbw_factor(2), 1.0);
+  for (int n : {2, 3, 4, 8}) {  // sendrecv_perf and alltoall_perf
+    EXPECT_DOUBLE_EQ(kSendRecv.busbw_factor(n), 1.0);
+    EXPECT_DOUBLE_EQ(kAllToAll.busbw_factor(n), double(n - 1) / n);
+    EXPECT_DOUBLE_EQ(kP2p.busbw_factor(n), 1.0);
+  }
+}
+
+TEST(Collectives, PointToPointSizesAndInPlace) {
+  // sendrecv: S = count * type size, one buffer of count each way.
+  EXPECT_EQ(kSendRecv.count_from_bytes(1024, 4, 4), 256u);
+  EXPECT_EQ(kSendRecv.send_elems(256, 4), 256u);
+  EXPECT_EQ(kSendRecv.recv_elems(256, 4), 256u);
+  // all_to_all: count per peer; S = count * n * type size (a rank's whole input and output).
+  EXPECT_EQ(kAllToAll.count_from_bytes(1024, 4, 4), 64u);
+  EXPECT_EQ(kAllToAll.count_from_bytes(1024, 3, 4), 85u);
+  EXPECT_EQ(kAllToAll.bytes_from_count(85, 3, 4), 1020u);
+  EXPECT_EQ(kAllToAll.send_elems(64, 4), 256u);
+  EXPECT_EQ(kAllToAll.recv_elems(64, 4), 256u);
+  EXPECT_EQ(kP2p.count_from_bytes(1024, 8, 2), 512u);
+  for (const Collective* c : {&kSendRecv, &kAllToAll, &kP2p}) EXPECT_TRUE(c->out_of_place_only) << c->name;
+  for (const Collective* c : {&kAllReduce, &kAllGather, &kReduceScatter, &kBroadcast, &kReduce})
+    EXPECT_FALSE(c->out_of_place_only) << c->name;
+  EXPECT_TRUE(kP2p.pairwise);
+  EXPECT_FALSE(kSendRecv.pairwise);
+  EXPECT_EQ(find_collective("alltoall"), &kAllToAll);
+  EXPECT_EQ(find_collective("sendrecv"), &kSendRecv);
+  EXPECT_EQ(find_collective("p2p"), &kP2p);
+  EXPECT_EQ(&collective(CollKind::P2p), &kP2p);
 }
 
 TEST(Collectives, SizesAreNcclTestsS) {
@@ -32,7 +60,7 @@ TEST(Collectives, SizesAreNcclTestsS) {
   EXPECT_EQ(kReduceScatter.bytes_from_count(64, 4, 4), 1024u);
   EXPECT_EQ(kAllReduce.count_from_bytes(1024, 4, 2), 512u);
   EXPECT_EQ(find_collective("allreduce"), &kAllReduce);
-  EXPECT_EQ(find_collective("alltoall"), nullptr);
+  EXPECT_EQ(find_collective("all_to_al"), nullptr);
 }
 
 TEST(Stats, Summary) {

@@ -42,7 +42,7 @@ TEST(Replay, ErrorsNameTheKey) {
   EXPECT_NE(error_of("[sim]\nlayout = 'megatron:2x2x2'\nsync = -0.1\n").find("sim.sync"), std::string::npos);
   EXPECT_NE(error_of("[sim]\nlayout = 'megatron:2x2x2'\ncolls = 0\n").find("sim.colls"), std::string::npos);
   EXPECT_NE(error_of("[sim]\nlayout = 'megatron:2x2x2'\nseed = -1\n").find("sim.seed"), std::string::npos);
-  EXPECT_NE(error_of("[sim]\nlayout = 'megatron:2x2x2'\ncoll = 'alltoall'\n").find("sim.coll"), std::string::npos);
+  EXPECT_NE(error_of("[sim]\nlayout = 'megatron:2x2x2'\ncoll = 'all_to_al'\n").find("sim.coll"), std::string::npos);
   EXPECT_NE(error_of("[sim]\nlayout = 'megatron:2x2x2'\nlayuot = 'x'\n").find("sim.layuot"), std::string::npos);
   // 4 bytes of float32 over a pair: all_gather needs one element per rank, i.e. 8 bytes.
   EXPECT_NE(error_of("[sim]\nlayout = 'megatron:2x2x2'\ncoll = 'all_gather'\nbytes = 4\n").find("sim.bytes"),

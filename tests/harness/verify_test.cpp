@@ -198,7 +198,10 @@ TEST(Verify, CollectivesCheckTheirOwnExpectedLayout) {
             for (int s = 0; s < n; ++s) out[i] += in(s, r * count + i);
             break;
           case CollKind::AllGather: out[i] = in(static_cast<int>(i / count), i % count); break;
-          case CollKind::Broadcast: out[i] = in(1, i); break;
+          case CollKind::Broadcast:
+          case CollKind::P2p: out[i] = in(1, i); break;  // root 1: p2p's sender
+          case CollKind::SendRecv: out[i] = in((r + n - 1) % n, i); break;
+          case CollKind::AllToAll: out[i] = in(static_cast<int>(i / count), r * count + i % count); break;
         }
       }
       EXPECT_EQ(c->check_recv(out.data(), count, n, r, 1, p), 0) << c->name << " rank " << r;

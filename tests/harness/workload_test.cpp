@@ -152,7 +152,7 @@ TEST(Workload, ErrorsNameTheKey) {
   EXPECT_NE(error_of("[sync]\nprobability = 1.5\n").find("sync.probability"), std::string::npos);
   EXPECT_NE(error_of("[sync]\nplacement = 'sometimes'\n").find("sync.placement"), std::string::npos);
   EXPECT_NE(error_of("[sizes]\nbegin = '2M'\nend = '1M'\n").find("sizes.begin"), std::string::npos);
-  EXPECT_NE(error_of("[sweep]\ncollectives = ['all_reduce', 'alltoall']\n").find("sweep.collectives"),
+  EXPECT_NE(error_of("[sweep]\ncollectives = ['all_reduce', 'all_to_al']\n").find("sweep.collectives"),
             std::string::npos);
   EXPECT_NE(error_of("[run]\nbackend = 'mpi'\n").find("run.backend"), std::string::npos);
   EXPECT_NE(error_of("[run]\nnccl_comms = 'sometimes'\n").find("run.nccl_comms"), std::string::npos);
@@ -285,9 +285,16 @@ TEST(Workload, ValidationMessages) {
       {{{"backend", "mpi"}},
        "test.toml: 'run.backend': unknown backend 'mpi' (dfccl, dfccl-blocking, nccl, nccl-graph, host, host-blocking, "
        "auto)"},
-      {{{"collectives", "alltoall"}},
-       "test.toml: 'sweep.collectives': unknown collective 'alltoall' (all_reduce, all_gather, reduce_scatter, "
-       "broadcast, reduce)"},
+      {{{"collectives", "gather"}},
+       "test.toml: 'sweep.collectives': unknown collective 'gather' (all_reduce, all_gather, reduce_scatter, "
+       "broadcast, reduce, sendrecv, all_to_all, p2p)"},
+      {{{"collectives", "all_to_all"}, {"in_place", "only"}},
+       "test.toml: 'run.in_place': is 'only', but all_to_all has no in-place variant (it runs out of place only)"},
+      {{{"pipeline.micro_batches", "4"}}, "test.toml: 'layout.pp': is 1: a [pipeline] needs at least 2 stages"},
+      {{{"pipeline.micro_batches", "4"}, {"pp", "2"}, {"pipeline.activation_bytes", "2"}},
+       "test.toml: 'pipeline.activation_bytes': 2 bytes is less than one float32 element"},
+      {{{"kind", "replay"}, {"sim.layout", "megatron:2x1x1"}, {"sim.coll", "p2p"}},
+       "test.toml: 'sim.coll': p2p is a transfer between two ranks, not a collective of the group"},
       {{{"sweep.group", "ep"}}, "test.toml: 'sweep.group': unknown group 'ep' (world, tp, dp, pp)"},
       {{{"dtype", "float17"}}, "test.toml: 'data.dtype': unknown data type 'float17'"},
       {{{"op", "xor"}}, "test.toml: 'data.op': unknown reduction operator 'xor'"},
