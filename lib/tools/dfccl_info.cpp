@@ -10,6 +10,7 @@
 #include "core/types.h"
 #include "dfccl.h"
 #include "env.h"
+#include "net/transport.h"
 
 namespace {
 
@@ -59,5 +60,6 @@ int main(int argc, char** argv) {
              "{} daemon blocks, {} communicators per device, {} persistent ids per communicator\n",
              dfccl::core::kMaxSlots, dfccl::core::kMaxRings, dfccl::core::kMaxBlocks, dfccl::core::kMaxComms,
              DFCCL_MAX_PERSISTENT_IDS);
+  fmt::print("\nBuild features: network transport {} (docs/net-transport.md)\n", dfccl::net::transport_description());
   return 0;
 }
