@@ -4,11 +4,19 @@
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <climits>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <regex>
+#include <sstream>
 #include <thread>
+#include <unordered_map>
 
 namespace dfccl_torch {
 namespace {
@@ -67,6 +75,124 @@ class Completer {
   std::condition_variable cv_;
   std::deque<c10::intrusive_ptr<WorkDFCCL>> q_;
 };
+
+// What the watchdog does with a work pending longer than its group's timeout (TORCH_DFCCL_WATCHDOG): report it on
+// stderr (default), also abort its group ("abort"), or nothing ("off" / "0").
+enum class WatchdogMode { Off, Report, Abort };
+
+WatchdogMode watchdogMode() {
+  static const WatchdogMode mode = [] {
+    const char* v = std::getenv("TORCH_DFCCL_WATCHDOG");
+    const std::string s = v ? v : "report";
+    if (s == "off" || s == "0") return WatchdogMode::Off;
+    if (s == "abort") return WatchdogMode::Abort;
+    if (s != "report" && s != "1")
+      TORCH_WARN("dfccl: TORCH_DFCCL_WATCHDOG=", s, " is not one of report, abort, off: using report");
+    return WatchdogMode::Report;
+  }();
+  return mode;
+}
+
+// The process's watchdog thread: every armed work is listed until it completes; a work pending longer than its
+// group's timeout is reported once (stuckReport on stderr) and, in abort mode, its group's communicators are aborted,
+// which fails every outstanding work of the group. Never destroyed, like the Completer.
+class Watchdog {
+ public:
+  static Watchdog& get() {
+    static Watchdog* w = new Watchdog();
+    return *w;
+  }
+  void add(const c10::intrusive_ptr<WorkDFCCL>& w) {
+    if (watchdogMode() == WatchdogMode::Off) return;
+    std::lock_guard<std::mutex> lk(mu_);
+    works_.emplace(w.get(), w);
+  }
+  void remove(WorkDFCCL* w) {
+    std::lock_guard<std::mutex> lk(mu_);
+    works_.erase(w);
+  }
+
+ private:
+  Watchdog() {
+    std::thread([this] { loop(); }).detach();
+  }
+  void loop() {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::vector<c10::intrusive_ptr<WorkDFCCL>> due;
+      const auto now = std::chrono::steady_clock::now();
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        for (auto& [_, w] : works_)
+          if (w->dueForReport(now)) due.push_back(w);
+      }
+      for (auto& w : due) report(*w);
+    }
+  }
+  static void report(WorkDFCCL& w) {
+    const std::string text = "dfccl watchdog: " + w.name().str() + " " + w.stuckReport() + "\n";
+    std::fputs(text.c_str(), stderr);
+    std::fflush(stderr);
+    if (watchdogMode() != WatchdogMode::Abort) return;
+    std::fputs(("dfccl watchdog: aborting group '" + w.group()->id + "' (TORCH_DFCCL_WATCHDOG=abort)\n").c_str(),
+               stderr);
+    w.group()->abortComms();
+  }
+  std::mutex mu_;
+  std::unordered_map<WorkDFCCL*, c10::intrusive_ptr<WorkDFCCL>> works_;
+};
+
+// dfcclDebugDump(comm) writes to stderr: the process's fd 2 is pointed at a temporary file for the call (other threads'
+// writes of that moment land there too), and the text is returned; the caller writes it out again.
+std::string captureDump(dfcclComm_t comm) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  std::FILE* tmp = std::tmpfile();
+  if (!tmp) return {};
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  ::dup2(::fileno(tmp), 2);
+  dfcclDebugDump(comm, 0);
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string text;
+  std::rewind(tmp);
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, tmp)) > 0;) text.append(buf, n);
+  std::fclose(tmp);
+  return text;
+}
+
+// From a dump, the group ranks that have not called the collective `index` of a communicator with `count` (0: any):
+// "... count C ...; #N of its communicator, not called yet by ranks 1, 3" (lib/src/match_board.cpp). nullopt when no
+// line matches, or lines of several communicators match and disagree; an empty list when every rank has called it.
+std::optional<std::vector<int>> missingRanks(const std::string& dump, int64_t index, size_t count) {
+  static const std::regex line(
+      R"(count (\d+) .*; #(\d+) of its communicator, (not called yet by ranks? ([0-9, ]+)|called by every rank))");
+  std::optional<std::vector<int>> found;
+  std::istringstream in(dump);
+  for (std::string l; std::getline(in, l);) {
+    std::smatch m;
+    if (!std::regex_search(l, m, line) || std::stoll(m[2]) != index || (count && std::stoull(m[1]) != count)) continue;
+    std::vector<int> ranks;
+    std::istringstream rs(m[4].str());
+    for (std::string r; std::getline(rs, r, ',');)
+      if (r.find_first_not_of(' ') != std::string::npos) ranks.push_back(std::stoi(r));
+    if (found && *found != ranks) return std::nullopt;
+    found = ranks;
+  }
+  return found;
+}
+
+std::string rankList(const GroupState& g, const std::vector<int>& ranks) {
+  std::string group, global;
+  for (int r : ranks) {
+    group += (group.empty() ? "" : ", ") + std::to_string(r);
+    global += (global.empty() ? "" : ", ") + std::to_string(g.globalRank(r));
+  }
+  return group + " (global " + global + ")";
+}
 
 std::optional<dfcclDataType_t> dtypeOf(at::ScalarType t) {
   switch (t) {
@@ -135,9 +261,21 @@ std::string OpName::str() const { return "dfccl: group '" + group + "', op " + o
 // ---------------------------------------------------------------------------------------------------------------------
 // WorkDFCCL
 
+int GroupState::globalRank(int groupRank) const {
+  return globalRanks.empty() || groupRank < 0 || size_t(groupRank) >= globalRanks.size()
+             ? groupRank
+             : int(globalRanks[size_t(groupRank)]);
+}
+
 WorkDFCCL::WorkDFCCL(OpName name, int rank, c10d::OpType type, std::optional<at::Device> cuda,
-                     std::chrono::milliseconds timeout, std::vector<at::Tensor> outputs)
-    : c10d::Work(rank, type), name_(std::move(name)), cuda_(cuda), timeout_(timeout), outputs_(std::move(outputs)) {
+                     std::chrono::milliseconds timeout, std::vector<at::Tensor> outputs,
+                     std::shared_ptr<GroupState> group)
+    : c10d::Work(rank, type),
+      name_(std::move(name)),
+      cuda_(cuda),
+      timeout_(timeout),
+      outputs_(std::move(outputs)),
+      group_(std::move(group)) {
   std::vector<c10::Device> devices;
   if (cuda_) devices.push_back(*cuda_);
   future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()), devices);
@@ -150,6 +288,7 @@ WorkDFCCL::~WorkDFCCL() {
 void WorkDFCCL::arm() {
   pending_.store(int(requests_.size()) + 1);
   // One reference for the callbacks, dropped by the last of them (or below when there is no request).
+  Watchdog::get().add(c10::intrusive_ptr<WorkDFCCL>::unsafe_reclaim_from_nonowning(this));
   WorkDFCCL* self = c10::intrusive_ptr<WorkDFCCL>::unsafe_reclaim_from_nonowning(this).release();
   for (dfcclRequest_t r : requests_)
     if (dfcclRequestSetCallback(r, &WorkDFCCL::onRequestDone, self) != dfcclSuccess)
@@ -172,6 +311,7 @@ std::exception_ptr WorkDFCCL::collectError() {
 }
 
 void WorkDFCCL::complete() {
+  Watchdog::get().remove(this);
   std::exception_ptr err = collectError();
   if (!err && !cuda_) {
     try {
@@ -198,12 +338,63 @@ void WorkDFCCL::runPostOnce() {
 }
 
 bool WorkDFCCL::waitHost(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lk(mutex_);
-  if (!cv_.wait_for(lk, timeout, [&] { return completed_; }))
-    throwDist(name_.str() + ": not complete after " + std::to_string(timeout.count()) +
-              " ms (a peer has not called it, or the program orders collectives in a cycle)");
-  if (exception_) std::rethrow_exception(exception_);
-  return true;
+  {
+    std::unique_lock<std::mutex> lk(mutex_);
+    if (cv_.wait_for(lk, timeout, [&] { return completed_; })) {
+      if (exception_) std::rethrow_exception(exception_);
+      return true;
+    }
+  }
+  throwDist(name_.str() + ": not complete after " + std::to_string(timeout.count()) + " ms; " + stuckReport());
+}
+
+bool WorkDFCCL::dueForReport(std::chrono::steady_clock::time_point now) {
+  if (timeout_.count() <= 0 || now - start_ < timeout_ || isCompleted()) return false;
+  return !reported_.exchange(true);
+}
+
+// One pending request in words: who has not arrived.
+static std::string describeRequest(const GroupState& g, const RequestMeta& m, dfcclComm_t comm, std::string& dump) {
+  if (m.peer >= 0)
+    return std::string(m.isSend ? "the send to" : "the receive from") + " rank " + rankList(g, {m.peer}) +
+           " is not matched yet: that rank has not posted the matching " + (m.isSend ? "recv" : "send");
+  if (dump.empty()) {
+    dump = captureDump(comm);
+    std::fputs(dump.c_str(), stderr);
+  }
+  const auto ranks = missingRanks(dump, m.collIndex, m.count);
+  const std::string which = "collective #" + std::to_string(m.collIndex) + " of its communicator";
+  if (!ranks) return which + ": the ranks that have not called it are not known (see the dfcclDebugDump above)";
+  if (ranks->empty()) return which + ": called by every rank (running or preempted; a rank may be slow)";
+  return which + ": ranks that never arrived: " + rankList(g, *ranks);
+}
+
+std::string WorkDFCCL::stuckReport() {
+  // The watchdog and a timed-out wait() may ask at the same moment: one dump serves both.
+  std::lock_guard<std::mutex> rlk(reportMutex_);
+  const auto now = std::chrono::steady_clock::now();
+  if (!report_.empty() && now - reportTime_ < std::chrono::seconds(1)) return report_;
+  const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - start_);
+  std::string text =
+      "pending for " + std::to_string(age.count()) + " ms (timeout " + std::to_string(timeout_.count()) + " ms)";
+  {
+    std::lock_guard<std::mutex> lk(group_->mu);
+    std::string hostDump, cudaDump;
+    for (const RequestMeta& m : meta_) {
+      int done = 0;
+      dfcclTest(m.req, &done);
+      if (done) continue;
+      const dfcclComm_t comm = m.cuda ? group_->cuda : group_->host;
+      if (!comm) {
+        text += "; the group's communicators are gone (aborted or shut down)";
+        break;
+      }
+      text += "; " + describeRequest(*group_, m, comm, m.cuda ? cudaDump : hostDump);
+    }
+  }
+  report_ = text;
+  reportTime_ = now;
+  return text;
 }
 
 bool WorkDFCCL::wait(std::chrono::milliseconds timeout) {
@@ -242,6 +433,11 @@ ProcessGroupDFCCL::ProcessGroupDFCCL(const GroupParams& p)
     c10::cuda::CUDAGuard guard{c10::DeviceIndex(cudaDevice_)};
     cudaComm_ = initComm(dfcclExecutorCuda, "cuda", cudaDevice_);
   }
+  state_ = std::make_shared<GroupState>();
+  state_->id = groupId_;
+  state_->globalRanks = p.globalRanks;
+  state_->host = hostComm_;
+  state_->cuda = cudaComm_;
 }
 
 ProcessGroupDFCCL::~ProcessGroupDFCCL() {
@@ -275,7 +471,7 @@ dfcclComm_t ProcessGroupDFCCL::initComm(int executor, const std::string& key, in
 }
 
 void ProcessGroupDFCCL::checkOpen(const std::string& op) const {
-  if (aborted_) throwDist("dfccl: group '" + groupId_ + "', op " + op + ": the process group was aborted");
+  if (state_->aborted) throwDist("dfccl: group '" + groupId_ + "', op " + op + ": the process group was aborted");
   if (shutDown_) throwDist("dfccl: group '" + groupId_ + "', op " + op + ": the process group was shut down");
 }
 
@@ -283,13 +479,15 @@ void ProcessGroupDFCCL::unsupported(const std::string& op, const std::string& wh
   throwDist("dfccl: group '" + groupId_ + "': op " + op + " is not supported: " + why);
 }
 
+// Caller holds state_->mu (run): the handles are the live ones, null once aborted or shut down.
 dfcclComm_t ProcessGroupDFCCL::commFor(const at::Tensor& t, const std::string& op) {
-  if (t.is_cpu()) return hostComm_;
+  checkOpen(op);
+  if (t.is_cpu()) return state_->host;
   if (!t.is_cuda()) unsupported(op, "tensors on device " + t.device().str());
   if (!cudaComm_) unsupported(op, "CUDA tensors: this process group has no CUDA communicator");
   if (t.device().index() != cudaDevice_)
     unsupported(op, "a tensor on " + t.device().str() + "; the group's GPU is cuda:" + std::to_string(cudaDevice_));
-  return cudaComm_;
+  return state_->cuda;
 }
 
 c10::intrusive_ptr<WorkDFCCL> ProcessGroupDFCCL::makeWork(const std::string& op, c10d::OpType type,
@@ -298,7 +496,7 @@ c10::intrusive_ptr<WorkDFCCL> ProcessGroupDFCCL::makeWork(const std::string& op,
   std::optional<at::Device> cuda;
   if (like.is_cuda()) cuda = like.device();
   return c10::make_intrusive<WorkDFCCL>(OpName{groupId_, op, ++seq_}, getRank(), type, cuda, timeout_,
-                                        std::move(outputs));
+                                        std::move(outputs), state_);
 }
 
 void ProcessGroupDFCCL::submitOne(WorkDFCCL& work, const Step& step) {
@@ -310,7 +508,9 @@ void ProcessGroupDFCCL::submitOne(WorkDFCCL& work, const Step& step) {
     dfcclRequest_t req = nullptr;
     const dfcclResult_t r = step.submit(comm, stream, &req);
     if (r == dfcclSuccess) {
-      work.addRequest(req);
+      RequestMeta meta{req, step.device.is_cuda(), -1, step.peer, step.isSend, step.count};
+      if (step.peer < 0) meta.collIndex = int64_t(step.device.is_cuda() ? cudaColls_++ : hostColls_++);
+      work.addRequest(meta);
       return;
     }
     // Back-pressure: too many outstanding collectives on the engine; completions free room.
@@ -325,12 +525,15 @@ void ProcessGroupDFCCL::submitOne(WorkDFCCL& work, const Step& step) {
 c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::run(const c10::intrusive_ptr<WorkDFCCL>& work,
                                                       const std::vector<Step>& steps) {
   std::lock_guard<std::mutex> lk(submitMutex_);
+  std::unique_lock<std::mutex> slk(state_->mu);  // abort and shutdown wait until these submissions are made
   try {
     for (const Step& s : steps) submitOne(*work, s);
   } catch (...) {
+    slk.unlock();
     work->arm();  // what was submitted completes and releases its tensors
     throw;
   }
+  slk.unlock();
   work->arm();
   return work;
 }
@@ -349,9 +552,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allreduceImpl(std::vector<at::
     premultiply(t, r);
     work->stash(t);
     if (t.numel() == 0) continue;
-    steps.push_back({t, [t, r](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+    steps.push_back({t,
+                     [t, r](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
                        return dfcclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), r.type, r.op, c, 0, s, q);
-                     }});
+                     },
+                     size_t(t.numel())});
   }
   return run(work, steps);
 }
@@ -376,9 +581,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::broadcast(std::vector<at::Tens
   const int root = int(opts.rootRank);
   std::vector<Step> steps;
   if (t.numel() > 0)
-    steps.push_back({t, [t, root](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+    steps.push_back({t,
+                     [t, root](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
                        return dfcclBroadcast(t.data_ptr(), t.data_ptr(), bytesOf(t), dfcclUint8, root, c, 0, s, q);
-                     }});
+                     },
+                     bytesOf(t)});
   return run(work, steps);
 }
 
@@ -394,10 +601,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::reduce(std::vector<at::Tensor>
   const int root = int(opts.rootRank);
   std::vector<Step> steps;
   if (t.numel() > 0)
-    steps.push_back({t, [t, r, root](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+    steps.push_back({t,
+                     [t, r, root](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
                        return dfcclReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), r.type, r.op, root, c, 0, s,
                                           q);
-                     }});
+                     },
+                     size_t(t.numel())});
   return run(work, steps);
 }
 
@@ -426,9 +635,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allgather(std::vector<std::vec
   });
   std::vector<Step> steps;
   if (in.numel() > 0)
-    steps.push_back({in, [in, flat](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+    steps.push_back({in,
+                     [in, flat](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
                        return dfcclAllGather(in.data_ptr(), flat.data_ptr(), bytesOf(in), dfcclUint8, c, 0, s, q);
-                     }});
+                     },
+                     bytesOf(in)});
   return run(work, steps);
 }
 
@@ -447,9 +658,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allgatherBase(std::vector<at::
     work->stash(in);
     work->stash(out);
     if (in.numel() == 0) continue;
-    steps.push_back({in, [in, out](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+    steps.push_back({in,
+                     [in, out](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
                        return dfcclAllGather(in.data_ptr(), out.data_ptr(), bytesOf(in), dfcclUint8, c, 0, s, q);
-                     }});
+                     },
+                     bytesOf(in)});
   }
   return run(work, steps);
 }
@@ -488,10 +701,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::reduceScatterBase(std::vector<
     work->stash(in);
     work->stash(out);
     if (out.numel() == 0) continue;
-    steps.push_back({in, [in, out, r](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+    steps.push_back({in,
+                     [in, out, r](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
                        return dfcclReduceScatter(in.data_ptr(), out.data_ptr(), size_t(out.numel()), r.type, r.op, c, 0,
                                                  s, q);
-                     }});
+                     },
+                     size_t(out.numel())});
   }
   return run(work, steps);
 }
@@ -531,7 +746,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::barrier(const c10d::BarrierOpt
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
-// Not in the core yet, and the lifecycle
+// Not in the core yet
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::send(std::vector<at::Tensor>&, int, int) {
   unsupported("send", "point-to-point is not in the DFCCL core yet");
@@ -550,6 +765,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::alltoall(std::vector<at::Tenso
                                                            const c10d::AllToAllOptions&) {
   unsupported("alltoall", "all-to-all is not in the DFCCL core yet");
 }
+
+// ---------------------------------------------------------------------------------------------------------------------
+// Not implemented, and the lifecycle
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::gather(std::vector<std::vector<at::Tensor>>&,
                                                          std::vector<at::Tensor>&, const c10d::GatherOptions&) {
   unsupported("gather", "not implemented in this version (use all_gather)");
@@ -560,22 +779,40 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::scatter(std::vector<at::Tensor
   unsupported("scatter", "not implemented in this version (use broadcast)");
 }
 
-void ProcessGroupDFCCL::abort() {
-  if (aborted_.exchange(true) || shutDown_) return;
-  for (dfcclComm_t c : {hostComm_, cudaComm_})
+void GroupState::abortComms() {
+  std::lock_guard<std::mutex> lk(mu);
+  if (aborted.exchange(true)) return;
+  for (dfcclComm_t c : {host, cuda})
     if (c) dfcclCommAbort(c);
+  host = cuda = nullptr;
+}
+
+void ProcessGroupDFCCL::abort() {
+  if (!shutDown_) state_->abortComms();
 }
 
 void ProcessGroupDFCCL::shutdown() {
-  if (aborted_ || shutDown_.exchange(true)) return;
+  if (state_->aborted || shutDown_.exchange(true)) return;
   std::lock_guard<std::mutex> lk(submitMutex_);
+  std::lock_guard<std::mutex> slk(state_->mu);
   std::string failed;
   for (dfcclComm_t c : {hostComm_, cudaComm_}) {
     if (!c) continue;
     const dfcclResult_t r = dfcclCommDestroy(c);
     if (r != dfcclSuccess) failed += " " + describe(r);
   }
+  state_->host = state_->cuda = nullptr;
   if (!failed.empty()) throwDist("dfccl: group '" + groupId_ + "': shutdown:" + failed);
+}
+
+std::map<std::string, std::pair<size_t, size_t>> ProcessGroupDFCCL::memory() const {
+  std::map<std::string, std::pair<size_t, size_t>> out;
+  std::lock_guard<std::mutex> lk(state_->mu);
+  for (auto [key, c] : {std::pair<const char*, dfcclComm_t>{"cpu", state_->host}, {"cuda", state_->cuda}}) {
+    dfcclCommInfo_t info{};
+    if (c && dfcclCommGetInfo(c, &info) == dfcclSuccess) out[key] = {info.connectionBytes, info.p2pBytes};
+  }
+  return out;
 }
 
 }  // namespace dfccl_torch

@@ -17,6 +17,8 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -32,6 +34,32 @@ struct OpName {
   std::string str() const;
 };
 
+// What the watchdog and the error messages need of a process group, shared by the group and its works (a work may
+// outlive its group). mu guards the communicator handles: shutdown and abort clear them under it, so a work never
+// asks a freed communicator for its state.
+struct GroupState {
+  std::string id;
+  std::vector<uint64_t> globalRanks;  // group rank -> global rank; empty: the same
+  std::mutex mu;
+  dfcclComm_t host = nullptr;
+  dfcclComm_t cuda = nullptr;
+  std::atomic<bool> aborted{false};
+  int globalRank(int groupRank) const;
+  // Aborts the communicators (dfcclCommAbort) and forgets them; later ops of the group raise. Takes mu.
+  void abortComms();
+};
+
+// One DFCCL submission of a work, as the watchdog describes it: a collective (its index among the collectives of its
+// communicator, which DFCCL's dump names) or a point-to-point transfer with one peer (a group rank).
+struct RequestMeta {
+  dfcclRequest_t req = nullptr;
+  bool cuda = false;
+  int64_t collIndex = -1;  // collectives: 0, 1, ... per communicator; -1 for send/recv
+  int peer = -1;           // send/recv: the peer's group rank
+  bool isSend = false;
+  size_t count = 0;  // the count argument (for matching the dump's line)
+};
+
 // One torch op: its DFCCL requests (several for coalesced ops), the tensors they read and write (kept alive until
 // every request has finished), and a Future completed on the backend's completion thread.
 // Contract: the completion thread calls complete() once, after every request's callback has run; wait() on CPU
@@ -39,7 +67,7 @@ struct OpName {
 class WorkDFCCL : public c10d::Work {
  public:
   WorkDFCCL(OpName name, int rank, c10d::OpType type, std::optional<at::Device> cuda, std::chrono::milliseconds timeout,
-            std::vector<at::Tensor> outputs);
+            std::vector<at::Tensor> outputs, std::shared_ptr<GroupState> group);
   ~WorkDFCCL() override;
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
@@ -49,7 +77,10 @@ class WorkDFCCL : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
 
   // Called by the backend while it builds the work (submitting thread only).
-  void addRequest(dfcclRequest_t req) { requests_.push_back(req); }
+  void addRequest(const RequestMeta& meta) {
+    requests_.push_back(meta.req);
+    meta_.push_back(meta);
+  }
   void stash(const at::Tensor& t) { stash_.push_back(t); }
   void setPost(std::function<void()> post) { post_ = std::move(post); }
   // Registers the completion callbacks of every request added; after this the work completes on its own.
@@ -57,6 +88,13 @@ class WorkDFCCL : public c10d::Work {
   // Completion thread: records the outcome, runs the copy-out, completes the Future and releases the stash.
   void complete();
   const OpName& name() const { return name_; }
+  // Watchdog: whether the work has been pending longer than its timeout and not reported yet (then marks it reported).
+  bool dueForReport(std::chrono::steady_clock::time_point now);
+  // What is known about why the work is not complete, in words ("pending for T ms (timeout T ms); ..."): per pending
+  // request, the ranks that have not called it (collectives: from dfcclDebugDump, whose text is also written to
+  // stderr) or the peer (send/recv). Never blocks for long (the dump waits at most about a second for the engine).
+  std::string stuckReport();
+  const std::shared_ptr<GroupState>& group() const { return group_; }
 
  private:
   static void onRequestDone(dfcclRequest_t req, dfcclResult_t status, void* arg);
@@ -70,6 +108,13 @@ class WorkDFCCL : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   std::vector<at::Tensor> stash_;
   std::vector<dfcclRequest_t> requests_;
+  std::vector<RequestMeta> meta_;
+  std::shared_ptr<GroupState> group_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::atomic<bool> reported_{false};
+  std::mutex reportMutex_;
+  std::string report_;  // the last stuckReport() and when it was made (one dump serves callers within a second)
+  std::chrono::steady_clock::time_point reportTime_;
   std::function<void()> post_;
   std::once_flag postOnce_;
   std::atomic<int> pending_{0};
@@ -141,12 +186,18 @@ class ProcessGroupDFCCL : public c10d::Backend {
 
   bool hasCudaComm() const { return cudaComm_ != nullptr; }
   const std::string& groupName() const { return groupId_; }
+  // Connection memory of this rank per communicator, from dfcclCommGetInfo: {"cpu"|"cuda": (connectionBytes,
+  // p2pBytes)}; empty after shutdown or abort.
+  std::map<std::string, std::pair<size_t, size_t>> memory() const;
 
  private:
   using Submit = std::function<dfcclResult_t(dfcclComm_t, cudaStream_t, dfcclRequest_t*)>;
   struct Step {
     at::Tensor device;  // the tensor whose device picks the communicator and stream
     Submit submit;
+    size_t count = 0;     // the count argument, for the watchdog
+    int peer = -1;        // send/recv: the peer (group rank); -1: a collective
+    bool isSend = false;  // send/recv: which of the two
   };
 
   dfcclComm_t initComm(int executor, const std::string& key, int device);
@@ -167,13 +218,15 @@ class ProcessGroupDFCCL : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::string groupId_;
+  std::shared_ptr<GroupState> state_;
+  uint64_t hostColls_ = 0;  // collectives submitted on hostComm_ / cudaComm_ (RequestMeta::collIndex)
+  uint64_t cudaColls_ = 0;
   std::chrono::milliseconds timeout_;
   int globalRank_ = 0;
   dfcclComm_t hostComm_ = nullptr;
   dfcclComm_t cudaComm_ = nullptr;
   int cudaDevice_ = -1;
   uint64_t seq_ = 0;
-  std::atomic<bool> aborted_{false};
   std::atomic<bool> shutDown_{false};
   std::mutex submitMutex_;  // one submission at a time: collectives of a communicator match by submission order
 };
