@@ -14,6 +14,7 @@
 #include <cstring>
 #include <deque>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -164,25 +165,46 @@ std::string captureDump(dfcclComm_t comm) {
   return text;
 }
 
-// From a dump, the group ranks that have not called the collective `index` of a communicator with `count` (0: any):
-// "... count C ...; #N of its communicator, not called yet by ranks 1, 3" (lib/src/match_board.cpp). nullopt when no
-// line matches, or lines of several communicators match and disagree; an empty list when every rank has called it.
-std::optional<std::vector<int>> missingRanks(const std::string& dump, int64_t index, size_t count) {
-  static const std::regex line(
-      R"(count (\d+) .*; #(\d+) of its communicator, (not called yet by ranks? ([0-9, ]+)|called by every rank))");
-  std::optional<std::vector<int>> found;
+// From a dump, the group ranks that have not called the request m (lib/src/match_board.cpp words it):
+//   collective:  "comm K ... count C ...; #N of its communicator, not called yet by ranks 1, 3" / "called by every
+//   rank" send, recv:  "comm K ...; dfcclSend #N to rank P, not posted yet by rank P (its receive)" / "posted by both
+//   sides" all-to-all:  "comm K ...; all-to-all #N's transfer from rank P, not posted yet ..." (one line per transfer)
+// The dump covers every communicator of the engine: the lines of each communicator that fit m are gathered, and the
+// answer is theirs when all such communicators agree; nullopt when none fits or they disagree.
+using PerComm = std::map<long, std::set<int>>;  // dump lines that fit a request: communicator -> ranks missing
+
+void collectiveLine(const std::string& l, const RequestMeta& m, PerComm& perComm) {
+  static const std::regex coll(
+      R"(comm (\d+) .*count (\d+) .*; #(\d+) of its communicator, (?:not called yet by ranks? ([0-9, ]+)|called by every rank))");
+  std::smatch x;
+  if (!std::regex_search(l, x, coll) || std::stoll(x[3]) != m.index || (m.count && std::stoull(x[2]) != m.count))
+    return;
+  std::set<int>& ranks = perComm[std::stol(x[1])];
+  std::istringstream rs(x[4].str());
+  for (std::string r; std::getline(rs, r, ',');)
+    if (r.find_first_not_of(' ') != std::string::npos) ranks.insert(std::stoi(r));
+}
+
+void transferLine(const std::string& l, const RequestMeta& m, PerComm& perComm) {
+  static const std::regex p2p(
+      R"(comm (\d+) .*; (dfcclSend|dfcclRecv|all-to-all) #(\d+)(?:'s transfer)? (?:to|from) rank (\d+), (not posted yet|posted by both sides))");
+  const char* word = m.kind == ReqKind::Send ? "dfcclSend" : m.kind == ReqKind::Recv ? "dfcclRecv" : "all-to-all";
+  std::smatch x;
+  if (!std::regex_search(l, x, p2p) || x[2] != word || std::stoll(x[3]) != m.index) return;
+  if (m.kind != ReqKind::AllToAll && std::stoi(x[4]) != m.peer) return;
+  std::set<int>& ranks = perComm[std::stol(x[1])];
+  if (x[5] == "not posted yet") ranks.insert(std::stoi(x[4]));
+}
+
+std::optional<std::vector<int>> missingRanks(const std::string& dump, const RequestMeta& m) {
+  PerComm perComm;
   std::istringstream in(dump);
-  for (std::string l; std::getline(in, l);) {
-    std::smatch m;
-    if (!std::regex_search(l, m, line) || std::stoll(m[2]) != index || (count && std::stoull(m[1]) != count)) continue;
-    std::vector<int> ranks;
-    std::istringstream rs(m[4].str());
-    for (std::string r; std::getline(rs, r, ',');)
-      if (r.find_first_not_of(' ') != std::string::npos) ranks.push_back(std::stoi(r));
-    if (found && *found != ranks) return std::nullopt;
-    found = ranks;
-  }
-  return found;
+  for (std::string l; std::getline(in, l);)
+    m.kind == ReqKind::Collective ? collectiveLine(l, m, perComm) : transferLine(l, m, perComm);
+  if (perComm.empty()) return std::nullopt;
+  for (const auto& [_, ranks] : perComm)
+    if (ranks != perComm.begin()->second) return std::nullopt;
+  return std::vector<int>(perComm.begin()->second.begin(), perComm.begin()->second.end());
 }
 
 std::string rankList(const GroupState& g, const std::vector<int>& ranks) {
@@ -355,15 +377,18 @@ bool WorkDFCCL::dueForReport(std::chrono::steady_clock::time_point now) {
 
 // One pending request in words: who has not arrived.
 static std::string describeRequest(const GroupState& g, const RequestMeta& m, dfcclComm_t comm, std::string& dump) {
-  if (m.peer >= 0)
-    return std::string(m.isSend ? "the send to" : "the receive from") + " rank " + rankList(g, {m.peer}) +
-           " is not matched yet: that rank has not posted the matching " + (m.isSend ? "recv" : "send");
   if (dump.empty()) {
     dump = captureDump(comm);
     std::fputs(dump.c_str(), stderr);
   }
-  const auto ranks = missingRanks(dump, m.collIndex, m.count);
-  const std::string which = "collective #" + std::to_string(m.collIndex) + " of its communicator";
+  std::string which;
+  switch (m.kind) {
+    case ReqKind::Collective: which = "collective #" + std::to_string(m.index) + " of its communicator"; break;
+    case ReqKind::Send: which = "send #" + std::to_string(m.index) + " to rank " + rankList(g, {m.peer}); break;
+    case ReqKind::Recv: which = "recv #" + std::to_string(m.index) + " from rank " + rankList(g, {m.peer}); break;
+    case ReqKind::AllToAll: which = "all-to-all #" + std::to_string(m.index) + " of its communicator"; break;
+  }
+  const auto ranks = missingRanks(dump, m);
   if (!ranks) return which + ": the ranks that have not called it are not known (see the dfcclDebugDump above)";
   if (ranks->empty()) return which + ": called by every rank (running or preempted; a rank may be slow)";
   return which + ": ranks that never arrived: " + rankList(g, *ranks);
@@ -499,6 +524,14 @@ c10::intrusive_ptr<WorkDFCCL> ProcessGroupDFCCL::makeWork(const std::string& op,
                                         std::move(outputs), state_);
 }
 
+int64_t ProcessGroupDFCCL::Counters::next(ReqKind kind, int peer) {
+  switch (kind) {
+    case ReqKind::Collective: return int64_t(colls++);
+    case ReqKind::AllToAll: return int64_t(allToAlls++);
+    default: return int64_t(transfers[{peer, kind == ReqKind::Send}]++);
+  }
+}
+
 void ProcessGroupDFCCL::submitOne(WorkDFCCL& work, const Step& step) {
   const dfcclComm_t comm = commFor(step.device, work.name().op);
   const cudaStream_t stream =
@@ -508,8 +541,8 @@ void ProcessGroupDFCCL::submitOne(WorkDFCCL& work, const Step& step) {
     dfcclRequest_t req = nullptr;
     const dfcclResult_t r = step.submit(comm, stream, &req);
     if (r == dfcclSuccess) {
-      RequestMeta meta{req, step.device.is_cuda(), -1, step.peer, step.isSend, step.count};
-      if (step.peer < 0) meta.collIndex = int64_t(step.device.is_cuda() ? cudaColls_++ : hostColls_++);
+      Counters& counts = step.device.is_cuda() ? cudaCounts_ : hostCounts_;
+      RequestMeta meta{req, step.device.is_cuda(), step.kind, counts.next(step.kind, step.peer), step.peer, step.count};
       work.addRequest(meta);
       return;
     }
@@ -746,24 +779,177 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::barrier(const c10d::BarrierOpt
 }
 
 // ---------------------------------------------------------------------------------------------------------------------
-// Not in the core yet
+// Point-to-point and all-to-all
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::send(std::vector<at::Tensor>&, int, int) {
-  unsupported("send", "point-to-point is not in the DFCCL core yet");
+namespace {
+
+// t (contiguous) as a flat byte tensor sharing its memory.
+at::Tensor byteView(const at::Tensor& t) { return t.reshape({-1}).view(at::kByte); }
+
+// Bytes per row of dim 0 of t (dim >= 1).
+size_t rowBytes(const at::Tensor& t) {
+  size_t n = size_t(t.element_size());
+  for (int64_t d = 1; d < t.dim(); ++d) n *= size_t(t.size(d));
+  return n;
 }
-c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::recv(std::vector<at::Tensor>&, int, int) {
-  unsupported("recv", "point-to-point is not in the DFCCL core yet");
+
+// Bytes and displacements of one side of alltoall_base: rows of dim 0 per peer from splits, or equal parts when
+// splits is empty. Raises naming `side` when they do not fit the tensor.
+struct Parts {
+  std::vector<size_t> bytes, displs;
+};
+
+Parts partsOf(const at::Tensor& t, const std::vector<int64_t>& splits, int size, const std::string& where,
+              const std::string& side) {
+  if (t.dim() < 1) throwDist(where + ": the " + side + " tensor needs at least one dimension");
+  const int64_t rows = t.size(0);
+  std::vector<int64_t> r = splits;
+  if (r.empty()) {
+    if (rows % size != 0)
+      throwDist(where + ": the " + side + "'s " + std::to_string(rows) + " rows do not split equally over " +
+                std::to_string(size) + " ranks");
+    r.assign(size_t(size), rows / size);
+  }
+  if (int(r.size()) != size)
+    throwDist(where + ": " + side + " split sizes has " + std::to_string(r.size()) + " entries, the group " +
+              std::to_string(size) + " ranks");
+  int64_t sum = 0;
+  for (int64_t v : r) {
+    if (v < 0) throwDist(where + ": a negative " + side + " split size");
+    sum += v;
+  }
+  if (sum != rows)
+    throwDist(where + ": the " + side + " split sizes add up to " + std::to_string(sum) + ", the tensor has " +
+              std::to_string(rows) + " rows");
+  Parts p;
+  size_t at = 0;
+  for (int64_t v : r) {
+    p.bytes.push_back(size_t(v) * rowBytes(t));
+    p.displs.push_back(at);
+    at += p.bytes.back();
+  }
+  return p;
 }
+
+bool allEqual(const std::vector<size_t>& v) {
+  return std::all_of(v.begin(), v.end(), [&](size_t x) { return x == v.front(); });
+}
+
+// One all-to-all of bytes: dfcclAllToAll where every part has the same size on both sides, else dfcclAllToAllv.
+// The arrays are copied into the step (DFCCL reads them during the call only).
+std::function<dfcclResult_t(dfcclComm_t, cudaStream_t, dfcclRequest_t*)> allToAllSubmit(const at::Tensor& in,
+                                                                                        const at::Tensor& out,
+                                                                                        Parts send, Parts recv) {
+  if (allEqual(send.bytes) && allEqual(recv.bytes) && send.bytes.front() == recv.bytes.front()) {
+    const size_t each = send.bytes.front();
+    return [in, out, each](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+      return dfcclAllToAll(in.data_ptr(), out.data_ptr(), each, dfcclUint8, c, 0, s, q);
+    };
+  }
+  return [in, out, send, recv](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+    return dfcclAllToAllv(in.data_ptr(), send.bytes.data(), send.displs.data(), out.data_ptr(), recv.bytes.data(),
+                          recv.displs.data(), dfcclUint8, c, 0, s, q);
+  };
+}
+
+}  // namespace
+
+int ProcessGroupDFCCL::checkPeer(int peer, const std::string& where) const {
+  if (peer < 0 || peer >= getSize())
+    throwDist(where + ": peer rank " + std::to_string(peer) + " is not in the group (size " +
+              std::to_string(getSize()) + ")");
+  return peer;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::p2p(std::vector<at::Tensor>& tensors, int peer, bool isSend) {
+  const std::string op = isSend ? "send" : "recv";
+  TORCH_CHECK(tensors.size() == 1, "dfccl: ", op, " takes one tensor");
+  const at::Tensor t = tensors[0];
+  auto work = makeWork(op, isSend ? c10d::OpType::SEND : c10d::OpType::RECV, t, tensors);
+  checkTensor(t, work->name().str());
+  checkPeer(peer, work->name().str());
+  work->stash(t);
+  std::vector<Step> steps;
+  if (t.numel() > 0) {
+    Submit submit = isSend ? Submit([t, peer](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+      return dfcclSend(t.data_ptr(), bytesOf(t), dfcclUint8, peer, c, 0, s, q);
+    })
+                           : Submit([t, peer](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+                               return dfcclRecv(t.data_ptr(), bytesOf(t), dfcclUint8, peer, c, 0, s, q);
+                             });
+    steps.push_back({t, std::move(submit), bytesOf(t), isSend ? ReqKind::Send : ReqKind::Recv, peer});
+  }
+  return run(work, steps);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::send(std::vector<at::Tensor>& tensors, int dstRank, int) {
+  return p2p(tensors, dstRank, true);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::recv(std::vector<at::Tensor>& tensors, int srcRank, int) {
+  return p2p(tensors, srcRank, false);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::recvAnysource(std::vector<at::Tensor>&, int) {
-  unsupported("recvAnysource", "point-to-point is not in the DFCCL core yet");
+  unsupported("recvAnysource",
+              "a receive from any source (recv without src) cannot be matched: DFCCL pairs each receive with the "
+              "k-th send of one named peer; pass src");
 }
-c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&,
-                                                                std::vector<int64_t>&, const c10d::AllToAllOptions&) {
-  unsupported("alltoall_base", "all-to-all is not in the DFCCL core yet");
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                                std::vector<int64_t>& outputSplits,
+                                                                std::vector<int64_t>& inputSplits,
+                                                                const c10d::AllToAllOptions&) {
+  auto work = makeWork("alltoall_base", c10d::OpType::ALLTOALL_BASE, input, {output});
+  const std::string where = work->name().str();
+  checkTensor(input, where);
+  checkTensor(output, where);
+  if (input.scalar_type() != output.scalar_type() || input.device() != output.device())
+    throwDist(where + ": input and output differ in dtype or device");
+  if (input.numel() > 0 && output.numel() > 0 && input.data_ptr() == output.data_ptr())
+    throwDist(where + ": input and output are the same memory (all-to-all is not in place)");
+  Parts send = partsOf(input, inputSplits, getSize(), where, "input");
+  Parts recv = partsOf(output, outputSplits, getSize(), where, "output");
+  work->stash(input);
+  work->stash(output);
+  std::vector<Step> steps{{input, allToAllSubmit(input, output, send, recv), 0, ReqKind::AllToAll}};
+  return run(work, steps);
 }
-c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::alltoall(std::vector<at::Tensor>&, std::vector<at::Tensor>&,
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::alltoall(std::vector<at::Tensor>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
                                                            const c10d::AllToAllOptions&) {
-  unsupported("alltoall", "all-to-all is not in the DFCCL core yet");
+  TORCH_CHECK(!inputs.empty(), "dfccl: alltoall: no tensors");
+  auto work = makeWork("alltoall", c10d::OpType::ALLTOALL, inputs[0], outputs);
+  const std::string where = work->name().str();
+  if (int(inputs.size()) != getSize() || int(outputs.size()) != getSize())
+    throwDist(where + ": the lists have " + std::to_string(inputs.size()) + " inputs and " +
+              std::to_string(outputs.size()) + " outputs, the group " + std::to_string(getSize()) + " ranks");
+  Parts send, recv;
+  std::vector<at::Tensor> ins;
+  for (size_t p = 0; p < inputs.size(); ++p) {
+    for (const at::Tensor* t : {&inputs[p], &outputs[p]}) {
+      checkTensor(*t, where);
+      if (t->device() != inputs[0].device()) throwDist(where + ": the tensors are on different devices");
+    }
+    send.displs.push_back(send.bytes.empty() ? 0 : send.displs.back() + send.bytes.back());
+    send.bytes.push_back(bytesOf(inputs[p]));
+    recv.displs.push_back(recv.bytes.empty() ? 0 : recv.displs.back() + recv.bytes.back());
+    recv.bytes.push_back(bytesOf(outputs[p]));
+    ins.push_back(byteView(inputs[p]));
+  }
+  // Sent from one packed buffer into another, copied out on completion (CPU) or when the stream waits (CUDA).
+  const at::Tensor in = at::cat(ins);
+  const at::Tensor out = at::empty({int64_t(recv.displs.back() + recv.bytes.back())}, in.options());
+  work->stash(in);
+  work->stash(out);
+  std::vector<at::Tensor> outs = outputs;
+  work->setPost([out, outs, recv]() mutable {
+    for (size_t p = 0; p < outs.size(); ++p)
+      byteView(outs[p]).copy_(out.narrow(0, int64_t(recv.displs[p]), int64_t(recv.bytes[p])));
+  });
+  std::vector<Step> steps{{in, allToAllSubmit(in, out, send, recv), 0, ReqKind::AllToAll}};
+  return run(work, steps);
 }
 
 // ---------------------------------------------------------------------------------------------------------------------

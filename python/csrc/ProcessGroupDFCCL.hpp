@@ -49,15 +49,17 @@ struct GroupState {
   void abortComms();
 };
 
-// One DFCCL submission of a work, as the watchdog describes it: a collective (its index among the collectives of its
-// communicator, which DFCCL's dump names) or a point-to-point transfer with one peer (a group rank).
+// What a DFCCL request is, for the watchdog: DFCCL's dump numbers collectives per communicator, send/recv per
+// (direction, peer) and all-to-alls per communicator; `index` is that number.
+enum class ReqKind { Collective, Send, Recv, AllToAll };
+
 struct RequestMeta {
   dfcclRequest_t req = nullptr;
   bool cuda = false;
-  int64_t collIndex = -1;  // collectives: 0, 1, ... per communicator; -1 for send/recv
-  int peer = -1;           // send/recv: the peer's group rank
-  bool isSend = false;
-  size_t count = 0;  // the count argument (for matching the dump's line)
+  ReqKind kind = ReqKind::Collective;
+  int64_t index = 0;
+  int peer = -1;     // send/recv: the peer's group rank
+  size_t count = 0;  // collectives: the count argument (for matching the dump's line)
 };
 
 // One torch op: its DFCCL requests (several for coalesced ops), the tensors they read and write (kept alive until
@@ -165,15 +167,18 @@ class ProcessGroupDFCCL : public c10d::Backend {
                                                                  const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
-  // Not in the DFCCL core yet: each raises DistBackendError naming the op.
+  // Point-to-point (dfcclSend/dfcclRecv, any dtype, moved as bytes; tags are ignored: the k-th send from a to b
+  // matches the k-th recv at b from a) and all-to-all (dfcclAllToAll for equal splits, else dfcclAllToAllv).
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  // Raises DistBackendError: DFCCL matches every receive with one named peer.
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& outputSplits, std::vector<int64_t>& inputSplits,
                                                const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
+  // Not implemented in this version: each raises DistBackendError naming the op.
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -195,9 +200,9 @@ class ProcessGroupDFCCL : public c10d::Backend {
   struct Step {
     at::Tensor device;  // the tensor whose device picks the communicator and stream
     Submit submit;
-    size_t count = 0;     // the count argument, for the watchdog
-    int peer = -1;        // send/recv: the peer (group rank); -1: a collective
-    bool isSend = false;  // send/recv: which of the two
+    size_t count = 0;  // the count argument, for the watchdog
+    ReqKind kind = ReqKind::Collective;
+    int peer = -1;  // send/recv: the peer (group rank)
   };
 
   dfcclComm_t initComm(int executor, const std::string& key, int device);
@@ -212,6 +217,8 @@ class ProcessGroupDFCCL : public c10d::Backend {
                                                const std::string& name);
   c10::intrusive_ptr<c10d::Work> allgatherBase(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                const std::string& name, c10d::OpType type);
+  int checkPeer(int peer, const std::string& where) const;
+  c10::intrusive_ptr<c10d::Work> p2p(std::vector<at::Tensor>& tensors, int peer, bool isSend);
   c10::intrusive_ptr<c10d::Work> reduceScatterBase(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                    const c10d::ReduceOp& op, const std::string& name,
                                                    c10d::OpType type);
@@ -219,8 +226,13 @@ class ProcessGroupDFCCL : public c10d::Backend {
   c10::intrusive_ptr<c10d::Store> store_;
   std::string groupId_;
   std::shared_ptr<GroupState> state_;
-  uint64_t hostColls_ = 0;  // collectives submitted on hostComm_ / cudaComm_ (RequestMeta::collIndex)
-  uint64_t cudaColls_ = 0;
+  // What has been submitted on each communicator, numbered as DFCCL numbers it (RequestMeta::index).
+  struct Counters {
+    uint64_t colls = 0, allToAlls = 0;
+    std::map<std::pair<int, bool>, uint64_t> transfers;  // (peer, is a send) -> transfers so far
+    int64_t next(ReqKind kind, int peer);
+  };
+  Counters hostCounts_, cudaCounts_;
   std::chrono::milliseconds timeout_;
   int globalRank_ = 0;
   dfcclComm_t hostComm_ = nullptr;
