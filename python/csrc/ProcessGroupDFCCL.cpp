@@ -504,7 +504,7 @@ void ProcessGroupDFCCL::unsupported(const std::string& op, const std::string& wh
   throwDist("dfccl: group '" + groupId_ + "': op " + op + " is not supported: " + why);
 }
 
-// Caller holds state_->mu (run): the handles are the live ones, null once aborted or shut down.
+// Caller holds state_->mu (submitOne): the handles are the live ones, null once aborted or shut down.
 dfcclComm_t ProcessGroupDFCCL::commFor(const at::Tensor& t, const std::string& op) {
   checkOpen(op);
   if (t.is_cpu()) return state_->host;
@@ -533,13 +533,17 @@ int64_t ProcessGroupDFCCL::Counters::next(ReqKind kind, int peer) {
 }
 
 void ProcessGroupDFCCL::submitOne(WorkDFCCL& work, const Step& step) {
-  const dfcclComm_t comm = commFor(step.device, work.name().op);
   const cudaStream_t stream =
       step.device.is_cuda() ? c10::cuda::getCurrentCUDAStream(step.device.device().index()).stream() : DFCCL_NO_STREAM;
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
     dfcclRequest_t req = nullptr;
-    const dfcclResult_t r = step.submit(comm, stream, &req);
+    dfcclResult_t r;
+    {
+      // Per attempt, not across the back-pressure sleeps: abort and the watchdog take this lock too.
+      std::lock_guard<std::mutex> lk(state_->mu);
+      r = step.submit(commFor(step.device, work.name().op), stream, &req);
+    }
     if (r == dfcclSuccess) {
       Counters& counts = step.device.is_cuda() ? cudaCounts_ : hostCounts_;
       RequestMeta meta{req, step.device.is_cuda(), step.kind, counts.next(step.kind, step.peer), step.peer, step.count};
@@ -558,15 +562,12 @@ void ProcessGroupDFCCL::submitOne(WorkDFCCL& work, const Step& step) {
 c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::run(const c10::intrusive_ptr<WorkDFCCL>& work,
                                                       const std::vector<Step>& steps) {
   std::lock_guard<std::mutex> lk(submitMutex_);
-  std::unique_lock<std::mutex> slk(state_->mu);  // abort and shutdown wait until these submissions are made
   try {
     for (const Step& s : steps) submitOne(*work, s);
   } catch (...) {
-    slk.unlock();
     work->arm();  // what was submitted completes and releases its tensors
     throw;
   }
-  slk.unlock();
   work->arm();
   return work;
 }

@@ -146,6 +146,15 @@ def all_to_all(rank, world):
         for p in range(world):
             if not same(outs[p], wants[p]):
                 fails.append(f"all_to_all list {dtype} from {p}")
+    # Everything goes to the last rank: the others receive nothing (empty outputs).
+    last = world - 1
+    inp = torch.full((3 * world, 2), float(rank), device=dev)
+    out = torch.empty((3 * world * world if rank == last else 0, 2), device=dev)
+    dist.all_to_all_single(out, inp, [3 * world if rank == last else 0] * world,
+                           [3 * world if p == last else 0 for p in range(world)])
+    want = torch.cat([torch.full((3 * world, 2), float(p)) for p in range(world)]) if rank == last else out.cpu()
+    if not torch.equal(out.cpu(), want):
+        fails.append("all_to_all_single to the last rank only")
     return fails
 
 
