@@ -4,8 +4,6 @@
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <climits>
 #include <condition_variable>
@@ -13,11 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <regex>
-#include <set>
-#include <sstream>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 namespace dfccl_torch {
 namespace {
@@ -142,70 +138,6 @@ class Watchdog {
   std::mutex mu_;
   std::unordered_map<WorkDFCCL*, c10::intrusive_ptr<WorkDFCCL>> works_;
 };
-
-// dfcclDebugDump(comm) writes to stderr: the process's fd 2 is pointed at a temporary file for the call (other threads'
-// writes of that moment land there too), and the text is returned; the caller writes it out again.
-std::string captureDump(dfcclComm_t comm) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lk(mu);
-  std::FILE* tmp = std::tmpfile();
-  if (!tmp) return {};
-  std::fflush(stderr);
-  const int saved = ::dup(2);
-  ::dup2(::fileno(tmp), 2);
-  dfcclDebugDump(comm, 0);
-  std::fflush(stderr);
-  ::dup2(saved, 2);
-  ::close(saved);
-  std::string text;
-  std::rewind(tmp);
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, tmp)) > 0;) text.append(buf, n);
-  std::fclose(tmp);
-  return text;
-}
-
-// From a dump, the group ranks that have not called the request m (lib/src/match_board.cpp words it):
-//   collective:  "comm K ... count C ...; #N of its communicator, not called yet by ranks 1, 3" / "called by every
-//   rank" send, recv:  "comm K ...; dfcclSend #N to rank P, not posted yet by rank P (its receive)" / "posted by both
-//   sides" all-to-all:  "comm K ...; all-to-all #N's transfer from rank P, not posted yet ..." (one line per transfer)
-// The dump covers every communicator of the engine: the lines of each communicator that fit m are gathered, and the
-// answer is theirs when all such communicators agree; nullopt when none fits or they disagree.
-using PerComm = std::map<long, std::set<int>>;  // dump lines that fit a request: communicator -> ranks missing
-
-void collectiveLine(const std::string& l, const RequestMeta& m, PerComm& perComm) {
-  static const std::regex coll(
-      R"(comm (\d+) .*count (\d+) .*; #(\d+) of its communicator, (?:not called yet by ranks? ([0-9, ]+)|called by every rank))");
-  std::smatch x;
-  if (!std::regex_search(l, x, coll) || std::stoll(x[3]) != m.index || (m.count && std::stoull(x[2]) != m.count))
-    return;
-  std::set<int>& ranks = perComm[std::stol(x[1])];
-  std::istringstream rs(x[4].str());
-  for (std::string r; std::getline(rs, r, ',');)
-    if (r.find_first_not_of(' ') != std::string::npos) ranks.insert(std::stoi(r));
-}
-
-void transferLine(const std::string& l, const RequestMeta& m, PerComm& perComm) {
-  static const std::regex p2p(
-      R"(comm (\d+) .*; (dfcclSend|dfcclRecv|all-to-all) #(\d+)(?:'s transfer)? (?:to|from) rank (\d+), (not posted yet|posted by both sides))");
-  const char* word = m.kind == ReqKind::Send ? "dfcclSend" : m.kind == ReqKind::Recv ? "dfcclRecv" : "all-to-all";
-  std::smatch x;
-  if (!std::regex_search(l, x, p2p) || x[2] != word || std::stoll(x[3]) != m.index) return;
-  if (m.kind != ReqKind::AllToAll && std::stoi(x[4]) != m.peer) return;
-  std::set<int>& ranks = perComm[std::stol(x[1])];
-  if (x[5] == "not posted yet") ranks.insert(std::stoi(x[4]));
-}
-
-std::optional<std::vector<int>> missingRanks(const std::string& dump, const RequestMeta& m) {
-  PerComm perComm;
-  std::istringstream in(dump);
-  for (std::string l; std::getline(in, l);)
-    m.kind == ReqKind::Collective ? collectiveLine(l, m, perComm) : transferLine(l, m, perComm);
-  if (perComm.empty()) return std::nullopt;
-  for (const auto& [_, ranks] : perComm)
-    if (ranks != perComm.begin()->second) return std::nullopt;
-  return std::vector<int>(perComm.begin()->second.begin(), perComm.begin()->second.end());
-}
 
 std::string rankList(const GroupState& g, const std::vector<int>& ranks) {
   std::string group, global;
@@ -375,12 +307,29 @@ bool WorkDFCCL::dueForReport(std::chrono::steady_clock::time_point now) {
   return !reported_.exchange(true);
 }
 
-// One pending request in words: who has not arrived.
-static std::string describeRequest(const GroupState& g, const RequestMeta& m, dfcclComm_t comm, std::string& dump) {
-  if (dump.empty()) {
-    dump = captureDump(comm);
-    std::fputs(dump.c_str(), stderr);
+namespace {
+
+// The ranks of the request's communicator that have not called it (dfcclRequestGetMissingRanks); nullopt with the
+// reason in `why` when DFCCL cannot tell.
+std::optional<std::vector<int>> missingRanks(dfcclRequest_t req, std::string& why) {
+  std::vector<int> ranks(16);
+  for (;;) {
+    int n = 0;
+    const dfcclResult_t r = dfcclRequestGetMissingRanks(req, ranks.data(), int(ranks.size()), &n);
+    if (r != dfcclSuccess) {
+      why = describe(r);
+      return std::nullopt;
+    }
+    if (size_t(n) <= ranks.size()) {
+      ranks.resize(size_t(n));
+      return ranks;
+    }
+    ranks.resize(size_t(n));
   }
+}
+
+// One pending request in words: which it is and who has not arrived.
+std::string describeRequest(const GroupState& g, const RequestMeta& m) {
   std::string which;
   switch (m.kind) {
     case ReqKind::Collective: which = "collective #" + std::to_string(m.index) + " of its communicator"; break;
@@ -388,11 +337,14 @@ static std::string describeRequest(const GroupState& g, const RequestMeta& m, df
     case ReqKind::Recv: which = "recv #" + std::to_string(m.index) + " from rank " + rankList(g, {m.peer}); break;
     case ReqKind::AllToAll: which = "all-to-all #" + std::to_string(m.index) + " of its communicator"; break;
   }
-  const auto ranks = missingRanks(dump, m);
-  if (!ranks) return which + ": the ranks that have not called it are not known (see the dfcclDebugDump above)";
+  std::string why;
+  const auto ranks = missingRanks(m.req, why);
+  if (!ranks) return which + ": the ranks that have not called it are not known (" + why + ")";
   if (ranks->empty()) return which + ": called by every rank (running or preempted; a rank may be slow)";
   return which + ": ranks that never arrived: " + rankList(g, *ranks);
 }
+
+}  // namespace
 
 std::string WorkDFCCL::stuckReport() {
   // The watchdog and a timed-out wait() may ask at the same moment: one dump serves both.
@@ -404,7 +356,7 @@ std::string WorkDFCCL::stuckReport() {
       "pending for " + std::to_string(age.count()) + " ms (timeout " + std::to_string(timeout_.count()) + " ms)";
   {
     std::lock_guard<std::mutex> lk(group_->mu);
-    std::string hostDump, cudaDump;
+    bool dumped[2] = {false, false};  // the engine's state for whoever reads stderr: once per communicator
     for (const RequestMeta& m : meta_) {
       int done = 0;
       dfcclTest(m.req, &done);
@@ -414,7 +366,8 @@ std::string WorkDFCCL::stuckReport() {
         text += "; the group's communicators are gone (aborted or shut down)";
         break;
       }
-      text += "; " + describeRequest(*group_, m, comm, m.cuda ? cudaDump : hostDump);
+      if (!std::exchange(dumped[m.cuda], true)) dfcclDebugDump(comm, 0);
+      text += "; " + describeRequest(*group_, m);
     }
   }
   report_ = text;

@@ -49,8 +49,8 @@ struct GroupState {
   void abortComms();
 };
 
-// What a DFCCL request is, for the watchdog: DFCCL's dump numbers collectives per communicator, send/recv per
-// (direction, peer) and all-to-alls per communicator; `index` is that number.
+// What a DFCCL request is, for the watchdog's words: `index` numbers it as dfcclDebugDump does (collectives and
+// all-to-alls per communicator, send/recv per peer and direction).
 enum class ReqKind { Collective, Send, Recv, AllToAll };
 
 struct RequestMeta {
@@ -59,7 +59,7 @@ struct RequestMeta {
   ReqKind kind = ReqKind::Collective;
   int64_t index = 0;
   int peer = -1;     // send/recv: the peer's group rank
-  size_t count = 0;  // collectives: the count argument (for matching the dump's line)
+  size_t count = 0;  // the count argument
 };
 
 // One torch op: its DFCCL requests (several for coalesced ops), the tensors they read and write (kept alive until
@@ -93,8 +93,8 @@ class WorkDFCCL : public c10d::Work {
   // Watchdog: whether the work has been pending longer than its timeout and not reported yet (then marks it reported).
   bool dueForReport(std::chrono::steady_clock::time_point now);
   // What is known about why the work is not complete, in words ("pending for T ms (timeout T ms); ..."): per pending
-  // request, the ranks that have not called it (collectives: from dfcclDebugDump, whose text is also written to
-  // stderr) or the peer (send/recv). Never blocks for long (the dump waits at most about a second for the engine).
+  // request, the ranks that have not called it (dfcclRequestGetMissingRanks); also writes dfcclDebugDump of the
+  // communicators involved to stderr. Never blocks for long (DFCCL waits at most about a second for an engine).
   std::string stuckReport();
   const std::shared_ptr<GroupState>& group() const { return group_; }
 
