@@ -292,12 +292,15 @@ void WorkDFCCL::runPostOnce() {
 }
 
 bool WorkDFCCL::waitHost(std::chrono::milliseconds timeout) {
+  bool done;
   {
     std::unique_lock<std::mutex> lk(mutex_);
-    if (cv_.wait_for(lk, timeout, [&] { return completed_; })) {
-      if (exception_) std::rethrow_exception(exception_);
-      return true;
-    }
+    done = cv_.wait_for(lk, timeout, [&] { return completed_; });
+    if (done && exception_) std::rethrow_exception(exception_);
+  }
+  if (done) {
+    future_->wait();  // complete() marks the Future just after the Work: a returned wait() finds both done
+    return true;
   }
   throwDist(name_.str() + ": not complete after " + std::to_string(timeout.count()) + " ms; " + stuckReport());
 }
