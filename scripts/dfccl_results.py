@@ -26,6 +26,9 @@ import numpy as np
 import pandas as pd
 
 TOOL = "dfccl-harness"
+# Files of the same layout family that this reader also takes: the PyTorch workloads' (workloads/pytorch; /summary and
+# /backends/<backend>/steps, docs/hdf5-layout.md "dfccl-torch").
+TOOLS = (TOOL, "dfccl-torch")
 # Root attributes that every table carries, as (column, attribute). `nranks` and `status` are renamed because the
 # per-row tables have columns of those names.
 RUN_ATTRS = [("workload", "workload"), ("workload_kind", "workload_kind"), ("git_revision", "git_revision"),
@@ -67,7 +70,7 @@ def _open(path):
         raise FileNotFoundError(f"dfccl_results: {path}: no such file")
     f = h5py.File(path, "r")
     tool = _text(f.attrs.get("tool", ""))
-    if tool != TOOL:
+    if tool not in TOOLS:
         f.close()
         raise ValueError(f"dfccl_results: {path}: not a {TOOL} file (root attribute tool = {tool!r})")
     return f
@@ -198,6 +201,15 @@ def summary(paths, extra_attrs=()):
     return concat(frames, RUN_COLUMNS + ["backend"])
 
 
+def steps(paths, backends=None, extra_attrs=()):
+    """Every step row (/backends/<backend>/steps: step, warmup, time_s, loss, wrong) of dfccl-torch files, with the
+    same leading columns as cases()."""
+    frames = []
+    for p in _paths(paths):
+        frames += _backend_table(p, "steps", backends, extra_attrs)
+    return concat(frames, RUN_COLUMNS + BACKEND_COLUMNS + ["row"])
+
+
 def iterations(path, backend):
     """/backends/<backend>/iterations of the file (row, iteration, time_us): the per-iteration times behind each case
     row (`row` indexes cases(path, [backend]))."""
@@ -251,11 +263,11 @@ def provenance(run):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+")
-    ap.add_argument("--table", choices=["cases", "trials", "summary"], default="cases")
+    ap.add_argument("--table", choices=["cases", "trials", "summary", "steps"], default="cases")
     ap.add_argument("--csv", action="store_true", help="CSV instead of a text table")
     a = ap.parse_args()
     try:
-        df = {"cases": cases, "trials": trials, "summary": summary}[a.table](a.files)
+        df = {"cases": cases, "trials": trials, "summary": summary, "steps": steps}[a.table](a.files)
     except (OSError, ValueError) as e:
         print(e, file=sys.stderr)
         return 2

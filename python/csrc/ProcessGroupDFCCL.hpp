@@ -17,6 +17,8 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -32,6 +34,34 @@ struct OpName {
   std::string str() const;
 };
 
+// What the watchdog and the error messages need of a process group, shared by the group and its works (a work may
+// outlive its group). mu guards the communicator handles: shutdown and abort clear them under it, so a work never
+// asks a freed communicator for its state.
+struct GroupState {
+  std::string id;
+  std::vector<uint64_t> globalRanks;  // group rank -> global rank; empty: the same
+  std::mutex mu;
+  dfcclComm_t host = nullptr;
+  dfcclComm_t cuda = nullptr;
+  std::atomic<bool> aborted{false};
+  int globalRank(int groupRank) const;
+  // Aborts the communicators (dfcclCommAbort) and forgets them; later ops of the group raise. Takes mu.
+  void abortComms();
+};
+
+// What a DFCCL request is, for the watchdog's words: `index` numbers it as dfcclDebugDump does (collectives and
+// all-to-alls per communicator, send/recv per peer and direction).
+enum class ReqKind { Collective, Send, Recv, AllToAll };
+
+struct RequestMeta {
+  dfcclRequest_t req = nullptr;
+  bool cuda = false;
+  ReqKind kind = ReqKind::Collective;
+  int64_t index = 0;
+  int peer = -1;     // send/recv: the peer's group rank
+  size_t count = 0;  // the count argument
+};
+
 // One torch op: its DFCCL requests (several for coalesced ops), the tensors they read and write (kept alive until
 // every request has finished), and a Future completed on the backend's completion thread.
 // Contract: the completion thread calls complete() once, after every request's callback has run; wait() on CPU
@@ -39,7 +69,7 @@ struct OpName {
 class WorkDFCCL : public c10d::Work {
  public:
   WorkDFCCL(OpName name, int rank, c10d::OpType type, std::optional<at::Device> cuda, std::chrono::milliseconds timeout,
-            std::vector<at::Tensor> outputs);
+            std::vector<at::Tensor> outputs, std::shared_ptr<GroupState> group);
   ~WorkDFCCL() override;
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
@@ -49,7 +79,10 @@ class WorkDFCCL : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
 
   // Called by the backend while it builds the work (submitting thread only).
-  void addRequest(dfcclRequest_t req) { requests_.push_back(req); }
+  void addRequest(const RequestMeta& meta) {
+    requests_.push_back(meta.req);
+    meta_.push_back(meta);
+  }
   void stash(const at::Tensor& t) { stash_.push_back(t); }
   void setPost(std::function<void()> post) { post_ = std::move(post); }
   // Registers the completion callbacks of every request added; after this the work completes on its own.
@@ -57,6 +90,13 @@ class WorkDFCCL : public c10d::Work {
   // Completion thread: records the outcome, runs the copy-out, completes the Future and releases the stash.
   void complete();
   const OpName& name() const { return name_; }
+  // Watchdog: whether the work has been pending longer than its timeout and not reported yet (then marks it reported).
+  bool dueForReport(std::chrono::steady_clock::time_point now);
+  // What is known about why the work is not complete, in words ("pending for T ms (timeout T ms); ..."): per pending
+  // request, the ranks that have not called it (dfcclRequestGetMissingRanks); also writes dfcclDebugDump of the
+  // communicators involved to stderr. Never blocks for long (DFCCL waits at most about a second for an engine).
+  std::string stuckReport();
+  const std::shared_ptr<GroupState>& group() const { return group_; }
 
  private:
   static void onRequestDone(dfcclRequest_t req, dfcclResult_t status, void* arg);
@@ -70,6 +110,13 @@ class WorkDFCCL : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   std::vector<at::Tensor> stash_;
   std::vector<dfcclRequest_t> requests_;
+  std::vector<RequestMeta> meta_;
+  std::shared_ptr<GroupState> group_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::atomic<bool> reported_{false};
+  std::mutex reportMutex_;
+  std::string report_;  // the last stuckReport() and when it was made (one dump serves callers within a second)
+  std::chrono::steady_clock::time_point reportTime_;
   std::function<void()> post_;
   std::once_flag postOnce_;
   std::atomic<int> pending_{0};
@@ -120,15 +167,18 @@ class ProcessGroupDFCCL : public c10d::Backend {
                                                                  const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
-  // Not in the DFCCL core yet: each raises DistBackendError naming the op.
+  // Point-to-point (dfcclSend/dfcclRecv, any dtype, moved as bytes; tags are ignored: the k-th send from a to b
+  // matches the k-th recv at b from a) and all-to-all (dfcclAllToAll for equal splits, else dfcclAllToAllv).
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  // Raises DistBackendError: DFCCL matches every receive with one named peer.
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& outputSplits, std::vector<int64_t>& inputSplits,
                                                const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
+  // Not implemented in this version: each raises DistBackendError naming the op.
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -141,12 +191,18 @@ class ProcessGroupDFCCL : public c10d::Backend {
 
   bool hasCudaComm() const { return cudaComm_ != nullptr; }
   const std::string& groupName() const { return groupId_; }
+  // Connection memory of this rank per communicator, from dfcclCommGetInfo: {"cpu"|"cuda": (connectionBytes,
+  // p2pBytes)}; empty after shutdown or abort.
+  std::map<std::string, std::pair<size_t, size_t>> memory() const;
 
  private:
   using Submit = std::function<dfcclResult_t(dfcclComm_t, cudaStream_t, dfcclRequest_t*)>;
   struct Step {
     at::Tensor device;  // the tensor whose device picks the communicator and stream
     Submit submit;
+    size_t count = 0;  // the count argument, for the watchdog
+    ReqKind kind = ReqKind::Collective;
+    int peer = -1;  // send/recv: the peer (group rank)
   };
 
   dfcclComm_t initComm(int executor, const std::string& key, int device);
@@ -161,19 +217,28 @@ class ProcessGroupDFCCL : public c10d::Backend {
                                                const std::string& name);
   c10::intrusive_ptr<c10d::Work> allgatherBase(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                const std::string& name, c10d::OpType type);
+  int checkPeer(int peer, const std::string& where) const;
+  c10::intrusive_ptr<c10d::Work> p2p(std::vector<at::Tensor>& tensors, int peer, bool isSend);
   c10::intrusive_ptr<c10d::Work> reduceScatterBase(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                    const c10d::ReduceOp& op, const std::string& name,
                                                    c10d::OpType type);
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::string groupId_;
+  std::shared_ptr<GroupState> state_;
+  // What has been submitted on each communicator, numbered as DFCCL numbers it (RequestMeta::index).
+  struct Counters {
+    uint64_t colls = 0, allToAlls = 0;
+    std::map<std::pair<int, bool>, uint64_t> transfers;  // (peer, is a send) -> transfers so far
+    int64_t next(ReqKind kind, int peer);
+  };
+  Counters hostCounts_, cudaCounts_;
   std::chrono::milliseconds timeout_;
   int globalRank_ = 0;
   dfcclComm_t hostComm_ = nullptr;
   dfcclComm_t cudaComm_ = nullptr;
   int cudaDevice_ = -1;
   uint64_t seq_ = 0;
-  std::atomic<bool> aborted_{false};
   std::atomic<bool> shutDown_{false};
   std::mutex submitMutex_;  // one submission at a time: collectives of a communicator match by submission order
 };

@@ -22,7 +22,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("group_id"),
            py::arg("global_ranks"), py::arg("cuda_device") = -1, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("group_id", &ProcessGroupDFCCL::groupName)
-      .def_property_readonly("has_cuda", &ProcessGroupDFCCL::hasCudaComm);
+      .def_property_readonly("has_cuda", &ProcessGroupDFCCL::hasCudaComm)
+      .def("memory", &ProcessGroupDFCCL::memory,
+           "{'cpu'|'cuda': (connectionBytes, p2pBytes)}: this rank's connection memory per communicator of the group "
+           "(dfcclCommGetInfo); empty after shutdown or abort");
   m.def("version", [] {
     int v = 0;
     dfcclGetVersion(&v);

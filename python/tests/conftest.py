@@ -2,6 +2,9 @@
 
 run_ranks(fn, world, *args, backend="dfccl") returns [fn(rank, world, *args) for each rank] or fails the test with
 every rank's traceback; a job that does not finish within `timeout` seconds is killed and fails the test.
+
+`pytest --device cuda` runs the tests that take their tensors' device from devices.device() on CUDA tensors (every
+rank on GPU rank % device_count); the default is cpu (DFCCL's host executor).
 """
 import datetime
 import multiprocessing as mp
@@ -26,6 +29,8 @@ def _entry(fn, rank, world, store_path, backend, q, args):
         import dfccl_torch  # noqa: F401  (registers "dfccl")
 
         torch.set_num_threads(1)
+        if os.environ.get("TORCH_DFCCL_TEST_DEVICE", "cpu") == "cuda":
+            torch.cuda.set_device(rank % torch.cuda.device_count())
         dist.init_process_group(backend, init_method=f"file://{store_path}", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=60))
         result = fn(rank, world, *args)
@@ -33,6 +38,15 @@ def _entry(fn, rank, world, store_path, backend, q, args):
         q.put((rank, True, result))
     except BaseException:  # noqa: B036 - reported to the parent
         q.put((rank, False, traceback.format_exc()))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--device", choices=["cpu", "cuda"], default=os.environ.get("TORCH_DFCCL_TEST_DEVICE", "cpu"),
+                     help="device of the tensors of the tests that use devices.device() (default: cpu)")
+
+
+def pytest_configure(config):
+    os.environ["TORCH_DFCCL_TEST_DEVICE"] = config.getoption("--device")  # inherited by the spawned ranks
 
 
 @pytest.fixture

@@ -82,3 +82,26 @@ def random_orders(rank, world, trials):
 
 def test_three_groups_random_orders(run_ranks):
     assert run_ranks(random_orders, 4, 30, timeout=180) == [30] * 4
+
+
+def local_groups(rank, world):
+    """new_group(use_local_synchronization=True): only the members call it, the other ranks never do (here: they
+    are busy in a collective of their own group). A communicator split would need every parent rank; fresh
+    communicators need only the members."""
+    if rank < 2:
+        g = dist.new_group([0, 1], use_local_synchronization=True)
+    else:
+        g = dist.new_group([2, 3], use_local_synchronization=True)
+    t = torch.full((5,), float(rank))
+    dist.all_reduce(t, group=g)
+    want = 1.0 if rank < 2 else 5.0
+    mem = g._get_backend(torch.device("cpu")).memory()
+    dist.barrier()
+    return torch.equal(t, torch.full((5,), want)), mem
+
+
+def test_local_synchronization_groups(run_ranks):
+    for ok, mem in run_ranks(local_groups, 4):
+        assert ok
+        connection, p2p = mem["cpu"]
+        assert connection > 0 and p2p >= 0, mem
