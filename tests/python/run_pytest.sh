@@ -24,6 +24,10 @@ if [[ ! -f $out/lib/dfccl_torch/__init__.py ]]; then
   echo "run_pytest.sh: $out/lib has no dfccl_torch; run the python_build test first" >&2
   exit 1
 fi
+if [[ " $* " == *" --device cuda "* ]] && ! "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+  echo "run_pytest.sh: --device cuda but torch sees no GPU: skipped"
+  exit 77
+fi
 # Out of the source folder, so that python/dfccl_torch (without its extension) does not shadow the build.
 cd "$out"
 export PYTHONPATH=$out/lib${PYTHONPATH:+:$PYTHONPATH} PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1
