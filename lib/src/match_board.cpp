@@ -18,6 +18,30 @@ bool rooted(core::Kind k) { return k == core::Kind::Broadcast || k == core::Kind
 
 uint64_t load(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 
+// An entry of the board is a seqlock written by its rank only: its first word is the tag (0 while the other words
+// are rewritten), the rest its fields. write_entry stores v into e, then fences so that the caller's reads of other
+// entries come after it is visible; read_entry copies e into *out and returns whether it was stable and tagged `tag`.
+template <class E>
+void write_entry(E* e, const E& v) {
+  static_assert(sizeof(E) % 8 == 0);
+  auto* w = reinterpret_cast<uint64_t*>(e);
+  const auto* src = reinterpret_cast<const uint64_t*>(&v);
+  __atomic_store_n(&w[0], uint64_t(0), __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_release);
+  for (size_t i = 1; i < sizeof(E) / 8; ++i) __atomic_store_n(&w[i], src[i], __ATOMIC_RELAXED);
+  __atomic_store_n(&w[0], src[0], __ATOMIC_RELEASE);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+template <class E>
+bool read_entry(const E* e, uint64_t tag, E* out) {
+  const auto* w = reinterpret_cast<const uint64_t*>(e);
+  auto* dst = reinterpret_cast<uint64_t*>(out);
+  dst[0] = load(&w[0]);
+  for (size_t i = 1; i < sizeof(E) / 8; ++i) dst[i] = __atomic_load_n(&w[i], __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return dst[0] == tag && __atomic_load_n(&w[0], __ATOMIC_RELAXED) == tag;
+}
+
 }  // namespace
 
 // One signature, written by its rank only, read by the others as a seqlock: `tag` (key + 1; 0 while it is
@@ -71,43 +95,23 @@ MatchBoard::P2pEntry* MatchBoard::p2p_slot(const P2pKey& key, bool send_side) co
 std::string MatchBoard::post(const MatchKey& key, const core::Desc& d) {
   Entry mine{key.n + 1, d.count,
              uint64_t(d.kind) | uint64_t(d.dtype) << 8 | uint64_t(d.op) << 16 | uint64_t(uint32_t(d.root)) << 32, 0};
-  Entry* e = slot(rank_, key);
-  __atomic_store_n(&e->tag, uint64_t(0), __ATOMIC_RELAXED);
-  std::atomic_thread_fence(std::memory_order_release);
-  __atomic_store_n(&e->count, mine.count, __ATOMIC_RELAXED);
-  __atomic_store_n(&e->shape, mine.shape, __ATOMIC_RELAXED);
-  __atomic_store_n(&e->tag, mine.tag, __ATOMIC_RELEASE);
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // the peers' entries are read after mine is visible
+  write_entry(slot(rank_, key), mine);  // the peers' entries are read after mine is visible
   for (int p = 0; p < nranks_; ++p) {
-    if (p == rank_) continue;
-    const Entry* t = slot(p, key);
-    Entry theirs{load(&t->tag), __atomic_load_n(&t->count, __ATOMIC_RELAXED),
-                 __atomic_load_n(&t->shape, __ATOMIC_RELAXED), 0};
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (theirs.tag != mine.tag || __atomic_load_n(&t->tag, __ATOMIC_RELAXED) != mine.tag) continue;
+    Entry theirs{};
+    if (p == rank_ || !read_entry(slot(p, key), mine.tag, &theirs)) continue;
     std::string m = compare(key, mine, p, theirs);
-    if (m.empty()) continue;
-    publish(m);
-    const std::string first = published_wait();  // every rank reports the same, first, finding
-    return first.empty() ? m : first;
+    if (!m.empty()) return publish_first(m);
   }
   return {};
 }
 
 std::string MatchBoard::post_p2p(const P2pKey& key, const core::Desc& d) {
   const bool sending = d.kind == core::Kind::Send;
-  const uint64_t tag = key.k + 1, word = d.count | uint64_t(d.dtype) << 56;
-  P2pEntry* e = p2p_slot(key, sending);
-  __atomic_store_n(&e->tag, uint64_t(0), __ATOMIC_RELAXED);
-  std::atomic_thread_fence(std::memory_order_release);
-  __atomic_store_n(&e->word, word, __ATOMIC_RELAXED);
-  __atomic_store_n(&e->tag, tag, __ATOMIC_RELEASE);
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // the other side's entry is read after mine is visible
-  const P2pEntry* t = p2p_slot(key, !sending);
-  const uint64_t their_tag = load(&t->tag), theirs = __atomic_load_n(&t->word, __ATOMIC_RELAXED);
-  std::atomic_thread_fence(std::memory_order_acquire);
-  if (their_tag != tag || __atomic_load_n(&t->tag, __ATOMIC_RELAXED) != tag || theirs == word) return {};
-  const uint64_t send_word = sending ? word : theirs, recv_word = sending ? theirs : word;
+  const P2pEntry mine{key.k + 1, d.count | uint64_t(d.dtype) << 56};
+  write_entry(p2p_slot(key, sending), mine);  // the other side's entry is read after mine is visible
+  P2pEntry other{};
+  if (!read_entry(p2p_slot(key, !sending), mine.tag, &other) || other.word == mine.word) return {};
+  const uint64_t send_word = sending ? mine.word : other.word, recv_word = sending ? other.word : mine.word;
   std::string field, a, b;
   if ((send_word >> 56) != (recv_word >> 56)) {
     field = "argument 'datatype'";
@@ -126,9 +130,7 @@ std::string MatchBoard::post_p2p(const P2pKey& key, const core::Desc& d) {
       fmt::format("point-to-point mismatch on a communicator of {} ranks, {}: {} is {} on the sender (rank {}) but "
                   "{} on the receiver (rank {})",
                   nranks_, which, field, a, key.src, b, key.dst);
-  publish(m);
-  const std::string first = published_wait();
-  return first.empty() ? m : first;
+  return publish_first(m);
 }
 
 std::string MatchBoard::compare(const MatchKey& key, const Entry& mine, int peer, const Entry& theirs) const {
@@ -172,6 +174,12 @@ void MatchBoard::publish(const std::string& message) {
   std::memcpy(h->text, message.data(), n);
   h->text[n] = '\0';
   __atomic_store_n(&h->state, uint64_t(2), __ATOMIC_RELEASE);
+}
+
+std::string MatchBoard::publish_first(const std::string& message) {
+  publish(message);
+  const std::string first = published_wait();  // every rank reports the same, first, finding
+  return first.empty() ? message : first;
 }
 
 // The published mismatch, once its writer (this rank or a peer that claimed the header first) has finished it.

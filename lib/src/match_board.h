@@ -77,6 +77,8 @@ class MatchBoard final : public ArrivalSource {
   bool p2p_other_side_posted(const core::Desc& d) const;
   std::string compare(const MatchKey& key, const Entry& mine, int peer, const Entry& theirs) const;
   void publish(const std::string& message);
+  // Publishes message unless another finding came first, and returns the first one (what every rank reports).
+  std::string publish_first(const std::string& message);
   std::string published_wait() const;
 
   std::shared_ptr<Bootstrap> segment_;
