@@ -151,19 +151,22 @@ void check_not_capturing(cudaStream_t stream, dfcclExecutor_t executor, const ch
                             fn, status == cudaStreamCaptureStatusActive ? "in a" : "in an invalidated"));
 }
 
+// A queued request's handle into *request (NULL: fire-and-forget).
+void hand_out(const std::shared_ptr<RequestState>& st, dfcclRequest_t* request) {
+  if (!request) return;
+  dfcclRequest_t h = request_handle_new(st);
+  {
+    // Under the request's lock: the collective is queued, and the progress thread may already be completing it.
+    std::lock_guard<std::mutex> lk(st->mu);
+    st->handle = h;
+  }
+  *request = h;
+}
+
 dfcclResult_t submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream, dfcclRequest_t* request,
                      const char* fn) {
   check_not_capturing(stream, dfcclExecutor_t(c->config.executor), fn);
-  auto st = comm_submit(c, d, persistent_id, stream);
-  if (request) {
-    dfcclRequest_t h = request_handle_new(st);
-    {
-      // Under the request's lock: the collective is queued, and the progress thread may already be completing it.
-      std::lock_guard<std::mutex> lk(st->mu);
-      st->handle = h;
-    }
-    *request = h;
-  }
+  hand_out(comm_submit(c, d, persistent_id, stream), request);
   return dfcclSuccess;
 }
 
@@ -191,16 +194,23 @@ dfcclResult_t submit_p2p(dfcclComm* c, std::vector<core::Desc> parts, uint32_t l
                          dfcclRequest_t* request, const char* fn) {
   check_not_capturing(stream, dfcclExecutor_t(c->config.executor), fn);
   auto reqs = comm_submit_p2p(c, std::move(parts), lane, stream);
-  if (request) {
-    std::shared_ptr<RequestState> st = reqs.size() == 1 ? reqs.front() : compound_request(std::move(reqs));
-    dfcclRequest_t h = request_handle_new(st);
-    {
-      std::lock_guard<std::mutex> lk(st->mu);  // as in submit: the progress thread may be completing it
-      st->handle = h;
-    }
-    *request = h;
-  }
+  if (request) hand_out(reqs.size() == 1 ? reqs.front() : compound_request(std::move(reqs)), request);
   return dfcclSuccess;
+}
+
+// dfcclSend (kind Send, buf the send buffer) and dfcclRecv (kind Recv, buf the receive buffer): one transfer.
+dfcclResult_t transfer(core::Kind kind, const void* buf, size_t count, dfcclDataType_t datatype, int peer,
+                       dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request) {
+  const bool send = kind == core::Kind::Send;
+  const char* fn = send ? "dfcclSend" : "dfcclRecv";
+  dfcclComm* c = check_comm(comm, fn);
+  check_count(count, "count", fn);
+  check_dtype(datatype, fn);
+  check_peer(peer, c, fn);
+  check_buffer(buf, count, datatype, send ? "sendbuff" : "recvbuff", c, fn);
+  void* out = send ? nullptr : const_cast<void*>(buf);
+  const core::Desc d = make_desc(kind, send ? buf : nullptr, out, count, datatype, dfcclSum, peer, priority);
+  return submit_p2p(c, {d}, kP2pUser, stream, request, fn);
 }
 
 struct AllToAllArgs {
@@ -580,30 +590,14 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
 
 dfcclResult_t dfcclSend(const void* sendbuff, size_t count, dfcclDataType_t datatype, int peer, dfcclComm_t comm,
                         int priority, cudaStream_t stream, dfcclRequest_t* request) {
-  return guard([&] {
-    const char* fn = "dfcclSend";
-    dfcclComm* c = check_comm(comm, fn);
-    check_count(count, "count", fn);
-    check_dtype(datatype, fn);
-    check_peer(peer, c, fn);
-    check_buffer(sendbuff, count, datatype, "sendbuff", c, fn);
-    const core::Desc d = make_desc(core::Kind::Send, sendbuff, nullptr, count, datatype, dfcclSum, peer, priority);
-    return submit_p2p(c, {d}, kP2pUser, stream, request, fn);
-  });
+  return guard(
+      [&] { return transfer(core::Kind::Send, sendbuff, count, datatype, peer, comm, priority, stream, request); });
 }
 
 dfcclResult_t dfcclRecv(void* recvbuff, size_t count, dfcclDataType_t datatype, int peer, dfcclComm_t comm,
                         int priority, cudaStream_t stream, dfcclRequest_t* request) {
-  return guard([&] {
-    const char* fn = "dfcclRecv";
-    dfcclComm* c = check_comm(comm, fn);
-    check_count(count, "count", fn);
-    check_dtype(datatype, fn);
-    check_peer(peer, c, fn);
-    check_buffer(recvbuff, count, datatype, "recvbuff", c, fn);
-    const core::Desc d = make_desc(core::Kind::Recv, nullptr, recvbuff, count, datatype, dfcclSum, peer, priority);
-    return submit_p2p(c, {d}, kP2pUser, stream, request, fn);
-  });
+  return guard(
+      [&] { return transfer(core::Kind::Recv, recvbuff, count, datatype, peer, comm, priority, stream, request); });
 }
 
 dfcclResult_t dfcclAllToAll(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
