@@ -19,6 +19,18 @@
 #include "peer_watch.h"
 
 namespace dfccl {
+
+bool credits_returned(Executor& ex, const core::CommStatic& s) {
+  const size_t n = size_t(s.nchan) * s.nlanes;  // (channel, lane) rows: the region's control words and lane states
+  std::vector<core::LaneCtrl> ctrl(n);
+  std::vector<core::LaneState> lanes(n);
+  ex.copy_from_device(ctrl.data(), s.self, n * sizeof(core::LaneCtrl));
+  ex.copy_from_device(lanes.data(), s.lanes, n * sizeof(core::LaneState));
+  for (size_t i = 0; i < n; ++i)
+    if (ctrl[i].head != lanes[i].sent) return false;
+  return true;
+}
+
 namespace {
 
 // What each rank tells the others at init. All transport fields must agree.
@@ -356,18 +368,7 @@ dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t
 
 // True once next, and every point-to-point peer, has consumed every slot this rank sent it: after that no peer writes
 // into this rank's regions.
-bool peers_caught_up(dfcclComm* c) {
-  const core::CommStatic& d = c->host_dev.s;
-  const size_t n = size_t(d.nchan) * d.nlanes;
-  std::vector<core::LaneCtrl> ctrl(n);
-  std::vector<core::LaneState> lanes(n);
-  Executor& ex = c->engine->exec();
-  ex.copy_from_device(ctrl.data(), d.self, n * sizeof(core::LaneCtrl));
-  ex.copy_from_device(lanes.data(), c->lanes, n * sizeof(core::LaneState));
-  for (size_t i = 0; i < n; ++i)
-    if (ctrl[i].head != lanes[i].sent) return false;
-  return p2p_caught_up(c);
-}
+bool peers_caught_up(dfcclComm* c) { return credits_returned(c->engine->exec(), c->host_dev.s) && p2p_caught_up(c); }
 
 // Waits, at most timeout_ms in all, until no submission that passed its liveness check before `alive` went false is
 // still on its way into the engine (comm_submit), then until none of the communicator's collectives is pending;

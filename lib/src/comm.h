@@ -78,6 +78,9 @@ void comm_fail(dfcclComm* comm, int rank, const std::string& reason);
 // The ranks of comm submitted differing collectives under one key (MatchBoard): comm is aborted with
 // dfcclInvalidUsage and `message`, which every pending collective and later call reports.
 void comm_fail_mismatch(dfcclComm* comm, const std::string& message);
+// True once the receiver of every slot sent through connection s (a communicator's ring, or one point-to-point
+// connection's sending side) has returned its credit: the heads in s.self equal the lane states' sent counts.
+bool credits_returned(Executor& ex, const core::CommStatic& s);
 // The communicator's engine, kept alive for the caller's use; null once released (aborted or destroyed).
 std::shared_ptr<Engine> engine_ref(dfcclComm* comm);
 // persistent_id < 0: matched by order (sequence lanes); else by id (its own lane).

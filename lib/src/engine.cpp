@@ -153,12 +153,13 @@ void Engine::detach(uint32_t index) {
   __atomic_store_n(&comm_dev_[index], static_cast<core::CommDev*>(nullptr), __ATOMIC_RELEASE);
 }
 
+std::shared_ptr<const ArrivalSource> Engine::arrivals_of(uint32_t comm) {
+  std::lock_guard<std::mutex> fl(failure_mu_);
+  return arrivals_[comm];
+}
+
 std::string Engine::arrivals_text(uint32_t comm, const core::Desc& d) {
-  std::shared_ptr<const ArrivalSource> a;
-  {
-    std::lock_guard<std::mutex> fl(failure_mu_);
-    a = arrivals_[comm];
-  }
+  const auto a = arrivals_of(comm);
   return a ? "; " + a->missing(d) : std::string();
 }
 
@@ -182,8 +183,7 @@ std::vector<int> Engine::missing_ranks(const RequestState& r) {
     const SlotUse& use = slots_[r.slot];
     if (use.req.get() != &r) return out;  // finished: its slot serves another collective or none
     d = h_->desc[r.slot];
-    std::lock_guard<std::mutex> fl(failure_mu_);
-    a = arrivals_[use.comm];
+    a = arrivals_of(use.comm);
   }
   return a ? a->missing_ranks(d) : out;
 }

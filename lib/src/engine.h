@@ -185,6 +185,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::array<std::pair<dfcclResult_t, std::string>, core::kMaxComms> failure_{};
   std::array<std::shared_ptr<const ArrivalSource>, core::kMaxComms> arrivals_{};  // guarded by failure_mu_ too
   // "; <who has not called it>" for a pending collective of comm (empty if unknown).
+  std::shared_ptr<const ArrivalSource> arrivals_of(uint32_t comm);  // takes failure_mu_
   std::string arrivals_text(uint32_t comm, const core::Desc& d);
 
  public:

@@ -58,18 +58,9 @@ const core::CommStatic& p2p_static(const dfcclComm* c, int peer, int direction) 
 bool p2p_caught_up(dfcclComm* c) {
   const P2pConnections& p = c->p2p;
   if (p.nchan == 0) return true;
-  Executor& ex = c->engine->exec();
-  const uint32_t blocks = c->engine->transport().nchan;
-  const size_t nctrl = size_t(p.nchan) * kP2pLanes;
-  std::vector<core::LaneCtrl> ctrl(nctrl);
-  std::vector<core::LaneState> sent(size_t(blocks) * kP2pLanes);
   for (int q = 0; q < c->nranks; ++q) {
     if (q != c->rank && c->bootstrap->peer_state(q) == Bootstrap::kLeft) continue;  // it writes no more credits
-    const core::CommStatic& s = p2p_static(c, q, 0);
-    ex.copy_from_device(ctrl.data(), s.self, nctrl * sizeof(core::LaneCtrl));  // heads: q's credits for my sends
-    ex.copy_from_device(sent.data(), s.lanes, sent.size() * sizeof(core::LaneState));
-    for (size_t i = 0; i < nctrl; ++i)
-      if (ctrl[i].head != sent[i].sent) return false;
+    if (!credits_returned(c->engine->exec(), p2p_static(c, q, 0))) return false;    // heads: q's credits for my sends
   }
   return true;
 }
