@@ -43,8 +43,9 @@ struct CommDev {  // a communicator in device memory
   CommStatic s;
 };
 
-// A connection region: the lanes' counters, the Simple protocol's slots (every channel), and the LL protocol's
-// slots (channel 0 only, the one channel of a collective small enough for LL: primitives/ll.h).
+// A connection region: the lanes' counters, the Simple protocol's slots (every channel), the LL protocol's slots
+// (channel 0 only, the one channel of a collective small enough for LL: primitives/ll.h), and one size word per
+// Simple slot (what the sender last wrote into it: a network proxy forwards that much, lib/src/net/proxy.cpp).
 inline constexpr u32 kLLMaxBytes = 8192;              // data per LL slot
 inline constexpr u32 kLLSlotBytes = 2 * kLLMaxBytes;  // an LL line carries 8 data bytes in 16
 // Sizes in bytes: the control words, the Simple slots, and the whole region (LL slots included).
@@ -54,7 +55,7 @@ DFCCL_HD inline u64 region_simple_bytes(u32 nchan, u32 nlanes, u32 nslots, u32 s
 }
 DFCCL_HD inline u64 region_bytes(u32 nchan, u32 nlanes, u32 nslots, u32 slot_bytes) {
   return region_ctrl_bytes(nchan, nlanes) + region_simple_bytes(nchan, nlanes, nslots, slot_bytes) +
-         u64(nlanes) * nslots * kLLSlotBytes;
+         u64(nlanes) * nslots * kLLSlotBytes + u64(nchan) * nlanes * nslots * sizeof(u64);
 }
 // The control words of (channel ch, lane) in `region`, and its Simple slot for position pos (mod nslots).
 DFCCL_HD inline LaneCtrl* region_ctrl(char* region, const CommStatic& c, u32 ch, u32 lane) {
@@ -90,6 +91,21 @@ DFCCL_HD inline char* region_ll(char* region, const CommStatic& c, u32 lane, u64
   const u64 idx = u64(lane) * c.nslots + umod(pos, c.nslots);
   return region + region_ctrl_bytes(c.nchan, c.nlanes) +
          region_simple_bytes(c.nchan, c.nlanes, c.nslots, c.slot_bytes) + idx * kLLSlotBytes;
+}
+
+// The size word of (channel ch, lane) for position pos (mod nslots) in `region`, written by the sender with the slot
+// (before the tail) and read only by a network proxy: size_word(pos, ll, bytes) says that position pos carried
+// `bytes` bytes, of the Simple slot or (ll) of the LL slot; its position part tells a stale word from a fresh one.
+DFCCL_HD inline u64* region_size(char* region, const CommStatic& c, u32 ch, u32 lane, u64 pos) {
+  const u64 idx = (u64(ch) * c.nlanes + lane) * c.nslots + umod(pos, c.nslots);
+  char* sizes = region + region_ctrl_bytes(c.nchan, c.nlanes) +
+                region_simple_bytes(c.nchan, c.nlanes, c.nslots, c.slot_bytes) +
+                u64(c.nlanes) * c.nslots * kLLSlotBytes;
+  return reinterpret_cast<u64*>(sizes) + idx;
+}
+inline constexpr u64 kSizeLL = u64(1) << 31;
+DFCCL_HD inline u64 size_word(u64 pos, bool ll, u64 bytes) {
+  return (u64(u32(pos + 1)) << 32) | (ll ? kSizeLL : 0) | bytes;
 }
 
 }  // namespace dfccl::core

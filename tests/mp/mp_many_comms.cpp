@@ -24,16 +24,18 @@ long env_or(const char* name, long fallback) {
   return v && *v ? std::atol(v) : fallback;
 }
 
-// docs/design.md: the ring's region nchan x nlanes x (128 + nslots x slot_bytes) + nlanes x nslots x 16 KiB (LL) +
-// nchan x nlanes x 32, and the point-to-point region of 2 ranks: 2 x round_up(p2p x 2 x (128 + nslots x slot_bytes)
-// + 2 x nslots x 16 KiB, 4 KiB) + 2 x 2 x nchan x 2 x 32.
+// docs/design.md: the ring's region nchan x nlanes x (128 + nslots x (slot_bytes + 8)) + nlanes x nslots x 16 KiB
+// (LL) + nchan x nlanes x 32, and the point-to-point region of 2 ranks: 2 x round_up(p2p x 2 x (128 + nslots x
+// (slot_bytes + 8)) + 2 x nslots x 16 KiB, 4 KiB) + 2 x 2 x nchan x 2 x 32.
 double formula_mib(int nchan) {
   const double nlanes = double(env_or("DFCCL_LANES", 4) + env_or("DFCCL_PERSISTENT_LANES", 8));
   const double nslots = double(env_or("DFCCL_SLOTS", 4)), slot = double(env_or("DFCCL_SLOT_BYTES", 131072));
   const double p2p = double(std::min<long>(env_or("DFCCL_P2P_CHANNELS", 8), nchan));
-  const double conn = p2p > 0 ? std::ceil((p2p * 2 * (128 + nslots * slot) + 2 * nslots * 16384) / 4096) * 4096 : 0;
+  const double conn =
+      p2p > 0 ? std::ceil((p2p * 2 * (128 + nslots * (slot + 8)) + 2 * nslots * 16384) / 4096) * 4096 : 0;
   const double p2p_bytes = p2p > 0 ? 2 * conn + 2 * 2 * nchan * 2 * 32 : 0;
-  return (nchan * nlanes * (128 + nslots * slot) + nlanes * nslots * 16384 + nchan * nlanes * 32 + p2p_bytes) / kMiB;
+  return (nchan * nlanes * (128 + nslots * (slot + 8)) + nlanes * nslots * 16384 + nchan * nlanes * 32 + p2p_bytes) /
+         kMiB;
 }
 
 size_t free_bytes() {

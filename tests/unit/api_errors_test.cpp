@@ -245,7 +245,7 @@ TEST(ApiErrors, CommInfoReportsTheResolvedSettings) {
   EXPECT_EQ(info.lanes, 4);
   EXPECT_EQ(info.persistentLanes, 8);
   EXPECT_EQ(info.slotBytes, 32768u);
-  EXPECT_EQ(info.connectionBytes, 12u * (128 + 8 * 32768) + 12u * 8 * 16384 + 12u * 32);
+  EXPECT_EQ(info.connectionBytes, 12u * (128 + 8 * (32768 + 8)) + 12u * 8 * 16384 + 12u * 32);
   EXPECT_REJECTS(dfcclCommGetInfo(comms[0], nullptr), dfcclInvalidArgument, "'info'");
   for (auto c : comms) ASSERT_EQ(dfcclCommDestroy(c), dfcclSuccess);
 }

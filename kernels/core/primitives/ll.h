@@ -20,10 +20,11 @@
 //             the sender's credit count past its own position). Not everything ready within the budget: return
 //             false (reads only, no side effect: DESIGN invariant 2).
 //   2 move    read the lines again (L2), combine with the user input, write the output and/or next's lines.
-//   3 post    send: the tail is advanced without a fence (it orders no data: Simple receivers read it behind their
-//             own sender's fence, LL receivers only for empty steps); recv: the credit (head), no fence, as in
-//             Simple. A receiving step ends with a block barrier: the next step's threads read the receive position
-//             before their first barrier, and thread 0 has just advanced it.
+//   3 post    send: the slot's size word (region.h) and the tail are written without a fence (the tail orders no
+//             data: Simple receivers read it behind their own sender's fence, LL receivers only for empty steps; a
+//             network proxy checks the lines' flags itself); recv: the credit (head), no fence, as in Simple. A
+//             receiving step ends with a block barrier: the next step's threads read the receive position before their
+//             first barrier, and thread 0 has just advanced it.
 // Flag wrap: a lane's positions repeat their low 32 bits after 2^32 slots; a stale line could match only if its
 // slot's last LL use was exactly a multiple of 2^32 positions earlier, with no LL use of that slot since.
 #pragma once
@@ -171,6 +172,7 @@ DFCCL_DEV bool ll_op(BlockShared& bs, u64 i_op, u64 budget_ns, bool unbounded, Q
   t0 = prof_now<X>();
   if (tid == 0) {
     if (send) {
+      X::store_flag(region_size(c.next_region, c, lv.ch, lv.lane, bs.sent), size_word(bs.sent, true, nlines * 16));
       X::store_flag(&lv.next_ctrl->tail, bs.sent + 1);
       bs.sent += 1;
     }

@@ -11,7 +11,8 @@
 // Phase 2 (move): all threads move the slice (copy.h): inputs are the received slot and/or the user input, outputs
 // the user output and/or next's slot; the operator's final step (avg) is applied where the program says.
 // Phase 3 (post): thread 0 publishes the sent slot to next (tail) and frees the consumed slot for prev (head),
-// behind one fence: a system-scope release when data was sent, none for a receive credit alone (exec.h).
+// behind one fence: a system-scope release when data was sent (the slot's size word before it), none for a receive
+// credit alone (exec.h).
 //
 // Caller: every thread of the block. Positions (sent/received slot counts of the lane) live in BlockShared during
 // an attempt; the scheduler loads them before and saves them after.
@@ -85,6 +86,8 @@ DFCCL_DEV bool run_op(BlockShared& bs, u64 i, u64 budget_ns, bool unbounded, Qui
   if (X::tid() == 0) {
     const u32 flags = bs.at.op.flags;
     if (flags & kOpSend) {
+      const LaneView& lv = bs.at.lv;
+      X::store_flag(region_size(c.next_region, c, lv.ch, lv.lane, bs.sent), size_word(bs.sent, false, op.nelem * es));
       X::fence_release();
       X::store_flag(&bs.at.lv.next_ctrl->tail, bs.sent + 1);
       bs.sent += 1;
