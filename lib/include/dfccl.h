@@ -139,7 +139,8 @@ dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device);
 typedef enum {
   dfcclTransportPeerMemory = 0, /* receive buffers in the GPUs' memory, written by the neighbours (CUDA IPC / peers) */
   dfcclTransportHostMemory = 1, /* CUDA executor without peer access: shared host memory registered with CUDA         */
-  dfcclTransportSharedMemory = 2 /* host executor: POSIX shared memory                                                */
+  dfcclTransportSharedMemory = 2, /* host executor: POSIX shared memory                                               */
+  dfcclTransportNetwork = 3 /* a neighbour on another host (or DFCCL_NET_FORCE=1): the network transport's proxy        */
 } dfcclTransport_t;
 typedef struct {
   int executor, mode, device;    /* as resolved (dfcclExecutor_t, dfcclMode_t) */

@@ -502,13 +502,16 @@ dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info) {
     out.lanes = int(tp.seq_lanes);
     out.persistentLanes = int(tp.persistent_lanes);
     out.slotBytes = tp.slot_bytes;
-    out.connectionBytes = c->region.bytes + sizeof(core::LaneState) * s.nchan * s.nlanes;
+    out.connectionBytes = c->region.bytes + sizeof(core::LaneState) * s.nchan * s.nlanes + c->net.shadow_bytes[0];
     out.p2pChannels = int(c->p2p.nchan);
     out.p2pBytes = c->p2p.region.bytes +
-                   (c->p2p.nchan ? sizeof(core::LaneState) * tp.nchan * kP2pLanes * 2 * size_t(c->nranks) : 0);
-    out.transport = c->config.executor == dfcclExecutorHost ? dfcclTransportSharedMemory
-                    : c->host_path                          ? dfcclTransportHostMemory
-                                                            : dfcclTransportPeerMemory;
+                   (c->p2p.nchan ? sizeof(core::LaneState) * tp.nchan * kP2pLanes * 2 * size_t(c->nranks) : 0) +
+                   c->net.shadow_bytes[1];
+    const bool net = c->net.remote.size() > 0 && (c->net.remote[size_t(s.next)] || c->net.remote[size_t(s.prev)]);
+    out.transport = net                                       ? dfcclTransportNetwork
+                    : c->config.executor == dfcclExecutorHost ? dfcclTransportSharedMemory
+                    : c->host_path                            ? dfcclTransportHostMemory
+                                                              : dfcclTransportPeerMemory;
     *info = out;
     return dfcclSuccess;
   });

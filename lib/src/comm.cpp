@@ -40,6 +40,8 @@ struct RankInfo {
   uint32_t pid;
   uint32_t p2p_chan;
   uint64_t host_hash;
+  uint32_t net_force;
+  uint32_t pad;
 };
 
 // What each rank publishes once the transport is chosen.
@@ -92,11 +94,7 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
     if (o.min_chan_bytes != me.min_chan_bytes) mismatch("DFCCL_MIN_CHAN_BYTES", me.min_chan_bytes, o.min_chan_bytes);
     if (o.p2p_chan != me.p2p_chan)
       mismatch(host ? "DFCCL_HOST_P2P_CHANNELS" : "DFCCL_P2P_CHANNELS", me.p2p_chan, o.p2p_chan);
-    if (o.host_hash != me.host_hash)
-      throw Error(dfcclNotSupported,
-                  fmt::format("communicator init: rank {} is on another host than rank {} (this host's id: '{}'; "
-                              "DFCCL_HOSTID overrides it); this version of DFCCL supports ranks of one host only",
-                              i, rank, host_id()));
+    if (o.net_force != me.net_force) mismatch("DFCCL_NET_FORCE", me.net_force, o.net_force);
   }
 }
 
@@ -113,9 +111,13 @@ enum class Release {
 void take_memory(dfcclComm* c, Release how, Engine::Leftovers& now, Engine::Leftovers& left) {
   for (RegionBlob* r : {&c->region, &c->p2p.region})
     if (r->ptr) (how == Release::Free ? now : left).regions.push_back(*r);
+  for (const RegionBlob& r : c->net.shadows) (how == Release::Free ? now : left).regions.push_back(r);
+  c->net.shadows.clear();
   Engine::Leftovers& later = how == Release::Retire ? left : now;
-  if (c->next_ptr) later.mapped.emplace_back(c->next_ptr, c->next_blob);
-  if (c->prev_ptr && c->prev_ptr != c->next_ptr) later.mapped.emplace_back(c->prev_ptr, c->prev_blob);
+  // A remote neighbour's "mapping" is a shadow (freed above), with no blob.
+  if (c->next_ptr && c->next_blob.bytes) later.mapped.emplace_back(c->next_ptr, c->next_blob);
+  if (c->prev_ptr && c->prev_ptr != c->next_ptr && c->prev_blob.bytes)
+    later.mapped.emplace_back(c->prev_ptr, c->prev_blob);
   for (size_t q = 0; q < c->p2p.mapped.size(); ++q)
     if (int(q) != c->rank && c->p2p.mapped[q]) later.mapped.emplace_back(c->p2p.mapped[q], c->p2p.blobs[q]);
   for (void* p : {static_cast<void*>(c->lanes), static_cast<void*>(c->dev), static_cast<void*>(c->p2p.lanes)})
@@ -137,6 +139,9 @@ void release(dfcclComm* c, Release how) {
     c->engine->detach(c->index);
     c->index = ~0u;
   }
+  // The network proxy may still use the regions until its hops are stopped: if they are not, the regions stay.
+  if (!net_detach(c) && how == Release::Free) how = Release::KeepRegion;
+  c->net.proxy.reset();
   Engine::Leftovers now, left;
   take_memory(c, how, now, left);
   for (const auto& [p, blob] : now.mapped) ex.unmap_region(p, blob);
@@ -170,6 +175,9 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
       return m;
     }
     if (!other_processes) return {};
+    // A network connection breaks when its peer's engine goes; a peer that left cleanly is no failure.
+    if (std::string m = net_failure(c, rank); !m.empty() && c->bootstrap->peer_state(*rank) != Bootstrap::kLeft)
+      return m;
     const uint64_t now = Bootstrap::now_ns();
     c->bootstrap->beat(now);
     for (int i = 0; i < c->nranks; ++i) {
@@ -270,34 +278,43 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     mine.p2p_chan = tp.p2p_chan;
     mine.pid = uint32_t(getpid());
     mine.host_hash = host_hash();
+    mine.net_force = uint32_t(env_int("DFCCL_NET_FORCE"));
     std::vector<RankInfo> all(static_cast<size_t>(nranks));
     c->bootstrap->allgather(&mine, sizeof(mine), all.data());
     c->bootstrap->unlink();  // everybody has the segment mapped
     check_agreement(all, rank);
+    std::vector<uint64_t> hosts;
+    for (const RankInfo& r : all) hosts.push_back(r.host_hash);
+    net_plan(c.get(), hosts);
 
     // 2. Where the connection regions live: the GPUs' memory when every rank reaches its ring neighbours directly,
-    // else shared host memory for the whole communicator.
+    // else shared host memory for the whole communicator; host memory also when some rank is remote (the network
+    // proxy writes into the regions: net/links.h).
     const int next = (rank + 1) % nranks, prev = (rank - 1 + nranks) % nranks;
     RegionInfo my_region{};
     // Point-to-point connections reach every rank: then every rank's GPU must be reachable.
     my_region.p2p_ok = env_int("DFCCL_P2P_DISABLE") == 0;
     for (int q = 0; q < nranks; ++q)
-      if (tp.p2p_chan > 0 || q == next || q == prev)
+      if (!c->net.remote[size_t(q)] && (tp.p2p_chan > 0 || q == next || q == prev))
         my_region.p2p_ok = my_region.p2p_ok && ex.peer_access(all[size_t(q)].device);
     std::vector<RegionInfo> regions(static_cast<size_t>(nranks));
     c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
-    bool host_path = false;
+    bool host_path = c->net.any;
     for (const auto& r : regions) host_path = host_path || !r.p2p_ok;
     c->host_path = host_path;
-    c->region = ex.alloc_region(core::region_bytes(tp.nchan, nlanes, tp.nslots, tp.slot_bytes), host_path);
+    const uint64_t region_bytes = core::region_bytes(tp.nchan, nlanes, tp.nslots, tp.slot_bytes);
+    c->region = ex.alloc_region(region_bytes, host_path);
     my_region.region = c->region;
     c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
 
-    // Map the ring neighbours' regions.
-    c->next_blob = regions[size_t(next)].region;
-    c->prev_blob = regions[size_t(prev)].region;
-    c->next_ptr = ex.map_region(c->next_blob);
-    c->prev_ptr = (prev == next) ? c->next_ptr : ex.map_region(c->prev_blob);
+    // Map the ring neighbours' regions (a remote neighbour's: a shadow of this rank's).
+    auto neighbour = [&](int q, RegionBlob& blob) {
+      if (c->net.remote[size_t(q)]) return net_shadow(c.get(), region_bytes, true);
+      blob = regions[size_t(q)].region;
+      return ex.map_region(blob);
+    };
+    c->next_ptr = neighbour(next, c->next_blob);
+    c->prev_ptr = (prev == next) ? c->next_ptr : neighbour(prev, c->prev_blob);
     c->bootstrap->barrier();
     ex.region_mapped_by_all(c->region);
     p2p_connect(c.get(), host_path);
@@ -320,6 +337,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     d.s.lanes = c->lanes;
     c->dev = static_cast<core::CommDev*>(ex.alloc_device(sizeof(core::CommDev)));
     ex.copy_to_device(c->dev, &d, sizeof(d));
+    net_connect(c.get());
     c->board = std::make_shared<MatchBoard>(c->bootstrap, tp.seq_lanes);
     c->index = e.attach(c->dev, c->board);
     c->bootstrap->barrier();

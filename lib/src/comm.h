@@ -10,6 +10,7 @@
 #include "bootstrap.h"
 #include "engine.h"
 #include "match_board.h"
+#include "net/links.h"
 #include "p2p.h"
 
 struct dfcclComm {
@@ -39,6 +40,7 @@ struct dfcclComm {
   void* prev_ptr = nullptr;
   uint64_t next_key = 0;
   dfccl::P2pConnections p2p;      // point-to-point connections to every rank (p2p.h)
+  dfccl::NetLinks net;            // the connections through the network (net/links.h)
   uint32_t persistent_lanes = 0;  // DFCCL_PERSISTENT_LANES at init: ids 0 .. persistent_lanes - 1
   uint64_t persistent_turn[DFCCL_MAX_PERSISTENT_IDS] = {};
   bool persistent_prepared[DFCCL_MAX_PERSISTENT_IDS] = {};

@@ -1,4 +1,5 @@
 #include "engine.h"
+#include "net/proxy.h"
 
 #include <fmt/format.h>
 #include <time.h>
@@ -103,6 +104,7 @@ Engine::~Engine() {
     while (running_ && !exec_->exited() && host_now_ns() - t0 < 5000000000ull) std::this_thread::yield();
   } catch (...) {
   }
+  net_.reset();  // the proxy may still use the leftovers' regions
   for (const Leftovers& left : retired_) {
     try {
       for (const auto& [p, blob] : left.mapped) exec_->unmap_region(p, blob);
@@ -115,6 +117,18 @@ Engine::~Engine() {
   exec_->free_pinned(h_);
   exec_->free_device(ctx_);
   exec_->free_device(g_);
+}
+
+std::shared_ptr<net::Proxy> Engine::net_proxy() {
+  std::lock_guard<std::mutex> lk(net_mu_);
+  if (!net_) {
+    auto p = net::Proxy::create();
+    if (!p.ok())
+      throw Error(p.status.code == net::Code::kUnsupported ? dfcclNotSupported : dfcclSystemError,
+                  fmt::format("the network transport did not start: {}", p.status.message));
+    net_ = std::move(p.value);
+  }
+  return net_;
 }
 
 uint32_t Engine::attach(core::CommDev* dev_comm, std::shared_ptr<const ArrivalSource> arrivals) {

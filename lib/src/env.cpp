@@ -120,6 +120,9 @@ const std::vector<EnvVar>& env_table() {
               "host executor: channels of each point-to-point connection (DFCCL_HOST_BLOCKS if fewer)"),
       integer("DFCCL_P2P_DISABLE", "0", 0, 1,
               "1: connection regions in shared host memory even where GPUs reach each other directly"),
+      integer("DFCCL_NET_FORCE", "0", 0, 1,
+              "1: every connection between two ranks goes through the network transport and its proxy, also on one "
+              "host (a test of the multi-host path; needs a build with UCX)"),
       integer("DFCCL_INIT_TIMEOUT_MS", "60000", 1, kMsMax, "how long communicator init waits for the other ranks"),
       integer("DFCCL_DESTROY_TIMEOUT_MS", "30000", 0, kMsMax,
               "how long dfcclCommDestroy waits for outstanding collectives and peers"),
@@ -131,7 +134,7 @@ const std::vector<EnvVar>& env_table() {
             "comma list of INIT, ENGINE, ABORT, ENV, COLL or ALL that DFCCL_DEBUG applies to (^ in front: all but)"),
       words("DFCCL_HOSTID", "", "",
             "this process's host identity (unset: the host name and boot id); ranks with different ones are on "
-            "different hosts"),
+            "different hosts and connect through the network transport"),
       words("DFCCL_DEBUG_FILE", "", "", "write the messages to this file (%h: host name, %p: pid) instead of stderr"),
       integer("DFCCL_PEER_TIMEOUT_S", "30", 0, 86400,
               "a peer process whose heartbeat has not moved for this long (stopped, hung) fails its communicators "

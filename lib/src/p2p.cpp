@@ -22,9 +22,17 @@ void p2p_connect(dfcclComm* c, bool host_memory) {
   p.region = ex.alloc_region(p.conn_bytes * uint64_t(n), host_memory);
   p.blobs.resize(size_t(n));
   c->bootstrap->allgather(&p.region, sizeof(RegionBlob), p.blobs.data());
+  // peer[q]: q's connection for this rank, mapped (a remote q's: a shadow, net/links.h).
   p.mapped.assign(size_t(n), nullptr);
-  for (int q = 0; q < n; ++q)
+  std::vector<char*> peer(static_cast<size_t>(n));
+  for (int q = 0; q < n; ++q) {
+    if (c->net.remote[size_t(q)]) {
+      peer[size_t(q)] = static_cast<char*>(net_shadow(c, p.conn_bytes, false));
+      continue;
+    }
     p.mapped[size_t(q)] = q == c->rank ? reinterpret_cast<void*>(p.region.ptr) : ex.map_region(p.blobs[size_t(q)]);
+    peer[size_t(q)] = static_cast<char*>(p.mapped[size_t(q)]) + uint64_t(c->rank) * p.conn_bytes;
+  }
   c->bootstrap->barrier();
   ex.region_mapped_by_all(p.region);
 
@@ -44,7 +52,7 @@ void p2p_connect(dfcclComm* c, bool host_memory) {
       s.nslots = tp.nslots;
       s.slot_bytes = tp.slot_bytes;
       s.self = mine + uint64_t(q) * p.conn_bytes;
-      s.next_region = s.prev_region = static_cast<char*>(p.mapped[size_t(q)]) + uint64_t(c->rank) * p.conn_bytes;
+      s.next_region = s.prev_region = peer[size_t(q)];
       s.lanes = p.lanes + (size_t(q) * 2 + size_t(dir)) * per_direction;
     }
   }

@@ -15,12 +15,12 @@ namespace dfccl::nettest {
 using net::Tag;
 using Clock = std::chrono::steady_clock;
 
-// Tags of the exchange (tags::make(comm, channel, lane, position)): the parent sends kToChild + i, the child answers
+// Tags of the exchange (tags::make(hop, channel, lane, position)): the parent sends kToChild + i, the child answers
 // kToParent + i; kHello and kBye are zero-byte handshakes.
 inline constexpr Tag kToChild = net::tags::make(1, 2, 3, 0);
 inline constexpr Tag kToParent = net::tags::make(2, 2, 3, 0);
-inline constexpr Tag kHello = net::tags::make(net::tags::kControlComm, 1, 0, 0);
-inline constexpr Tag kBye = net::tags::make(net::tags::kControlComm, 2, 0, 0);
+inline constexpr Tag kHello = net::tags::make(net::tags::kControlHop, 1, 0, 0);
+inline constexpr Tag kBye = net::tags::make(net::tags::kControlHop, 2, 0, 0);
 
 // Zero-byte, small, eager and one message past the rendezvous threshold (several MiB).
 inline const std::vector<std::size_t> kSizes = {0, 1, 8, 0, 4096, 65537, (6u << 20) + 3, 100};

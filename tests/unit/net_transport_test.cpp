@@ -209,7 +209,7 @@ TEST_P(NetTransport, ThreadsUnexpectedMessageWaitsForItsReceive) {
   });
   std::vector<std::uint8_t> sink(big), e(4096), l(big);
   auto wrong1 = b_->irecv(other, net::tags::kExact, sink.data(), sink.size());
-  auto wrong2 = b_->irecv(other_comm, net::tags::kCommMask, sink.data(), sink.size());
+  auto wrong2 = b_->irecv(other_comm, net::tags::kHopMask, sink.data(), sink.size());
   ASSERT_TRUE(wrong1.ok() && wrong2.ok());
   progress_for(*b_, 300ms);
   EXPECT_EQ(b_->test(wrong1.value).code, Code::kPending);
@@ -226,7 +226,7 @@ TEST_P(NetTransport, ThreadsUnexpectedMessageWaitsForItsReceive) {
   for (const auto& c : drive(*b_, {wrong1.value, wrong2.value}, 5s)) EXPECT_EQ(c.code, Code::kCancelled);
 }
 
-// A mask selects tag fields: receives on (comm, channel) with any lane and position take that channel's messages in
+// A mask selects tag fields: receives on (hop, channel) with any lane and position take that channel's messages in
 // send order and report each one's full tag.
 TEST_P(NetTransport, ThreadsMaskMatchesTagFields) {
   const Tag other_channel = net::tags::make(7, 2, 2, 10);
@@ -239,7 +239,7 @@ TEST_P(NetTransport, ThreadsMaskMatchesTagFields) {
   std::vector<net::Req> reqs;
   for (int i = 0; i < 3; ++i)
     reqs.push_back(
-        b_->irecv(net::tags::make(7, 1, 0, 0), net::tags::kCommMask | net::tags::kChannelMask, nullptr, 0).value);
+        b_->irecv(net::tags::make(7, 1, 0, 0), net::tags::kHopMask | net::tags::kChannelMask, nullptr, 0).value);
   reqs.push_back(b_->irecv(other_channel, net::tags::kExact, nullptr, 0).value);
   const auto done = drive(*b_, reqs, 20s);
   for (std::uint32_t i = 0; i < 3; ++i) {

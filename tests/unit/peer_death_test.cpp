@@ -17,6 +17,7 @@
 
 #include "dfccl.h"
 #include "forked_rank.h"
+#include "net/transport.h"
 
 namespace {
 
@@ -124,8 +125,9 @@ TEST(PeerDeath, AStoppedRankIsNamedAfterThePeerTimeout) { run_case(Victim::Stops
 
 namespace {
 
-// Two forked ranks that say they are on different hosts (DFCCL_HOSTID) are refused at init with dfcclNotSupported
-// naming the variable, on both sides; with the same id they form a communicator.
+// Two forked ranks that say they are on different hosts (DFCCL_HOSTID) form a communicator through the network
+// transport and all-reduce exactly (30), or, in a build without it, are refused at init with dfcclNotSupported naming
+// the missing transport on both sides (20); with the same id they form a shared-memory communicator (10).
 int host_id_child(const dfcclUniqueId& id, int rank, const char* host) {
   setenv("DFCCL_HOSTID", host, 1);
   dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
@@ -133,10 +135,22 @@ int host_id_child(const dfcclUniqueId& id, int rank, const char* host) {
   cfg.initTimeoutMs = 10000;
   dfcclComm_t comm = nullptr;
   const dfcclResult_t r = dfcclCommInitRankConfig(&comm, 2, id, rank, &cfg);
-  if (r == dfcclSuccess) return dfcclCommDestroy(comm) == dfcclSuccess ? 10 : 1;  // 10: formed
-  const std::string m = dfcclGetLastError(nullptr);
-  std::fprintf(stderr, "rank %d: %s\n", rank, m.c_str());
-  return r == dfcclNotSupported && m.find("DFCCL_HOSTID") != std::string::npos ? 20 : 1;  // 20: refused, named
+  if (r != dfcclSuccess) {
+    const std::string m = dfcclGetLastError(nullptr);
+    std::fprintf(stderr, "rank %d: %s\n", rank, m.c_str());
+    return r == dfcclNotSupported && m.find("network transport") != std::string::npos ? 20 : 1;
+  }
+  dfcclCommInfo_t info;
+  if (dfcclCommGetInfo(comm, &info) != dfcclSuccess) return 2;
+  std::vector<int32_t> in(4096, rank + 1), out(4096, 0);
+  dfcclRequest_t q = nullptr;
+  bool exact =
+      dfcclAllReduce(in.data(), out.data(), in.size(), dfcclInt32, dfcclSum, comm, 0, nullptr, &q) == dfcclSuccess &&
+      dfcclSynchronize(q, 10000) == dfcclSuccess;
+  dfcclRequestFree(q);
+  for (int32_t v : out) exact = exact && v == 3;
+  if (dfcclCommDestroy(comm) != dfcclSuccess || !exact) return 3;
+  return info.transport == dfcclTransportNetwork ? 30 : 10;
 }
 
 std::vector<int> host_id_run(const char* host0, const char* host1) {
@@ -159,7 +173,8 @@ std::vector<int> host_id_run(const char* host0, const char* host1) {
 
 }  // namespace
 
-TEST(HostId, RanksOnDifferentHostsAreRefusedNamingTheVariable) {
-  EXPECT_EQ(host_id_run("node-a", "node-b"), (std::vector<int>{20, 20}));
+TEST(HostId, RanksOnDifferentHostsConnectThroughTheNetwork) {
+  const int remote = dfccl::net::transport_available() ? 30 : 20;
+  EXPECT_EQ(host_id_run("node-a", "node-b"), (std::vector<int>{remote, remote}));
   EXPECT_EQ(host_id_run("node-a", "node-a"), (std::vector<int>{10, 10}));
 }

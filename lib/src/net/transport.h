@@ -133,23 +133,23 @@ std::string transport_description();
 Result<std::unique_ptr<Transport>> make_transport(const Options& options = {});
 
 // The tag layout DFCCL's proxy uses (the transport itself carries any 64-bit tag):
-//   bits 63..48 communicator id (16), 47..40 channel (8), 39..32 lane (8), 31..0 position (32).
-// Communicator id kControlComm is reserved for control messages (credits, heartbeats, bootstrap rounds); there the
-// channel field names the message kind.
+//   bits 63..40 hop id (24), 39..32 channel (8), 31..24 lane (8), 23..0 position (24).
+// A hop id names one direction of one connection at the receiving engine (net/proxy.h). Hop id kControlHop is
+// reserved for control messages (heartbeats, bootstrap rounds); there the channel field names the message kind.
 namespace tags {
-inline constexpr unsigned kCommShift = 48, kChannelShift = 40, kLaneShift = 32;
-inline constexpr std::uint32_t kControlComm = 0xffff;
-inline constexpr Tag kCommMask = Tag{0xffff} << kCommShift;
+inline constexpr unsigned kHopShift = 40, kChannelShift = 32, kLaneShift = 24;
+inline constexpr std::uint32_t kControlHop = 0xffffff;
+inline constexpr Tag kHopMask = Tag{0xffffff} << kHopShift;
 inline constexpr Tag kChannelMask = Tag{0xff} << kChannelShift;
 inline constexpr Tag kLaneMask = Tag{0xff} << kLaneShift;
-inline constexpr Tag kPositionMask = 0xffffffffu;
+inline constexpr Tag kPositionMask = 0xffffffu;
 inline constexpr Tag kExact = ~Tag{0};
 
-constexpr Tag make(std::uint32_t comm, std::uint32_t channel, std::uint32_t lane, std::uint32_t position) {
-  return (Tag{comm & 0xffffu} << kCommShift) | (Tag{channel & 0xffu} << kChannelShift) |
-         (Tag{lane & 0xffu} << kLaneShift) | position;
+constexpr Tag make(std::uint32_t hop, std::uint32_t channel, std::uint32_t lane, std::uint32_t position) {
+  return (Tag{hop & 0xffffffu} << kHopShift) | (Tag{channel & 0xffu} << kChannelShift) |
+         (Tag{lane & 0xffu} << kLaneShift) | (position & kPositionMask);
 }
-constexpr std::uint32_t comm(Tag t) { return static_cast<std::uint32_t>(t >> kCommShift) & 0xffffu; }
+constexpr std::uint32_t hop(Tag t) { return static_cast<std::uint32_t>(t >> kHopShift) & 0xffffffu; }
 constexpr std::uint32_t channel(Tag t) { return static_cast<std::uint32_t>(t >> kChannelShift) & 0xffu; }
 constexpr std::uint32_t lane(Tag t) { return static_cast<std::uint32_t>(t >> kLaneShift) & 0xffu; }
 constexpr std::uint32_t position(Tag t) { return static_cast<std::uint32_t>(t & kPositionMask); }

@@ -1,0 +1,44 @@
+// The connections of a communicator that go through the network (net/proxy.h): which ranks are remote, the shadow
+// regions that stand for their connections on this host, and the hops handed to the engine's proxy.
+//
+// A rank is remote when its host id differs from this rank's (comm.cpp, host_id; DFCCL_HOSTID overrides it) or, with
+// DFCCL_NET_FORCE=1, whenever it is another rank. A communicator with a remote rank keeps all its regions in host
+// memory (the proxy writes them; the CUDA executor maps them for the GPU), and its daemon writes into a shadow where
+// it would write into a remote rank's mapped region.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "../executor.h"
+#include "proxy.h"
+
+struct dfcclComm;
+
+namespace dfccl {
+
+struct NetLinks {
+  std::vector<uint8_t> remote;      // [rank]: reached through the network
+  std::vector<RegionBlob> shadows;  // allocated by this rank, freed with the communicator
+  uint64_t shadow_bytes[2] = {};    // their sizes: the ring's, the point-to-point connections'
+  std::shared_ptr<net::Proxy> proxy;
+  uint64_t key = 0;  // the communicator's hops in the proxy (0: none attached)
+  bool any = false;  // some rank is remote
+};
+
+// Caller: comm_init, once every rank's host hash is known. Fills c->net.remote; throws dfcclNotSupported when a rank
+// is remote and the library has no network transport.
+void net_plan(dfcclComm* c, const std::vector<uint64_t>& host_hashes);
+// A zero-filled region of `bytes` in host memory (mapped for the GPU on the CUDA executor) that the daemon writes as
+// the connection region of a remote rank (ring: for the ring, else for a point-to-point connection).
+void* net_shadow(dfcclComm* c, uint64_t bytes, bool ring);
+// Caller: comm_init, every rank together, after the ring's and the point-to-point regions exist: exchanges proxy
+// addresses and hop ids through the bootstrap and hands this rank's hops to the engine's proxy.
+void net_connect(dfcclComm* c);
+// Caller: release. Stops the communicator's hops (bounded); true when the proxy no longer uses its regions.
+bool net_detach(dfcclComm* c);
+// "" or why the communicator's network connections failed, with *rank the peer it names.
+std::string net_failure(const dfcclComm* c, int* rank);
+
+}  // namespace dfccl

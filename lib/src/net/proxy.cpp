@@ -1,0 +1,378 @@
+#include "proxy.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+#include "core/region.h"
+
+namespace dfccl::net {
+
+namespace {
+
+// A data message's channel field carries kLLChannel when its bytes are LL lines (channel 0 only: core/region.h).
+constexpr uint32_t kLLChannel = 0x80;
+constexpr Tag kAnyProtocol = tags::kExact & ~(Tag{kLLChannel} << tags::kChannelShift);
+constexpr size_t kCreditRecvs = 8;   // credit receives kept posted per send hop
+constexpr unsigned kIdleSpins = 16;  // idle turns before the thread sleeps between turns
+constexpr auto kIdleSleep = std::chrono::microseconds(20);
+
+uint64_t load(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+void store(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+// True when the `nlines` 16-byte LL lines at p all carry `flag` in both words (the GPU writes them without a fence).
+bool lines_ready(const char* p, uint64_t nlines, uint32_t flag) {
+  const uint64_t* w = reinterpret_cast<const uint64_t*>(p);
+  for (uint64_t i = 0; i < 2 * nlines; ++i)
+    if (uint32_t(__atomic_load_n(w + i, __ATOMIC_RELAXED) >> 32) != flag) return false;
+  return true;
+}
+
+// Copies LL lines with one single-copy-atomic store per 8-byte word, so that a reader never sees a flag without its
+// data.
+void copy_lines(char* dst, const char* src, uint64_t nlines) {
+  const uint64_t* s = reinterpret_cast<const uint64_t*>(src);
+  uint64_t* d = reinterpret_cast<uint64_t*>(dst);
+  for (uint64_t i = 0; i < 2 * nlines; ++i) __atomic_store_n(d + i, s[i], __ATOMIC_RELAXED);
+}
+
+}  // namespace
+
+// One hop and its per-(channel, lane) rows. Send rows: positions [done, forwarded) are in flight; the head stored
+// in self is min(credit, done). Receive rows: positions [tail, posted) have receives posted; credited is the last
+// head sent back.
+struct Proxy::Hop {
+  HopSpec s;
+  core::CommStatic geo{};
+  uint64_t key = 0;
+  Peer peer;
+  bool failed = false, detaching = false;
+  struct Row {
+    uint64_t a = 0, b = 0, c = 0, d = 0;  // send: forwarded, done, credit, head; receive: posted, tail, credited
+    uint64_t credit_buf = 0;              // receive: the credit message in flight
+    Req credit_req;
+    bool credit_pending = false;
+  };
+  std::vector<Row> rows;
+  std::vector<Req> slots;  // [row * nslots + position % nslots]: the request of a position in flight
+  std::array<uint64_t, kCreditRecvs> credit_in{};
+  std::array<Req, kCreditRecvs> credit_recvs{};
+  std::array<bool, kCreditRecvs> credit_posted{};
+
+  Req& slot(size_t row, uint64_t pos) { return slots[row * s.nslots + pos % s.nslots]; }
+  std::pair<uint32_t, uint32_t> ch_lane(size_t row) const {
+    return {uint32_t(row / s.nlanes), uint32_t(row % s.nlanes)};
+  }
+};
+
+Result<std::shared_ptr<Proxy>> Proxy::create(const Options& options) {
+  auto t = make_transport(options);
+  if (!t.ok()) return {nullptr, t.status};
+  return {std::shared_ptr<Proxy>(new Proxy(std::move(t.value))), {}};
+}
+
+Proxy::Proxy(std::unique_ptr<Transport> transport) : t_(std::move(transport)), address_(t_->address()) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Proxy::~Proxy() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  hops_.clear();
+  drain();
+  t_.reset();
+}
+
+// Takes (as truncated) the messages that arrived for hops that are gone, for a bounded time, so that the transport
+// goes without complaints about unmatched messages.
+void Proxy::drain() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = t_->irecv(0, 0, nullptr, 0);
+    if (!r.ok()) return;
+    t_->progress();
+    if (t_->test(r.value).code == Code::kPending) {
+      t_->cancel(r.value);
+      t_->progress();
+      t_->test(r.value);
+      return;
+    }
+  }
+}
+
+uint32_t Proxy::new_hop_id() {
+  const uint32_t id = next_id_.fetch_add(1);
+  if (id >= tags::kControlHop)
+    throw std::runtime_error("the engine has used all its network hop ids (16 M); create fewer communicators");
+  return id;
+}
+
+uint64_t Proxy::attach(std::vector<HopSpec> specs) {
+  const uint64_t key = next_key_.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lk(done_mu_);
+    live_hops_[key] = int(specs.size());
+  }
+  std::lock_guard<std::mutex> lk(cmd_mu_);
+  cmds_.push_back([this, key, specs = std::move(specs)]() mutable {
+    for (HopSpec& s : specs) {
+      auto h = std::make_unique<Hop>();
+      h->s = std::move(s);
+      h->key = key;
+      h->geo.nchan = h->s.nchan;
+      h->geo.nlanes = h->s.nlanes;
+      h->geo.nslots = h->s.nslots;
+      h->geo.slot_bytes = h->s.slot_bytes;
+      h->rows.resize(size_t(h->s.nchan) * h->s.nlanes);
+      h->slots.resize(h->rows.size() * h->s.nslots);
+      h->peer = peer_for(h->s);
+      hops_.push_back(std::move(h));
+    }
+  });
+  has_cmds_ = true;
+  return key;
+}
+
+bool Proxy::detach(uint64_t key, std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard<std::mutex> lk(cmd_mu_);
+    cmds_.push_back([this, key] {
+      for (auto& h : hops_)
+        if (h->key == key) h->detaching = true;
+    });
+    has_cmds_ = true;
+  }
+  std::unique_lock<std::mutex> lk(done_mu_);
+  const bool gone = done_cv_.wait_for(lk, timeout, [&] { return live_hops_.count(key) == 0; });
+  if (gone) failures_.erase(key);
+  return gone;
+}
+
+std::string Proxy::failure(uint64_t key, int* rank) const {
+  std::lock_guard<std::mutex> lk(done_mu_);
+  auto it = failures_.find(key);
+  if (it == failures_.end()) return {};
+  *rank = it->second.first;
+  return it->second.second;
+}
+
+Peer Proxy::peer_for(const HopSpec& s) {
+  auto it = peers_.find(s.peer_address);
+  if (it != peers_.end()) return it->second;
+  auto r = t_->connect(s.peer_address, s.peer_name);
+  if (!r.ok()) return Peer{};
+  peers_.emplace(s.peer_address, r.value);
+  return r.value;
+}
+
+void Proxy::fail(Hop& h, const std::string& why) {
+  if (h.failed) return;
+  h.failed = true;
+  std::lock_guard<std::mutex> lk(done_mu_);
+  failures_.emplace(h.key,
+                    std::make_pair(h.s.peer_rank, fmt::format("network connection to {}: {}", h.s.peer_name, why)));
+}
+
+void Proxy::run_commands() {
+  std::vector<std::function<void()>> cmds;
+  {
+    std::lock_guard<std::mutex> lk(cmd_mu_);
+    cmds.swap(cmds_);
+    has_cmds_ = false;
+  }
+  for (auto& f : cmds) f();
+}
+
+void Proxy::handle_peer_failures() {
+  for (const PeerFailure& f : t_->take_peer_failures()) {
+    for (auto& h : hops_)
+      if (h->peer == f.peer) fail(*h, f.message);
+    for (auto it = peers_.begin(); it != peers_.end();) {
+      if (it->second == f.peer) {
+        t_->close(f.peer, CloseMode::kForce, std::chrono::milliseconds(0));
+        it = peers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+// The send side of one hop (contract at the top of proxy.h); true when something moved.
+bool Proxy::step_send(Hop& h) {
+  bool moved = take_credits(h);
+  const uint32_t nslots = h.s.nslots;
+  for (size_t row = 0; row < h.rows.size() && !h.failed; ++row) {
+    Hop::Row& r = h.rows[row];
+    const auto [ch, lane] = h.ch_lane(row);
+    for (; r.b < r.a; ++r.b, moved = true) {  // sends done, in order
+      const Completion c = t_->test(h.slot(row, r.b));
+      if (c.code == Code::kPending) break;
+      if (c.code != Code::kOk) {
+        fail(h, c.message);
+        return true;
+      }
+    }
+    const uint64_t tail = load(&core::region_ctrl(h.s.shadow, h.geo, ch, lane)->tail);
+    for (; r.a < tail && r.a < r.b + nslots; ++r.a, moved = true) {
+      const uint64_t pos = r.a;
+      const uint64_t w = load(core::region_size(h.s.shadow, h.geo, ch, lane, pos));
+      if (uint32_t(w >> 32) != uint32_t(pos + 1)) break;  // the size word is not visible yet
+      const bool ll = (w & core::kSizeLL) != 0;
+      const uint64_t bytes = w & (core::kSizeLL - 1);
+      const char* src =
+          ll ? core::region_ll(h.s.shadow, h.geo, lane, pos) : core::region_slot(h.s.shadow, h.geo, ch, lane, pos);
+      if (ll && !lines_ready(src, bytes / 16, uint32_t(pos + 1))) break;
+      const Tag tag = tags::make(h.s.their_id, ch | (ll ? kLLChannel : 0), lane, uint32_t(pos));
+      auto s = t_->isend(h.peer, tag, bytes ? src : nullptr, bytes);
+      if (!s.ok()) {
+        fail(h, s.status.message);
+        return true;
+      }
+      h.slot(row, pos) = s.value;
+    }
+    const uint64_t head = std::min(r.c, r.b);
+    if (head > r.d) store(&core::region_ctrl(h.s.self, h.geo, ch, lane)->head, r.d = head);
+  }
+  return moved;
+}
+
+// Credit messages for a send hop: 8 bytes (the peer's head) tagged with this hop's id, channel and lane.
+bool Proxy::take_credits(Hop& h) {
+  bool moved = false;
+  for (size_t k = 0; k < kCreditRecvs && !h.failed; ++k) {
+    if (h.credit_posted[k]) {
+      const Completion c = t_->test(h.credit_recvs[k]);
+      if (c.code == Code::kPending) continue;
+      h.credit_posted[k] = false;
+      moved = true;
+      if (c.code != Code::kOk) {
+        fail(h, c.message);
+        return true;
+      }
+      const size_t row = size_t(tags::channel(c.tag)) * h.s.nlanes + tags::lane(c.tag);
+      if (row < h.rows.size()) h.rows[row].c = std::max(h.rows[row].c, h.credit_in[k]);
+    }
+    if (h.detaching) continue;
+    auto r = t_->irecv(tags::make(h.s.my_id, 0, 0, 0), tags::kHopMask, &h.credit_in[k], sizeof(uint64_t));
+    if (!r.ok()) {
+      fail(h, r.status.message);
+      return true;
+    }
+    h.credit_recvs[k] = r.value;
+    h.credit_posted[k] = true;
+  }
+  return moved;
+}
+
+// The receive side of one hop (contract at the top of proxy.h); true when something moved.
+bool Proxy::step_recv(Hop& h) {
+  bool moved = false;
+  const uint32_t nslots = h.s.nslots;
+  for (size_t row = 0; row < h.rows.size() && !h.failed; ++row) {
+    Hop::Row& r = h.rows[row];
+    const auto [ch, lane] = h.ch_lane(row);
+    const uint64_t consumed = load(&core::region_ctrl(h.s.shadow, h.geo, ch, lane)->head);
+    for (; r.a < consumed + nslots; ++r.a, moved = true) {  // receives into free slots
+      char* dst = core::region_slot(h.s.self, h.geo, ch, lane, r.a);
+      auto s = t_->irecv(tags::make(h.s.my_id, ch, lane, uint32_t(r.a)), ch == 0 ? kAnyProtocol : tags::kExact, dst,
+                         h.s.slot_bytes);
+      if (!s.ok()) {
+        fail(h, s.status.message);
+        return true;
+      }
+      h.slot(row, r.a) = s.value;
+    }
+    for (; r.b < r.a; ++r.b, moved = true) {  // arrivals, published in order
+      const Completion c = t_->test(h.slot(row, r.b));
+      if (c.code == Code::kPending) break;
+      if (c.code != Code::kOk) {
+        fail(h, c.message);
+        return true;
+      }
+      if (tags::channel(c.tag) & kLLChannel)
+        copy_lines(core::region_ll(h.s.self, h.geo, lane, r.b), core::region_slot(h.s.self, h.geo, ch, lane, r.b),
+                   c.bytes / 16);
+      store(&core::region_ctrl(h.s.self, h.geo, ch, lane)->tail, r.b + 1);
+    }
+    if (r.credit_pending) {
+      const Completion c = t_->test(r.credit_req);
+      if (c.code == Code::kPending) continue;
+      r.credit_pending = false;
+      if (c.code != Code::kOk) {
+        fail(h, c.message);
+        return true;
+      }
+    }
+    if (consumed > r.c) {  // the daemon's new head goes back to the sender
+      r.credit_buf = r.c = consumed;
+      auto s = t_->isend(h.peer, tags::make(h.s.their_id, ch, lane, 0), &r.credit_buf, sizeof(uint64_t));
+      if (!s.ok()) {
+        fail(h, s.status.message);
+        return true;
+      }
+      r.credit_req = s.value;
+      r.credit_pending = true;
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+// A detaching hop: cancels its receives and reaps its requests (a reaped request tests kInvalid); true once none is
+// pending.
+bool Proxy::reap(Hop& h) {
+  bool left = false;
+  auto settle = [&](Req q, bool receive) {
+    if (receive) t_->cancel(q);
+    if (t_->test(q).code == Code::kPending) left = true;
+  };
+  for (size_t row = 0; row < h.rows.size(); ++row) {
+    const Hop::Row& r = h.rows[row];
+    for (uint64_t p = r.b; p < r.a; ++p) settle(h.slot(row, p), !h.s.send);
+    if (r.credit_pending) settle(r.credit_req, false);
+  }
+  for (size_t k = 0; k < kCreditRecvs; ++k)
+    if (h.credit_posted[k]) settle(h.credit_recvs[k], true);
+  return !left;
+}
+
+bool Proxy::step(Hop& h) {
+  if (h.failed && !h.detaching) return false;
+  if (h.peer == Peer{}) {
+    fail(h, "could not connect");
+    return false;
+  }
+  return h.s.send ? step_send(h) : step_recv(h);
+}
+
+void Proxy::loop() {
+  unsigned idle = 0;
+  while (!stop_) {
+    if (has_cmds_) run_commands();
+    bool moved = t_->progress() > 0;
+    handle_peer_failures();
+    for (auto it = hops_.begin(); it != hops_.end();) {
+      Hop& h = **it;
+      if (h.detaching) {
+        t_->progress();
+        if (!reap(h)) {
+          ++it;
+          continue;
+        }
+        std::lock_guard<std::mutex> lk(done_mu_);
+        if (--live_hops_[h.key] == 0) live_hops_.erase(h.key);
+        done_cv_.notify_all();
+        it = hops_.erase(it);
+        continue;
+      }
+      moved = step(h) || moved;
+      ++it;
+    }
+    idle = moved ? 0 : idle + 1;
+    if (idle > kIdleSpins) std::this_thread::sleep_for(kIdleSleep);
+  }
+}
+
+}  // namespace dfccl::net

@@ -1,0 +1,107 @@
+// The net proxy: one thread per engine that carries the connections to ranks on other hosts (or every connection,
+// with DFCCL_NET_FORCE=1) over the network transport (transport.h). docs/net-transport.md, "The proxy", has the
+// whole picture; the contract:
+//  - The daemon is unchanged. A connection to a remote rank is two regions of the usual layout (core/region.h) on
+//    this host: the rank's own (`self`) and a `shadow` standing for the peer's. The daemon writes slots, size words
+//    and tails into the shadow and heads (credits) into it as it would into a mapped peer region; it reads tails and
+//    heads in `self` as always.
+//  - A send hop forwards each slot that the shadow's tail publishes (the size word says how many bytes, and whether
+//    they are LL lines, whose flags it checks first) as one message tagged (their hop id, channel, lane, position),
+//    and stores in `self` the heads that the peer's credit messages bring, once its own send of those slots is done.
+//  - A receive hop posts, for every free slot, a receive into `self` (an LL message lands in the Simple slot and is
+//    copied into the LL slot line by line with 8-byte atomic stores), publishes the tail in order, and sends the
+//    heads the daemon writes into the shadow back to the sender as credit messages.
+//  - The thread polls only memory and the transport: it makes no CUDA call and takes no lock that an application
+//    thread holds across one. Commands from other threads (attach, detach) go through a short-held queue lock.
+//  - A failure (a peer's process died, a send failed) marks that peer's hops failed; failure() reports it, naming the
+//    rank, and the communicator's peer watch turns it into dfcclRemoteError (comm.cpp).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport.h"
+
+namespace dfccl::net {
+
+// One direction of one connection between this rank and a rank reached through the network.
+struct HopSpec {
+  bool send = false;       // true: this rank sends through `shadow`; false: it receives into `self`
+  char* self = nullptr;    // send: heads land here; receive: slots, LL lines and tails land here
+  char* shadow = nullptr;  // send: the daemon's slots, size words and tails; receive: the daemon's heads
+  uint32_t nchan = 0, nlanes = 0, nslots = 0, slot_bytes = 0;  // the connection's geometry (core::CommStatic)
+  uint32_t my_id = 0;     // messages for this hop carry it (receive: data; send: credits)
+  uint32_t their_id = 0;  // the peer's hop of this connection
+  int peer_rank = -1;
+  std::string peer_name;  // "rank 3 (host b)", for messages
+  std::vector<std::byte> peer_address;
+};
+
+class Proxy {
+ public:
+  // Creates the transport and starts the thread; kUnsupported without UCX.
+  static Result<std::shared_ptr<Proxy>> create(const Options& options = {});
+  ~Proxy();  // stops the thread; the transport's destruction ends every request (bounded)
+  Proxy(const Proxy&) = delete;
+  Proxy& operator=(const Proxy&) = delete;
+
+  // This engine's transport address, for the peers' hops. Stable.
+  const std::vector<std::byte>& address() const { return address_; }
+  // A hop id never used before by this engine (messages for a detached hop can still arrive). Thread-safe.
+  uint32_t new_hop_id();
+  // Hands the hops of one communicator to the thread and returns their key; the regions must stay until detach()
+  // returned true.
+  uint64_t attach(std::vector<HopSpec> hops);
+  // Stops the hops of `key`: cancels their receives and waits for every request of theirs to end. True when none is
+  // left within `timeout` (their memory may go); false: keep it (the proxy still uses it until it is destroyed).
+  bool detach(uint64_t key, std::chrono::milliseconds timeout);
+  // "" or why the hops of `key` failed, with *rank the peer it names.
+  std::string failure(uint64_t key, int* rank) const;
+
+ private:
+  struct Hop;
+  explicit Proxy(std::unique_ptr<Transport> transport);
+  void loop();
+  void run_commands();
+  bool step(Hop& h);
+  bool step_send(Hop& h);
+  bool step_recv(Hop& h);
+  bool take_credits(Hop& h);
+  bool reap(Hop& h);
+  void fail(Hop& h, const std::string& why);
+  Peer peer_for(const HopSpec& s);
+  void handle_peer_failures();
+  void drain();
+
+  std::unique_ptr<Transport> t_;
+  std::vector<std::byte> address_;
+  std::atomic<uint32_t> next_id_{1};
+  std::atomic<uint64_t> next_key_{1};
+
+  std::mutex cmd_mu_;  // held only to queue or take commands
+  std::vector<std::function<void()>> cmds_;
+  std::atomic<bool> has_cmds_{false};
+
+  mutable std::mutex done_mu_;  // detach's waiters and the failures, written by the thread
+  std::condition_variable done_cv_;
+  std::map<uint64_t, int> live_hops_;  // key -> hops the thread still holds
+  std::map<uint64_t, std::pair<int, std::string>> failures_;
+
+  // The thread's own state.
+  std::vector<std::unique_ptr<Hop>> hops_;
+  std::map<std::vector<std::byte>, Peer> peers_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace dfccl::net
