@@ -2,7 +2,7 @@
 // memory only (EngineHost::aborts and abort_gen) and the daemon copies them into its own (EngineGlobal), the table
 // before the count, each only ever raised. Checked here on the host executor against a host side written the way
 // Engine::abort_comm writes it: the copy itself, a stale copy that must not undo a newer one, and the prefetcher,
-// which looks for aborts while it waits for postings. And what ends a wait early (wait_must_end).
+// which looks for aborts while it waits for postings. And what ends a wait early (wait_must_end, rings_have_new).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -113,6 +113,30 @@ TEST(CoreAbort, AWaitEndsOnAnAbortAShutdownOrItsLaunchsExit) {
   e.g->exit_request = 0;
   e.g->quit = 1;
   EXPECT_TRUE(wait_must_end(e.ev, 1)) << "shutdown";
+}
+
+// What a blocking-mode wait after an abort looks for in the rings (scheduler/pickup.h, rings_have_new): an entry at
+// the block's frontier of any ring, i.e. one its pass did not take; not one it took, nor last lap's at that position.
+TEST(CoreAbort, AWaitSeesOnlySubmissionsItsPassDidNotTake) {
+  Engine e;
+  auto bs = std::make_unique<BlockShared>();
+  std::memset(static_cast<void*>(bs.get()), 0, sizeof(BlockShared));
+  EXPECT_FALSE(rings_have_new<X>(e.ev, *bs)) << "empty rings";
+  e.g->ring[5][0] = ring_entry(0, 3);
+  e.g->ring[5][1] = ring_entry(1, 4);
+  bs->frontier[5] = 2;
+  EXPECT_FALSE(rings_have_new<X>(e.ev, *bs)) << "taken entries";
+  e.g->ring[5][2] = ring_entry(2 + kRingEntries, 6);
+  EXPECT_FALSE(rings_have_new<X>(e.ev, *bs)) << "an entry of a later lap at the frontier's place";
+  const u64 pos = 3 * u64(kRingEntries) + 7;  // a ring gone round
+  bs->frontier[kMaxRings - 1] = pos;
+  e.g->ring[kMaxRings - 1][pos % kRingEntries] = ring_entry(pos - kRingEntries, 1);
+  EXPECT_FALSE(rings_have_new<X>(e.ev, *bs)) << "last lap's entry at the frontier's place";
+  e.g->ring[kMaxRings - 1][pos % kRingEntries] = ring_entry(pos, 2);
+  EXPECT_TRUE(rings_have_new<X>(e.ev, *bs)) << "a new entry in the last ring";
+  e.g->ring[kMaxRings - 1][pos % kRingEntries] = ring_entry(pos - kRingEntries, 1);
+  e.g->ring[5][2] = ring_entry(2, 6);
+  EXPECT_TRUE(rings_have_new<X>(e.ev, *bs)) << "a new entry in ring 5";
 }
 
 }  // namespace

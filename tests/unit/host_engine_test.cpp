@@ -3,13 +3,18 @@
 // one communicator, more collectives in flight than lanes, a lane's turn kept under priority, completion paths (test,
 // synchronize with a timeout, callbacks, request info), abort within a second, small collectives on many blocks,
 // back-pressure at the slot limit, local destroy.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -191,6 +196,114 @@ TEST_F(HostEngine, BlockingModeDaemonStaysWhileABlockWaitsAndAnAbortElsewhereEnd
   DFCCL_ASSERT_OK(dfcclGetStats(g[0], &st));
   EXPECT_EQ(st.daemonLaunches, 1u) << "the daemon left (and came back) while block 0 waited in A";
   t0 = Clock::now();
+  DFCCL_ASSERT_OK(dfcclCommAbort(g[0]));
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(900));
+  EXPECT_EQ(dfcclSynchronize(qa, 5000), dfcclAborted);
+  dfcclRequestFree(qa);
+  dfcclRequestFree(qb);
+  DFCCL_ASSERT_OK(dfcclCommDestroy(b[1]));
+  g.comms[0] = nullptr;  // aborted: nothing left to destroy
+}
+
+// Holds the process's stderr (fd 2) full while it lives: a write to it blocks until release(), which drains it from
+// a thread of its own and forwards what was written meanwhile to the real stderr (the filler is dropped). The
+// destructor releases if needed, puts the real stderr back and joins the drainer.
+class StderrPlug {
+ public:
+  StderrPlug() {
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error("pipe");
+    rd_ = fds[0];
+    wr_ = fds[1];
+    std::fflush(stderr);
+    saved_ = dup(2);
+    const int fl = fcntl(wr_, F_GETFL);
+    fcntl(wr_, F_SETFL, fl | O_NONBLOCK);
+    char page[4096] = {};
+    for (ssize_t n; (n = write(wr_, page, sizeof page)) > 0;) filler_ += size_t(n);
+    fcntl(wr_, F_SETFL, fl);
+    dup2(wr_, 2);
+  }
+  ~StderrPlug() {
+    release();
+    dup2(saved_, 2);
+    close(wr_);  // the pipe's last write end: the drainer reads its end
+    drainer_.join();
+    close(rd_);
+    close(saved_);
+  }
+  void release() {
+    if (drainer_.joinable()) return;
+    drainer_ = std::thread([this] {
+      char buf[4096];
+      size_t skip = filler_;
+      for (ssize_t n; (n = read(rd_, buf, sizeof buf)) > 0;) {
+        const size_t drop = std::min(skip, size_t(n));
+        skip -= drop;
+        if (size_t(n) > drop && write(saved_, buf + drop, size_t(n) - drop) < 0) break;
+      }
+    });
+  }
+
+ private:
+  int rd_ = -1, wr_ = -1, saved_ = -1;
+  size_t filler_ = 0;
+  std::thread drainer_;
+};
+
+// Blocking mode, one daemon block: rank 0's collective A (peer absent) is the queue's head, its wait unbounded. A
+// submission S on another communicator B of rank 0 passes its liveness check, then is held at the engine's lock
+// (here by a debug dump writing into a full stderr; on a GPU, by a thread inside a held CUDA call). B is aborted
+// meanwhile: the abort's count ends the wait in A, and the next pass, which polls the rings before S's doorbell,
+// waits in A again with that count. Once S is queued, the abort waits for it to be dropped: the wait in A must see the
+// doorbell that came after its pass polled (scheduler/attempt.h), or the abort waits for its timeout.
+TEST_F(HostEngine, BlockingModeAbortDropsASubmissionQueuedBehindTheHeadsWait) {
+  setenv("DFCCL_ABORT_TIMEOUT_MS", "4000", 1);
+  Group g(2, dfcclExecutorHost, dfcclModeBlocking);
+  dfcclComm_t b[2] = {};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r) ts.emplace_back([&, r] { dfcclCommSplit(g[r], 0, r, &b[r], nullptr); });
+  for (auto& t : ts) t.join();
+  ASSERT_NE(b[0], nullptr);
+  ASSERT_NE(b[1], nullptr);
+  const size_t n = 64;
+  auto in = iota_input(n, 0);
+  std::vector<int32_t> out_a(n), out_b(n);
+  dfcclRequest_t qa = nullptr, qb = nullptr;
+  DFCCL_ASSERT_OK(dfcclAllReduce(in.data(), out_a.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &qa));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the daemon waits in A
+  std::atomic<bool> queued{false};
+  Clock::duration abort_took{};
+  {
+    StderrPlug plug;
+    auto dump = std::async(std::launch::async, [&] { return dfcclDebugDump(g[0], 0); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the dump holds the engine's lock, in its write
+    auto submit = std::async(std::launch::async, [&] {
+      const dfcclResult_t res = dfcclAllReduce(in.data(), out_b.data(), n, dfcclInt32, dfcclSum, b[0], 0, nullptr, &qb);
+      queued = true;
+      return res;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // S is past its check, at the engine's lock
+    const bool held = !queued;
+    auto abort = std::async(std::launch::async, [&] {
+      const auto t0 = Clock::now();
+      const dfcclResult_t res = dfcclCommAbort(b[0]);
+      abort_took = Clock::now() - t0;
+      return res;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the daemon saw the abort and waits in A again
+    plug.release();
+    EXPECT_EQ(dump.get(), dfcclSuccess);
+    EXPECT_TRUE(held) << "S was not held at the engine's lock: the case was not set up";
+    EXPECT_EQ(submit.get(), dfcclSuccess) << "S did not pass its liveness check before the abort";
+    EXPECT_EQ(abort.get(), dfcclSuccess);
+  }
+  unsetenv("DFCCL_ABORT_TIMEOUT_MS");
+  // The abort waited about 50 ms for S to be queued, then for S to be dropped.
+  EXPECT_LT(abort_took, std::chrono::seconds(1)) << "the abort waited for its timeout: S was left unseen in its ring";
+  EXPECT_EQ(dfcclSynchronize(qb, 5000), dfcclAborted);
+  EXPECT_EQ(dfcclSynchronize(qa, 0), dfcclTimeout) << "A's peer never came: blocking mode still waits in A";
+  const auto t0 = Clock::now();
   DFCCL_ASSERT_OK(dfcclCommAbort(g[0]));
   EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(900));
   EXPECT_EQ(dfcclSynchronize(qa, 5000), dfcclAborted);

@@ -28,12 +28,13 @@ DFCCL_DEV void look_for_aborts(const EngineView& ev) {
 }
 
 // Caller: as look_for_aborts. Runs it once `now` (the executor's clock) has reached look_at, then moves look_at
-// kAbortLookNs ahead.
+// kAbortLookNs ahead; returns whether it ran.
 template <class X>
-DFCCL_DEV void look_for_aborts_when_due(const EngineView& ev, u64& look_at, u64 now) {
-  if (now < look_at) return;
+DFCCL_DEV bool look_for_aborts_when_due(const EngineView& ev, u64& look_at, u64 now) {
+  if (now < look_at) return false;
   look_for_aborts<X>(ev);
   look_at = now + kAbortLookNs;
+  return true;
 }
 
 // Caller: thread 0, after an acquire of a non-zero EngineGlobal::aborts. Returns whether collective d's communicator

@@ -25,6 +25,20 @@ DFCCL_DEV inline bool wait_must_end(const EngineView& ev, u64 aborts_seen) {
   return aborts != aborts_seen || quit != 0 || exit_ordered(req, ev.p.epoch);
 }
 
+// Caller: thread 0, the quit test of an attempt's waits (`now`: the wait's own clock reading; look_at: 0 at the
+// attempt's start). Returns whether the wait ends: as wait_must_end says, or, with watch_rings (an unbounded wait
+// after an abort: aborts_seen != 0), on a submission that the pass's poll did not take (rings_have_new). Such a one may
+// belong to a communicator whose abort aborts_seen already counts (it passed its liveness check before the abort and
+// was queued after), and only the next pass drops it. Both looks run once the wait has lasted kAbortLookNs, then
+// every kAbortLookNs (look_for_aborts: a blocking-mode wait must see its abort itself).
+template <class X>
+DFCCL_DEV bool wait_quits(const EngineView& ev, const BlockShared& bs, u64 aborts_seen, bool watch_rings, u64& look_at,
+                          u64 now) {
+  if (look_at == 0) look_at = now + kAbortLookNs;  // the wait's first check: not due yet
+  const bool looked = look_for_aborts_when_due<X>(ev, look_at, now);
+  return (looked && watch_rings && rings_have_new<X>(ev, bs)) || wait_must_end(ev, aborts_seen);
+}
+
 // Thread 0's decision at the start of an attempt (attempt_setup), broadcast through BlockShared::ok.
 enum : u32 { kDecideRun = 0, kDecideAbort = 1, kDecideWaitTurn = 2 };
 
@@ -141,14 +155,9 @@ DFCCL_DEV u32 attempt(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, La
   prof_add<X>(bs, kPhaseProgram, t_prog);
 
   const bool unbounded = ev.p.blocking != 0;
-  // A wait ends early as wait_must_end says. A wait that has lasted kAbortLookNs looks for aborts itself
-  // (look_for_aborts). `now`: the wait's own clock reading.
+  const bool watch_rings = unbounded && aborts_seen != 0;
   u64 look_at = 0;  // thread 0
-  auto quit = [&](u64 now) {
-    if (look_at == 0) look_at = now + kAbortLookNs;  // the wait's first check: not due yet
-    look_for_aborts_when_due<X>(ev, look_at, now);
-    return wait_must_end(ev, aborts_seen);
-  };
+  auto quit = [&](u64 now) { return wait_quits<X>(ev, bs, aborts_seen, watch_rings, look_at, now); };
   u64 i = first;
   bool progressed = false;
   u64 waited_ns = 0;  // thread 0: spin phases of this attempt

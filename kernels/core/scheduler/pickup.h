@@ -144,6 +144,20 @@ DFCCL_DEV DFCCL_FORCEINLINE void poll_rings(const EngineView& ev, BlockShared& b
   }
 }
 
+// Caller: thread 0, in a wait of an attempt, after poll_rings. Returns whether a submission ring has an entry at the
+// block's frontier: one that the pass's poll did not take, as it landed during or after the poll (a pass whose
+// blocking-mode head runs took fewer than kAcceptPerRing from each ring: run_pass). Relaxed loads, independent of each
+// other; the next pass loads the entry again with acquire.
+template <class X>
+DFCCL_DEV bool rings_have_new(const EngineView& ev, const BlockShared& bs) {
+  u32 hits = 0;
+  for (u32 r = 0; r < kMaxRings; ++r) {
+    const u64 pos = bs.frontier[r];
+    hits |= (X::load_relaxed(&ev.g->ring[r][pos % kRingEntries]) >> 16) == pos + 1 ? 1u : 0u;
+  }
+  return hits != 0;
+}
+
 // Caller: every thread of block b, at the start of a pass. Polls the rings, accepts every new submission (a thread
 // each), inserts them into the active list and marks the block busy when it took any. look receives thread 0's
 // LaneLook for the pass's first attempt (none in blocking mode, whose first attempt only checks aborts).
