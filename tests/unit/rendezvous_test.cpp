@@ -1,6 +1,8 @@
 // The network rendezvous (lib/src/net/rendezvous.h): a root service and its clients as threads of this process, a
 // client process that exits without a goodbye (fork) and one killed with SIGKILL (rendezvous_peer, RDV_PEER_BIN).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -300,6 +302,59 @@ TEST(Rendezvous, BadArguments) {
     rv.allgather(b.data(), b.size(), all.data());
   });
   expect_failed(big, dfcclInvalidArgument, "4097 bytes");
+}
+
+// A fake root that answers the registration and, in the same write, sends a group failure: the client must keep
+// the failure for its next round (a message that follows another in one read is not lost).
+std::string frame_bytes(uint16_t type, uint16_t code, uint32_t seq, const std::string& body) {
+  std::string s;
+  auto put = [&](uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) s.push_back(char(uint8_t(v >> (8 * i))));
+  };
+  put(0x56524644u, 4);  // "DFRV"
+  put(type, 2);
+  put(code, 2);
+  put(seq, 4);
+  put(body.size(), 4);
+  return s + body;
+}
+
+TEST(RendezvousProtocol, MessageAfterResultKeptForNextRound) {
+  const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), len), 0);
+  ASSERT_EQ(listen(lfd, 1), 0);
+  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  net::RendezvousId id;
+  id.token = 77;
+  id.family = AF_INET;
+  std::memcpy(id.addr, &a.sin_addr, 4);
+  id.port = ntohs(a.sin_port);
+  std::promise<void> client_done;
+  auto fake_root = std::async(std::launch::async, [&] {
+    const int fd = accept(lfd, nullptr, nullptr);
+    char buf[512];
+    [[maybe_unused]] const ssize_t got = recv(fd, buf, sizeof(buf), 0);  // the registration (one small message)
+    const std::string result = frame_bytes(4, 0, 0, std::string("\x01\0\0\0h", 5));       // RESULT: host "h"
+    const std::string failure = frame_bytes(5, dfcclRemoteError, 0, "injected failure");  // FAIL
+    const std::string both = result + failure;
+    [[maybe_unused]] const ssize_t sent = send(fd, both.data(), both.size(), MSG_NOSIGNAL);
+    client_done.get_future().wait_for(5s);  // answers nothing more
+    close(fd);
+  });
+  const Outcome o = run_rank([&] {
+    Rendezvous rv(id, 0, 1, "h", 200);
+    EXPECT_EQ(rv.hosts(), std::vector<std::string>{"h"});
+    rv.barrier();
+  });
+  client_done.set_value();
+  expect_failed(o, dfcclRemoteError, "injected failure");
+  EXPECT_LT(o.seconds, 1.0);
+  fake_root.get();
+  close(lfd);
 }
 
 // rendezvous_peer as rank 1; it finishes `rounds` rounds with the others, then sleeps until it is killed.

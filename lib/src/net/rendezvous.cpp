@@ -653,11 +653,11 @@ Rendezvous::~Rendezvous() {
   close(fd_);
 }
 
-// The root's next message, received within `wait_ms`; every way of not getting one is a dfccl::Error.
-static Frame receive(int fd, const RendezvousId& id, int rank, int nranks, uint32_t seq, int wait_ms) {
+// The root's next message, received within `wait_ms`; every way of not getting one is a dfccl::Error. `in` holds
+// what was received but not yet taken (the start of the next message), from one call to the next.
+static Frame receive(int fd, std::string& in, const RendezvousId& id, int rank, int nranks, uint32_t seq, int wait_ms) {
   const auto deadline = Clock::now() + milliseconds(wait_ms);
   const size_t max_body = size_t(nranks) * (Rendezvous::kMaxBytes + 4) + 4096;
-  std::string in;
   char buf[65536];
   Frame f;
   for (;;) {
@@ -686,7 +686,7 @@ static Frame receive(int fd, const RendezvousId& id, int rank, int nranks, uint3
 }
 
 std::vector<std::string> Rendezvous::await(uint32_t seq, int timeout_ms) {
-  const Frame f = receive(fd_, id_, rank_, nranks_, seq, timeout_ms + kGraceMs);
+  const Frame f = receive(fd_, in_, id_, rank_, nranks_, seq, timeout_ms + kGraceMs);
   if (f.type == kFail) throw Error(dfcclResult_t(f.code), f.body);
   if (f.type != kResult || f.seq != seq)
     throw Error(dfcclRemoteError, fmt::format("rendezvous: the root at {} answered round {} with message {} for "

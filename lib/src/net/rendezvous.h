@@ -118,6 +118,7 @@ class Rendezvous {
   int fd_ = -1;
   int rank_ = 0, nranks_ = 0, timeout_ms_ = 0;
   uint32_t seq_ = 0;
+  std::string in_;  // received from the root, not yet taken
   std::vector<std::string> hosts_;
 };
 
