@@ -5,8 +5,11 @@
 #   netns_setup N          makes namespaces ${NETNS_PREFIX}0..N-1 with addresses ${NETNS_NET}.1..N on bridge
 #                          $NETNS_BRIDGE (${NETNS_NET}.254) and installs a trap that removes everything on exit
 #   netns_exec I CMD...    runs CMD as fake host fakenode$I: in namespace I, with its own UTS, IPC and /dev/shm
+#                          (netns_exec.sh, which other programs can run too)
 #   netns_cleanup          kills what still runs in the namespaces and deletes them, their veths and the bridge
 # Design study: ../shared/reference/multinode-design.md, section 4.1.
+
+NETNS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)
 
 netns_require() {
   if [ "$(id -u)" != 0 ]; then echo "SKIP: network namespaces need root"; exit 77; fi
@@ -62,8 +65,4 @@ netns_setup() {
   done
 }
 
-netns_exec() {
-  local i=$1; shift
-  ip netns exec "${NETNS_PREFIX}$i" unshare --mount --ipc --uts --propagation private \
-    sh -c 'mount -t tmpfs -o size=64m tmpfs /dev/shm && hostname "$0" && exec "$@"' "fakenode$i" "$@"
-}
+netns_exec() { "$NETNS_DIR/netns_exec.sh" "$@"; }

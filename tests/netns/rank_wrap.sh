@@ -6,5 +6,4 @@
 r=${OMPI_COMM_WORLD_RANK:?rank_wrap.sh: OMPI_COMM_WORLD_RANK is not set (run it under mpirun)}
 : "${NETNS_PREFIX:?rank_wrap.sh: NETNS_PREFIX is not set (netns_setup sets it)}"
 export UCX_TLS="${UCX_TLS:-tcp,self}" UCX_NET_DEVICES="${UCX_NET_DEVICES:-${NETNS_VETH}n$r}"
-exec ip netns exec "${NETNS_PREFIX}$r" unshare --mount --ipc --uts --propagation private \
-  sh -c 'mount -t tmpfs -o size=64m tmpfs /dev/shm && hostname "$0" && exec "$@"' "fakenode$r" "$@"
+exec "$(dirname "$0")/netns_exec.sh" "$r" "$@"

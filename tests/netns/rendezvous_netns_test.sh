@@ -5,7 +5,9 @@
 #   2. ranks launched directly into namespaces 0, 1, 2 rendezvous through a root service in namespace 0, which
 #      listens on its veth (not loopback): 20 rounds exact, host ids fakenode0..2, the service ends by itself;
 #   3. the same three ranks launched by mpirun through rank_wrap.sh (mpirun_netns.sh);
-#   4. a rank killed with SIGKILL in namespace 2 fails the two others within 5 s, naming it.
+#   4. a rank killed with SIGKILL in namespace 2 fails the two others within 5 s, naming it;
+#   5. the network transport (UCX, UCX_TLS=tcp) between namespaces 0 and 1: net_netns_driver and
+#      net_transport_peer exchange messages of 0 bytes to 6 MiB both ways (skipped in a build without UCX).
 # Exit 77 (skipped) without root, ip netns or unshare.
 set -u
 bin=${1:?usage: rendezvous_netns_test.sh BIN_DIR}
@@ -93,6 +95,18 @@ for i in 0 1; do
   [ "$t" -lt 5000 ] || fail "kill: rank $i took $t ms"
 done
 wait "$root_pid" || fail "kill: the root service did not end once every rank was gone"
+
+echo "== UCX transport (tcp) between fakenode0 and fakenode1"
+netns_exec 0 env UCX_NET_DEVICES="${NETNS_VETH}n0" timeout 60 "$bin/net_netns_driver" tcp \
+  "$here/netns_exec.sh" 1 env UCX_NET_DEVICES="${NETNS_VETH}n1" "$bin/net_transport_peer" exchange tcp \
+  >"$work/ucx.out" 2>&1
+rc=$?
+cat "$work/ucx.out"
+if [ "$rc" = 77 ]; then
+  echo "(skipped: built without UCX)"
+else
+  [ "$rc" = 0 ] || fail "UCX: net_netns_driver exited $rc"
+fi
 
 [ "$failed" = 0 ] && echo "PASS"
 exit "$failed"
