@@ -135,6 +135,9 @@ const std::vector<EnvVar>& env_table() {
       words("DFCCL_HOSTID", "", "",
             "this process's host identity (unset: the host name and boot id); ranks with different ones are on "
             "different hosts and connect through the network transport"),
+      words("DFCCL_SOCKET_IFNAME", "", "",
+            "interfaces the network rendezvous listens on: name prefixes, comma-separated (=: exact names, ^: all "
+            "but these; unset: the first non-loopback IPv4 interface, else loopback)"),
       words("DFCCL_DEBUG_FILE", "", "", "write the messages to this file (%h: host name, %p: pid) instead of stderr"),
       integer("DFCCL_PEER_TIMEOUT_S", "30", 0, 86400,
               "a peer process whose heartbeat has not moved for this long (stopped, hung) fails its communicators "
