@@ -112,12 +112,12 @@ class DfcclBackend final : public Backend {
     dfcclCommInfo_t i{};
     if (dfcclCommGetInfo(c, &i) != dfcclSuccess) return std::string("dfcclCommGetInfo: ") + dfcclGetLastError(c);
     static const char* const kTransport[] = {"GPU peer memory", "shared host memory registered with CUDA",
-                                             "POSIX shared memory"};
+                                             "POSIX shared memory", "the network transport (net proxy)"};
     return fmt::format("{} blocks x {} threads; {} slots x {} B per lane; {} + {} persistent lanes; {:.1f} MiB of "
                        "connection memory per communicator; to ranks {} and {} through {}",
                        i.blocks, i.threadsPerBlock, i.slots, i.slotBytes, i.lanes, i.persistentLanes,
                        double(i.connectionBytes) / (1 << 20), i.prev, i.next,
-                       i.transport >= 0 && i.transport < 3 ? kTransport[i.transport] : "?");
+                       i.transport >= 0 && i.transport < 4 ? kTransport[i.transport] : "?");
   }
 
   // Aborts all communicators at once, one thread each, so that their abort times do not add up.

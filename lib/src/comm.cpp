@@ -175,9 +175,6 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
       return m;
     }
     if (!other_processes) return {};
-    // A network connection breaks when its peer's engine goes; a peer that left cleanly is no failure.
-    if (std::string m = net_failure(c, rank); !m.empty() && c->bootstrap->peer_state(*rank) != Bootstrap::kLeft)
-      return m;
     const uint64_t now = Bootstrap::now_ns();
     c->bootstrap->beat(now);
     for (int i = 0; i < c->nranks; ++i) {
@@ -191,6 +188,10 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
         return fmt::format("has not been heard from for {} s (stopped or hung; DFCCL_PEER_TIMEOUT_S)",
                            (now - last) / 1000000000ull);
     }
+    // Last, as its cause may be one found above: a broken network connection (a peer that left cleanly is no
+    // failure; a proxy whose engine went says so first: net/proxy.h).
+    if (std::string m = net_failure(c, rank); !m.empty() && c->bootstrap->peer_state(*rank) != Bootstrap::kLeft)
+      return m;
     return {};
   };
   checks.on_failure = [c](int rank, const std::string& reason) {

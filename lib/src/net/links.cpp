@@ -15,8 +15,9 @@ namespace {
 
 // What each rank publishes in the first round: its engine proxy's address.
 struct AddressInfo {
+  uint64_t engine;  // Proxy::engine_id
   uint32_t bytes;
-  std::byte address[Bootstrap::kSlotBytes - sizeof(uint32_t)];
+  std::byte address[Bootstrap::kSlotBytes - 12];
 };
 
 // The hop ids of this rank's side of every connection, in the second round: ring receive and send, then for each
@@ -43,6 +44,7 @@ net::HopSpec hop(dfcclComm* c, int peer, bool send, char* self, char* shadow, co
   s.peer_name = fmt::format("rank {} of {}", peer, c->nranks);
   const AddressInfo& a = addrs[size_t(peer)];
   s.peer_address.assign(a.address, a.address + a.bytes);
+  s.peer_engine = a.engine;
   return s;
 }
 
@@ -85,6 +87,7 @@ void net_connect(dfcclComm* c) {
   if (address.size() > sizeof(mine->address))
     throw Error(dfcclInternalError, fmt::format("the network address has {} bytes; at most {} fit the bootstrap",
                                                 address.size(), sizeof(mine->address)));
+  mine->engine = n.proxy->engine_id();
   mine->bytes = uint32_t(address.size());
   std::memcpy(mine->address, address.data(), address.size());
   std::vector<AddressInfo> addrs(static_cast<size_t>(nr));

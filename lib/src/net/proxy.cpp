@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <random>
 
 #include "core/region.h"
 
@@ -17,6 +18,8 @@ constexpr Tag kAnyProtocol = tags::kExact & ~(Tag{kLLChannel} << tags::kChannelS
 constexpr size_t kCreditRecvs = 8;   // credit receives kept posted per send hop
 constexpr unsigned kIdleSpins = 16;  // idle turns before the thread sleeps between turns
 constexpr auto kIdleSleep = std::chrono::microseconds(20);
+constexpr uint32_t kByeKind = 1;  // control message: "this proxy stops", 8 bytes: its engine id
+constexpr Tag kByeTag = tags::make(tags::kControlHop, kByeKind, 0, 0);
 
 uint64_t load(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 void store(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
@@ -73,6 +76,8 @@ Result<std::shared_ptr<Proxy>> Proxy::create(const Options& options) {
 }
 
 Proxy::Proxy(std::unique_ptr<Transport> transport) : t_(std::move(transport)), address_(t_->address()) {
+  std::random_device rd;
+  engine_id_ = (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -80,8 +85,43 @@ Proxy::~Proxy() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
   hops_.clear();
+  say_bye();
   drain();
   t_.reset();
+}
+
+// Tells every connected peer that this proxy stops (bounded: 200 ms for the sends to go out).
+void Proxy::say_bye() {
+  std::vector<Req> sent;
+  for (const auto& [address, peer] : peers_) {
+    auto r = t_->isend(peer, kByeTag, &engine_id_, sizeof(engine_id_));
+    if (r.ok()) sent.push_back(r.value);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (!sent.empty() && std::chrono::steady_clock::now() < deadline) {
+    t_->progress();
+    std::erase_if(sent, [&](Req q) { return t_->test(q).code != Code::kPending; });
+  }
+}
+
+// The peers' goodbyes (their messages can only come from connected peers); true when one came.
+bool Proxy::take_byes() {
+  bool came = false;
+  for (size_t k = 0; k < bye_in_.size(); ++k) {
+    if (bye_posted_[k]) {
+      const Completion c = t_->test(bye_recvs_[k]);
+      if (c.code == Code::kPending) continue;
+      bye_posted_[k] = false;
+      if (c.code == Code::kOk) departed_.push_back(bye_in_[k]);
+      came = true;
+    }
+    auto r = t_->irecv(kByeTag, tags::kExact, &bye_in_[k], sizeof(uint64_t));
+    if (r.ok()) {
+      bye_recvs_[k] = r.value;
+      bye_posted_[k] = true;
+    }
+  }
+  return came;
 }
 
 // Takes (as truncated) the messages that arrived for hops that are gone, for a bounded time, so that the transport
@@ -186,8 +226,10 @@ void Proxy::run_commands() {
 
 void Proxy::handle_peer_failures() {
   for (const PeerFailure& f : t_->take_peer_failures()) {
-    for (auto& h : hops_)
-      if (h->peer == f.peer) fail(*h, f.message);
+    for (auto& h : hops_) {
+      const bool left = std::find(departed_.begin(), departed_.end(), h->s.peer_engine) != departed_.end();
+      if (h->peer == f.peer && !left) fail(*h, f.message);
+    }
     for (auto it = peers_.begin(); it != peers_.end();) {
       if (it->second == f.peer) {
         t_->close(f.peer, CloseMode::kForce, std::chrono::milliseconds(0));
@@ -352,6 +394,7 @@ void Proxy::loop() {
   while (!stop_) {
     if (has_cmds_) run_commands();
     bool moved = t_->progress() > 0;
+    moved = take_byes() || moved;
     handle_peer_failures();
     for (auto it = hops_.begin(); it != hops_.end();) {
       Hop& h = **it;

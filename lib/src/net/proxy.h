@@ -14,9 +14,12 @@
 //  - The thread polls only memory and the transport: it makes no CUDA call and takes no lock that an application
 //    thread holds across one. Commands from other threads (attach, detach) go through a short-held queue lock.
 //  - A failure (a peer's process died, a send failed) marks that peer's hops failed; failure() reports it, naming the
-//    rank, and the communicator's peer watch turns it into dfcclRemoteError (comm.cpp).
+//    rank, and the communicator's peer watch turns it into dfcclRemoteError (comm.cpp). A proxy that stops (its
+//    engine goes) first tells every peer it leaves; the broken connections to it are then no failure: what made a
+//    rank's engine go is that rank's to report (its abort, or the failure that ended its communicators).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -45,6 +48,7 @@ struct HopSpec {
   int peer_rank = -1;
   std::string peer_name;  // "rank 3 (host b)", for messages
   std::vector<std::byte> peer_address;
+  uint64_t peer_engine = 0;  // the peer proxy's engine_id()
 };
 
 class Proxy {
@@ -55,8 +59,9 @@ class Proxy {
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
 
-  // This engine's transport address, for the peers' hops. Stable.
+  // This engine's transport address and a random id of this proxy, for the peers' hops. Stable.
   const std::vector<std::byte>& address() const { return address_; }
+  uint64_t engine_id() const { return engine_id_; }
   // A hop id never used before by this engine (messages for a detached hop can still arrive). Thread-safe.
   uint32_t new_hop_id();
   // Hands the hops of one communicator to the thread and returns their key; the regions must stay until detach()
@@ -81,10 +86,13 @@ class Proxy {
   void fail(Hop& h, const std::string& why);
   Peer peer_for(const HopSpec& s);
   void handle_peer_failures();
+  bool take_byes();
+  void say_bye();
   void drain();
 
   std::unique_ptr<Transport> t_;
   std::vector<std::byte> address_;
+  uint64_t engine_id_ = 0;
   std::atomic<uint32_t> next_id_{1};
   std::atomic<uint64_t> next_key_{1};
 
@@ -100,6 +108,10 @@ class Proxy {
   // The thread's own state.
   std::vector<std::unique_ptr<Hop>> hops_;
   std::map<std::vector<std::byte>, Peer> peers_;
+  std::vector<uint64_t> departed_;    // engine ids of proxies that said they stop
+  std::array<uint64_t, 4> bye_in_{};  // their messages
+  std::array<Req, 4> bye_recvs_{};
+  std::array<bool, 4> bye_posted_{};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
