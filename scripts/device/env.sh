@@ -32,3 +32,8 @@ mps_start() {
   nvidia-cuda-mps-control -d || { echo "MPS did not start" | tee -a "$OUT/summary.txt"; exit 1; }
   trap 'echo quit | nvidia-cuda-mps-control' EXIT
 }
+# UCX for the network transport: the machine's, else the copy that scripts/device/pack_ucx.sh put into .deps/ucx.
+if ! pkg-config --exists ucx 2>/dev/null && [ -d .deps/ucx ]; then
+  export PKG_CONFIG_PATH="$PWD/.deps/ucx/lib/pkgconfig:${PKG_CONFIG_PATH:-}"
+  export LD_LIBRARY_PATH="$PWD/.deps/ucx/lib:${LD_LIBRARY_PATH:-}"
+fi
