@@ -9,4 +9,4 @@ export PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include="$NETNS
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 exec mpirun --oversubscribe --bind-to none -np "$np" --mca oob_tcp_if_include "$NETNS_BRIDGE" \
   --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$NETNS_NET.0/24" \
-  -x NETNS_PREFIX -x NETNS_VETH -x NETNS_NET "$(dirname "$0")/rank_wrap.sh" "$@"
+  -x NETNS_PREFIX -x NETNS_VETH -x NETNS_NET -x NETNS_SHARED_SHM "$(dirname "$0")/rank_wrap.sh" "$@"
