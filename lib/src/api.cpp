@@ -501,7 +501,7 @@ dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info) {
     out.slots = int(tp.nslots);
     out.lanes = int(tp.seq_lanes);
     out.persistentLanes = int(tp.persistent_lanes);
-    out.slotBytes = tp.slot_bytes;
+    out.slotBytes = c->geometry.slot_bytes;
     out.connectionBytes = c->region.bytes + sizeof(core::LaneState) * s.nchan * s.nlanes + c->net.shadow_bytes[0];
     out.p2pChannels = int(c->p2p.nchan);
     out.p2pBytes = c->p2p.region.bytes +

@@ -40,7 +40,7 @@ struct RankInfo {
   uint32_t pid;
   uint32_t p2p_chan;
   uint64_t host_hash;
-  uint32_t net_force;
+  uint32_t net_force, net_chan, net_slot_bytes;
   uint32_t pad;
 };
 
@@ -95,6 +95,8 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
     if (o.p2p_chan != me.p2p_chan)
       mismatch(host ? "DFCCL_HOST_P2P_CHANNELS" : "DFCCL_P2P_CHANNELS", me.p2p_chan, o.p2p_chan);
     if (o.net_force != me.net_force) mismatch("DFCCL_NET_FORCE", me.net_force, o.net_force);
+    if (o.net_chan != me.net_chan) mismatch("DFCCL_NET_CHANNELS", me.net_chan, o.net_chan);
+    if (o.net_slot_bytes != me.net_slot_bytes) mismatch("DFCCL_NET_SLOT_BYTES", me.net_slot_bytes, o.net_slot_bytes);
   }
 }
 
@@ -280,6 +282,8 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     mine.pid = uint32_t(getpid());
     mine.host_hash = host_hash();
     mine.net_force = uint32_t(env_int("DFCCL_NET_FORCE"));
+    mine.net_chan = uint32_t(env_int("DFCCL_NET_CHANNELS"));
+    mine.net_slot_bytes = uint32_t(env_int("DFCCL_NET_SLOT_BYTES"));
     std::vector<RankInfo> all(static_cast<size_t>(nranks));
     c->bootstrap->allgather(&mine, sizeof(mine), all.data());
     c->bootstrap->unlink();  // everybody has the segment mapped
@@ -287,6 +291,8 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     std::vector<uint64_t> hosts;
     for (const RankInfo& r : all) hosts.push_back(r.host_hash);
     net_plan(c.get(), hosts);
+    c->geometry = net_geometry(c.get(), tp);
+    const TransportParams& g = c->geometry;
 
     // 2. Where the connection regions live: the GPUs' memory when every rank reaches its ring neighbours directly,
     // else shared host memory for the whole communicator; host memory also when some rank is remote (the network
@@ -303,7 +309,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     bool host_path = c->net.any;
     for (const auto& r : regions) host_path = host_path || !r.p2p_ok;
     c->host_path = host_path;
-    const uint64_t region_bytes = core::region_bytes(tp.nchan, nlanes, tp.nslots, tp.slot_bytes);
+    const uint64_t region_bytes = core::region_bytes(g.nchan, nlanes, g.nslots, g.slot_bytes);
     c->region = ex.alloc_region(region_bytes, host_path);
     my_region.region = c->region;
     c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
@@ -327,11 +333,11 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     d.s.nranks = nranks;
     d.s.prev = prev;
     d.s.next = next;
-    d.s.nchan = tp.nchan;
+    d.s.nchan = g.nchan;
     d.s.nlanes = nlanes;
     c->persistent_lanes = tp.persistent_lanes;
     d.s.nslots = tp.nslots;
-    d.s.slot_bytes = tp.slot_bytes;
+    d.s.slot_bytes = g.slot_bytes;
     d.s.self = reinterpret_cast<char*>(c->region.ptr);
     d.s.next_region = static_cast<char*>(c->next_ptr);
     d.s.prev_region = static_cast<char*>(c->prev_ptr);
@@ -529,8 +535,8 @@ std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int pers
   }
   *mismatch = c->board->post(key, d);
   if (!mismatch->empty()) return nullptr;
-  core::set_channels(
-      d, core::data_channels(d.count * core::dtype_size(d.dtype), tp.nchan, c->engine->params().min_chan_bytes));
+  core::set_channels(d, core::data_channels(d.count * core::dtype_size(d.dtype), c->geometry.nchan,
+                                            c->engine->params().min_chan_bytes));
   d.cs = c->host_dev.s;
   auto req = c->engine->submit(d, c->index, stream);
   if (persistent_id < 0) c->next_key += 1;  // only once queued: a refused submission must not shift the matching

@@ -41,6 +41,8 @@ struct dfcclComm {
   uint64_t next_key = 0;
   dfccl::P2pConnections p2p;      // point-to-point connections to every rank (p2p.h)
   dfccl::NetLinks net;            // the connections through the network (net/links.h)
+  // The connections' shape: the engine's transport, or, with network connections, their own (net_geometry).
+  dfccl::TransportParams geometry{};
   uint32_t persistent_lanes = 0;  // DFCCL_PERSISTENT_LANES at init: ids 0 .. persistent_lanes - 1
   uint64_t persistent_turn[DFCCL_MAX_PERSISTENT_IDS] = {};
   bool persistent_prepared[DFCCL_MAX_PERSISTENT_IDS] = {};

@@ -123,6 +123,12 @@ const std::vector<EnvVar>& env_table() {
       integer("DFCCL_NET_FORCE", "0", 0, 1,
               "1: every connection between two ranks goes through the network transport and its proxy, also on one "
               "host (a test of the multi-host path; needs a build with UCX)"),
+      integer("DFCCL_NET_CHANNELS", "8", 1, core::kMaxBlocks,
+              "channels of a communicator with network connections (the daemon's blocks if fewer): its regions and "
+              "their shadows are in pinned host memory"),
+      integer("DFCCL_NET_SLOT_BYTES", "524288", core::kLLSlotBytes, 64 << 20,
+              "bytes per connection slot of a communicator with network connections (multiple of 16): each slot "
+              "travels as one network message"),
       integer("DFCCL_INIT_TIMEOUT_MS", "60000", 1, kMsMax, "how long communicator init waits for the other ranks"),
       integer("DFCCL_DESTROY_TIMEOUT_MS", "30000", 0, kMsMax,
               "how long dfcclCommDestroy waits for outstanding collectives and peers"),

@@ -14,11 +14,12 @@ void p2p_connect(dfcclComm* c, bool host_memory) {
   Engine& e = *c->engine;
   Executor& ex = e.exec();
   const TransportParams& tp = e.transport();
+  const TransportParams& g = c->geometry;  // the connections' shape (the lane states cover every engine block)
   P2pConnections& p = c->p2p;
-  p.nchan = tp.p2p_chan;
+  p.nchan = g.p2p_chan;
   if (p.nchan == 0) return;  // every rank agrees (check_agreement)
   const int n = c->nranks;
-  p.conn_bytes = p2p_region_bytes(p.nchan, tp.nslots, tp.slot_bytes, n) / uint64_t(n);
+  p.conn_bytes = p2p_region_bytes(p.nchan, g.nslots, g.slot_bytes, n) / uint64_t(n);
   p.region = ex.alloc_region(p.conn_bytes * uint64_t(n), host_memory);
   p.blobs.resize(size_t(n));
   c->bootstrap->allgather(&p.region, sizeof(RegionBlob), p.blobs.data());
@@ -49,8 +50,8 @@ void p2p_connect(dfcclComm* c, bool host_memory) {
       s.prev = s.next = q;
       s.nchan = p.nchan;
       s.nlanes = kP2pLanes;
-      s.nslots = tp.nslots;
-      s.slot_bytes = tp.slot_bytes;
+      s.nslots = g.nslots;
+      s.slot_bytes = g.slot_bytes;
       s.self = mine + uint64_t(q) * p.conn_bytes;
       s.next_region = s.prev_region = peer[size_t(q)];
       s.lanes = p.lanes + (size_t(q) * 2 + size_t(dir)) * per_direction;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "../comm.h"
@@ -64,6 +65,17 @@ void net_plan(dfcclComm* c, const std::vector<uint64_t>& host_hashes) {
                 fmt::format("communicator init: its ranks span several hosts{} but this library was built without "
                             "a network transport ({})",
                             force ? " (DFCCL_NET_FORCE=1)" : "", net::transport_description()));
+}
+
+TransportParams net_geometry(const dfcclComm* c, const TransportParams& engine) {
+  TransportParams g = engine;
+  if (!c->net.any) return g;
+  g.nchan = std::min(engine.nchan, uint32_t(env_int("DFCCL_NET_CHANNELS")));
+  g.p2p_chan = std::min(engine.p2p_chan, g.nchan);
+  g.slot_bytes = uint32_t(env_int("DFCCL_NET_SLOT_BYTES"));
+  if (g.slot_bytes % 16 != 0)
+    throw Error(dfcclInvalidArgument, fmt::format("DFCCL_NET_SLOT_BYTES={} is not a multiple of 16", g.slot_bytes));
+  return g;
 }
 
 void* net_shadow(dfcclComm* c, uint64_t bytes, bool ring) {

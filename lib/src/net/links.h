@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "../engine_config.h"
 #include "../executor.h"
 #include "proxy.h"
 
@@ -30,6 +31,10 @@ struct NetLinks {
 // Caller: comm_init, once every rank's host hash is known. Fills c->net.remote; throws dfcclNotSupported when a rank
 // is remote and the library has no network transport.
 void net_plan(dfcclComm* c, const std::vector<uint64_t>& host_hashes);
+// The connections' shape of c: the engine's transport, or, when some rank is remote, at most DFCCL_NET_CHANNELS
+// channels (point-to-point ones too) of DFCCL_NET_SLOT_BYTES slots: their regions and shadows are pinned host memory,
+// and each slot is one network message. Caller: comm_init, after net_plan.
+TransportParams net_geometry(const dfcclComm* c, const TransportParams& engine);
 // A zero-filled region of `bytes` in host memory (mapped for the GPU on the CUDA executor) that the daemon writes as
 // the connection region of a remote rank (ring: for the ring, else for a point-to-point connection).
 void* net_shadow(dfcclComm* c, uint64_t bytes, bool ring);
