@@ -100,6 +100,29 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
   }
 }
 
+// What this rank tells the others at init (comm_init's first round).
+RankInfo rank_info(const dfcclConfig_t& cfg, const Engine& e, int nranks) {
+  const TransportParams& tp = e.transport();
+  RankInfo mine{};
+  mine.nranks = nranks;
+  mine.executor = cfg.executor;
+  mine.mode = cfg.mode;
+  mine.device = cfg.device;
+  mine.nchan = tp.nchan;
+  mine.slot_bytes = tp.slot_bytes;
+  mine.nslots = tp.nslots;
+  mine.seq_lanes = tp.seq_lanes;
+  mine.persistent_lanes = tp.persistent_lanes;
+  mine.min_chan_bytes = e.params().min_chan_bytes;
+  mine.p2p_chan = tp.p2p_chan;
+  mine.pid = uint32_t(getpid());
+  mine.host_hash = host_hash();
+  mine.net_force = uint32_t(env_int("DFCCL_NET_FORCE"));
+  mine.net_chan = uint32_t(env_int("DFCCL_NET_CHANNELS"));
+  mine.net_slot_bytes = uint32_t(env_int("DFCCL_NET_SLOT_BYTES"));
+  return mine;
+}
+
 // How release leaves the communicator's memory.
 enum class Release {
   Free,        // free everything now (init failed, or destroy after the peers caught up)
@@ -267,23 +290,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     const uint32_t nlanes = tp.seq_lanes + tp.persistent_lanes;
 
     // 1. Agree on the transport.
-    RankInfo mine{};
-    mine.nranks = nranks;
-    mine.executor = cfg.executor;
-    mine.mode = cfg.mode;
-    mine.device = cfg.device;
-    mine.nchan = tp.nchan;
-    mine.slot_bytes = tp.slot_bytes;
-    mine.nslots = tp.nslots;
-    mine.seq_lanes = tp.seq_lanes;
-    mine.persistent_lanes = tp.persistent_lanes;
-    mine.min_chan_bytes = e.params().min_chan_bytes;
-    mine.p2p_chan = tp.p2p_chan;
-    mine.pid = uint32_t(getpid());
-    mine.host_hash = host_hash();
-    mine.net_force = uint32_t(env_int("DFCCL_NET_FORCE"));
-    mine.net_chan = uint32_t(env_int("DFCCL_NET_CHANNELS"));
-    mine.net_slot_bytes = uint32_t(env_int("DFCCL_NET_SLOT_BYTES"));
+    const RankInfo mine = rank_info(cfg, e, nranks);
     std::vector<RankInfo> all(static_cast<size_t>(nranks));
     c->bootstrap->allgather(&mine, sizeof(mine), all.data());
     c->bootstrap->unlink();  // everybody has the segment mapped

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -160,6 +161,14 @@ TEST_F(HostEngine, AbortReturnsWithinASecondWhilePeersAreAbsent) {
   g.comms[0] = nullptr;
 }
 
+// A second communicator of g's two ranks (dfcclCommSplit by both rank threads); nulls if the split failed.
+static std::array<dfcclComm_t, 2> split_pair(Group& g) {
+  std::array<dfcclComm_t, 2> b = {};
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r) ts.emplace_back([&, r] { dfcclCommSplit(g[r], 0, r, &b[r], nullptr); });
+  for (auto& t : ts) t.join();
+  return b;
+}
 // Blocking mode, four blocks, small collectives (one data channel: blocks 1-3 finish theirs at once). Block 0 takes
 // rank 0's collective A and waits for its absent peer, with no budget, in the pass that took it. The other blocks,
 // with nothing to run, must not judge the daemon idle meanwhile (scheduler/exit.h: a block is busy from the pass that
@@ -173,10 +182,7 @@ TEST_F(HostEngine, BlockingModeDaemonStaysWhileABlockWaitsAndAnAbortElsewhereEnd
   unsetenv("DFCCL_HOST_BLOCKS");
   unsetenv("DFCCL_MIN_CHAN_BYTES");
   setenv("DFCCL_HOST_IDLE_NS", "2000000", 1);  // the suite's
-  dfcclComm_t b[2] = {};
-  std::vector<std::thread> ts;
-  for (int r = 0; r < 2; ++r) ts.emplace_back([&, r] { dfcclCommSplit(g[r], 0, r, &b[r], nullptr); });
-  for (auto& t : ts) t.join();
+  std::array<dfcclComm_t, 2> b = split_pair(g);
   ASSERT_NE(b[0], nullptr);
   ASSERT_NE(b[1], nullptr);
   const size_t n = 64;
@@ -260,10 +266,7 @@ class StderrPlug {
 TEST_F(HostEngine, BlockingModeAbortDropsASubmissionQueuedBehindTheHeadsWait) {
   setenv("DFCCL_ABORT_TIMEOUT_MS", "4000", 1);
   Group g(2, dfcclExecutorHost, dfcclModeBlocking);
-  dfcclComm_t b[2] = {};
-  std::vector<std::thread> ts;
-  for (int r = 0; r < 2; ++r) ts.emplace_back([&, r] { dfcclCommSplit(g[r], 0, r, &b[r], nullptr); });
-  for (auto& t : ts) t.join();
+  std::array<dfcclComm_t, 2> b = split_pair(g);
   ASSERT_NE(b[0], nullptr);
   ASSERT_NE(b[1], nullptr);
   const size_t n = 64;

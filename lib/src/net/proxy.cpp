@@ -244,7 +244,6 @@ void Proxy::handle_peer_failures() {
 // The send side of one hop (contract at the top of proxy.h); true when something moved.
 bool Proxy::step_send(Hop& h) {
   bool moved = take_credits(h);
-  const uint32_t nslots = h.s.nslots;
   for (size_t row = 0; row < h.rows.size() && !h.failed; ++row) {
     Hop::Row& r = h.rows[row];
     const auto [ch, lane] = h.ch_lane(row);
@@ -256,28 +255,40 @@ bool Proxy::step_send(Hop& h) {
         return true;
       }
     }
-    const uint64_t tail = load(&core::region_ctrl(h.s.shadow, h.geo, ch, lane)->tail);
-    for (; r.a < tail && r.a < r.b + nslots; ++r.a, moved = true) {
-      const uint64_t pos = r.a;
-      const uint64_t w = load(core::region_size(h.s.shadow, h.geo, ch, lane, pos));
-      if (uint32_t(w >> 32) != uint32_t(pos + 1)) break;  // the size word is not visible yet
-      const bool ll = (w & core::kSizeLL) != 0;
-      const uint64_t bytes = w & (core::kSizeLL - 1);
-      const char* src =
-          ll ? core::region_ll(h.s.shadow, h.geo, lane, pos) : core::region_slot(h.s.shadow, h.geo, ch, lane, pos);
-      if (ll && !lines_ready(src, bytes / 16, uint32_t(pos + 1))) break;
-      const Tag tag = tags::make(h.s.their_id, ch | (ll ? kLLChannel : 0), lane, uint32_t(pos));
-      auto s = t_->isend(h.peer, tag, bytes ? src : nullptr, bytes);
-      if (!s.ok()) {
-        fail(h, s.status.message);
-        return true;
-      }
-      h.slot(row, pos) = s.value;
-    }
+    if (forward(h, row)) moved = true;
+    if (h.failed) return true;
     const uint64_t head = std::min(r.c, r.b);
     if (head > r.d) store(&core::region_ctrl(h.s.self, h.geo, ch, lane)->head, r.d = head);
   }
   return moved;
+}
+
+// Sends the slots of one send row that the shadow's tail published and whose size words (and LL flags) are visible,
+// at most nslots beyond the last completed send; true when it sent any.
+bool Proxy::forward(Hop& h, size_t row) {
+  Hop::Row& r = h.rows[row];
+  const uint32_t nslots = h.s.nslots;
+  const auto [ch, lane] = h.ch_lane(row);
+  const uint64_t tail = load(&core::region_ctrl(h.s.shadow, h.geo, ch, lane)->tail);
+  bool sent = false;
+  for (; r.a < tail && r.a < r.b + nslots; ++r.a, sent = true) {
+    const uint64_t pos = r.a;
+    const uint64_t w = load(core::region_size(h.s.shadow, h.geo, ch, lane, pos));
+    if (uint32_t(w >> 32) != uint32_t(pos + 1)) break;  // the size word is not visible yet
+    const bool ll = (w & core::kSizeLL) != 0;
+    const uint64_t bytes = w & (core::kSizeLL - 1);
+    const char* src =
+        ll ? core::region_ll(h.s.shadow, h.geo, lane, pos) : core::region_slot(h.s.shadow, h.geo, ch, lane, pos);
+    if (ll && !lines_ready(src, bytes / 16, uint32_t(pos + 1))) break;
+    const Tag tag = tags::make(h.s.their_id, ch | (ll ? kLLChannel : 0), lane, uint32_t(pos));
+    auto s = t_->isend(h.peer, tag, bytes ? src : nullptr, bytes);
+    if (!s.ok()) {
+      fail(h, s.status.message);
+      return true;
+    }
+    h.slot(row, pos) = s.value;
+  }
+  return sent;
 }
 
 // Credit messages for a send hop: 8 bytes (the peer's head) tagged with this hop's id, channel and lane.

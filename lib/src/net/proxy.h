@@ -80,6 +80,7 @@ class Proxy {
   void run_commands();
   bool step(Hop& h);
   bool step_send(Hop& h);
+  bool forward(Hop& h, size_t row);
   bool step_recv(Hop& h);
   bool take_credits(Hop& h);
   bool reap(Hop& h);
