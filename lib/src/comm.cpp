@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -194,7 +195,8 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
   PeerChecks checks;
   checks.peers = std::move(peers);
   checks.departed = [c](int rank) { return c->bootstrap->peer_state(rank) == Bootstrap::kLeft; };
-  checks.probe = [c, timeout_ns, other_processes](int* rank) -> std::string {
+  auto net_rounds = std::make_shared<int>(0);  // probes in a row that found a network failure
+  checks.probe = [c, timeout_ns, other_processes, net_rounds](int* rank) -> std::string {
     if (std::string m = c->board->published(); !m.empty()) {
       *rank = c->rank;
       return m;
@@ -214,10 +216,11 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
                            (now - last) / 1000000000ull);
     }
     // Last, as its cause may be one found above: a broken network connection (a peer that left cleanly is no
-    // failure; a proxy whose engine went says so first: net/proxy.h).
-    if (std::string m = net_failure(c, rank); !m.empty() && c->bootstrap->peer_state(*rank) != Bootstrap::kLeft)
-      return m;
-    return {};
+    // failure; a proxy whose engine went says so first: net/proxy.h). Reported at the second probe that finds it, so
+    // that a peer process that died on this host is named by its pidfd first.
+    std::string m = net_failure(c, rank);
+    *net_rounds = m.empty() || c->bootstrap->peer_state(*rank) == Bootstrap::kLeft ? 0 : *net_rounds + 1;
+    return *net_rounds >= 2 ? m : std::string();
   };
   checks.on_failure = [c](int rank, const std::string& reason) {
     if (std::string m = c->board->published(); !m.empty()) comm_fail_mismatch(c, m);

@@ -129,6 +129,11 @@ const std::vector<EnvVar>& env_table() {
       integer("DFCCL_NET_SLOT_BYTES", "524288", core::kLLSlotBytes, 64 << 20,
               "bytes per connection slot of a communicator with network connections (multiple of 16): each slot "
               "travels as one network message"),
+      integer("DFCCL_NET_HEARTBEAT_MS", "100", 1, 60000,
+              "how often the net proxy sends each peer proxy a heartbeat, whatever the collectives do"),
+      integer("DFCCL_NET_TIMEOUT_MS", "20000", 0, kMsMax,
+              "a peer proxy not heard from for this long (stopped, hung, cut off) fails the communicators connected "
+              "to it with dfcclRemoteError (0: never)"),
       integer("DFCCL_INIT_TIMEOUT_MS", "60000", 1, kMsMax, "how long communicator init waits for the other ranks"),
       integer("DFCCL_DESTROY_TIMEOUT_MS", "30000", 0, kMsMax,
               "how long dfcclCommDestroy waits for outstanding collectives and peers"),

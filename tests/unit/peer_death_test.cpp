@@ -67,7 +67,17 @@ int survivor(dfcclComm_t comm, int rank, const std::string& what) {
   return ok ? 0 : 1;
 }
 
-enum class Victim { Killed, Aborts, Stops };
+// Stops: SIGSTOP, found by the peer watch's heartbeat words (DFCCL_PEER_TIMEOUT_S=1). StopsNet: SIGSTOP with every
+// connection on the network and the peer watch's silence check off, found by the net proxies' heartbeats
+// (DFCCL_NET_TIMEOUT_MS=1000).
+enum class Victim { Killed, Aborts, Stops, StopsNet };
+
+// Every connection through the net proxy, with its heartbeat timeout `net_timeout_ms` and no other silence check.
+void use_network_only(const char* net_timeout_ms) {
+  setenv("DFCCL_NET_FORCE", "1", 1);
+  setenv("DFCCL_PEER_TIMEOUT_S", "0", 1);
+  setenv("DFCCL_NET_TIMEOUT_MS", net_timeout_ms, 1);
+}
 
 // Runs the four ranks with rank 3 doing `how`; every survivor must pass its checks.
 void run_case(Victim how, const std::string& what) {
@@ -85,11 +95,12 @@ void run_case(Victim how, const std::string& what) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       if (how == Victim::Stops) setenv("DFCCL_PEER_TIMEOUT_S", "1", 1);
+      if (how == Victim::StopsNet) use_network_only("1000");
       dfcclComm_t comm = dfccl::test::init_forked_rank(id, rank, kRanks);
       if (rank == kVictim) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         if (how == Victim::Killed) raise(SIGKILL);
-        if (how == Victim::Stops) raise(SIGSTOP);
+        if (how == Victim::Stops || how == Victim::StopsNet) raise(SIGSTOP);
         dfcclCommAbort(comm);
         std::this_thread::sleep_for(std::chrono::seconds(30));  // alive: the parent kills it
         _exit(0);
@@ -121,6 +132,45 @@ void run_case(Victim how, const std::string& what) {
 TEST(PeerDeath, AKilledRankIsNamed) { run_case(Victim::Killed, "exited"); }
 TEST(PeerDeath, ARankThatAbortsIsNamed) { run_case(Victim::Aborts, "aborted the communicator"); }
 TEST(PeerDeath, AStoppedRankIsNamedAfterThePeerTimeout) { run_case(Victim::Stops, "has not been heard from"); }
+TEST(PeerDeath, AStoppedRankIsNamedByTheNetworkHeartbeats) {
+  if (!dfccl::net::transport_available()) GTEST_SKIP() << "built without a network transport";
+  run_case(Victim::StopsNet, "proxy has not been heard from");
+}
+
+// A rank that calls its collective 3 s late, three times the network heartbeat timeout, is late, not dead: the
+// proxies beat whatever the collectives do, and every rank's all-reduce completes exactly.
+TEST(PeerDeath, ALateRankIsNotDead) {
+  if (!dfccl::net::transport_available()) GTEST_SKIP() << "built without a network transport";
+  dfcclUniqueId id;
+  ASSERT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
+  std::fflush(stdout);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      use_network_only("1000");
+      dfcclComm_t comm = dfccl::test::init_forked_rank(id, rank, kRanks);
+      if (rank == kVictim) std::this_thread::sleep_for(std::chrono::seconds(3));
+      std::vector<int32_t> in(4096, rank + 1), out(4096, 0);
+      dfcclRequest_t q = nullptr;
+      bool ok = dfcclAllReduce(in.data(), out.data(), in.size(), dfcclInt32, dfcclSum, comm, 0, nullptr, &q) ==
+                    dfcclSuccess &&
+                dfcclSynchronize(q, 20000) == dfcclSuccess;
+      if (!ok) std::fprintf(stderr, "rank %d: %s\n", rank, dfcclGetLastError(nullptr));
+      for (int32_t v : out) ok = ok && v == kRanks * (kRanks + 1) / 2;
+      dfcclRequestFree(q);
+      ok = dfcclCommDestroy(comm) == dfcclSuccess && ok;
+      _exit(ok ? 0 : 1);
+    }
+    pids.push_back(pid);
+  }
+  for (int rank = 0; rank < kRanks; ++rank) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pids[size_t(rank)], &status, 0), pids[size_t(rank)]);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << rank << " (status " << status << ")";
+  }
+}
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <random>
 
+#include "../env.h"
 #include "core/region.h"
 
 namespace dfccl::net {
@@ -20,6 +21,9 @@ constexpr unsigned kIdleSpins = 16;  // idle turns before the thread sleeps betw
 constexpr auto kIdleSleep = std::chrono::microseconds(20);
 constexpr uint32_t kByeKind = 1;  // control message: "this proxy stops", 8 bytes: its engine id
 constexpr Tag kByeTag = tags::make(tags::kControlHop, kByeKind, 0, 0);
+constexpr uint32_t kBeatKind = 2;  // control message: a heartbeat, 8 bytes: the sender's engine id
+constexpr Tag kBeatTag = tags::make(tags::kControlHop, kBeatKind, 0, 0);
+using SteadyClock = std::chrono::steady_clock;
 
 uint64_t load(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 void store(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
@@ -78,6 +82,8 @@ Result<std::shared_ptr<Proxy>> Proxy::create(const Options& options) {
 Proxy::Proxy(std::unique_ptr<Transport> transport) : t_(std::move(transport)), address_(t_->address()) {
   std::random_device rd;
   engine_id_ = (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  beat_period_ = std::chrono::milliseconds(env_int("DFCCL_NET_HEARTBEAT_MS"));
+  silence_ = std::chrono::milliseconds(env_int("DFCCL_NET_TIMEOUT_MS"));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -93,8 +99,8 @@ Proxy::~Proxy() {
 // Tells every connected peer that this proxy stops (bounded: 200 ms for the sends to go out).
 void Proxy::say_bye() {
   std::vector<Req> sent;
-  for (const auto& [address, peer] : peers_) {
-    auto r = t_->isend(peer, kByeTag, &engine_id_, sizeof(engine_id_));
+  for (const auto& [address, info] : peers_) {
+    auto r = t_->isend(info.peer, kByeTag, &engine_id_, sizeof(engine_id_));
     if (r.ok()) sent.push_back(r.value);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
@@ -199,11 +205,63 @@ std::string Proxy::failure(uint64_t key, int* rank) const {
 
 Peer Proxy::peer_for(const HopSpec& s) {
   auto it = peers_.find(s.peer_address);
-  if (it != peers_.end()) return it->second;
+  if (it != peers_.end()) return it->second.peer;
   auto r = t_->connect(s.peer_address, s.peer_name);
   if (!r.ok()) return Peer{};
-  peers_.emplace(s.peer_address, r.value);
+  PeerInfo info;
+  info.peer = r.value;
+  info.engine = s.peer_engine;
+  info.heard = info.beat_sent = SteadyClock::now();  // silence is counted from the connection on
+  peers_.emplace(s.peer_address, info);
   return r.value;
+}
+
+// Sends each connected peer a heartbeat every beat_period_, and fails the hops of a peer not heard from for
+// silence_ (0: never); true when a message went or came.
+bool Proxy::heartbeats() {
+  bool moved = take_beats();
+  const auto now = SteadyClock::now();
+  for (auto& [address, p] : peers_) {
+    if (p.beat_pending && t_->test(p.beat).code != Code::kPending) p.beat_pending = false;
+    if (!p.beat_pending && now - p.beat_sent >= beat_period_) {
+      auto r = t_->isend(p.peer, kBeatTag, &engine_id_, sizeof(engine_id_));
+      p.beat_sent = now;
+      p.beat_pending = r.ok();
+      if (r.ok()) p.beat = r.value;
+      moved = true;
+    }
+    const bool left = std::find(departed_.begin(), departed_.end(), p.engine) != departed_.end();
+    if (p.silent || left || silence_.count() == 0 || now - p.heard < silence_) continue;
+    p.silent = true;
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - p.heard).count();
+    for (auto& h : hops_)
+      if (h->peer == p.peer)
+        fail(*h, fmt::format("its proxy has not been heard from for {} ms (stopped, hung or cut off; "
+                             "DFCCL_NET_TIMEOUT_MS)",
+                             ms));
+  }
+  return moved;
+}
+
+// The peers' heartbeats: the sender is known by the engine id it carries.
+bool Proxy::take_beats() {
+  bool came = false;
+  for (size_t k = 0; k < beat_in_.size(); ++k) {
+    if (beat_posted_[k]) {
+      const Completion c = t_->test(beat_recvs_[k]);
+      if (c.code == Code::kPending) continue;
+      beat_posted_[k] = false;
+      came = true;
+      for (auto& [address, p] : peers_)
+        if (c.code == Code::kOk && p.engine == beat_in_[k]) p.heard = SteadyClock::now();
+    }
+    auto r = t_->irecv(kBeatTag, tags::kExact, &beat_in_[k], sizeof(uint64_t));
+    if (r.ok()) {
+      beat_recvs_[k] = r.value;
+      beat_posted_[k] = true;
+    }
+  }
+  return came;
 }
 
 void Proxy::fail(Hop& h, const std::string& why) {
@@ -231,7 +289,7 @@ void Proxy::handle_peer_failures() {
       if (h->peer == f.peer && !left) fail(*h, f.message);
     }
     for (auto it = peers_.begin(); it != peers_.end();) {
-      if (it->second == f.peer) {
+      if (it->second.peer == f.peer) {
         t_->close(f.peer, CloseMode::kForce, std::chrono::milliseconds(0));
         it = peers_.erase(it);
       } else {
@@ -373,6 +431,34 @@ bool Proxy::step_recv(Hop& h) {
   return moved;
 }
 
+// A detaching receive hop first returns the daemon's last heads to the sender (whose destroy waits for them); true
+// once every row's newest head has gone out (or the hop failed; send hops have nothing to return).
+bool Proxy::flush_credits(Hop& h) {
+  if (h.s.send || h.failed) return true;
+  bool flushed = true;
+  for (size_t row = 0; row < h.rows.size(); ++row) {
+    Hop::Row& r = h.rows[row];
+    const auto [ch, lane] = h.ch_lane(row);
+    if (r.credit_pending) {
+      const Completion c = t_->test(r.credit_req);
+      if (c.code == Code::kPending) {
+        flushed = false;
+        continue;
+      }
+      r.credit_pending = false;
+    }
+    const uint64_t consumed = load(&core::region_ctrl(h.s.shadow, h.geo, ch, lane)->head);
+    if (consumed <= r.c) continue;
+    r.credit_buf = r.c = consumed;
+    auto s = t_->isend(h.peer, tags::make(h.s.their_id, ch, lane, 0), &r.credit_buf, sizeof(uint64_t));
+    if (!s.ok()) return true;  // the peer is gone: nobody waits for it
+    r.credit_req = s.value;
+    r.credit_pending = true;
+    flushed = false;
+  }
+  return flushed;
+}
+
 // A detaching hop: cancels its receives and reaps its requests (a reaped request tests kInvalid); true once none is
 // pending.
 bool Proxy::reap(Hop& h) {
@@ -407,11 +493,12 @@ void Proxy::loop() {
     bool moved = t_->progress() > 0;
     moved = take_byes() || moved;
     handle_peer_failures();
+    moved = heartbeats() || moved;
     for (auto it = hops_.begin(); it != hops_.end();) {
       Hop& h = **it;
       if (h.detaching) {
         t_->progress();
-        if (!reap(h)) {
+        if (!flush_credits(h) || !reap(h)) {
           ++it;
           continue;
         }

@@ -14,7 +14,10 @@
 //  - The thread polls only memory and the transport: it makes no CUDA call and takes no lock that an application
 //    thread holds across one. Commands from other threads (attach, detach) go through a short-held queue lock.
 //  - A failure (a peer's process died, a send failed) marks that peer's hops failed; failure() reports it, naming the
-//    rank, and the communicator's peer watch turns it into dfcclRemoteError (comm.cpp). A proxy that stops (its
+//    rank, and the communicator's peer watch turns it into dfcclRemoteError (comm.cpp). So does a peer proxy not
+//    heard from for DFCCL_NET_TIMEOUT_MS: every proxy sends each connected peer a heartbeat every
+//    DFCCL_NET_HEARTBEAT_MS, whatever the collectives do (a stopped process or a cut link sends none; a late rank
+//    still does). A proxy that stops (its
 //    engine goes) first tells every peer it leaves; the broken connections to it are then no failure: what made a
 //    rank's engine go is that rank's to report (its abort, or the failure that ended its communicators).
 #pragma once
@@ -83,11 +86,14 @@ class Proxy {
   bool forward(Hop& h, size_t row);
   bool step_recv(Hop& h);
   bool take_credits(Hop& h);
+  bool flush_credits(Hop& h);
   bool reap(Hop& h);
   void fail(Hop& h, const std::string& why);
   Peer peer_for(const HopSpec& s);
   void handle_peer_failures();
   bool take_byes();
+  bool heartbeats();
+  bool take_beats();
   void say_bye();
   void drain();
 
@@ -108,7 +114,19 @@ class Proxy {
 
   // The thread's own state.
   std::vector<std::unique_ptr<Hop>> hops_;
-  std::map<std::vector<std::byte>, Peer> peers_;
+  // A connected peer proxy: its heartbeats (DFCCL_NET_HEARTBEAT_MS) and when it was last heard of.
+  struct PeerInfo {
+    Peer peer;
+    uint64_t engine = 0;
+    std::chrono::steady_clock::time_point heard, beat_sent;
+    Req beat;
+    bool beat_pending = false, silent = false;
+  };
+  std::map<std::vector<std::byte>, PeerInfo> peers_;
+  std::chrono::milliseconds beat_period_{100}, silence_{20000};  // DFCCL_NET_HEARTBEAT_MS, DFCCL_NET_TIMEOUT_MS
+  std::array<uint64_t, 8> beat_in_{};                            // heartbeats received: the sender's engine id
+  std::array<Req, 8> beat_recvs_{};
+  std::array<bool, 8> beat_posted_{};
   std::vector<uint64_t> departed_;    // engine ids of proxies that said they stop
   std::array<uint64_t, 4> bye_in_{};  // their messages
   std::array<Req, 4> bye_recvs_{};
