@@ -121,27 +121,8 @@ int rank_main(dfcclComm_t comm, int rank, const Case& tc, bool odd_late) {
 // Forks kRanks processes that run body(comm, rank) after init; every one must exit 0.
 template <class Body>
 void run_ranks(Body body, dfcclExecutor_t executor = dfcclExecutorHost) {
-  dfcclUniqueId id;
-  ASSERT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
-  std::fflush(stdout);
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < kRanks; ++rank) {
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      dfcclComm_t comm = dfccl::test::init_forked_rank(id, rank, kRanks, executor);
-      const int rc = body(comm, rank);
-      std::fflush(nullptr);
-      _exit(rc);
-    }
-    pids.push_back(pid);
-  }
-  for (int rank = 0; rank < kRanks; ++rank) {
-    int status = 0;
-    ASSERT_EQ(waitpid(pids[size_t(rank)], &status, 0), pids[size_t(rank)]);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "rank " << rank << " failed (status " << status << ")";
-  }
+  dfccl::test::run_forked_ranks(
+      kRanks, [](int) {}, body, executor);
 }
 
 const Case kCases[] = {

@@ -141,35 +141,21 @@ TEST(PeerDeath, AStoppedRankIsNamedByTheNetworkHeartbeats) {
 // proxies beat whatever the collectives do, and every rank's all-reduce completes exactly.
 TEST(PeerDeath, ALateRankIsNotDead) {
   if (!dfccl::net::transport_available()) GTEST_SKIP() << "built without a network transport";
-  dfcclUniqueId id;
-  ASSERT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
-  std::fflush(stdout);
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < kRanks; ++rank) {
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      use_network_only("1000");
-      dfcclComm_t comm = dfccl::test::init_forked_rank(id, rank, kRanks);
-      if (rank == kVictim) std::this_thread::sleep_for(std::chrono::seconds(3));
-      std::vector<int32_t> in(4096, rank + 1), out(4096, 0);
-      dfcclRequest_t q = nullptr;
-      bool ok = dfcclAllReduce(in.data(), out.data(), in.size(), dfcclInt32, dfcclSum, comm, 0, nullptr, &q) ==
-                    dfcclSuccess &&
-                dfcclSynchronize(q, 20000) == dfcclSuccess;
-      if (!ok) std::fprintf(stderr, "rank %d: %s\n", rank, dfcclGetLastError(nullptr));
-      for (int32_t v : out) ok = ok && v == kRanks * (kRanks + 1) / 2;
-      dfcclRequestFree(q);
-      ok = dfcclCommDestroy(comm) == dfcclSuccess && ok;
-      _exit(ok ? 0 : 1);
-    }
-    pids.push_back(pid);
-  }
-  for (int rank = 0; rank < kRanks; ++rank) {
-    int status = 0;
-    ASSERT_EQ(waitpid(pids[size_t(rank)], &status, 0), pids[size_t(rank)]);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << rank << " (status " << status << ")";
-  }
+  dfccl::test::run_forked_ranks(
+      kRanks, [](int) { use_network_only("1000"); },
+      [](dfcclComm_t comm, int rank) {
+        if (rank == kVictim) std::this_thread::sleep_for(std::chrono::seconds(3));
+        std::vector<int32_t> in(4096, rank + 1), out(4096, 0);
+        dfcclRequest_t q = nullptr;
+        bool ok = dfcclAllReduce(in.data(), out.data(), in.size(), dfcclInt32, dfcclSum, comm, 0, nullptr, &q) ==
+                      dfcclSuccess &&
+                  dfcclSynchronize(q, 20000) == dfcclSuccess;
+        if (!ok) std::fprintf(stderr, "rank %d: %s\n", rank, dfcclGetLastError(nullptr));
+        for (int32_t v : out) ok = ok && v == kRanks * (kRanks + 1) / 2;
+        dfcclRequestFree(q);
+        ok = dfcclCommDestroy(comm) == dfcclSuccess && ok;
+        return ok ? 0 : 1;
+      });
 }
 
 }  // namespace
