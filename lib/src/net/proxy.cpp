@@ -16,7 +16,6 @@ namespace {
 // A data message's channel field carries kLLChannel when its bytes are LL lines (channel 0 only: core/region.h).
 constexpr uint32_t kLLChannel = 0x80;
 constexpr Tag kAnyProtocol = tags::kExact & ~(Tag{kLLChannel} << tags::kChannelShift);
-constexpr size_t kCreditRecvs = 8;   // credit receives kept posted per send hop
 constexpr unsigned kIdleSpins = 16;  // idle turns before the thread sleeps between turns
 constexpr auto kIdleSleep = std::chrono::microseconds(20);
 constexpr uint32_t kByeKind = 1;  // control message: "this proxy stops", 8 bytes: its engine id
@@ -63,9 +62,7 @@ struct Proxy::Hop {
   };
   std::vector<Row> rows;
   std::vector<Req> slots;  // [row * nslots + position % nslots]: the request of a position in flight
-  std::array<uint64_t, kCreditRecvs> credit_in{};
-  std::array<Req, kCreditRecvs> credit_recvs{};
-  std::array<bool, kCreditRecvs> credit_posted{};
+  Inbox credits;           // send hops: credit messages (the peer's head), tagged with this hop's channel and lane
 
   Req& slot(size_t row, uint64_t pos) { return slots[row * s.nslots + pos % s.nslots]; }
   std::pair<uint32_t, uint32_t> ch_lane(size_t row) const {
@@ -110,24 +107,35 @@ void Proxy::say_bye() {
   }
 }
 
-// The peers' goodbyes (their messages can only come from connected peers); true when one came.
-bool Proxy::take_byes() {
+template <class Take>
+bool Proxy::take_inbox(Inbox& in, Tag tag, Tag mask, bool repost, Take take, Status* error) {
   bool came = false;
-  for (size_t k = 0; k < bye_in_.size(); ++k) {
-    if (bye_posted_[k]) {
-      const Completion c = t_->test(bye_recvs_[k]);
+  for (size_t k = 0; k < Inbox::kSize; ++k) {
+    if (in.posted[k]) {
+      const Completion c = t_->test(in.req[k]);
       if (c.code == Code::kPending) continue;
-      bye_posted_[k] = false;
-      if (c.code == Code::kOk) departed_.push_back(bye_in_[k]);
+      in.posted[k] = false;
       came = true;
+      if (!take(c, in.value[k])) return true;
     }
-    auto r = t_->irecv(kByeTag, tags::kExact, &bye_in_[k], sizeof(uint64_t));
-    if (r.ok()) {
-      bye_recvs_[k] = r.value;
-      bye_posted_[k] = true;
+    if (!repost) continue;
+    auto r = t_->irecv(tag, mask, &in.value[k], sizeof(uint64_t));
+    if (!r.ok()) {
+      if (error) *error = r.status;
+      return came;
     }
+    in.req[k] = r.value;
+    in.posted[k] = true;
   }
   return came;
+}
+
+// The peers' goodbyes (their messages can only come from connected peers); true when one came.
+bool Proxy::take_byes() {
+  return take_inbox(byes_, kByeTag, tags::kExact, true, [&](const Completion& c, uint64_t engine) {
+    if (c.code == Code::kOk) departed_.push_back(engine);
+    return true;
+  });
 }
 
 // Takes (as truncated) the messages that arrived for hops that are gone, for a bounded time, so that the transport
@@ -245,23 +253,11 @@ bool Proxy::heartbeats() {
 
 // The peers' heartbeats: the sender is known by the engine id it carries.
 bool Proxy::take_beats() {
-  bool came = false;
-  for (size_t k = 0; k < beat_in_.size(); ++k) {
-    if (beat_posted_[k]) {
-      const Completion c = t_->test(beat_recvs_[k]);
-      if (c.code == Code::kPending) continue;
-      beat_posted_[k] = false;
-      came = true;
-      for (auto& [address, p] : peers_)
-        if (c.code == Code::kOk && p.engine == beat_in_[k]) p.heard = SteadyClock::now();
-    }
-    auto r = t_->irecv(kBeatTag, tags::kExact, &beat_in_[k], sizeof(uint64_t));
-    if (r.ok()) {
-      beat_recvs_[k] = r.value;
-      beat_posted_[k] = true;
-    }
-  }
-  return came;
+  return take_inbox(beats_, kBeatTag, tags::kExact, true, [&](const Completion& c, uint64_t engine) {
+    for (auto& [address, p] : peers_)
+      if (c.code == Code::kOk && p.engine == engine) p.heard = SteadyClock::now();
+    return true;
+  });
 }
 
 void Proxy::fail(Hop& h, const std::string& why) {
@@ -351,30 +347,20 @@ bool Proxy::forward(Hop& h, size_t row) {
 
 // Credit messages for a send hop: 8 bytes (the peer's head) tagged with this hop's id, channel and lane.
 bool Proxy::take_credits(Hop& h) {
-  bool moved = false;
-  for (size_t k = 0; k < kCreditRecvs && !h.failed; ++k) {
-    if (h.credit_posted[k]) {
-      const Completion c = t_->test(h.credit_recvs[k]);
-      if (c.code == Code::kPending) continue;
-      h.credit_posted[k] = false;
-      moved = true;
-      if (c.code != Code::kOk) {
-        fail(h, c.message);
-        return true;
-      }
-      const size_t row = size_t(tags::channel(c.tag)) * h.s.nlanes + tags::lane(c.tag);
-      if (row < h.rows.size()) h.rows[row].c = std::max(h.rows[row].c, h.credit_in[k]);
+  auto take = [&](const Completion& c, uint64_t head) {
+    if (c.code != Code::kOk) {
+      fail(h, c.message);
+      return false;
     }
-    if (h.detaching) continue;
-    auto r = t_->irecv(tags::make(h.s.my_id, 0, 0, 0), tags::kHopMask, &h.credit_in[k], sizeof(uint64_t));
-    if (!r.ok()) {
-      fail(h, r.status.message);
-      return true;
-    }
-    h.credit_recvs[k] = r.value;
-    h.credit_posted[k] = true;
-  }
-  return moved;
+    const size_t row = size_t(tags::channel(c.tag)) * h.s.nlanes + tags::lane(c.tag);
+    if (row < h.rows.size()) h.rows[row].c = std::max(h.rows[row].c, head);
+    return true;
+  };
+  Status error;
+  const bool moved =
+      take_inbox(h.credits, tags::make(h.s.my_id, 0, 0, 0), tags::kHopMask, !h.detaching && !h.failed, take, &error);
+  if (!error.ok()) fail(h, error.message);
+  return moved || !error.ok();
 }
 
 // The receive side of one hop (contract at the top of proxy.h); true when something moved.
@@ -407,26 +393,14 @@ bool Proxy::step_recv(Hop& h) {
                    c.bytes / 16);
       store(&core::region_ctrl(h.s.self, h.geo, ch, lane)->tail, r.b + 1);
     }
-    if (r.credit_pending) {
-      const Completion c = t_->test(r.credit_req);
-      if (c.code == Code::kPending) continue;
-      r.credit_pending = false;
-      if (c.code != Code::kOk) {
-        fail(h, c.message);
-        return true;
-      }
+    bool sent = false;
+    std::string why;
+    const Code credit = return_credit(h, row, &sent, &why);
+    if (credit != Code::kOk && credit != Code::kPending) {
+      fail(h, why);
+      return true;
     }
-    if (consumed > r.c) {  // the daemon's new head goes back to the sender
-      r.credit_buf = r.c = consumed;
-      auto s = t_->isend(h.peer, tags::make(h.s.their_id, ch, lane, 0), &r.credit_buf, sizeof(uint64_t));
-      if (!s.ok()) {
-        fail(h, s.status.message);
-        return true;
-      }
-      r.credit_req = s.value;
-      r.credit_pending = true;
-      moved = true;
-    }
+    moved = moved || sent;
   }
   return moved;
 }
@@ -437,26 +411,42 @@ bool Proxy::flush_credits(Hop& h) {
   if (h.s.send || h.failed) return true;
   bool flushed = true;
   for (size_t row = 0; row < h.rows.size(); ++row) {
-    Hop::Row& r = h.rows[row];
-    const auto [ch, lane] = h.ch_lane(row);
-    if (r.credit_pending) {
-      const Completion c = t_->test(r.credit_req);
-      if (c.code == Code::kPending) {
-        flushed = false;
-        continue;
-      }
-      r.credit_pending = false;
-    }
-    const uint64_t consumed = load(&core::region_ctrl(h.s.shadow, h.geo, ch, lane)->head);
-    if (consumed <= r.c) continue;
-    r.credit_buf = r.c = consumed;
-    auto s = t_->isend(h.peer, tags::make(h.s.their_id, ch, lane, 0), &r.credit_buf, sizeof(uint64_t));
-    if (!s.ok()) return true;  // the peer is gone: nobody waits for it
-    r.credit_req = s.value;
-    r.credit_pending = true;
-    flushed = false;
+    bool sent = false;
+    std::string why;
+    const Code credit = return_credit(h, row, &sent, &why);
+    if (credit == Code::kPending) flushed = false;
+    else if (credit != Code::kOk) return true;  // the peer is gone: nobody waits for it
   }
   return flushed;
+}
+
+// Returns row's newest head (what the daemon wrote into the shadow) to the sender, with at most one credit message
+// of the row in flight. kOk: none in flight; kPending: one is (*sent: it went now); else the failure, its message in
+// *why.
+Code Proxy::return_credit(Hop& h, size_t row, bool* sent, std::string* why) {
+  Hop::Row& r = h.rows[row];
+  const auto [ch, lane] = h.ch_lane(row);
+  if (r.credit_pending) {
+    const Completion c = t_->test(r.credit_req);
+    if (c.code == Code::kPending) return Code::kPending;
+    r.credit_pending = false;
+    if (c.code != Code::kOk) {
+      *why = c.message;
+      return c.code;
+    }
+  }
+  const uint64_t consumed = load(&core::region_ctrl(h.s.shadow, h.geo, ch, lane)->head);
+  if (consumed <= r.c) return Code::kOk;
+  r.credit_buf = r.c = consumed;
+  auto s = t_->isend(h.peer, tags::make(h.s.their_id, ch, lane, 0), &r.credit_buf, sizeof(uint64_t));
+  if (!s.ok()) {
+    *why = s.status.message;
+    return s.status.code;
+  }
+  r.credit_req = s.value;
+  r.credit_pending = true;
+  *sent = true;
+  return Code::kPending;
 }
 
 // A detaching hop: cancels its receives and reaps its requests (a reaped request tests kInvalid); true once none is
@@ -472,8 +462,8 @@ bool Proxy::reap(Hop& h) {
     for (uint64_t p = r.b; p < r.a; ++p) settle(h.slot(row, p), !h.s.send);
     if (r.credit_pending) settle(r.credit_req, false);
   }
-  for (size_t k = 0; k < kCreditRecvs; ++k)
-    if (h.credit_posted[k]) settle(h.credit_recvs[k], true);
+  for (size_t k = 0; k < Inbox::kSize; ++k)
+    if (h.credits.posted[k]) settle(h.credits.req[k], true);
   return !left;
 }
 

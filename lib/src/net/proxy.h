@@ -78,6 +78,18 @@ class Proxy {
 
  private:
   struct Hop;
+  // A few receives of 8-byte messages (credits, heartbeats, goodbyes) kept posted for one (tag, mask).
+  struct Inbox {
+    static constexpr size_t kSize = 8;
+    std::array<uint64_t, kSize> value{};
+    std::array<Req, kSize> req{};
+    std::array<bool, kSize> posted{};
+  };
+  // Calls take(completion, value) for each message of `in` that arrived (or receive that ended otherwise), then posts
+  // the free receives again unless `repost` is false; stops early when take returns false. Returns whether any ended,
+  // and sets *error when a receive could not be posted.
+  template <class Take>
+  bool take_inbox(Inbox& in, Tag tag, Tag mask, bool repost, Take take, Status* error = nullptr);
   explicit Proxy(std::unique_ptr<Transport> transport);
   void loop();
   void run_commands();
@@ -87,6 +99,7 @@ class Proxy {
   bool step_recv(Hop& h);
   bool take_credits(Hop& h);
   bool flush_credits(Hop& h);
+  Code return_credit(Hop& h, size_t row, bool* sent, std::string* why);
   bool reap(Hop& h);
   void fail(Hop& h, const std::string& why);
   Peer peer_for(const HopSpec& s);
@@ -124,13 +137,9 @@ class Proxy {
   };
   std::map<std::vector<std::byte>, PeerInfo> peers_;
   std::chrono::milliseconds beat_period_{100}, silence_{20000};  // DFCCL_NET_HEARTBEAT_MS, DFCCL_NET_TIMEOUT_MS
-  std::array<uint64_t, 8> beat_in_{};                            // heartbeats received: the sender's engine id
-  std::array<Req, 8> beat_recvs_{};
-  std::array<bool, 8> beat_posted_{};
-  std::vector<uint64_t> departed_;    // engine ids of proxies that said they stop
-  std::array<uint64_t, 4> bye_in_{};  // their messages
-  std::array<Req, 4> bye_recvs_{};
-  std::array<bool, 4> bye_posted_{};
+  Inbox beats_;                                                  // heartbeats received: the sender's engine id
+  std::vector<uint64_t> departed_;                               // engine ids of proxies that said they stop
+  Inbox byes_;                                                   // their messages
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
