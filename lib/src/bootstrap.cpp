@@ -7,14 +7,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "env.h"
 #include "error.h"
+#include "log.h"
 #include "match_board.h"
+#include "net/rendezvous.h"
 
 namespace dfccl {
 namespace {
@@ -31,7 +38,52 @@ struct RankWord {
   uint64_t pad[3];
 };
 
+// The rendezvous roots this process started (make_unique_id). Each runs until its ranks have all left; finished
+// ones go at the next make_unique_id, the others with the process. A forked child leaves its parent's roots alone
+// (their threads and sockets are the parent's).
+class Roots {
+ public:
+  void keep(std::unique_ptr<net::RendezvousRoot> root) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (getpid() != owner_) {  // a forked child: drop the parent's without touching them
+      for (auto& r : live_) (void)r.release();
+      live_.clear();
+      owner_ = getpid();
+    }
+    std::erase_if(live_, [](const auto& r) { return r->finished(); });
+    live_.push_back(std::move(root));
+  }
+  ~Roots() {
+    if (getpid() != owner_)
+      for (auto& r : live_) (void)r.release();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<net::RendezvousRoot>> live_;
+  pid_t owner_ = getpid();
+};
+
+Roots& roots() {
+  static Roots r;
+  return r;
+}
+
 }  // namespace
+
+std::string host_id() {
+  if (std::string id = env_str("DFCCL_HOSTID"); !id.empty()) return id;
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  std::string id = name;
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char boot[64] = {};
+    if (std::fgets(boot, sizeof(boot), f)) id += std::string(":") + boot;
+    std::fclose(f);
+  }
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
+}
 
 struct Bootstrap::Header {
   uint64_t magic;
@@ -48,6 +100,14 @@ dfcclUniqueId make_unique_id() {
             uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9e3779b97f4a7c15ull;
   d.creator_pid = uint32_t(getpid());
   std::memcpy(id.internal, &d, sizeof(d));
+  try {
+    auto root = std::make_unique<net::RendezvousRoot>(d.token);
+    net::encode_rendezvous_id(root->id(), id);
+    roots().keep(std::move(root));
+  } catch (const std::exception& e) {
+    log(LogLevel::Warn, LogSubsys::Init, "no rendezvous root ({}): this unique id connects ranks on this host only",
+        e.what());
+  }
   return id;
 }
 
@@ -63,8 +123,23 @@ Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_
     : rank_(rank), nranks_(nranks), timeout_ms_(timeout_ms) {
   const UniqueIdData d = parse_unique_id(id);
   token_ = d.token;
-  name_ = fmt::format("/dfccl-bs-{:016x}", d.token);
-  bytes_ = sizeof(Header) + sizeof(RankWord) * nranks + 2 * kSlotBytes * nranks + MatchBoard::bytes(nranks);
+  const std::string host = host_id();
+  open_segment(std::hash<std::string>{}(host));
+  if (!net::has_rendezvous_id(id)) return;
+  try {
+    rv_ = std::make_unique<net::Rendezvous>(net::parse_rendezvous_id(id), rank, nranks, host, timeout_ms);
+  } catch (...) {
+    close_segment();
+    throw;
+  }
+  hosts_ = rv_->hosts();
+  if (std::all_of(hosts_.begin(), hosts_.end(), [&](const std::string& h) { return h == hosts_[0]; })) rv_.reset();
+}
+
+// Maps this host's segment of the id (creating it if this rank comes first) and claims rank_ in it.
+void Bootstrap::open_segment(uint64_t host_hash) {
+  name_ = fmt::format("/dfccl-bs-{:016x}-{:016x}", token_, host_hash);
+  bytes_ = sizeof(Header) + sizeof(RankWord) * nranks_ + 2 * kSlotBytes * nranks_ + MatchBoard::bytes(nranks_);
   int fd = shm_open(name_.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0) throw_system("bootstrap: shm_open " + name_);
   struct stat st;
@@ -89,18 +164,19 @@ Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_
   // the process that holds it.
   owner_ = (uint64_t(uint32_t(getpid())) << 32) | (std::random_device{}() | 1u);
   uint64_t expected = 0;
-  if (!__atomic_compare_exchange_n(&words[rank].owner, &expected, owner_, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  if (!__atomic_compare_exchange_n(&words[rank_].owner, &expected, owner_, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
     owner_ = 0;
     munmap(base_, bytes_);
     base_ = nullptr;
     unlinked_ = true;  // the segment is the other ranks'
     throw Error(dfcclInvalidUsage, fmt::format("communicator init: rank {} is already claimed by process {} (each "
                                                "rank of a communicator must be initialised exactly once)",
-                                               rank, expected >> 32));
+                                               rank_, expected >> 32));
   }
-  __atomic_store_n(&words[rank].state, uint64_t(kRunning), __ATOMIC_RELAXED);
+  __atomic_store_n(&words[rank_].state, uint64_t(kRunning), __ATOMIC_RELAXED);
   beat(now_ns());
-  __atomic_store_n(&words[rank].nranks, int64_t(nranks), __ATOMIC_RELEASE);
+  __atomic_store_n(&words[rank_].nranks, int64_t(nranks_), __ATOMIC_RELEASE);
 }
 
 uint64_t Bootstrap::now_ns() {
@@ -129,19 +205,32 @@ uint64_t Bootstrap::peer_state(int rank) const {
   return __atomic_load_n(&words[rank].state, __ATOMIC_ACQUIRE);
 }
 
+void Bootstrap::set_peer_state(int rank, uint64_t state) {
+  auto* words = reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1);
+  __atomic_store_n(&words[rank].state, state, __ATOMIC_RELEASE);
+}
+
 uint64_t Bootstrap::peer_heartbeat(int rank) const {
   auto* words = reinterpret_cast<const RankWord*>(static_cast<const Header*>(base_) + 1);
   return __atomic_load_n(&words[rank].heartbeat, __ATOMIC_ACQUIRE);
 }
 
 Bootstrap::~Bootstrap() {
+  rv_.reset();
+  close_segment();
+}
+
+// Releases the claim (a failed init may be retried with the same id), unmaps the segment and removes its name.
+void Bootstrap::close_segment() {
   if (base_ && owner_) {  // release the claim: a failed init may be retried with the same id
     auto* words = reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1);
     uint64_t mine = owner_;
     __atomic_compare_exchange_n(&words[rank_].owner, &mine, uint64_t(0), false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   }
   if (base_) munmap(base_, bytes_);
+  base_ = nullptr;
   if (!unlinked_) shm_unlink(name_.c_str());  // harmless if another rank already did
+  unlinked_ = true;
 }
 
 void Bootstrap::unlink() {
@@ -151,6 +240,7 @@ void Bootstrap::unlink() {
 
 void Bootstrap::allgather(const void* mine, size_t bytes, void* all, int timeout_ms) {
   if (bytes > kSlotBytes) throw Error(dfcclInternalError, "bootstrap: allgather contribution too large");
+  if (rv_) return rv_->allgather(mine, bytes, all, timeout_ms);
   if (timeout_ms < 0) timeout_ms = timeout_ms_;
   auto* h = static_cast<Header*>(base_);
   auto* words = reinterpret_cast<RankWord*>(h + 1);
@@ -194,6 +284,7 @@ void Bootstrap::allgather(const void* mine, size_t bytes, void* all, int timeout
 }
 
 void Bootstrap::barrier(int timeout_ms) {
+  if (rv_) return rv_->barrier(timeout_ms);
   char c = 0;
   std::vector<char> all(static_cast<size_t>(nranks_));
   allgather(&c, 1, all.data(), timeout_ms);

@@ -1,5 +1,9 @@
-// Rendezvous of the ranks of one communicator through a POSIX shared-memory segment named by the unique id (all
-// ranks on one host). It offers allgather and barrier rounds, each bounded by a timeout (DESIGN invariant 5), and
+// Rendezvous of the ranks of one communicator. Each host's ranks share a POSIX shared-memory segment named by the
+// unique id's token and the host id (names never cross hosts): their claims on ranks, liveness words and the match
+// board. The unique id also carries the address of a TCP rendezvous root (net/rendezvous.h) started by
+// make_unique_id in the creating process: every rank registers there first, which tells it every rank's host. When
+// all ranks share one host, the rounds run in the segment; otherwise they run through the root, whose connection
+// is then kept for the communicator's life. Each round is bounded by a timeout (DESIGN invariant 5); the bootstrap
 // is kept for the communicator's life (split, destroy).
 #pragma once
 
@@ -7,9 +11,15 @@
 #include <cstdint>
 #include <string>
 
+#include <memory>
+#include <vector>
+
 #include "dfccl.h"
 
 namespace dfccl {
+namespace net {
+class Rendezvous;
+}
 
 struct UniqueIdData {
   uint64_t magic;
@@ -19,13 +29,22 @@ struct UniqueIdData {
 };
 static_assert(sizeof(UniqueIdData) <= DFCCL_UNIQUE_ID_BYTES);
 
+// A new id. It carries the address of a rendezvous root that this call starts (it runs on a thread of this process
+// until its ranks have all registered and left); if none can be started, the id works for ranks on this host only
+// (logged at WARN).
 dfcclUniqueId make_unique_id();
 UniqueIdData parse_unique_id(const dfcclUniqueId& id);  // throws InvalidArgument naming 'commId' if malformed
+
+// This process's host identity: DFCCL_HOSTID, else the host name and the kernel's boot id (as NCCL's host hash), so
+// that two machines or containers that share a host name are still told apart.
+std::string host_id();
 
 class Bootstrap {
  public:
   static constexpr size_t kSlotBytes = 4096;  // largest allgather contribution
 
+  // Claims `rank` in this host's segment (a second claim is dfcclInvalidUsage naming the holder), then registers with
+  // the id's root (if it has one) and waits there for every rank: dfcclTimeout naming the missing ones.
   Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_ms);
   ~Bootstrap();
   Bootstrap(const Bootstrap&) = delete;
@@ -46,6 +65,11 @@ class Bootstrap {
   void beat(uint64_t now_ns);
   uint64_t peer_state(int rank) const;
   uint64_t peer_heartbeat(int rank) const;
+  // A rank on another host: its state as its messages tell it (its own words are in its host's segment).
+  void set_peer_state(int rank, uint64_t state);
+  // Whether `rank` is on this rank's host (shares the segment; its liveness words and process are visible here).
+  bool local(int rank) const { return hosts_.empty() || hosts_[size_t(rank)] == hosts_[size_t(rank_)]; }
+  bool all_local() const { return !rv_; }
 
   // The match board's share of the segment (match_board.h): MatchBoard::bytes(nranks) bytes, zeroed at creation.
   void* board_area() const;
@@ -56,6 +80,8 @@ class Bootstrap {
 
  private:
   struct Header;
+  void open_segment(uint64_t host_hash);
+  void close_segment();
   std::string name_;
   uint64_t token_ = 0;
   int rank_ = 0, nranks_ = 0, timeout_ms_ = 0;
@@ -64,6 +90,8 @@ class Bootstrap {
   uint64_t round_ = 0;
   uint64_t owner_ = 0;  // this caller's claim on its rank (RankWord::owner)
   bool unlinked_ = false;
+  std::vector<std::string> hosts_;       // every rank's host id (empty: the id has no root; all on this host)
+  std::unique_ptr<net::Rendezvous> rv_;  // the rounds, when the ranks are on several hosts
 };
 
 }  // namespace dfccl

@@ -52,22 +52,6 @@ struct RegionInfo {
   RegionBlob region;
 };
 
-// This process's host identity: DFCCL_HOSTID, else the host name and the kernel's boot id (as NCCL's host hash), so
-// that two machines or containers that share a host name are still told apart.
-std::string host_id() {
-  if (std::string id = env_str("DFCCL_HOSTID"); !id.empty()) return id;
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  std::string id = name;
-  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
-    char boot[64] = {};
-    if (std::fgets(boot, sizeof(boot), f)) id += std::string(":") + boot;
-    std::fclose(f);
-  }
-  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
-  return id;
-}
-
 uint64_t host_hash() { return std::hash<std::string>{}(host_id()); }
 
 void check_agreement(const std::vector<RankInfo>& all, int rank) {
@@ -186,12 +170,14 @@ void release(dfcclComm* c, Release how) {
 
 // Registers c with PeerWatch: a mismatch that any rank published on the match board fails it with
 // dfcclInvalidUsage; its peers in other processes fail it when they exit without destroying it, abort it, or fall
-// silent for DFCCL_PEER_TIMEOUT_S (0: never); its probe beats this rank's heartbeat. Ranks that are threads of this
-// process share its fate and are watched for mismatches only. The functions read c's bootstrap and board, which
-// stay until PeerWatch::remove or the failure they report.
+// silent for DFCCL_PEER_TIMEOUT_S (0: never) — on this host through their processes (`peers`) and the segment's
+// liveness words, on other hosts through the network connections (their state words carry what their messages
+// said); its probe beats this rank's heartbeat. Ranks that are threads of this process share its fate and are
+// watched for mismatches only. The functions read c's bootstrap and board, which stay until PeerWatch::remove or the
+// failure they report.
 void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
   const uint64_t timeout_ns = uint64_t(env_int("DFCCL_PEER_TIMEOUT_S")) * 1000000000ull;
-  const bool other_processes = !peers.empty();
+  const bool other_processes = !peers.empty() || !c->bootstrap->all_local();
   PeerChecks checks;
   checks.peers = std::move(peers);
   checks.departed = [c](int rank) { return c->bootstrap->peer_state(rank) == Bootstrap::kLeft; };
@@ -210,6 +196,7 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
       if (state == Bootstrap::kLeft) continue;
       *rank = i;
       if (state == Bootstrap::kAborted) return "aborted the communicator";
+      if (!c->bootstrap->local(i)) continue;  // its heartbeat is the network's (net_failure)
       const uint64_t last = c->bootstrap->peer_heartbeat(i);
       if (timeout_ns && now > last && now - last > timeout_ns)
         return fmt::format("has not been heard from for {} s (stopped or hung; DFCCL_PEER_TIMEOUT_S)",
@@ -359,8 +346,8 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     c->index = e.attach(c->dev, c->board);
     c->bootstrap->barrier();
     std::vector<PeerProcess> peers;
-    for (int i = 0; i < nranks; ++i)
-      if (all[size_t(i)].pid != mine.pid) peers.push_back({i, int(all[size_t(i)].pid)});
+    for (int i = 0; i < nranks; ++i)  // process ids mean something on this host only
+      if (c->bootstrap->local(i) && all[size_t(i)].pid != mine.pid) peers.push_back({i, int(all[size_t(i)].pid)});
     watch_peers(c.get(), std::move(peers));
     log(LogLevel::Info, LogSubsys::Init,
         "communicator {}: rank {} of {} on device {} ({} executor, {} mode); to ranks {} and {} through {}", c->index,
@@ -377,28 +364,31 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
 dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t* config) {
   struct SplitInfo {
     int32_t color, key, rank, pad;
-    dfcclUniqueId id;
   };
-  SplitInfo mine{color, key, parent->rank, 0, make_unique_id()};
+  SplitInfo mine{color, key, parent->rank, 0};
   std::vector<SplitInfo> all(static_cast<size_t>(parent->nranks));
   parent->bootstrap->allgather(&mine, sizeof(mine), all.data());
-  if (color == DFCCL_SPLIT_NOCOLOR) return nullptr;
+  // The lowest parent rank of each color makes the new communicator's id (and so runs its rendezvous root).
   std::vector<SplitInfo> members;
   for (const auto& s : all)
     if (s.color == color) members.push_back(s);
+  const bool leader = color != DFCCL_SPLIT_NOCOLOR && members.front().rank == parent->rank;
+  dfcclUniqueId my_id;
+  std::memset(&my_id, 0, sizeof(my_id));
+  if (leader) my_id = make_unique_id();
+  std::vector<dfcclUniqueId> ids(static_cast<size_t>(parent->nranks));
+  parent->bootstrap->allgather(&my_id, sizeof(my_id), ids.data());
+  if (color == DFCCL_SPLIT_NOCOLOR) return nullptr;
+  const dfcclUniqueId id = ids[size_t(members.front().rank)];
   std::stable_sort(members.begin(), members.end(), [](const SplitInfo& a, const SplitInfo& b) {
     return a.key != b.key ? a.key < b.key : a.rank < b.rank;
   });
   int new_rank = 0;
   for (size_t i = 0; i < members.size(); ++i)
     if (members[i].rank == parent->rank) new_rank = int(i);
-  // The id proposed by the lowest parent rank of the color names the new communicator.
-  const SplitInfo* leader = &members[0];
-  for (const auto& m : members)
-    if (m.rank < leader->rank) leader = &m;
   dfcclConfig_t cfg = config ? resolve_config(config, new_rank) : parent->config;
   if (!config && cfg.executor == dfcclExecutorHost) cfg.device = parent->config.device;
-  return comm_init(int(members.size()), leader->id, new_rank, cfg);
+  return comm_init(int(members.size()), id, new_rank, cfg);
 }
 
 // True once next, and every point-to-point peer, has consumed every slot this rank sent it: after that no peer writes

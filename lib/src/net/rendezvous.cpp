@@ -184,6 +184,8 @@ void encode_rendezvous_id(const RendezvousId& rid, dfcclUniqueId& id) {
   std::memcpy(id.internal + kRendezvousIdOffset, s.data(), kRendezvousIdBytes);
 }
 
+bool has_rendezvous_id(const dfcclUniqueId& id) { return get(id.internal + kRendezvousIdOffset, 8) == kIdMagic; }
+
 RendezvousId parse_rendezvous_id(const dfcclUniqueId& id) {
   const char* p = id.internal + kRendezvousIdOffset;
   if (get(p, 8) != kIdMagic)

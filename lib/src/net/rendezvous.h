@@ -45,6 +45,8 @@ static_assert(kRendezvousIdOffset + kRendezvousIdBytes <= DFCCL_UNIQUE_ID_BYTES)
 void encode_rendezvous_id(const RendezvousId& rid, dfcclUniqueId& id);
 // Reads it back; a missing magic, an unknown family or port 0 is dfcclInvalidArgument naming 'commId'.
 RendezvousId parse_rendezvous_id(const dfcclUniqueId& id);
+// Whether `id` carries the payload at all (its magic).
+bool has_rendezvous_id(const dfcclUniqueId& id);
 
 // An address of an interface that is up.
 struct Interface {
