@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <string>
 
@@ -19,10 +20,14 @@ RegionBlob shm_region_create(int device, size_t bytes, const char* who) {
   const std::string name = fmt::format("/dfccl-rg-{}-{}-{}", getpid(), device, counter.fetch_add(1));
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) throw_system(fmt::format("{}: shm_open {}", who, name));
-  if (ftruncate(fd, off_t(bytes)) != 0) {
+  // The pages are reserved now: a /dev/shm without room for them (a container's is often 64 MiB) is an error here,
+  // not a SIGBUS when the region is first written.
+  if (const int e = posix_fallocate(fd, 0, off_t(bytes)); e != 0) {
     close(fd);
     shm_unlink(name.c_str());
-    throw_system(fmt::format("{}: ftruncate {}", who, name));
+    errno = e;
+    throw_system(fmt::format("{}: /dev/shm has no room for {} bytes ({}; enlarge it, e.g. docker run --shm-size)", who,
+                             bytes, name));
   }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);

@@ -1,0 +1,60 @@
+// A /dev/shm without room for a connection region is a clear error at creation, never a SIGBUS when the region is
+// first written. A forked child gets a private mount namespace with a 1 MiB /dev/shm (needs root: skipped
+// otherwise), creates a 256 KiB region (works, every page writable) and then an 8 MiB one: dfcclSystemError naming
+// /dev/shm and the size.
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "error.h"
+#include "shm_region.h"
+
+namespace {
+
+// The child's side: 0 when both checks held, 77 when no private /dev/shm could be made, else 1 after printing why.
+int small_shm_child() {
+  if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+      mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m") != 0) {
+    std::printf("skipped: no private /dev/shm (%s; needs root)\n", std::strerror(errno));
+    return 77;
+  }
+  dfccl::RegionBlob small = dfccl::shm_region_create(0, 256 << 10, "test");
+  std::memset(reinterpret_cast<void*>(small.ptr), 1, small.bytes);
+  try {
+    dfccl::shm_region_create(0, 8 << 20, "test");
+    std::printf("an 8 MiB region was created in a 1 MiB /dev/shm\n");
+    return 1;
+  } catch (const dfccl::Error& e) {
+    const std::string m = e.what();
+    std::printf("[ refused  ] %s\n", m.c_str());
+    if (e.code() != dfcclSystemError || m.find("/dev/shm") == std::string::npos ||
+        m.find("8388608 bytes") == std::string::npos)
+      return 1;
+  }
+  dfccl::shm_region_free(small);
+  return 0;
+}
+
+}  // namespace
+
+TEST(ShmRegion, ASmallDevShmIsAnErrorNotABusError) {
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int rc = small_shm_child();
+    std::fflush(stdout);
+    _exit(rc);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died with signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "no private /dev/shm (needs root)";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
