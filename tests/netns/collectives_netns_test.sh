@@ -2,15 +2,15 @@
 # collectives_netns_test.sh MP_COLLECTIVES: 3 ranks of mp_collectives (host executor: the collective matrix, the
 # point-to-point matrix and 30 stress trials) on 3 fake hosts (netns_lib.sh), each in its own network namespace with
 # its own host name, so that every connection between them crosses a veth pair and the bridge through the net proxy
-# (UCX over tcp on the namespace's veth: rank_wrap.sh). The ranks meet through the shared-memory bootstrap, so
-# /dev/shm and IPC stay shared (NETNS_SHARED_SHM=1). Checks the exact results and that every rank made network hops.
+# (UCX over tcp on the namespace's veth: rank_wrap.sh). Each host has its own /dev/shm and IPC namespace: the ranks
+# meet through the unique id's rendezvous root over the bridge. Checks the exact results and that every rank made
+# network hops.
 # Exits 77 (skipped) without root or namespaces.
 set -u
 bin=${1:?usage: collectives_netns_test.sh MP_COLLECTIVES}
 . "$(dirname "$0")/netns_lib.sh"
 netns_require
 netns_setup 3
-export NETNS_SHARED_SHM=1
 log=$(mktemp)
 t0=$SECONDS
 timeout -k 10 600 "$NETNS_DIR/mpirun_netns.sh" 3 env DFCCL_DEBUG=INFO DFCCL_DEBUG_SUBSYS=INIT "$bin" host 30 > "$log" 2>&1
