@@ -110,7 +110,10 @@ dfcclResult_t dfcclGetVersion(int* version);
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Communicators. Bootstrap as in NCCL: one rank calls dfcclGetUniqueId and distributes the id out of band (the      */
 /* harness uses MPI_Bcast); every rank then calls dfcclCommInitRank. Init waits for the other ranks for at most       */
-/* initTimeoutMs and then returns dfcclTimeout. All ranks must be on one host (this version).                         */
+/* initTimeoutMs and then returns dfcclTimeout. The id carries the address of a rendezvous service that               */
+/* dfcclGetUniqueId starts in its process; that process must stay until every rank has initialised, and while the    */
+/* communicator lives when its ranks span hosts (their later rounds go through it). Ranks on other hosts need a      */
+/* build with the network transport (dfcclNotSupported otherwise).                                                    */
 dfcclResult_t dfcclGetUniqueId(dfcclUniqueId* uniqueId);
 dfcclResult_t dfcclCommInitRank(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank);
 dfcclResult_t dfcclCommInitRankConfig(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank,
