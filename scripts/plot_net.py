@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Plots the network path's bandwidth against its ceiling (docs/net-transport.md, "Bandwidth"): the harness's bus
-bandwidth per size for each HDF5 file (a collective, one line per file, labelled by the file's name) and the
-ucx_perftest tag_bw bandwidth of a CSV (size_bytes, iterations, bandwidth_overall_MBps in UCX's 2^20-byte MB) on
-the same transport, as network_<coll>.png.
-Usage: scripts/python.sh scripts/plot_net.py FILE.h5 [...] --perftest CSV --coll broadcast --out DIR
+bandwidth per size for each HDF5 file and backend (a collective, one line per file and backend, labelled by both) and
+the ucx_perftest tag_bw bandwidth of a CSV (size_bytes, iterations, bandwidth_overall_MBps in UCX's 2^20-byte MB) on
+the same transport, as network_<coll>.png (--name: <name>_<coll>.png). --mean: the bandwidth from the mean over the
+timed iterations instead of the table's median (iteration timing: a backend whose iterations end in bursts, such as
+a broadcast's receiver behind a root that runs ahead, has medians far below its means).
+Usage: scripts/python.sh scripts/plot_net.py FILE.h5 [...] --perftest CSV --coll broadcast --out DIR [--mean]
 """
 import argparse
 import os
@@ -17,20 +19,38 @@ import pandas as pd  # noqa: E402
 import dfccl_results as dr  # noqa: E402
 
 
+def backend_rows(path, coll, mean):
+    """[(backend, out-of-place rows of coll sorted by size)] of the file; with mean, busbw_GBs is recomputed from the
+    mean of the row's timed iterations (busbw / algbw is the collective's factor, so it scales with 1 / time)."""
+    out = []
+    every = dr.cases([path])
+    for backend in every["backend"].unique():
+        rows = every[every["backend"] == backend].reset_index(drop=True)
+        if mean:
+            means = dr.iterations(path, backend).groupby("row")["time_us"].mean()
+            rows = rows.assign(busbw_GBs=rows["busbw_GBs"] * rows["time_median_us"] / rows.index.map(means))
+        df = dr.variant(rows)
+        df = df[df["coll"] == coll].sort_values("bytes")
+        if df.empty:
+            raise SystemExit(f"{path}: no {coll} rows for {backend}")
+        out.append((backend, df))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--perftest", required=True, help="ucx_perftest tag_bw CSV")
     ap.add_argument("--coll", default="broadcast")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--name", default="network", help="file name prefix")
+    ap.add_argument("--mean", action="store_true", help="bandwidth from the mean iteration time")
     a = ap.parse_args()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for path in a.files:
-        df = dr.variant(dr.cases([path]))
-        df = df[df["coll"] == a.coll].sort_values("bytes")
-        if df.empty:
-            raise SystemExit(f"{path}: no {a.coll} rows")
-        ax.plot(df["bytes"], df["busbw_GBs"], marker="o", label=os.path.splitext(os.path.basename(path))[0])
+        for backend, df in backend_rows(path, a.coll, a.mean):
+            label = os.path.splitext(os.path.basename(path))[0]
+            ax.plot(df["bytes"], df["busbw_GBs"], marker="o", label=f"{label}: {backend}")
     pt = pd.read_csv(a.perftest, comment="#", names=["bytes", "iterations", "MBps"])
     ax.plot(pt["bytes"], pt["MBps"] * 1048576 / 1e9, marker="s", linestyle="--", color="black",
             label="ucx_perftest tag_bw (ceiling)")
@@ -44,7 +64,7 @@ def main():
     fig.text(0.01, 0.01, dr.provenance(run), fontsize=6)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     os.makedirs(a.out, exist_ok=True)
-    out = os.path.join(a.out, f"network_{a.coll}.png")
+    out = os.path.join(a.out, f"{a.name}_{a.coll}.png")
     fig.savefig(out, dpi=120)
     print(out)
 
