@@ -134,9 +134,9 @@ bool exact_allreduce(const Args& a, dfcclComm_t comm, int timeout_ms) {
   dfcclRequest_t q = nullptr;
   const dfcclResult_t s = submit(comm, a.rank, in, out, &q);
   const dfcclResult_t done = s == dfcclSuccess ? dfcclSynchronize(q, timeout_ms) : s;
-  dfcclRequestFree(q);
-  if (done != dfcclSuccess)
-    return fail(a, std::string("all-reduce: ") + dfcclGetErrorString(done) + ": " + dfcclGetLastError(nullptr));
+  const std::string err = dfcclGetLastError(nullptr);
+  if (q) dfcclRequestFree(q);
+  if (done != dfcclSuccess) return fail(a, std::string("all-reduce: ") + dfcclGetErrorString(done) + ": " + err);
   const int32_t want = a.nranks * (a.nranks + 1) / 2;
   for (int32_t v : out)
     if (v != want)
@@ -177,7 +177,7 @@ bool survivor(const Args& a, dfcclComm_t comm) {
   const double ms = event.empty() ? -1 : ms_between(std::strtoull(event.c_str(), nullptr, 10), t_err);
   dfcclResult_t async = dfcclSuccess;
   dfcclCommGetAsyncError(comm, &async);
-  dfcclRequestFree(q);
+  if (q) dfcclRequestFree(q);
   const uint64_t t0 = now_ns();
   const dfcclResult_t d = dfcclCommDestroy(comm);
   const double destroy_ms = ms_between(t0, now_ns());
@@ -218,7 +218,7 @@ bool run_abort(const Args& a, dfcclComm_t comm) {
   const dfcclResult_t r = dfcclCommAbort(comm);
   const double ms = ms_between(t0, now_ns());
   const dfcclResult_t st = q ? dfcclSynchronize(q, 1000) : dfcclAborted;
-  dfcclRequestFree(q);
+  if (q) dfcclRequestFree(q);
   std::printf("rank %d: dfcclCommAbort returned in %.1f ms (bound %.0f ms)%s; the collective ended with %s\n", a.rank,
               ms, kAbortBoundMs, q && !done ? " with a network collective pending" : "", dfcclGetErrorString(st));
   bool ok = check(a, r == dfcclSuccess, std::string("dfcclCommAbort: ") + dfcclGetErrorString(r));
