@@ -6,10 +6,11 @@
 //   kill | stop | cut   the victim writes the time of its fault (CLOCK_MONOTONIC ns) to D/event, then raises SIGKILL,
 //                       raises SIGSTOP, or runs $NET_FAULT_CUT (a command that cuts its link) and waits for D/release;
 //   remote_abort        the victim writes D/event, calls dfcclCommAbort and stays alive until D/release exists;
-//                       the survivors (every other rank) submit an all-reduce that needs the victim and must see it
-//                       fail with dfcclRemoteError naming rank V (and, for remote_abort, "aborted the communicator")
-//                       within B ms of D/event, the asynchronous error report it, and dfcclCommDestroy return within 1
-//                       s;
+//   abort_exit          the same, but the victim's process exits right after its abort (its proxy says goodbye);
+//                       in these five the survivors (every other rank) submit an all-reduce that needs the victim and
+//                       must see it fail with dfcclRemoteError naming rank V (after an abort: "aborted the
+//                       communicator"; after stop or cut: "has not been heard from") within B ms of D/event, the
+//                       asynchronous error report it, and dfcclCommDestroy return within 1 s;
 //   late                the victim sleeps 5 s before its all-reduce: every rank completes exactly, no error;
 //   abort               every rank but the victim submits an all-reduce; 300 ms later each calls dfcclCommAbort (the
 //                       victim 600 ms later), which must return within 1 s (the pending collective then ends, not with
@@ -153,11 +154,12 @@ bool victim_fault(const Args& a, dfcclComm_t comm) {
   if (a.scenario == "kill") raise(SIGKILL);
   if (a.scenario == "stop") raise(SIGSTOP);
   if (a.scenario == "cut" && std::system(cut) != 0) return fail(a, std::string("'") + cut + "' failed");
-  if (a.scenario == "remote_abort") {
+  if (a.scenario == "remote_abort" || a.scenario == "abort_exit") {
     const uint64_t t0 = now_ns();
     const dfcclResult_t r = dfcclCommAbort(comm);
     std::printf("rank %d: aborted the communicator in %.1f ms\n", a.rank, ms_between(t0, now_ns()));
     if (r != dfcclSuccess) return fail(a, std::string("dfcclCommAbort: ") + dfcclGetErrorString(r));
+    if (a.scenario == "abort_exit") return true;
   }
   // Alive, so that what the survivors see is the fault and not this process's exit.
   read_file(a.dir + "/release", 60000);
@@ -186,7 +188,7 @@ bool survivor(const Args& a, dfcclComm_t comm) {
   const std::string who = "rank " + std::to_string(a.victim) + " of the communicator";
   bool ok = check(a, st == dfcclRemoteError, std::string("the collective ended with ") + dfcclGetErrorString(st));
   ok &= check(a, err.find(who) != std::string::npos, "the error does not name " + who + ": '" + err + "'");
-  if (a.scenario == "remote_abort")
+  if (a.scenario == "remote_abort" || a.scenario == "abort_exit")
     ok &= check(a, err.find("aborted the communicator") != std::string::npos, "the error does not say 'aborted'");
   if (a.scenario == "stop" || a.scenario == "cut")
     ok &= check(a, err.find("has not been heard from") != std::string::npos, "the error does not name the silence");
@@ -271,7 +273,7 @@ bool parse(int argc, char** argv, Args* a) {
     else if (k == "--init-timeout-ms") a->init_timeout_ms = std::atoi(v.c_str());
     else return false;
   }
-  const std::string known = " kill stop cut remote_abort late abort missing ";
+  const std::string known = " kill stop cut remote_abort abort_exit late abort missing ";
   return known.find(" " + a->scenario + " ") != std::string::npos && a->rank >= 0 && a->rank < a->nranks &&
          a->victim > 0 && a->victim < a->nranks && !a->dir.empty();
 }
@@ -281,8 +283,8 @@ bool parse(int argc, char** argv, Args* a) {
 int main(int argc, char** argv) {
   Args a;
   if (!parse(argc, argv, &a)) {
-    std::fprintf(stderr, "usage: net_fault_peer kill|stop|cut|remote_abort|late|abort|missing --rank R --nranks N "
-                         "--victim V (1..N-1) --dir D [--bound-ms B] [--init-timeout-ms T]\n");
+    std::fprintf(stderr, "usage: net_fault_peer kill|stop|cut|remote_abort|abort_exit|late|abort|missing --rank R "
+                         "--nranks N --victim V (1..N-1) --dir D [--bound-ms B] [--init-timeout-ms T]\n");
     return 1;
   }
   const bool ok = run(a);
