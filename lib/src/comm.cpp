@@ -172,9 +172,9 @@ void release(dfcclComm* c, Release how) {
 // dfcclInvalidUsage; its peers in other processes fail it when they exit without destroying it, abort it, or fall
 // silent for DFCCL_PEER_TIMEOUT_S (0: never) — on this host through their processes (`peers`) and the segment's
 // liveness words, on other hosts through the network connections (their state words carry what their messages
-// said); its probe beats this rank's heartbeat. Ranks that are threads of this process share its fate and are
-// watched for mismatches only. The functions read c's bootstrap and board, which stay until PeerWatch::remove or the
-// failure they report.
+// said: an abort notice sets kAborted); its probe beats this rank's heartbeat. Ranks that are threads of this process
+// share its fate and are watched for mismatches only. The functions read c's bootstrap and board, which stay until
+// PeerWatch::remove or the failure they report.
 void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
   const uint64_t timeout_ns = uint64_t(env_int("DFCCL_PEER_TIMEOUT_S")) * 1000000000ull;
   const bool other_processes = !peers.empty() || !c->bootstrap->all_local();
@@ -190,6 +190,8 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
     if (!other_processes) return {};
     const uint64_t now = Bootstrap::now_ns();
     c->bootstrap->beat(now);
+    if (const int r = net_aborted_peer(c); r >= 0 && !c->bootstrap->local(r))
+      c->bootstrap->set_peer_state(r, Bootstrap::kAborted);
     for (int i = 0; i < c->nranks; ++i) {
       if (i == c->rank) continue;
       const uint64_t state = c->bootstrap->peer_state(i);
@@ -417,6 +419,7 @@ void abort_attached(dfcclComm* c, dfcclResult_t why = dfcclAborted, const std::s
   if (!c->engine) return;
   // The peers learn of an abort of this rank's own (not of one that a peer's failure caused: they see that failure).
   if (why == dfcclAborted && c->bootstrap) c->bootstrap->set_state(Bootstrap::kAborted);
+  if (why == dfcclAborted) net_tell_aborted(c);
   c->engine->abort_comm(c->index, why, message);
   c->async_error = why;
   if (wait_quiet(c, env_int("DFCCL_ABORT_TIMEOUT_MS"))) {

@@ -161,4 +161,14 @@ std::string net_failure(const dfcclComm* c, int* rank) {
   return n.proxy && n.key ? n.proxy->failure(n.key, rank) : std::string();
 }
 
+void net_tell_aborted(dfcclComm* c) {
+  const NetLinks& n = c->net;
+  if (n.proxy && n.key) n.proxy->tell_aborted(n.key);
+}
+
+int net_aborted_peer(const dfcclComm* c) {
+  const NetLinks& n = c->net;
+  return n.proxy && n.key ? n.proxy->aborted_peer(n.key) : -1;
+}
+
 }  // namespace dfccl

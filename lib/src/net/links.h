@@ -45,5 +45,10 @@ void net_connect(dfcclComm* c);
 bool net_detach(dfcclComm* c);
 // "" or why the communicator's network connections failed, with *rank the peer it names.
 std::string net_failure(const dfcclComm* c, int* rank);
+// Caller: the application's abort of c, before release. Tells every rank that c's hops reach that this rank aborted
+// (queued; does not wait).
+void net_tell_aborted(dfcclComm* c);
+// A remote rank that told c's hops it aborted the communicator, or -1.
+int net_aborted_peer(const dfcclComm* c);
 
 }  // namespace dfccl

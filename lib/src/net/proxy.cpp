@@ -22,6 +22,8 @@ constexpr uint32_t kByeKind = 1;  // control message: "this proxy stops", 8 byte
 constexpr Tag kByeTag = tags::make(tags::kControlHop, kByeKind, 0, 0);
 constexpr uint32_t kBeatKind = 2;  // control message: a heartbeat, 8 bytes: the sender's engine id
 constexpr Tag kBeatTag = tags::make(tags::kControlHop, kBeatKind, 0, 0);
+constexpr uint32_t kAbortKind = 3;  // control message: "I aborted the communicator", 8 bytes: the receiver's hop id
+constexpr Tag kAbortTag = tags::make(tags::kControlHop, kAbortKind, 0, 0);
 using SteadyClock = std::chrono::steady_clock;
 
 uint64_t load(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
@@ -200,7 +202,47 @@ bool Proxy::detach(uint64_t key, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lk(done_mu_);
   const bool gone = done_cv_.wait_for(lk, timeout, [&] { return live_hops_.count(key) == 0; });
   if (gone) failures_.erase(key);
+  if (gone) aborted_.erase(key);
   return gone;
+}
+
+void Proxy::tell_aborted(uint64_t key) {
+  std::lock_guard<std::mutex> lk(cmd_mu_);
+  cmds_.push_back([this, key] {
+    for (auto& h : hops_) {
+      if (h->key != key || h->failed || h->peer == Peer{}) continue;
+      Notice& n = notices_.emplace_back();
+      n.hop = h->s.their_id;
+      auto r = t_->isend(h->peer, kAbortTag, &n.hop, sizeof(n.hop));
+      if (r.ok()) n.req = r.value;
+      else notices_.pop_back();
+    }
+  });
+  has_cmds_ = true;
+}
+
+int Proxy::aborted_peer(uint64_t key) const {
+  std::lock_guard<std::mutex> lk(done_mu_);
+  auto it = aborted_.find(key);
+  return it == aborted_.end() ? -1 : it->second;
+}
+
+// The peers' abort notices: each names the hop (of this engine) whose communicator its sender aborted.
+bool Proxy::take_aborts() {
+  return take_inbox(aborts_, kAbortTag, tags::kExact, true, [&](const Completion& c, uint64_t hop) {
+    if (c.code != Code::kOk) return true;
+    for (auto& h : hops_)
+      if (h->s.my_id == hop && !h->detaching) {
+        std::lock_guard<std::mutex> lk(done_mu_);
+        aborted_.emplace(h->key, h->s.peer_rank);
+      }
+    return true;
+  });
+}
+
+// Drops the abort notices whose sends ended; true when one did.
+bool Proxy::reap_notices() {
+  return std::erase_if(notices_, [&](const Notice& n) { return t_->test(n.req).code != Code::kPending; }) > 0;
 }
 
 std::string Proxy::failure(uint64_t key, int* rank) const {
@@ -482,6 +524,8 @@ void Proxy::loop() {
     if (has_cmds_) run_commands();
     bool moved = t_->progress() > 0;
     moved = take_byes() || moved;
+    moved = take_aborts() || moved;
+    moved = reap_notices() || moved;
     handle_peer_failures();
     moved = heartbeats() || moved;
     for (auto it = hops_.begin(); it != hops_.end();) {

@@ -20,6 +20,8 @@
 //    still does). A proxy that stops (its
 //    engine goes) first tells every peer it leaves; the broken connections to it are then no failure: what made a
 //    rank's engine go is that rank's to report (its abort, or the failure that ended its communicators).
+//  - A communicator that its application aborts tells the peer of each of its hops (tell_aborted); the peer's proxy
+//    records it for that peer's communicator (aborted_peer), whose peer watch reports "aborted the communicator".
 #pragma once
 
 #include <array>
@@ -29,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -75,6 +78,11 @@ class Proxy {
   bool detach(uint64_t key, std::chrono::milliseconds timeout);
   // "" or why the hops of `key` failed, with *rank the peer it names.
   std::string failure(uint64_t key, int* rank) const;
+  // Caller: the abort of the communicator whose hops are `key`, before it detaches them. Queues, for the peer of each
+  // hop, a message that this rank aborted the communicator (sent by the thread; it does not wait).
+  void tell_aborted(uint64_t key);
+  // The rank of a peer that told the hops of `key` it aborted their communicator, or -1.
+  int aborted_peer(uint64_t key) const;
 
  private:
   struct Hop;
@@ -107,6 +115,8 @@ class Proxy {
   bool take_byes();
   bool heartbeats();
   bool take_beats();
+  bool take_aborts();
+  bool reap_notices();
   void say_bye();
   void drain();
 
@@ -124,6 +134,7 @@ class Proxy {
   std::condition_variable done_cv_;
   std::map<uint64_t, int> live_hops_;  // key -> hops the thread still holds
   std::map<uint64_t, std::pair<int, std::string>> failures_;
+  std::map<uint64_t, int> aborted_;  // key -> the peer rank that told its hops it aborted
 
   // The thread's own state.
   std::vector<std::unique_ptr<Hop>> hops_;
@@ -140,6 +151,13 @@ class Proxy {
   Inbox beats_;                                                  // heartbeats received: the sender's engine id
   std::vector<uint64_t> departed_;                               // engine ids of proxies that said they stop
   Inbox byes_;                                                   // their messages
+  Inbox aborts_;                                                 // abort notices: the id of the receiving hop
+  // Abort notices in flight: the message (the peer's hop id) stays here until its send ends.
+  struct Notice {
+    uint64_t hop = 0;
+    Req req;
+  };
+  std::list<Notice> notices_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
