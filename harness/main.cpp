@@ -1,8 +1,8 @@
 // dfccl-harness: mpirun -np N dfccl-harness [--workload workloads/<name>.toml] [--section.key value ...] [--out FILE]
 // (docs/harness.md). Parses the command line (config/command_line.h) and the workload (without one: an all_reduce
-// sweep from the settings' defaults), checks what it will write and that the ranks share one host, bootstraps MPI
-// and the groups, collects the run's metadata, runs the campaign (runtime/driver.cpp) and writes the console table,
-// the HDF5 file and, with -J, a JSON file.
+// sweep from the settings' defaults), checks what it will write and that the library can connect the ranks' hosts,
+// bootstraps MPI and the groups, collects the run's metadata, runs the campaign (runtime/driver.cpp) and writes the
+// console table, the HDF5 file and, with -J, a JSON file.
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <mpi.h>
@@ -16,7 +16,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <set>
 #include <thread>
 #include <utility>
 
@@ -29,6 +28,7 @@
 #include "output/writer.h"
 #include "replay/replay.h"
 #include "runtime/driver.h"
+#include "runtime/hosts.h"
 #include "runtime/mpi_env.h"
 
 #ifdef DFCCL_HARNESS_HAVE_NCCL
@@ -153,12 +153,15 @@ void check_outputs(Options& o, const Workload& w) {
   }
 }
 
-// The one-host limit, checked on every rank before any communicator exists: "" or the refusal (on every rank).
-std::string check_one_host() {
-  char host[MPI_MAX_PROCESSOR_NAME] = {0};
-  int len = 0;
-  MPI_Get_processor_name(host, &len);
-  return bcast_string(multi_host_problem(gather_strings(host, MPI_COMM_WORLD)), 0, MPI_COMM_WORLD);
+// Whether the dfccl library can connect ranks on different hosts (its network transport). A harness built without
+// the library says yes: its dfccl backends are skipped as not built, whatever the hosts.
+bool library_spans_hosts() {
+#ifdef DFCCL_HARNESS_HAVE_DFCCL
+  int features = 0;
+  return dfcclGetFeatures(&features) == dfcclSuccess && (features & DFCCL_FEATURE_NETWORK) != 0;
+#else
+  return true;
+#endif
 }
 
 int max_over_ranks(int rc) {
@@ -167,8 +170,8 @@ int max_over_ranks(int rc) {
 }
 
 // Everything refused before anything runs, on every rank alike: NCCL_TESTS_MIN_BW, the workload, the outputs (rank
-// 0), the one-host limit, the world's layout. Returns 0, or the exit code (rank 0 printed why). Then
-// NCCL_TESTS_MIN_BW becomes one --expect per backend.
+// 0), ranks on several hosts without the library's network transport, the world's layout. Returns 0, or the exit code
+// (rank 0 printed why). Then NCCL_TESTS_MIN_BW becomes one --expect per backend.
 int prepare_run(Options& o, bool root, Workload& w, MpiWorld& world, double& min_bw) {
   int rc = 0;
   try {
@@ -180,12 +183,13 @@ int prepare_run(Options& o, bool root, Workload& w, MpiWorld& world, double& min
     rc = 2;
   }
   if (max_over_ranks(rc) != 0) return 2;
-  if (std::string problem = check_one_host(); !problem.empty()) {
+  std::vector<std::string> hosts = rank_hosts();  // the same list on every rank, so the same decision
+  if (std::string problem = multi_host_problem(hosts, library_spans_hosts(), w.backends); !problem.empty()) {
     if (root) fmt::print(stderr, "dfccl-harness: {}\n", problem);
     return 2;
   }
   try {
-    world = MpiWorld::create(w.tp, w.dp, w.pp);
+    world = MpiWorld::create(w.tp, w.dp, w.pp, std::move(hosts));
     replay::check_world(w, world.size);
   } catch (const WorkloadError& e) {
     if (root) fmt::print(stderr, "dfccl-harness: {}\n", e.what());

@@ -6,6 +6,7 @@ Python"). Every script that reads a harness file goes through it (plot_harness.p
     df = dr.cases(["results/gpu/sweep-2xH200.h5"])       # every row of /backends/*/collectives, one DataFrame
     df[(df.backend == "nccl") & (df.coll == "all_reduce")][["bytes", "busbw_GBs"]]
     dr.trials(paths), dr.summary(paths)                  # /backends/*/trials and /summary rows, same run columns
+    dr.hops(paths), dr.rank_hosts(path)                  # ring hops per backend (rank, peer, transport), hosts
     dr.iterations(path, "dfccl")                         # per-iteration times of one backend
     dr.run_attributes(path)                              # every root attribute, as a dict
 
@@ -14,7 +15,7 @@ per-backend tables, the backend's attributes (BACKEND_COLUMNS). Needs h5py, nump
 python3-pandas; scripts/python.sh picks an interpreter that has them). Files may be partial (status `running` or an
 error): every row present is returned.
 
-Command line: scripts/python.sh scripts/dfccl_results.py FILE.h5 [...] [--table cases|trials|summary] [--csv]
+Command line: scripts/python.sh scripts/dfccl_results.py FILE.h5 [...] [--table cases|trials|summary|hops] [--csv]
 prints the table.
 """
 import argparse
@@ -35,8 +36,9 @@ RUN_ATTRS = [("workload", "workload"), ("workload_kind", "workload_kind"), ("git
              ("date_utc", "date_utc"), ("hostname", "hostname"), ("gpus", "gpus"), ("world_nranks", "nranks"),
              ("layout", "layout"), ("dfccl_version", "dfccl_version"), ("nccl_version", "nccl_version"),
              ("driver_version", "driver_version"), ("file_status", "status")]
-# `file` (base name), `path` (as given) and `gpu` (gpu_summary of `gpus`) come first.
-RUN_COLUMNS = ["file", "path"] + [c for c, _ in RUN_ATTRS] + ["gpu"]
+# `file` (base name), `path` (as given) come first; `gpu` (gpu_summary of `gpus`) and `nhosts` (the root attribute;
+# in files before layout 3, the hosts named by `hostname`) last.
+RUN_COLUMNS = ["file", "path"] + [c for c, _ in RUN_ATTRS] + ["gpu", "nhosts"]
 BACKEND_COLUMNS = ["backend", "executor", "mode", "completion", "available"]
 
 
@@ -117,6 +119,8 @@ def _run_columns(path, attrs, extra):
     for col, name in RUN_ATTRS:
         cols[col] = attrs.get(name, "")
     cols["gpu"] = gpu_summary(attrs.get("gpus", ""))
+    cols["nhosts"] = int(attrs["nhosts"]) if "nhosts" in attrs else len(
+        [h for h in str(attrs.get("hostname", "")).split(",") if h])
     for name in extra:
         cols[name] = attrs.get(name, "")
     return cols
@@ -210,6 +214,20 @@ def steps(paths, backends=None, extra_attrs=()):
     return concat(frames, RUN_COLUMNS + BACKEND_COLUMNS + ["row"])
 
 
+def hops(paths, backends=None, extra_attrs=()):
+    """Every ring hop (/backends/<backend>/hops: group, rank, peer, transport, host, peer_host; layout 3, dfccl
+    backends) of the files, with the same leading columns as cases(); none for older files and for nccl."""
+    frames = []
+    for p in _paths(paths):
+        frames += _backend_table(p, "hops", backends, extra_attrs)
+    return concat(frames, RUN_COLUMNS + BACKEND_COLUMNS + ["row"])
+
+
+def rank_hosts(path):
+    """Each rank's host (root attribute `hosts`, layout 3), as a list indexed by world rank; [] in older files."""
+    return [h for h in str(run_attributes(path).get("hosts", "")).split("\n") if h]
+
+
 def iterations(path, backend):
     """/backends/<backend>/iterations of the file (row, iteration, time_us): the per-iteration times behind each case
     row (`row` indexes cases(path, [backend]))."""
@@ -263,11 +281,11 @@ def provenance(run):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+")
-    ap.add_argument("--table", choices=["cases", "trials", "summary", "steps"], default="cases")
+    ap.add_argument("--table", choices=["cases", "trials", "summary", "steps", "hops"], default="cases")
     ap.add_argument("--csv", action="store_true", help="CSV instead of a text table")
     a = ap.parse_args()
     try:
-        df = {"cases": cases, "trials": trials, "summary": summary, "steps": steps}[a.table](a.files)
+        df = {"cases": cases, "trials": trials, "summary": summary, "steps": steps, "hops": hops}[a.table](a.files)
     except (OSError, ValueError) as e:
         print(e, file=sys.stderr)
         return 2

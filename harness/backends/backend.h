@@ -40,6 +40,9 @@ class Backend {
   virtual BackendInfo info() const = 0;
   // After create_comms: the engine's effective settings and transport, in words ("" when the library tells none).
   virtual std::string engine_settings() const { return {}; }
+  // After create_comms, on the main thread: this rank's ring hop (to its next neighbour) in each of its
+  // communicators, as the library reports it, hosts left empty; none when the library tells none.
+  virtual std::vector<HopRow> hops() const { return {}; }
 
   // --- main thread -------------------------------------------------------------------------------------------------
   // Creates one communicator per slot (collective over MPI_COMM_WORLD: every rank calls it with its slots).

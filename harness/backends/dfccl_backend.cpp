@@ -18,6 +18,7 @@
 #include "backend.h"
 #include "dfccl.h"
 #include "gpu/gpu_context.h"
+#include "runtime/hosts.h"
 #include "timing/timing_plan.h"
 #include "verify/verifiable.h"
 
@@ -89,6 +90,7 @@ class DfcclBackend final : public Backend {
 
   void create_comms(const std::vector<CommSlot>& slots) override {
     if (gpu_) gpu_->make_current();
+    slots_ = slots;
     comms_.assign(slots.size(), nullptr);
     for (size_t i = 0; i < slots.size(); ++i) {
       if (slots[i].mpi == MPI_COMM_NULL) continue;
@@ -107,17 +109,41 @@ class DfcclBackend final : public Backend {
 
   std::string engine_settings() const override { return settings_; }
 
+  std::vector<HopRow> hops() const override {
+    std::vector<HopRow> out;
+    for (size_t i = 0; i < comms_.size(); ++i) {
+      dfcclCommInfo_t info{};
+      if (!comms_[i] || dfcclCommGetInfo(comms_[i], &info) != dfcclSuccess) continue;
+      out.push_back(HopRow{slots_[i].name, ctx_.world_rank, world_rank(slots_[i].mpi, info.next),
+                           transport_name(info.transportNext), "", ""});
+    }
+    return out;
+  }
+
+  // The world rank of rank `rank` of comm.
+  static int world_rank(MPI_Comm comm, int rank) {
+    MPI_Group group, world;
+    MPI_Comm_group(comm, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int out = -1;
+    MPI_Group_translate_ranks(group, 1, &rank, world, &out);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    return out;
+  }
+
   // dfcclCommGetInfo of c in words: the engine's shape, the connection memory and the transport to the neighbours.
   static std::string describe(dfcclComm_t c) {
     dfcclCommInfo_t i{};
     if (dfcclCommGetInfo(c, &i) != dfcclSuccess) return std::string("dfcclCommGetInfo: ") + dfcclGetLastError(c);
     static const char* const kTransport[] = {"GPU peer memory", "shared host memory registered with CUDA",
                                              "POSIX shared memory", "the network transport (net proxy)"};
+    auto words = [](int t) { return t >= 0 && t < 4 ? kTransport[t] : "?"; };
     return fmt::format("{} blocks x {} threads; {} slots x {} B per lane; {} + {} persistent lanes; {:.1f} MiB of "
-                       "connection memory per communicator; to ranks {} and {} through {}",
+                       "connection memory per communicator; from rank {} through {}, to rank {} through {}",
                        i.blocks, i.threadsPerBlock, i.slots, i.slotBytes, i.lanes, i.persistentLanes,
-                       double(i.connectionBytes) / (1 << 20), i.prev, i.next,
-                       i.transport >= 0 && i.transport < 4 ? kTransport[i.transport] : "?");
+                       double(i.connectionBytes) / (1 << 20), i.prev, words(i.transportPrev), i.next,
+                       words(i.transportNext));
   }
 
   // Aborts all communicators at once, one thread each, so that their abort times do not add up.
@@ -479,7 +505,8 @@ class DfcclBackend final : public Backend {
   bool host_order_ = false;  // run.order = host: submitted with DFCCL_NO_STREAM
   std::optional<GpuContext> gpu_;
   std::vector<dfcclComm_t> comms_;
-  std::string settings_;  // engine_settings(), from the first communicator created
+  std::string settings_;         // engine_settings(), from the first communicator created
+  std::vector<CommSlot> slots_;  // as create_comms got them (comms_[i] is slots_[i]'s)
   std::vector<EntryPlan> plans_;
   std::vector<std::vector<char>> host_send_, host_recv_;
   std::vector<BufferLayout> layouts_;  // host executor: per entry

@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
-#include <set>
 #include <sstream>
 
 #include "config/settings.h"
@@ -175,15 +174,6 @@ std::string output_path_problem(const std::string& option, const std::string& pa
   if (fs::exists(p, ec) && !overwrite)
     return fmt::format("{} {}: the file exists (give --overwrite to replace it, or another {})", option, path, option);
   return "";
-}
-
-std::string multi_host_problem(const std::vector<std::string>& host_per_rank) {
-  std::set<std::string> hosts(host_per_rank.begin(), host_per_rank.end());
-  if (hosts.size() <= 1) return "";
-  return fmt::format("the ranks run on {} hosts ({}); this version runs on one host only (dfccl's transport is "
-                     "shared memory and CUDA IPC; the multi-host transport does not exist yet): start every rank on "
-                     "one host",
-                     hosts.size(), fmt::join(hosts, ", "));
 }
 
 }  // namespace dfccl::harness

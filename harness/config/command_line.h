@@ -42,8 +42,4 @@ std::string command_line_help();
 // does not exist yet unless overwrite; else the problem, naming the option.
 std::string output_path_problem(const std::string& option, const std::string& path, bool overwrite);
 
-// "" when every rank runs on one host (host_per_rank: MPI_Get_processor_name of each rank); else the refusal,
-// naming the hosts (dfccl's transport is on one host only).
-std::string multi_host_problem(const std::vector<std::string>& host_per_rank);
-
 }  // namespace dfccl::harness

@@ -3,8 +3,8 @@
 // harness's columns (coll group min max cv% e2e core, of the line's first measurement); with run.in_place off the
 // in-place fields are left out, with only the out-of-place ones are blank (as nccl-tests prints a measurement it
 // skips), and a measurement without a completed trial is "-" in each field; nccl-tests' two footer lines per backend, a
-// line per trial that did not complete, a progress line on stderr (case k/N and an ETA, at most every --progress
-// seconds) and a summary per backend and at the end.
+// line per trial that did not complete, the hosts of the ranks and each backend's ring hops by transport, a progress
+// line on stderr (case k/N and an ETA, at most every --progress seconds) and a summary per backend and at the end.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <cstdio>
 
 #include "row_pairs.h"
+#include "runtime/hosts.h"
 #include "writer.h"
 
 namespace dfccl::harness {
@@ -59,6 +60,7 @@ class ConsoleWriter final : public Writer {
     if (!r.workload_description.empty()) fmt::print("# {}\n", r.workload_description);
     fmt::print("# date {}  hosts {}  driver {}  cuda {}  nccl {}  {}\n", r.date_utc, fmt::join(r.hosts, ","),
                r.driver_version, r.cuda_runtime_version, r.nccl_version, r.mpi_version);
+    if (!r.rank_hosts.empty()) fmt::print("# {}\n", hosts_line(r.rank_hosts));
     for (size_t i = 0; i < r.gpus.size(); ++i) fmt::print("#  rank {:3} {}\n", i, r.gpus[i]);
     fmt::print("# time: the median over the timed iterations of the slowest rank's time (MAX over ranks, nccl-tests "
                "-a 3); algbw and busbw from it. {}\n",
@@ -117,6 +119,11 @@ class ConsoleWriter final : public Writer {
                in_place_columns_ ? measurement(p.in_place) : "",
                fmt::format(kHarness, c.coll, c.group, num(c.time_min_us), num(c.time_max_us), num(100 * c.cv, 1),
                            num(c.e2e_median_us), num(c.core_median_us)));
+    std::fflush(stdout);
+  }
+
+  void do_add_hops(const std::vector<HopRow>& hops) override {
+    fmt::print("# ring hops: {}\n", hops_line(hops));
     std::fflush(stdout);
   }
 

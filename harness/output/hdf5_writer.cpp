@@ -76,6 +76,21 @@ class Hdf5Writer final : public Writer {
   }
   void do_add_case(const CaseRow& c) override { pending_cases_.push_back(c); }
   void do_add_trial(const TrialRow& t) override { pending_trials_.push_back(t); }
+  // /backends/<b>/hops, appended (a backend named twice appends), then flushed.
+  void do_add_hops(const std::vector<HopRow>& hops) override {
+    if (!file_ || backends_.empty()) return;
+    h5::File& f = *file_;
+    const std::string g = backends_.back().base + "/hops";
+    const size_t at = f.rows(g, "rank");
+    using H = HopRow;
+    put_rows<std::string>(f, g, "group", at, hops, [](const H& h) { return h.group; });
+    put_rows<int64_t>(f, g, "rank", at, hops, [](const H& h) { return h.rank; });
+    put_rows<int64_t>(f, g, "peer", at, hops, [](const H& h) { return h.peer; });
+    put_rows<std::string>(f, g, "transport", at, hops, [](const H& h) { return h.transport; });
+    put_rows<std::string>(f, g, "host", at, hops, [](const H& h) { return h.host; });
+    put_rows<std::string>(f, g, "peer_host", at, hops, [](const H& h) { return h.peer_host; });
+    f.flush();
+  }
   void do_checkpoint(const BackendSummary& so_far) override { write_pending(&so_far); }
   void do_end_backend(const BackendSummary& s) override { write_pending(&s); }
   void do_end_run(const std::string& status) override {
@@ -111,6 +126,8 @@ class Hdf5Writer final : public Writer {
     f.set_attr("/", "workload_description", run_.workload_description);
     f.set_attr("/", "workload_source", run_.workload_source);
     f.set_attr("/", "nranks", static_cast<int64_t>(run_.nranks));
+    f.set_attr("/", "hosts", join(run_.rank_hosts, "\n"));
+    f.set_attr("/", "nhosts", static_cast<int64_t>(run_.hosts.size()));
     f.set_attr("/", "layout", run_.layout);
     f.set_attr("/", "gpus", join(run_.gpus, "\n"));
     f.set_attr("/", "driver_version", run_.driver_version);

@@ -1,7 +1,8 @@
 // `-J FILE`: the run as one JSON document, shaped after nccl-tests' -J output (per result row: size, count, type,
 // redop, root, an "out_of_place" and an "in_place" object with time, alg_bw, bus_bw, nwrong, null for a measurement
 // not made (run.in_place off or only, or no completed trial); per backend: "out_of_bounds" and
-// "average_bus_bandwidth"), with the harness's extra fields, which describe the result's first measurement.
+// "average_bus_bandwidth"), with the harness's extra fields, which describe the result's first measurement, and the
+// run's hosts ("hosts", "nhosts", "rank_hosts") and each dfccl backend's ring hops ("hops", as /backends/<b>/hops).
 // The file is rewritten (through FILE.tmp and a rename) after every backend and at the end; "status" is "running"
 // until then. NaN and infinities are written as null.
 #include <fmt/format.h>
@@ -113,7 +114,9 @@ class JsonWriter final : public Writer {
     o.add("git_revision", jstr(r.git_revision)).add("start_time", jstr(r.date_utc));
     o.add("command_line", jstr(r.command_line)).add("workload", jstr(r.workload));
     o.add("workload_kind", jstr(r.workload_kind)).add("nranks", jint(r.nranks)).add("layout", jstr(r.layout));
-    o.add("hosts", jstrings(r.hosts)).add("gpus", jstrings(r.gpus)).add("driver_version", jstr(r.driver_version));
+    o.add("hosts", jstrings(r.hosts)).add("nhosts", jint(static_cast<int64_t>(r.hosts.size())));
+    o.add("rank_hosts", jstrings(r.rank_hosts));
+    o.add("gpus", jstrings(r.gpus)).add("driver_version", jstr(r.driver_version));
     o.add("cuda_runtime_version", jstr(r.cuda_runtime_version)).add("nccl_version", jstr(r.nccl_version));
     o.add("mpi_version", jstr(r.mpi_version));
     o.add("time_statistic", jstr("median over timed iterations of the slowest rank's time (MAX over ranks)"));
@@ -135,6 +138,20 @@ class JsonWriter final : public Writer {
 
   void do_add_case(const CaseRow& c) override {
     for (const RowPair& p : pairer_.add(c)) results_.push_back(result_json(p));
+  }
+
+  void do_add_hops(const std::vector<HopRow>& hops) override {
+    std::vector<std::string> items;
+    for (const HopRow& h : hops)
+      items.push_back(Obj()
+                          .add("group", jstr(h.group))
+                          .add("rank", jint(h.rank))
+                          .add("peer", jint(h.peer))
+                          .add("transport", jstr(h.transport))
+                          .add("host", jstr(h.host))
+                          .add("peer_host", jstr(h.peer_host))
+                          .str());
+    backend_.add("hops", jlist(items));
   }
 
   void do_add_trial(const TrialRow& t) override {

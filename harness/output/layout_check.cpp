@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <stdexcept>
@@ -25,6 +26,8 @@ const char* kRootAttrs[] = {"tool",
                             "workload",
                             "workload_kind",
                             "nranks",
+                            "hosts",
+                            "nhosts",
                             "layout",
                             "gpus",
                             "driver_version",
@@ -46,6 +49,7 @@ const char* kCollectiveCols[] = {
 const char* kTrialCols[] = {"case",        "trial",           "status", "ranks",     "elapsed_s", "detect_s",
                             "preemptions", "daemon_launches", "wrong",  "reordered", "syncs",     "message"};
 const char* kIterationCols[] = {"row", "iteration", "time_us"};
+const char* kHopCols[] = {"group", "rank", "peer", "transport", "host", "peer_host"};
 // Replay workloads (workload_kind = replay) only.
 const char* kReplayAttrs[] = {"layout",      "layout_spec", "ranks",      "groups", "colls",
                               "collectives", "submissions", "p_disorder", "p_sync", "seed",
@@ -69,12 +73,17 @@ size_t column_length(const h5::File& f, const std::string& g, const std::string&
   return f.read_strings(g, name).size();
 }
 
-// What layout version 2 added; a version 1 file (results/ holds many) is checked without them.
-bool added_in_v2(const std::string& name) {
-  return name == "cuda_driver_version" || name == "engine_settings" || name == "stalled" || name == "ranks" ||
-         name == "environment" || name == "in_place";
+// The layout version that added a root attribute, table or column (1: there from the start); files of older versions
+// (results/ holds many) are checked without what came later.
+int added_in(const std::string& name) {
+  if (name == "cuda_driver_version" || name == "engine_settings" || name == "stalled" || name == "ranks" ||
+      name == "environment" || name == "in_place")
+    return 2;
+  if (name == "hosts" || name == "nhosts") return 3;
+  return 1;
 }
-bool g_v1 = false;  // the file being checked is layout version 1 (check_layout sets it)
+int g_version = 3;  // the layout version of the file being checked (check_layout sets it)
+bool too_new(const std::string& name) { return added_in(name) > g_version; }
 
 template <size_t N>
 void check_table(const h5::File& f, const std::string& g, const char* const (&cols)[N],
@@ -85,7 +94,7 @@ void check_table(const h5::File& f, const std::string& g, const char* const (&co
   }
   long expected = -1;
   for (const char* c : cols) {
-    if (g_v1 && added_in_v2(c)) continue;
+    if (too_new(c)) continue;
     if (!f.has(g + "/" + c)) {
       problems.push_back(fmt::format("/{}: missing column {}", g, c));
       continue;
@@ -97,22 +106,51 @@ void check_table(const h5::File& f, const std::string& g, const char* const (&co
   }
 }
 
+// Layout 3: `hosts` has one line per rank and `nhosts` counts its distinct lines.
+void check_hosts(const h5::File& f, std::vector<std::string>& problems) {
+  if (!f.has_attr("/", "hosts") || !f.has_attr("/", "nhosts") || !f.has_attr("/", "nranks")) return;
+  std::vector<std::string> lines;
+  const std::string hosts = f.attr_string("/", "hosts");
+  for (size_t at = 0; at <= hosts.size();) {
+    const size_t end = std::min(hosts.find('\n', at), hosts.size());
+    lines.push_back(hosts.substr(at, end - at));
+    at = end + 1;
+  }
+  std::sort(lines.begin(), lines.end());
+  const auto nranks = f.attr_int("/", "nranks"), nhosts = f.attr_int("/", "nhosts");
+  if (static_cast<int64_t>(lines.size()) != nranks)
+    problems.push_back(fmt::format("root attribute hosts has {} lines for {} ranks", lines.size(), nranks));
+  const auto distinct = std::unique(lines.begin(), lines.end()) - lines.begin();
+  if (distinct != nhosts)
+    problems.push_back(fmt::format("root attribute nhosts is {}, but hosts names {} hosts", nhosts, distinct));
+}
+
+// Layout 3: a backend on the dfccl library (mode preemptive or blocking) that completed a trial has its hops.
+bool needs_hops(const h5::File& f, const std::string& base) {
+  if (g_version < 3 || !f.has_attr(base, "mode") || !f.has(base + "/trials/status")) return false;
+  const std::string mode = f.attr_string(base, "mode");
+  if (mode != "preemptive" && mode != "blocking") return false;
+  const auto status = f.read_strings(base + "/trials", "status");
+  return std::find(status.begin(), status.end(), "completed") != status.end();
+}
+
 }  // namespace
 
 std::vector<std::string> check_layout(const std::string& path) {
   std::vector<std::string> problems;
   try {
     auto f = h5::File::open_read(path);
-    g_v1 = f.has_attr("/", "layout_version") && f.attr_string("/", "layout_version") == "1";
+    const std::string version = f.has_attr("/", "layout_version") ? f.attr_string("/", "layout_version") : "";
+    g_version = version == "1" ? 1 : version == "2" ? 2 : 3;
     for (const char* a : kRootAttrs)
-      if (!f.has_attr("/", a) && !(g_v1 && added_in_v2(a)))
-        problems.push_back(fmt::format("missing root attribute {}", a));
+      if (!f.has_attr("/", a) && !too_new(a)) problems.push_back(fmt::format("missing root attribute {}", a));
     if (f.has_attr("/", "tool") && f.attr_string("/", "tool") != "dfccl-harness")
       problems.push_back("root attribute tool is not dfccl-harness");
-    if (f.has_attr("/", "layout_version") && f.attr_string("/", "layout_version") != kHarnessLayoutVersion && !g_v1)
-      problems.push_back("unknown layout_version " + f.attr_string("/", "layout_version"));
+    if (!version.empty() && version != kHarnessLayoutVersion && g_version == 3)
+      problems.push_back("unknown layout_version " + version);
     check_table(f, "summary", kSummaryCols, problems);
-    if (!g_v1) check_table(f, "environment", kEnvironmentCols, problems);
+    if (!too_new("environment")) check_table(f, "environment", kEnvironmentCols, problems);
+    if (g_version >= 3) check_hosts(f, problems);
     const bool replay = f.has_attr("/", "workload_kind") && f.attr_string("/", "workload_kind") == "replay";
     if (replay) {
       if (!f.has("replay")) {
@@ -135,6 +173,7 @@ std::vector<std::string> check_layout(const std::string& path) {
         check_table(f, base + "/collectives", kCollectiveCols, problems);
         check_table(f, base + "/trials", kTrialCols, problems);
         check_table(f, base + "/iterations", kIterationCols, problems);
+        if (f.has(base + "/hops") || needs_hops(f, base)) check_table(f, base + "/hops", kHopCols, problems);
         if (replay && f.has_attr(base, "available") && f.attr_int(base, "available") != 0)
           check_table(f, base + "/replay", kReplayTrialCols, problems);
       }

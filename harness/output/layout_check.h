@@ -10,7 +10,7 @@
 
 namespace dfccl::harness {
 
-inline constexpr const char* kHarnessLayoutVersion = "2";
+inline constexpr const char* kHarnessLayoutVersion = "3";
 
 // Problems found, one line each; empty when the file follows the layout.
 std::vector<std::string> check_layout(const std::string& path);

@@ -34,11 +34,12 @@ struct EnvEntry {
 struct RunInfo {
   std::string dfccl_version, git_revision, date_utc, command_line, config_toml;
   std::string workload, workload_kind, workload_description, workload_source;
-  std::string in_place;             // run.in_place, resolved: both | off | only
-  std::vector<std::string> hosts;   // unique host names
-  std::vector<std::string> gpus;    // per rank: "host:device name" or "none"
-  std::string driver_version;       // the NVIDIA kernel module's version ("580.95.05"), "none" without one
-  std::string cuda_driver_version;  // cudaDriverGetVersion ("13.0"), "none" without a driver
+  std::string in_place;                 // run.in_place, resolved: both | off | only
+  std::vector<std::string> hosts;       // unique host names, in the order of their first rank
+  std::vector<std::string> rank_hosts;  // per rank: its host (DFCCL_HOSTID, else the processor name)
+  std::vector<std::string> gpus;        // per rank: "host:device name" or "none"
+  std::string driver_version;           // the NVIDIA kernel module's version ("580.95.05"), "none" without one
+  std::string cuda_driver_version;      // cudaDriverGetVersion ("13.0"), "none" without a driver
   std::string cuda_runtime_version, cuda_toolkit_version, nccl_version, mpi_version, mpi_library;
   std::string engine_settings;        // what the public dfccl API tells of the engine's effective settings
   std::vector<EnvEntry> environment;  // DFCCL_*, NCCL_*, CUDA_* and the launcher's variables, every rank's
@@ -56,6 +57,15 @@ struct BackendInfo {
   std::string timing;      // how times are measured, in words
   bool available = true;
   std::string skip_reason;  // why it did not run, when !available
+};
+
+// One ring hop of one of a backend's communicators: `rank` sends to its ring neighbour `peer` (world ranks) through
+// `transport` (peer_memory, host_memory, shared_memory, network), as the library reports it (dfcclCommGetInfo).
+struct HopRow {
+  std::string group;  // world, tp, dp, pp, or a replay's group name
+  int64_t rank = 0, peer = 0;
+  std::string transport;
+  std::string host, peer_host;
 };
 
 // One collective (or the whole step) at one size, aggregated over iterations and trials (completed trials only).

@@ -25,6 +25,8 @@ class Writer {
   void begin_backend(const BackendInfo& b) { do_begin_backend(b); }
   void add_case(const CaseRow& row) { do_add_case(row); }
   void add_trial(const TrialRow& row) { do_add_trial(row); }
+  // Once per backend, after its communicators exist: every rank's ring hops (none when the library tells none).
+  void add_hops(const std::vector<HopRow>& hops) { do_add_hops(hops); }
   // After every finished trial and after every case's rows: what was reported so far must survive the process
   // (the HDF5 file appends and flushes it). so_far: the running backend's summary up to now.
   void checkpoint(const BackendSummary& so_far) { do_checkpoint(so_far); }
@@ -38,6 +40,7 @@ class Writer {
   virtual void do_begin_backend(const BackendInfo&) {}
   virtual void do_add_case(const CaseRow&) {}
   virtual void do_add_trial(const TrialRow&) {}
+  virtual void do_add_hops(const std::vector<HopRow>&) {}
   virtual void do_checkpoint(const BackendSummary&) {}
   virtual void do_progress(const Progress&) {}
   virtual void do_end_backend(const BackendSummary&) {}
@@ -60,6 +63,9 @@ class MultiWriter final : public Writer {
   }
   void do_add_trial(const TrialRow& r) override {
     for (auto& w : writers_) w->add_trial(r);
+  }
+  void do_add_hops(const std::vector<HopRow>& h) override {
+    for (auto& w : writers_) w->add_hops(h);
   }
   void do_checkpoint(const BackendSummary& s) override {
     for (auto& w : writers_) w->checkpoint(s);

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include "program/rank_program.h"
 #include "replay/replay.h"
 #include "runtime/aggregate.h"
+#include "runtime/hosts.h"
 #include "runtime/liveness.h"
 #include "runtime/run_stop.h"
 #include "runtime/watchdog.h"
@@ -86,6 +88,28 @@ std::vector<Case> make_cases(const Workload& w, const replay::Replay* rp) {
 }
 
 // One run of a workload on every rank (every method is MPI-collective over MPI_COMM_WORLD).
+// Rank 0's view of report_hops's gather: per rank r, lines "group\tpeer\ttransport" of its hops; hosts: per rank.
+std::vector<HopRow> parse_hops(const std::vector<std::string>& per_rank, const std::vector<std::string>& hosts) {
+  std::vector<HopRow> rows;
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    std::istringstream lines(per_rank[r]);
+    for (std::string line; std::getline(lines, line);) {
+      HopRow h;
+      std::istringstream fields(line);
+      std::string peer;
+      std::getline(fields, h.group, '\t');
+      std::getline(fields, peer, '\t');
+      std::getline(fields, h.transport);
+      h.rank = static_cast<int64_t>(r);
+      h.peer = std::stoll(peer);
+      h.host = hosts.at(r);
+      h.peer_host = h.peer >= 0 ? hosts.at(static_cast<size_t>(h.peer)) : "";
+      rows.push_back(std::move(h));
+    }
+  }
+  return rows;
+}
+
 class Campaign {
  public:
   Campaign(const Workload& w, MpiWorld& world, Writer& writer) : w_(w), world_(world), writer_(writer) {}
@@ -186,6 +210,7 @@ class Campaign {
       finish_backend(t0);
       return;
     }
+    report_hops(*b);
 
     for (const Case& c : cases_) run_case(*b, c, t0);
 
@@ -272,6 +297,15 @@ class Campaign {
       return false;
     }
     return true;
+  }
+
+  // After the backend's communicators exist (collective over MPI_COMM_WORLD): every rank's ring hops, with the
+  // hosts of both ends, to the writers (rank 0), when the backend reports any.
+  void report_hops(const Backend& b) {
+    std::string mine;
+    for (const HopRow& h : b.hops()) mine += fmt::format("{}\t{}\t{}\n", h.group, h.peer, h.transport);
+    const std::vector<HopRow> rows = parse_hops(gather_strings(mine, MPI_COMM_WORLD), world_.hosts);
+    if (!rows.empty()) writer_.add_hops(rows);
   }
 
   // ---------------------------------------------------------------------------------------------------------------
@@ -488,7 +522,9 @@ class Campaign {
 }  // namespace
 
 DriverResult run_campaign(const Workload& w, MpiWorld& world, Writer& writer) {
-  liveness::start(MPI_COMM_WORLD, std::max(w.timeout_s, kMinStallLimitS));
+  const auto hosts = unique_hosts(world.hosts);
+  const auto host = std::find(hosts.begin(), hosts.end(), world.hosts.at(static_cast<size_t>(world.rank)));
+  liveness::start(MPI_COMM_WORLD, std::max(w.timeout_s, kMinStallLimitS), static_cast<int>(host - hosts.begin()));
   DriverResult r = Campaign(w, world, writer).run();
   liveness::stop();
   return r;

@@ -68,11 +68,14 @@ void monitor(Board& b) {
 
 }  // namespace
 
-void start(MPI_Comm world, double stall_limit_s) {
+void start(MPI_Comm world, double stall_limit_s, int host) {
   auto* b = new Board;
   int world_rank = 0;
   MPI_Comm_rank(world, &world_rank);
-  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &b->node);
+  MPI_Comm shared;
+  MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &shared);
+  MPI_Comm_split(shared, host, world_rank, &b->node);
+  MPI_Comm_free(&shared);
   int n = 1;
   MPI_Comm_rank(b->node, &b->me);
   MPI_Comm_size(b->node, &n);

@@ -14,7 +14,9 @@
 namespace dfccl::harness::liveness {
 
 // Starts the monitor (collective over world). stall_limit_s: seconds without a heartbeat that make a rank stalled.
-void start(MPI_Comm world, double stall_limit_s);
+// host: this rank's host (hosts.h: its index among the run's hosts); the ranks that watch each other are those that
+// MPI says share memory and that have the same host, so that fake hosts with their own /dev/shm never share a window.
+void start(MPI_Comm world, double stall_limit_s, int host);
 // Stops the monitor and frees the window (collective; on the normal path only: after a RunStopped the peers may be
 // gone, and the window is left to the process's exit).
 void stop();

@@ -4,23 +4,23 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <thread>
 
 #include "config/workload.h"
+#include "runtime/hosts.h"
 #include "runtime/liveness.h"
 #include "runtime/signals.h"
 
 namespace dfccl::harness {
 
-MpiWorld MpiWorld::create(int tp, int dp, int pp) {
+MpiWorld MpiWorld::create(int tp, int dp, int pp, std::vector<std::string> hosts) {
   MpiWorld w;
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &w.size);
-  MPI_Comm local;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &local);
-  MPI_Comm_rank(local, &w.local_rank);
-  MPI_Comm_size(local, &w.local_size);
-  MPI_Comm_free(&local);
+  w.local_rank = node_local_rank(hosts, w.rank);
+  w.local_size = node_local_size(hosts, w.rank);
+  w.hosts = std::move(hosts);
 
   if (dp == 0) {
     if (w.size % (tp * pp) != 0)
@@ -121,6 +121,27 @@ std::vector<std::string> gather_strings(const std::string& s, MPI_Comm comm) {
   if (rank == 0)
     for (int i = 0; i < size; ++i) out.push_back(all.substr(displs[i], lens[i]));
   return out;
+}
+
+std::vector<std::string> allgather_strings(const std::string& s, MPI_Comm comm) {
+  std::string joined;
+  for (const auto& one : gather_strings(s, comm)) joined += one + '\0';  // rank 0's list; strings hold no NUL
+  joined = bcast_string(joined, 0, comm);
+  std::vector<std::string> out;
+  for (size_t at = 0; at < joined.size();) {
+    const size_t end = joined.find('\0', at);
+    out.push_back(joined.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> rank_hosts() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  return allgather_strings(host_identity(std::getenv("DFCCL_HOSTID"), std::string(name, static_cast<size_t>(len))),
+                           MPI_COMM_WORLD);
 }
 
 std::string agree_error(const std::string& local) {

@@ -11,6 +11,7 @@
 
 #include "harness_build_info.h"
 #include "replay/replay.h"
+#include "runtime/hosts.h"
 
 #ifdef DFCCL_HARNESS_HAVE_NCCL
 #include <nccl.h>
@@ -98,14 +99,9 @@ std::string gpu_text(const std::string& host, int local_rank) {
 void add_world(RunInfo& r, const MpiWorld& world) {
   r.nranks = world.size;
   r.layout = fmt::format("tp={} dp={} pp={}", world.layout.tp, world.layout.dp, world.layout.pp);
-  char host[MPI_MAX_PROCESSOR_NAME] = {0};
-  int len = 0;
-  MPI_Get_processor_name(host, &len);
-  const auto hosts = gather_strings(host, MPI_COMM_WORLD);
-  r.gpus = gather_strings(gpu_text(host, world.local_rank), MPI_COMM_WORLD);
-  std::set<std::string> unique;
-  for (const auto& h : hosts)
-    if (unique.insert(h).second) r.hosts.push_back(h);
+  r.rank_hosts = world.hosts;
+  r.hosts = unique_hosts(world.hosts);
+  r.gpus = gather_strings(gpu_text(world.hosts.at(static_cast<size_t>(world.rank)), world.local_rank), MPI_COMM_WORLD);
 }
 
 void add_versions(RunInfo& r) {
@@ -153,7 +149,8 @@ RunInfo collect_run_info(const Workload& w, const MpiWorld& world, const std::st
   r.environment = gather_environment();
   r.engine_settings =
       "per backend: the attribute engine of /backends/<name> (dfccl backends: dfcclCommGetInfo of rank 0's first "
-      "communicator: blocks, threads, slots, lanes, connection memory, transport to its neighbours)";
+      "communicator: blocks, threads, slots, lanes, connection memory, transport to its neighbours); every rank's "
+      "ring hops and their transports: the table hops of /backends/<name>";
   return r;
 }
 

@@ -106,6 +106,9 @@ const char* dfcclGetErrorString(dfcclResult_t result);
 /* The message of the last error returned to this thread (names the bad argument); "" if none. comm may be NULL. */
 const char* dfcclGetLastError(dfcclComm_t comm);
 dfcclResult_t dfcclGetVersion(int* version);
+/* What this build of the library supports: an OR of DFCCL_FEATURE_* bits. */
+#define DFCCL_FEATURE_NETWORK 0x1 /* the network transport (UCX): communicators whose ranks span hosts */
+dfcclResult_t dfcclGetFeatures(int* features);
 
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Communicators. Bootstrap as in NCCL: one rank calls dfcclGetUniqueId and distributes the id out of band (the      */
@@ -113,7 +116,7 @@ dfcclResult_t dfcclGetVersion(int* version);
 /* initTimeoutMs and then returns dfcclTimeout. The id carries the address of a rendezvous service that               */
 /* dfcclGetUniqueId starts in its process; that process must stay until every rank has initialised, and while the    */
 /* communicator lives when its ranks span hosts (their later rounds go through it). Ranks on other hosts need a      */
-/* build with the network transport (dfcclNotSupported otherwise).                                                    */
+/* build with the network transport (dfcclNotSupported otherwise; dfcclGetFeatures tells).                            */
 dfcclResult_t dfcclGetUniqueId(dfcclUniqueId* uniqueId);
 dfcclResult_t dfcclCommInitRank(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank);
 dfcclResult_t dfcclCommInitRankConfig(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank,
@@ -152,9 +155,11 @@ typedef struct {
   int slots, lanes, persistentLanes;
   size_t slotBytes;
   size_t connectionBytes;        /* this rank's connection memory for this communicator (docs/design.md formula) */
-  int transport;                 /* dfcclTransport_t, to both neighbours */
+  int transport;                 /* dfcclTransport_t: dfcclTransportNetwork if either ring hop is, else theirs */
   int p2pChannels;               /* channels of each point-to-point connection (DFCCL_P2P_CHANNELS; 0: none) */
   size_t p2pBytes;               /* this rank's point-to-point connection memory, every peer and itself together */
+  int transportPrev;             /* dfcclTransport_t of the ring hop from prev to this rank */
+  int transportNext;             /* dfcclTransport_t of the ring hop from this rank to next */
 } dfcclCommInfo_t;
 dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info);
 

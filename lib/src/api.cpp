@@ -11,6 +11,7 @@
 #include "env.h"
 #include "error.h"
 #include "names.h"
+#include "net/transport.h"
 #include "requests.h"
 
 using namespace dfccl;
@@ -332,6 +333,14 @@ dfcclResult_t dfcclGetVersion(int* version) {
   });
 }
 
+dfcclResult_t dfcclGetFeatures(int* features) {
+  return guard([&] {
+    if (!features) bad("dfcclGetFeatures", "argument 'features' is NULL");
+    *features = net::transport_available() ? DFCCL_FEATURE_NETWORK : 0;
+    return dfcclSuccess;
+  });
+}
+
 dfcclResult_t dfcclGetUniqueId(dfcclUniqueId* id) {
   return guard([&] {
     if (!id) bad("dfcclGetUniqueId", "argument 'uniqueId' is NULL");
@@ -480,6 +489,16 @@ dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device) {
   });
 }
 
+namespace {
+// The transport of c's ring hop to or from `peer` (a ring neighbour): the network for a remote rank, else what the
+// communicator's regions are (shared memory on the host executor, host memory without peer access, peer memory).
+int hop_transport(const dfcclComm* c, int peer) {
+  if (size_t(peer) < c->net.remote.size() && c->net.remote[size_t(peer)]) return dfcclTransportNetwork;
+  if (c->config.executor == dfcclExecutorHost) return dfcclTransportSharedMemory;
+  return c->host_path ? dfcclTransportHostMemory : dfcclTransportPeerMemory;
+}
+}  // namespace
+
 dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info) {
   return guard([&] {
     const char* fn = "dfcclCommGetInfo";
@@ -507,11 +526,10 @@ dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info) {
     out.p2pBytes = c->p2p.region.bytes +
                    (c->p2p.nchan ? sizeof(core::LaneState) * tp.nchan * kP2pLanes * 2 * size_t(c->nranks) : 0) +
                    c->net.shadow_bytes[1];
-    const bool net = c->net.remote.size() > 0 && (c->net.remote[size_t(s.next)] || c->net.remote[size_t(s.prev)]);
-    out.transport = net                                       ? dfcclTransportNetwork
-                    : c->config.executor == dfcclExecutorHost ? dfcclTransportSharedMemory
-                    : c->host_path                            ? dfcclTransportHostMemory
-                                                              : dfcclTransportPeerMemory;
+    out.transportPrev = hop_transport(c, s.prev);
+    out.transportNext = hop_transport(c, s.next);
+    const bool net = out.transportPrev == dfcclTransportNetwork || out.transportNext == dfcclTransportNetwork;
+    out.transport = net ? dfcclTransportNetwork : out.transportNext;
     *info = out;
     return dfcclSuccess;
   });

@@ -93,11 +93,3 @@ TEST(CommandLine, OutputPathsAreCheckedBeforeTheRun) {
   EXPECT_NE(output_path_problem("--out", dir.string(), true).find("is a folder"), std::string::npos);
   fs::remove_all(dir);
 }
-
-TEST(CommandLine, OneHostOnly) {
-  EXPECT_EQ(multi_host_problem({"a", "a", "a"}), "");
-  EXPECT_EQ(multi_host_problem({}), "");
-  const std::string p = multi_host_problem({"a", "b", "a"});
-  EXPECT_NE(p.find("2 hosts (a, b)"), std::string::npos) << p;
-  EXPECT_NE(p.find("one host only"), std::string::npos) << p;
-}

@@ -14,7 +14,9 @@ using namespace dfccl::harness;
 namespace {
 
 // replay: a replay workload's file (workload_kind replay); with_replay_info = false leaves /replay out (broken).
-std::string write_sample(const std::string& name, bool replay = false, bool with_replay_info = true) {
+// with_hops = false leaves out the host backend's ring hops (broken: it completed a trial).
+std::string write_sample(const std::string& name, bool replay = false, bool with_replay_info = true,
+                         bool with_hops = true) {
   std::string path = (std::filesystem::temp_directory_path() / name).string();
   auto w = make_hdf5_writer(path);
   RunInfo run;
@@ -26,6 +28,7 @@ std::string write_sample(const std::string& name, bool replay = false, bool with
   run.workload = "stress";
   run.workload_kind = "mix";
   run.hosts = {"a", "b"};
+  run.rank_hosts = {"a", "b"};
   run.gpus = {"a: no GPU", "b: no GPU"};
   run.nranks = 2;
   run.layout = "tp=1 dp=2 pp=1";
@@ -52,6 +55,8 @@ std::string write_sample(const std::string& name, bool replay = false, bool with
   w->begin_run(run);
   for (const char* b : {"host", "host-blocking"}) {
     w->begin_backend(BackendInfo{b, "host", "preemptive", "host", "host clock", true, ""});
+    if (with_hops && std::string(b) == "host")
+      w->add_hops({HopRow{"world", 0, 1, "network", "a", "b"}, HopRow{"world", 1, 0, "network", "b", "a"}});
     CaseRow row;
     row.coll = "all_reduce";
     row.group = "world";
@@ -104,6 +109,13 @@ TEST(HarnessH5, WrittenFileFollowsTheLayoutAndReadsBack) {
   EXPECT_EQ(f.attr_string("/", "status"), "complete");
   EXPECT_EQ(f.attr_string("/", "hostname"), "a,b");
   EXPECT_EQ(f.attr_int("/", "nranks"), 2);
+  EXPECT_EQ(f.attr_string("/", "layout_version"), "3");
+  EXPECT_EQ(f.attr_string("/", "hosts"), "a\nb");
+  EXPECT_EQ(f.attr_int("/", "nhosts"), 2);
+  EXPECT_EQ(f.read_ints("backends/host/hops", "peer"), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(f.read_strings("backends/host/hops", "transport"), (std::vector<std::string>{"network", "network"}));
+  EXPECT_EQ(f.read_strings("backends/host/hops", "peer_host"), (std::vector<std::string>{"b", "a"}));
+  EXPECT_FALSE(f.has("backends/host-blocking/hops"));  // no completed trial: its hops are not required
   EXPECT_EQ(f.read_strings("summary", "backend"), (std::vector<std::string>{"host", "host-blocking"}));
   EXPECT_EQ(f.read_ints("backends/host/collectives", "bytes"), std::vector<int64_t>{1024});
   EXPECT_EQ(f.read_doubles("backends/host/iterations", "time_us"), (std::vector<double>{9, 10, 11}));
@@ -166,6 +178,15 @@ TEST(HarnessH5, ReplayFilesHaveTheScenarioAndOneRowPerTrial) {
   std::filesystem::remove(broken);
 }
 
+// Layout 3: a dfccl backend that completed a trial without its hops table is reported.
+TEST(HarnessH5, MissingHopsAreReported) {
+  const std::string path = write_sample("dfccl_harness_no_hops_test.h5", false, true, false);
+  const auto problems = check_layout(path);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0], "missing table /backends/host/hops");
+  std::filesystem::remove(path);
+}
+
 TEST(HarnessH5, BrokenFilesAreReported) {
   std::string path = write_sample("dfccl_harness_broken_test.h5");
   {
@@ -178,16 +199,21 @@ TEST(HarnessH5, BrokenFilesAreReported) {
     g.set_attr("/", "tool", std::string("dfccl-harness"));
     g.write_column("summary", "backend", std::vector<std::string>{"host"});
     g.write_column("summary", "trials", std::vector<int64_t>{1, 2});
+    g.set_attr("/", "nranks", int64_t{3});
+    g.set_attr("/", "hosts", std::string("a\nb\na"));
+    g.set_attr("/", "nhosts", int64_t{1});
   }
   auto problems = check_layout(path);
   EXPECT_FALSE(problems.empty());
-  bool length = false, attr = false;
+  bool length = false, attr = false, hosts = false;
   for (const auto& p : problems) {
     if (p.find("trials has 2 rows") != std::string::npos) length = true;
     if (p.find("missing root attribute git_revision") != std::string::npos) attr = true;
+    if (p == "root attribute nhosts is 1, but hosts names 2 hosts") hosts = true;
   }
   EXPECT_TRUE(length);
   EXPECT_TRUE(attr);
+  EXPECT_TRUE(hosts);
   EXPECT_FALSE(check_layout("/nonexistent/file.h5").empty());
   std::filesystem::remove(path);
 }
@@ -204,8 +230,12 @@ TEST(HarnessH5, EveryCheckpointLeavesAReadableFile) {
   run.workload = "stress";
   run.backends = {"host"};
   run.environment = {EnvEntry{0, "NCCL_DEBUG", "WARN"}, EnvEntry{1, "NCCL_DEBUG", "INFO"}};
+  run.nranks = 2;
+  run.hosts = {"a"};
+  run.rank_hosts = {"a", "a"};
   w->begin_run(run);
   w->begin_backend(BackendInfo{"host", "host", "preemptive", "host", "host clock", true, ""});
+  w->add_hops({HopRow{"world", 0, 1, "shared_memory", "a", "a"}, HopRow{"world", 1, 0, "shared_memory", "a", "a"}});
   BackendSummary s;
   s.backend = "host";
   for (int64_t trial = 0; trial < 2; ++trial) {

@@ -27,6 +27,6 @@ for a in driver_version cuda_driver_version engine_settings nccl_version; do
   h5dump -a "$a" "$file" | grep -q '(0):' || fail "root attribute $a missing"
 done
 # The dfccl host backend's engine settings, from dfcclCommGetInfo (host executor defaults: 1 channel, 8 slots).
-h5dump -a backends/host/engine "$file" | grep -q '1 blocks x 1 threads; 8 slots x 32768 B per lane; 4 + 8 persistent lanes; 4.5 MiB.*through POSIX shared memory' ||
+h5dump -a backends/host/engine "$file" | grep -q '1 blocks x 1 threads; 8 slots x 32768 B per lane; 4 + 8 persistent lanes; 4.5 MiB.*from rank 1 through POSIX shared memory, to rank 1 through POSIX shared memory' ||
   fail "backends/host/engine does not describe the engine: $(h5dump -a backends/host/engine "$file" | grep '(0)')"
 echo PASS

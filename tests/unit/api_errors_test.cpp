@@ -236,6 +236,8 @@ TEST(ApiErrors, CommInfoReportsTheResolvedSettings) {
   EXPECT_EQ(info.executor, dfcclExecutorHost);
   EXPECT_EQ(info.mode, dfcclModePreemptive);
   EXPECT_EQ(info.transport, dfcclTransportSharedMemory);
+  EXPECT_EQ(info.transportPrev, dfcclTransportSharedMemory);
+  EXPECT_EQ(info.transportNext, dfcclTransportSharedMemory);
   EXPECT_EQ(info.nranks, 3);
   EXPECT_EQ(info.rank, 1);
   EXPECT_EQ(info.prev, 0);
@@ -248,4 +250,17 @@ TEST(ApiErrors, CommInfoReportsTheResolvedSettings) {
   EXPECT_EQ(info.connectionBytes, 12u * (128 + 8 * (32768 + 8)) + 12u * 8 * 16384 + 12u * 32);
   EXPECT_REJECTS(dfcclCommGetInfo(comms[0], nullptr), dfcclInvalidArgument, "'info'");
   for (auto c : comms) ASSERT_EQ(dfcclCommDestroy(c), dfcclSuccess);
+}
+
+// dfcclGetFeatures says whether this build has the network transport: exactly when a communicator may span hosts.
+TEST(ApiErrors, FeaturesNameTheNetworkTransport) {
+  int features = -1;
+  ASSERT_EQ(dfcclGetFeatures(&features), dfcclSuccess);
+  EXPECT_EQ(features & ~DFCCL_FEATURE_NETWORK, 0);
+#ifdef DFCCL_TEST_HAVE_UCX
+  EXPECT_EQ(features, DFCCL_FEATURE_NETWORK);
+#else
+  EXPECT_EQ(features, 0);
+#endif
+  EXPECT_REJECTS(dfcclGetFeatures(nullptr), dfcclInvalidArgument, "'features'");
 }

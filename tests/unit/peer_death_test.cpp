@@ -164,7 +164,8 @@ namespace {
 
 // Two forked ranks that say they are on different hosts (DFCCL_HOSTID) form a communicator through the network
 // transport and all-reduce exactly (30), or, in a build without it, are refused at init with dfcclNotSupported naming
-// the missing transport on both sides (20); with the same id they form a shared-memory communicator (10).
+// the missing transport on both sides (20); with the same id they form a shared-memory communicator (10). Both ring
+// hops report the communicator's transport (else 4).
 int host_id_child(const dfcclUniqueId& id, int rank, const char* host) {
   setenv("DFCCL_HOSTID", host, 1);
   dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
@@ -187,6 +188,8 @@ int host_id_child(const dfcclUniqueId& id, int rank, const char* host) {
   dfcclRequestFree(q);
   for (int32_t v : out) exact = exact && v == 3;
   if (dfcclCommDestroy(comm) != dfcclSuccess || !exact) return 3;
+  const int hops[] = {info.transport, info.transportPrev, info.transportNext};  // 2 ranks: both hops the same
+  if (hops[0] != hops[1] || hops[0] != hops[2]) return 4;
   return info.transport == dfcclTransportNetwork ? 30 : 10;
 }
 
