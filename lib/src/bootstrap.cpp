@@ -238,36 +238,26 @@ void Bootstrap::unlink() {
   unlinked_ = true;
 }
 
-void Bootstrap::allgather(const void* mine, size_t bytes, void* all, int timeout_ms) {
-  if (bytes > kSlotBytes) throw Error(dfcclInternalError, "bootstrap: allgather contribution too large");
-  if (rv_) return rv_->allgather(mine, bytes, all, timeout_ms);
-  if (timeout_ms < 0) timeout_ms = timeout_ms_;
-  auto* h = static_cast<Header*>(base_);
-  auto* words = reinterpret_cast<RankWord*>(h + 1);
-  char* data = reinterpret_cast<char*>(words + nranks_);
-  const uint64_t r = round_++;
-  char* buf = data + (r % 2) * kSlotBytes * nranks_;
-  std::memcpy(buf + size_t(rank_) * kSlotBytes, mine, bytes);
-  __atomic_store_n(&words[rank_].seq, r + 1, __ATOMIC_RELEASE);
-
+// Waits until every rank of the segment has stored round `seq`'s contribution; dfcclTimeout naming the missing ranks
+// after timeout_ms, dfcclInvalidUsage when ranks disagree on nranks.
+void Bootstrap::wait_round(uint64_t seq, int timeout_ms) const {
+  auto* words = reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1);
+  auto missing = [&] {
+    std::vector<int> who;
+    for (int i = 0; i < nranks_; ++i)
+      if (__atomic_load_n(&words[i].seq, __ATOMIC_ACQUIRE) < seq) who.push_back(i);
+    return who;
+  };
   const auto t0 = std::chrono::steady_clock::now();
   auto sleep = std::chrono::microseconds(1);
-  for (;;) {
-    int missing = 0;
-    for (int i = 0; i < nranks_; ++i)
-      if (__atomic_load_n(&words[i].seq, __ATOMIC_ACQUIRE) < r + 1) ++missing;
-    if (missing == 0) break;
-    const auto waited = std::chrono::steady_clock::now() - t0;
-    if (waited > std::chrono::milliseconds(timeout_ms)) {
-      std::string who;
-      for (int i = 0, shown = 0; i < nranks_ && shown < 16; ++i)
-        if (__atomic_load_n(&words[i].seq, __ATOMIC_ACQUIRE) < r + 1) {
-          who += (shown++ ? "," : "") + std::to_string(i);
-        }
+  for (std::vector<int> who = missing(); !who.empty(); who = missing()) {
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(timeout_ms)) {
+      std::string list;
+      for (size_t k = 0; k < who.size() && k < 16; ++k) list += (k ? "," : "") + std::to_string(who[k]);
       throw Error(dfcclTimeout,
                   fmt::format("bootstrap: rank {} of {} waited {} ms for ranks [{}]{} (do all ranks call init with "
                               "the same id and nranks? timeout: DFCCL_INIT_TIMEOUT_MS or config.initTimeoutMs)",
-                              rank_, nranks_, timeout_ms, who, missing > 16 ? ",..." : ""));
+                              rank_, nranks_, timeout_ms, list, who.size() > 16 ? ",..." : ""));
     }
     std::this_thread::sleep_for(sleep);
     if (sleep < std::chrono::microseconds(200)) sleep *= 2;
@@ -279,6 +269,18 @@ void Bootstrap::allgather(const void* mine, size_t bytes, void* all, int timeout
                   fmt::format("bootstrap: rank {} was initialised with nranks={} but rank {} with nranks={}", rank_,
                               nranks_, i, theirs));
   }
+}
+
+void Bootstrap::allgather(const void* mine, size_t bytes, void* all, int timeout_ms) {
+  if (bytes > kSlotBytes) throw Error(dfcclInternalError, "bootstrap: allgather contribution too large");
+  if (rv_) return rv_->allgather(mine, bytes, all, timeout_ms);
+  auto* words = reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1);
+  char* data = reinterpret_cast<char*>(words + nranks_);
+  const uint64_t r = round_++;
+  char* buf = data + (r % 2) * kSlotBytes * nranks_;
+  std::memcpy(buf + size_t(rank_) * kSlotBytes, mine, bytes);
+  __atomic_store_n(&words[rank_].seq, r + 1, __ATOMIC_RELEASE);
+  wait_round(r + 1, timeout_ms < 0 ? timeout_ms_ : timeout_ms);
   for (int i = 0; i < nranks_; ++i)
     std::memcpy(static_cast<char*>(all) + size_t(i) * bytes, buf + size_t(i) * kSlotBytes, bytes);
 }

@@ -81,6 +81,7 @@ class Bootstrap {
  private:
   struct Header;
   void open_segment(uint64_t host_hash);
+  void wait_round(uint64_t seq, int timeout_ms) const;
   void close_segment();
   std::string name_;
   uint64_t token_ = 0;
