@@ -116,7 +116,9 @@ dfcclResult_t dfcclGetFeatures(int* features);
 /* initTimeoutMs and then returns dfcclTimeout. The id carries the address of a rendezvous service that               */
 /* dfcclGetUniqueId starts in its process; that process must stay until every rank has initialised, and while the    */
 /* communicator lives when its ranks span hosts (their later rounds go through it). Ranks on other hosts need a      */
-/* build with the network transport (dfcclNotSupported otherwise; dfcclGetFeatures tells).                            */
+/* build with the network transport (dfcclNotSupported otherwise; dfcclGetFeatures tells). The service is a thread:  */
+/* a process that forks ranks should let a child make the id (a child forked beside running threads can inherit a    */
+/* lock that one of them held).                                                                                       */
 dfcclResult_t dfcclGetUniqueId(dfcclUniqueId* uniqueId);
 dfcclResult_t dfcclCommInitRank(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank);
 dfcclResult_t dfcclCommInitRankConfig(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank,

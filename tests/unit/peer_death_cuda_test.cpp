@@ -74,8 +74,7 @@ int survivor(dfcclComm_t comm) {
 
 // Forks the two ranks with host ids host0 and host1; rank 1 dies 300 ms after init.
 void run_case(const char* host0, const char* host1) {
-  dfcclUniqueId id;
-  ASSERT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
+  dfccl::test::ForkedId ids;
   std::fflush(stdout);
   pid_t pids[2];
   for (int rank = 0; rank < 2; ++rank) {
@@ -83,7 +82,7 @@ void run_case(const char* host0, const char* host1) {
     ASSERT_GE(pids[rank], 0);
     if (pids[rank] != 0) continue;
     setenv("DFCCL_HOSTID", rank == 0 ? host0 : host1, 1);
-    dfcclComm_t comm = dfccl::test::init_forked_rank(id, rank, 2, dfcclExecutorCuda);
+    dfcclComm_t comm = dfccl::test::init_forked_rank(ids.get(rank, 2), rank, 2, dfcclExecutorCuda);
     if (rank == 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       raise(SIGKILL);

@@ -81,8 +81,7 @@ void use_network_only(const char* net_timeout_ms) {
 
 // Runs the four ranks with rank 3 doing `how`; every survivor must pass its checks.
 void run_case(Victim how, const std::string& what) {
-  dfcclUniqueId id;
-  ASSERT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
+  dfccl::test::ForkedId ids;
   // Survivors stay until every survivor has checked (done: one byte each; go: closed by the parent then), so that
   // the only failure a survivor can see is the victim's.
   int done[2], go[2];
@@ -96,7 +95,7 @@ void run_case(Victim how, const std::string& what) {
     if (pid == 0) {
       if (how == Victim::Stops) setenv("DFCCL_PEER_TIMEOUT_S", "1", 1);
       if (how == Victim::StopsNet) use_network_only("1000");
-      dfcclComm_t comm = dfccl::test::init_forked_rank(id, rank, kRanks);
+      dfcclComm_t comm = dfccl::test::init_forked_rank(ids.get(rank, kRanks), rank, kRanks);
       if (rank == kVictim) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         if (how == Victim::Killed) raise(SIGKILL);
@@ -194,12 +193,11 @@ int host_id_child(const dfcclUniqueId& id, int rank, const char* host) {
 }
 
 std::vector<int> host_id_run(const char* host0, const char* host1) {
-  dfcclUniqueId id;
-  EXPECT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
+  dfccl::test::ForkedId ids;
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r) {
     const pid_t pid = fork();
-    if (pid == 0) _exit(host_id_child(id, r, r == 0 ? host0 : host1));
+    if (pid == 0) _exit(host_id_child(ids.get(r, 2), r, r == 0 ? host0 : host1));
     pids.push_back(pid);
   }
   std::vector<int> codes;
