@@ -35,13 +35,15 @@ std::string option_names(const Setting& s) {
 
 // The parser, bound to where it stores what it parses.
 struct Parser {
-  CLI::App app{"dfccl-harness: runs a workload (by default an all_reduce sweep, as nccl-tests) on dfccl, NCCL or "
-               "dfccl's host executor under mpirun, prints nccl-tests' table and writes one HDF5 file.\n"
-               "  mpirun -np 2 dfccl-harness -b 8 -e 1G -f 2 --backend dfccl,nccl\n"
-               "  mpirun -np 4 dfccl-harness --workload workloads/stress.toml --trials 100 --out stress.h5\n"
-               "Every workload setting is an option (--section.key VALUE; a workload file sets the same keys as "
-               "[section] key = value, and the command line wins). All ranks must run on one host.",
-               "dfccl-harness"};
+  CLI::App app{
+      "dfccl-harness: runs a workload (by default an all_reduce sweep, as nccl-tests) on dfccl, NCCL or "
+      "dfccl's host executor under mpirun, prints nccl-tests' table and writes one HDF5 file.\n"
+      "  mpirun -np 2 dfccl-harness -b 8 -e 1G -f 2 --backend dfccl,nccl\n"
+      "  mpirun -np 4 dfccl-harness --workload workloads/stress.toml --trials 100 --out stress.h5\n"
+      "Every workload setting is an option (--section.key VALUE; a workload file sets the same keys as "
+      "[section] key = value, and the command line wins). Ranks may span hosts (mpirun --host ...): each uses the GPU "
+      "of its rank on its host.",
+      "dfccl-harness"};
   CommandLine cl;
   std::vector<std::string> values;  // per settings row: its text, when given
   std::vector<CLI::Option*> opts;   // per settings row
