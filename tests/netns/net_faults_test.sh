@@ -5,6 +5,8 @@
 #   MODE netns: each rank in its own network namespace with its own host name and /dev/shm (netns_lib.sh; needs root,
 #               exits 77 with a message without it); scenario cut runs `ip link set <veth> down` in rank 1's namespace.
 #   MODE plain: the ranks are processes of this machine that differ by DFCCL_HOSTID only (no root needed; no cut).
+# Scenario resume: the victim stops as in stop; once every survivor has named it (D/detected<R>), this script sends it
+# SIGCONT, and the victim must not blame the survivors, which keep beating, for the time it was stopped.
 # Heartbeats: DFCCL_NET_TIMEOUT_MS=3000 (a stopped rank or cut link must be named within 3000 + 1500 ms; a killed
 # or aborting one within 2000 ms). Exits 0 when every rank passed its checks; prints every rank's line and times.
 set -u
@@ -59,6 +61,20 @@ for r in $(seq 0 $((N - 1))); do
   [ "$scen" = missing ] && [ "$r" = "$V" ] && continue
   start_rank "$r"
 done
+
+# Scenario resume: continues the victim once every survivor has detected it (bounded: 60 s).
+if [ "$scen" = resume ]; then
+  (
+    for _ in $(seq 1 600); do
+      n=0
+      for r in $(seq 0 $((N - 1))); do [ -f "$dir/detected$r" ] && n=$((n + 1)); done
+      [ "$n" = $((N - 1)) ] && break
+      sleep 0.1
+    done
+    kill -CONT "${pids[V]}"
+  ) &
+  pids[N]=$!
+fi
 
 # Survivors (every rank but the victim) end by themselves; the victim is released (or killed) afterwards.
 fail=0

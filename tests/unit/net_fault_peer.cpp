@@ -11,6 +11,11 @@
 //                       must see it fail with dfcclRemoteError naming rank V (after an abort: "aborted the
 //                       communicator"; after stop or cut: "has not been heard from") within B ms of D/event, the
 //                       asynchronous error report it, and dfcclCommDestroy return within 1 s;
+//   resume              as stop, and each survivor, once it has checked its error, writes D/detected<R> and keeps
+//                       its communicator (its proxy beating) until D/resumed exists; the script then sends the victim
+//                       SIGCONT. The resumed victim must not blame its peers for the silence it could not observe
+//                       while stopped: its asynchronous error stays dfcclSuccess for 1 s (10 heartbeats); it then
+//                       writes D/resumed and exits without destroying (its peers' communicators have failed);
 //   late                the victim sleeps 5 s before its all-reduce: every rank completes exactly, no error;
 //   abort               every rank but the victim submits an all-reduce; 300 ms later each calls dfcclCommAbort (the
 //                       victim 600 ms later), which must return within 1 s (the pending collective then ends, not with
@@ -145,6 +150,23 @@ bool exact_allreduce(const Args& a, dfcclComm_t comm, int timeout_ms) {
   return true;
 }
 
+// The victim after SIGCONT (scenario resume): its peers kept beating while it was stopped; none may be blamed.
+bool victim_resumed(const Args& a, dfcclComm_t comm) {
+  const uint64_t t0 = now_ns();
+  dfcclResult_t async = dfcclSuccess;
+  while (async == dfcclSuccess && ms_between(t0, now_ns()) < 1000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (dfcclCommGetAsyncError(comm, &async) != dfcclSuccess) async = dfcclInternalError;
+  }
+  std::printf("rank %d: resumed; %s %.0f ms after SIGCONT\n", a.rank, dfcclGetErrorString(async),
+              ms_between(t0, now_ns()));
+  write_file(a.dir + "/resumed", "1");
+  const bool ok =
+      check(a, async == dfcclSuccess, "the resumed victim blamed a peer (its DFCCL WARN line says whom and why)");
+  std::fflush(nullptr);
+  _exit(ok ? 0 : 2);  // no destroy: its peers' communicators have failed and are gone or going
+}
+
 // The victim's fault; returns only for faults that leave it running (cut, remote_abort).
 bool victim_fault(const Args& a, dfcclComm_t comm) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the survivors' all-reduce is pending by then
@@ -152,7 +174,8 @@ bool victim_fault(const Args& a, dfcclComm_t comm) {
   if (a.scenario == "cut" && !cut) return fail(a, "scenario cut needs NET_FAULT_CUT (the command that cuts the link)");
   write_file(a.dir + "/event", std::to_string(now_ns()));
   if (a.scenario == "kill") raise(SIGKILL);
-  if (a.scenario == "stop") raise(SIGSTOP);
+  if (a.scenario == "stop" || a.scenario == "resume") raise(SIGSTOP);
+  if (a.scenario == "resume") return victim_resumed(a, comm);
   if (a.scenario == "cut" && std::system(cut) != 0) return fail(a, std::string("'") + cut + "' failed");
   if (a.scenario == "remote_abort" || a.scenario == "abort_exit") {
     const uint64_t t0 = now_ns();
@@ -180,6 +203,10 @@ bool survivor(const Args& a, dfcclComm_t comm) {
   dfcclResult_t async = dfcclSuccess;
   dfcclCommGetAsyncError(comm, &async);
   if (q) dfcclRequestFree(q);
+  if (a.scenario == "resume") {  // keep beating until the victim, continued, has checked that it blames nobody
+    write_file(a.dir + "/detected" + std::to_string(a.rank), "1");
+    read_file(a.dir + "/resumed", 60000);
+  }
   const uint64_t t0 = now_ns();
   const dfcclResult_t d = dfcclCommDestroy(comm);
   const double destroy_ms = ms_between(t0, now_ns());
@@ -190,7 +217,7 @@ bool survivor(const Args& a, dfcclComm_t comm) {
   ok &= check(a, err.find(who) != std::string::npos, "the error does not name " + who + ": '" + err + "'");
   if (a.scenario == "remote_abort" || a.scenario == "abort_exit")
     ok &= check(a, err.find("aborted the communicator") != std::string::npos, "the error does not say 'aborted'");
-  if (a.scenario == "stop" || a.scenario == "cut")
+  if (a.scenario == "stop" || a.scenario == "cut" || a.scenario == "resume")
     ok &= check(a, err.find("has not been heard from") != std::string::npos, "the error does not name the silence");
   ok &= check(a, ms >= 0 && ms <= a.bound_ms, "detected " + std::to_string(ms) + " ms after the fault");
   ok &= check(a, async == dfcclRemoteError, std::string("async error ") + dfcclGetErrorString(async));
@@ -273,7 +300,7 @@ bool parse(int argc, char** argv, Args* a) {
     else if (k == "--init-timeout-ms") a->init_timeout_ms = std::atoi(v.c_str());
     else return false;
   }
-  const std::string known = " kill stop cut remote_abort abort_exit late abort missing ";
+  const std::string known = " kill stop resume cut remote_abort abort_exit late abort missing ";
   return known.find(" " + a->scenario + " ") != std::string::npos && a->rank >= 0 && a->rank < a->nranks &&
          a->victim > 0 && a->victim < a->nranks && !a->dir.empty();
 }
@@ -283,8 +310,9 @@ bool parse(int argc, char** argv, Args* a) {
 int main(int argc, char** argv) {
   Args a;
   if (!parse(argc, argv, &a)) {
-    std::fprintf(stderr, "usage: net_fault_peer kill|stop|cut|remote_abort|abort_exit|late|abort|missing --rank R "
-                         "--nranks N --victim V (1..N-1) --dir D [--bound-ms B] [--init-timeout-ms T]\n");
+    std::fprintf(stderr,
+                 "usage: net_fault_peer kill|stop|resume|cut|remote_abort|abort_exit|late|abort|missing --rank R "
+                 "--nranks N --victim V (1..N-1) --dir D [--bound-ms B] [--init-timeout-ms T]\n");
     return 1;
   }
   const bool ok = run(a);

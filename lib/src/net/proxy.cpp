@@ -56,6 +56,7 @@ struct Proxy::Hop {
   uint64_t key = 0;
   Peer peer;
   bool failed = false, detaching = false;
+  std::chrono::steady_clock::time_point heard{};  // when a data or credit message of the peer last came
   struct Row {
     uint64_t a = 0, b = 0, c = 0, d = 0;  // send: forwarded, done, credit, head; receive: posted, tail, credited
     uint64_t credit_buf = 0;              // receive: the credit message in flight
@@ -267,39 +268,70 @@ Peer Proxy::peer_for(const HopSpec& s) {
 }
 
 // Sends each connected peer a heartbeat every beat_period_, and fails the hops of a peer not heard from for
-// silence_ (0: never); true when a message went or came.
+// silence_ (0: never), counted from this proxy's last stall at most (proxy.h); true when a message went or came.
 bool Proxy::heartbeats() {
   bool moved = take_beats();
   const auto now = SteadyClock::now();
-  for (auto& [address, p] : peers_) {
-    if (p.beat_pending && t_->test(p.beat).code != Code::kPending) p.beat_pending = false;
-    if (!p.beat_pending && now - p.beat_sent >= beat_period_) {
-      auto r = t_->isend(p.peer, kBeatTag, &engine_id_, sizeof(engine_id_));
-      p.beat_sent = now;
-      p.beat_pending = r.ok();
-      if (r.ok()) p.beat = r.value;
-      moved = true;
-    }
-    const bool left = std::find(departed_.begin(), departed_.end(), p.engine) != departed_.end();
-    if (p.silent || left || silence_.count() == 0 || now - p.heard < silence_) continue;
-    p.silent = true;
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - p.heard).count();
-    for (auto& h : hops_)
-      if (h->peer == p.peer)
-        fail(*h, fmt::format("its proxy has not been heard from for {} ms (stopped, hung or cut off; "
-                             "DFCCL_NET_TIMEOUT_MS)",
-                             ms));
+  if (last_turn_ != SteadyClock::time_point{} && silence_.count() > 0 && now - last_turn_ > silence_ / 2) {
+    stall_ = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_turn_);
+    resumed_ = now;
   }
+  for (auto& [address, p] : peers_) {
+    moved = send_beat(p, now) || moved;
+    judge(p, now);
+  }
+  last_turn_ = now;
   return moved;
 }
 
-// The peers' heartbeats: the sender is known by the engine id it carries.
+// Sends p its heartbeat when the period has passed and the previous one is no longer pending; true when it went.
+bool Proxy::send_beat(PeerInfo& p, SteadyClock::time_point now) {
+  if (p.beat_pending && t_->test(p.beat).code != Code::kPending) p.beat_pending = false;
+  if (p.beat_pending || now - p.beat_sent < beat_period_) return false;
+  auto r = t_->isend(p.peer, kBeatTag, &engine_id_, sizeof(engine_id_));
+  p.beat_sent = now;
+  p.beat_pending = r.ok();
+  if (r.ok()) p.beat = r.value;
+  return true;
+}
+
+// Fails p's hops when nothing of p's came for silence_ while this proxy listened; the message says what this proxy
+// did meanwhile (its last beat to p, its previous turn, its last stall), for the diagnosis.
+void Proxy::judge(PeerInfo& p, SteadyClock::time_point now) {
+  const bool left = std::find(departed_.begin(), departed_.end(), p.engine) != departed_.end();
+  if (p.silent || left || silence_.count() == 0) return;
+  auto since = std::max(p.heard, resumed_);
+  for (const auto& h : hops_)
+    if (h->peer == p.peer) since = std::max(since, h->heard);
+  if (now - since < silence_) return;
+  p.silent = true;
+  auto ms = [&](SteadyClock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(now - t).count();
+  };
+  const std::string why = fmt::format(
+      "its proxy has not been heard from for {} ms (stopped, hung or cut off; DFCCL_NET_TIMEOUT_MS); this proxy's "
+      "last heartbeat to it went {} ms ago ({}), its previous turn was {} ms ago, its last stall {}",
+      ms(since), ms(p.beat_sent), p.beat_pending ? "still pending" : "sent", ms(last_turn_),
+      resumed_ == SteadyClock::time_point{} ? std::string("none")
+                                            : fmt::format("{} ms long, ended {} ms ago", stall_.count(), ms(resumed_)));
+  for (auto& h : hops_)
+    if (h->peer == p.peer) fail(*h, why);
+}
+
+// The peers' heartbeats: the sender is known by the engine id it carries. Reposted receives match beats already
+// queued at once, so a few rounds take a backlog (after a stall) in one turn.
 bool Proxy::take_beats() {
-  return take_inbox(beats_, kBeatTag, tags::kExact, true, [&](const Completion& c, uint64_t engine) {
-    for (auto& [address, p] : peers_)
-      if (c.code == Code::kOk && p.engine == engine) p.heard = SteadyClock::now();
-    return true;
-  });
+  bool came = false;
+  for (int round = 0; round < 4; ++round) {
+    const bool more = take_inbox(beats_, kBeatTag, tags::kExact, true, [&](const Completion& c, uint64_t engine) {
+      for (auto& [address, p] : peers_)
+        if (c.code == Code::kOk && p.engine == engine) p.heard = SteadyClock::now();
+      return true;
+    });
+    if (!more) break;
+    came = true;
+  }
+  return came;
 }
 
 void Proxy::fail(Hop& h, const std::string& why) {
@@ -394,6 +426,7 @@ bool Proxy::take_credits(Hop& h) {
       fail(h, c.message);
       return false;
     }
+    h.heard = SteadyClock::now();
     const size_t row = size_t(tags::channel(c.tag)) * h.s.nlanes + tags::lane(c.tag);
     if (row < h.rows.size()) h.rows[row].c = std::max(h.rows[row].c, head);
     return true;
@@ -430,6 +463,7 @@ bool Proxy::step_recv(Hop& h) {
         fail(h, c.message);
         return true;
       }
+      h.heard = SteadyClock::now();
       if (tags::channel(c.tag) & kLLChannel)
         copy_lines(core::region_ll(h.s.self, h.geo, lane, r.b), core::region_slot(h.s.self, h.geo, ch, lane, r.b),
                    c.bytes / 16);

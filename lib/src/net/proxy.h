@@ -17,9 +17,11 @@
 //    rank, and the communicator's peer watch turns it into dfcclRemoteError (comm.cpp). So does a peer proxy not
 //    heard from for DFCCL_NET_TIMEOUT_MS: every proxy sends each connected peer a heartbeat every
 //    DFCCL_NET_HEARTBEAT_MS, whatever the collectives do (a stopped process or a cut link sends none; a late rank
-//    still does). A proxy that stops (its
-//    engine goes) first tells every peer it leaves; the broken connections to it are then no failure: what made a
-//    rank's engine go is that rank's to report (its abort, or the failure that ended its communicators).
+//    still does). Any message of the peer (heartbeat, data, credit) counts as hearing it, and silence counts only
+//    while this proxy could listen: after a turn that came more than half the timeout after the previous one (this
+//    thread or process was descheduled or stopped), from that turn on. A proxy that stops (its engine goes) first tells
+//    every peer it leaves; the broken connections to it are then no failure: what made a rank's engine go is that
+//    rank's to report (its abort, or the failure that ended its communicators).
 //  - A communicator that its application aborts tells the peer of each of its hops (tell_aborted); the peer's proxy
 //    records it for that peer's communicator (aborted_peer), whose peer watch reports "aborted the communicator".
 #pragma once
@@ -86,6 +88,7 @@ class Proxy {
 
  private:
   struct Hop;
+  struct PeerInfo;
   // A few receives of 8-byte messages (credits, heartbeats, goodbyes) kept posted for one (tag, mask).
   struct Inbox {
     static constexpr size_t kSize = 8;
@@ -114,6 +117,8 @@ class Proxy {
   void handle_peer_failures();
   bool take_byes();
   bool heartbeats();
+  bool send_beat(PeerInfo& p, std::chrono::steady_clock::time_point now);
+  void judge(PeerInfo& p, std::chrono::steady_clock::time_point now);
   bool take_beats();
   bool take_aborts();
   bool reap_notices();
@@ -138,7 +143,8 @@ class Proxy {
 
   // The thread's own state.
   std::vector<std::unique_ptr<Hop>> hops_;
-  // A connected peer proxy: its heartbeats (DFCCL_NET_HEARTBEAT_MS) and when it was last heard of.
+  // A connected peer proxy: its heartbeats (DFCCL_NET_HEARTBEAT_MS) and when a message of its (heartbeat, data or
+  // credit: see also Hop::heard) last came.
   struct PeerInfo {
     Peer peer;
     uint64_t engine = 0;
@@ -152,6 +158,10 @@ class Proxy {
   std::vector<uint64_t> departed_;                               // engine ids of proxies that said they stop
   Inbox byes_;                                                   // their messages
   Inbox aborts_;                                                 // abort notices: the id of the receiving hop
+  // When heartbeats() last ran, and the turn after the last stall (a gap over silence_ / 2) with that gap's length:
+  // silence is counted from max(heard, resumed_).
+  std::chrono::steady_clock::time_point last_turn_{}, resumed_{};
+  std::chrono::milliseconds stall_{0};
   // Abort notices in flight: the message (the peer's hop id) stays here until its send ends.
   struct Notice {
     uint64_t hop = 0;
