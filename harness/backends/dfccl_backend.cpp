@@ -19,6 +19,7 @@
 #include "dfccl.h"
 #include "gpu/gpu_context.h"
 #include "runtime/hosts.h"
+#include "runtime/thread_name.h"
 #include "timing/timing_plan.h"
 #include "verify/verifiable.h"
 
@@ -150,7 +151,11 @@ class DfcclBackend final : public Backend {
   void abort_comms() override {
     std::vector<std::thread> threads;
     for (auto& c : comms_)
-      if (c) threads.emplace_back([c] { dfcclCommAbort(c); });
+      if (c)
+        threads.emplace_back([c] {
+          name_this_thread("dfccl-abort");
+          dfcclCommAbort(c);
+        });
     for (auto& t : threads) t.join();
     comms_.clear();
   }

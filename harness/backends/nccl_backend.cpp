@@ -16,6 +16,7 @@
 
 #include "backend.h"
 #include "gpu/gpu_context.h"
+#include "runtime/thread_name.h"
 #include "runtime/version_text.h"
 #include "timing/timing_plan.h"
 
@@ -114,6 +115,7 @@ class NcclBackend final : public Backend {
       if (!c) continue;
       ++pending->left;
       std::thread([pending, c, device] {
+        name_this_thread("dfccl-ncclabort");
         cudaSetDevice(device);
         ncclCommAbort(c);
         std::lock_guard lock(pending->mu);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "runtime/run_stop.h"
+#include "runtime/thread_name.h"
 
 namespace dfccl::harness::liveness {
 namespace {
@@ -53,6 +54,7 @@ void tick(Board& b, int64_t beat, Clock::time_point now, bool self_stopped) {
 }
 
 void monitor(Board& b) {
+  name_this_thread("dfccl-live");
   Clock::time_point prev = Clock::now();
   int64_t beat = 0;
   while (!b.quit.load()) {

@@ -1,6 +1,7 @@
 #include "worker.h"
 
 #include "program/rank_program.h"
+#include "runtime/thread_name.h"
 
 namespace dfccl::harness {
 namespace {
@@ -78,6 +79,7 @@ void run_iterations(Backend& b, const std::shared_ptr<WorkerState>& shared, cons
 
 std::thread start_worker(Backend& b, std::shared_ptr<WorkerState> sh, WorkerJob job) {
   return std::thread([&b, sh = std::move(sh), job = std::move(job)] {
+    name_this_thread("dfccl-worker");
     std::string err;
     try {
       run_iterations(b, sh, job);

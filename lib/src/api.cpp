@@ -13,6 +13,7 @@
 #include "names.h"
 #include "net/transport.h"
 #include "requests.h"
+#include "thread_name.h"
 
 using namespace dfccl;
 
@@ -391,6 +392,7 @@ dfcclResult_t dfcclCommInitAllConfig(dfcclComm_t* comms, int ndev, const int* de
     std::vector<std::thread> threads;
     for (int i = 0; i < ndev; ++i) {
       threads.emplace_back([&, i] {
+        name_this_thread("init", unsigned(i));
         results[size_t(i)] = guard([&] {
           comms[i] = comm_init(ndev, id, i, cfgs[size_t(i)]);
           return dfcclSuccess;

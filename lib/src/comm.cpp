@@ -18,6 +18,7 @@
 #include "error.h"
 #include "log.h"
 #include "peer_watch.h"
+#include "thread_name.h"
 
 namespace dfccl {
 
@@ -165,7 +166,8 @@ void release(dfcclComm* c, Release how) {
     std::lock_guard<std::mutex> lk(c->engine_mu);
     last.swap(c->engine);
   }
-  if (how == Release::Retire && last.use_count() == 1) std::thread([e = std::move(last)] {}).detach();
+  if (how == Release::Retire && last.use_count() == 1)
+    std::thread([e = std::move(last)] { name_this_thread("retire"); }).detach();
 }
 
 // Registers c with PeerWatch: a mismatch that any rank published on the match board fails it with

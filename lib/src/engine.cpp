@@ -14,6 +14,7 @@
 #include "env.h"
 #include "error.h"
 #include "log.h"
+#include "thread_name.h"
 
 namespace dfccl {
 
@@ -88,7 +89,10 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::mo
   h_ = static_cast<core::EngineHost*>(exec_->alloc_pinned(sizeof(core::EngineHost)));
   free_slots_.reserve(kMaxSlots);
   for (uint32_t s = kMaxSlots; s-- > 0;) free_slots_.push_back(s);
-  progress_ = std::thread([this] { progress_loop(); });
+  progress_ = std::thread([this] {
+    name_this_thread("progress");
+    progress_loop();
+  });
 }
 
 Engine::~Engine() {

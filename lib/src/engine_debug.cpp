@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "engine.h"
+#include "thread_name.h"
 
 namespace dfccl {
 
@@ -87,6 +88,7 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
   auto text = std::make_shared<std::promise<std::string>>();
   std::future<std::string> done = text->get_future();
   std::thread([self = shared_from_this(), snap = std::move(snap), text]() {
+    name_this_thread("dump");
     try {
       text->set_value(self->device_state_text(snap));
     } catch (const std::exception& e) {

@@ -15,6 +15,7 @@
 #include "executor.h"
 #include "host/exec_host.h"
 #include "shm_region.h"
+#include "thread_name.h"
 
 namespace dfccl {
 namespace {
@@ -70,6 +71,8 @@ class HostExecutor final : public Executor {
     ++launched_;
     for (uint32_t b = 0; b < ev.p.nblocks + ev.p.prefetch; ++b) {
       threads_.emplace_back([this, ev, b] {
+        if (b < ev.p.nblocks) name_this_thread("hb", b);
+        else name_this_thread("prefetch");
         host::run_daemon_block(ev, b);
         std::lock_guard<std::mutex> lk2(mu_);
         if (--running_blocks_ == 0) {

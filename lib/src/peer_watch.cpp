@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include "thread_name.h"
+
 namespace dfccl {
 namespace {
 
@@ -89,7 +91,10 @@ void PeerWatch::add(const void* owner, PeerChecks checks) {
   wt.watched[owner] = std::move(w);
   if (!wt.running) {
     wt.running = true;
-    std::thread([&wt] { wt.loop(); }).detach();
+    std::thread([&wt] {
+      name_this_thread("watch");
+      wt.loop();
+    }).detach();
   }
 }
 

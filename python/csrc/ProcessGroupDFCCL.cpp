@@ -4,6 +4,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <climits>
 #include <condition_variable>
@@ -50,7 +52,10 @@ class Completer {
 
  private:
   Completer() {
-    std::thread([this] { loop(); }).detach();
+    std::thread([this] {
+      pthread_setname_np(pthread_self(), "dfccl-pgdone");
+      loop();
+    }).detach();
   }
   void loop() {
     for (;;) {
@@ -111,7 +116,10 @@ class Watchdog {
 
  private:
   Watchdog() {
-    std::thread([this] { loop(); }).detach();
+    std::thread([this] {
+      pthread_setname_np(pthread_self(), "dfccl-pgwatch");
+      loop();
+    }).detach();
   }
   void loop() {
     for (;;) {

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "../env.h"
+#include "../thread_name.h"
 #include "core/region.h"
 
 namespace dfccl::net {
@@ -84,7 +85,10 @@ Proxy::Proxy(std::unique_ptr<Transport> transport) : t_(std::move(transport)), a
   engine_id_ = (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
   beat_period_ = std::chrono::milliseconds(env_int("DFCCL_NET_HEARTBEAT_MS"));
   silence_ = std::chrono::milliseconds(env_int("DFCCL_NET_TIMEOUT_MS"));
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    name_this_thread("proxy");
+    loop();
+  });
 }
 
 Proxy::~Proxy() {

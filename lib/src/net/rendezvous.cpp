@@ -21,6 +21,7 @@
 
 #include "../env.h"
 #include "../error.h"
+#include "../thread_name.h"
 
 namespace dfccl::net {
 namespace {
@@ -553,7 +554,10 @@ RendezvousRoot::RendezvousRoot(uint64_t token, const std::string& ifname_spec) :
     id_.port = ntohs(in6.sin6_port);
     id_.scope_id = in6.sin6_scope_id;
   }
-  thread_ = std::thread([&s] { s.run(); });
+  thread_ = std::thread([&s] {
+    name_this_thread("rvroot");
+    s.run();
+  });
 }
 
 RendezvousRoot::~RendezvousRoot() {
