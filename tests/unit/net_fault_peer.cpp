@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "dfccl.h"
+#include "unique_id_hex.h"
 
 namespace {
 
@@ -83,22 +84,8 @@ std::string read_file(const std::string& path, int wait_ms) {
   }
 }
 
-std::string to_hex(const dfcclUniqueId& id) {
-  std::string s;
-  char b[3];
-  for (size_t i = 0; i < DFCCL_UNIQUE_ID_BYTES; ++i) {
-    std::snprintf(b, sizeof(b), "%02x", unsigned(uint8_t(id.internal[i])));
-    s += b;
-  }
-  return s;
-}
-
-bool from_hex(const std::string& s, dfcclUniqueId* id) {
-  if (s.size() < 2 * DFCCL_UNIQUE_ID_BYTES) return false;
-  for (size_t i = 0; i < DFCCL_UNIQUE_ID_BYTES; ++i)
-    id->internal[i] = char(std::strtoul(s.substr(2 * i, 2).c_str(), nullptr, 16));
-  return true;
-}
+using dfccl::test::id_from_hex;
+using dfccl::test::id_to_hex;
 
 // Records a failed check of this rank (stderr) and returns false.
 bool fail(const Args& a, const std::string& what) {
@@ -113,10 +100,10 @@ bool get_id(const Args& a, dfcclUniqueId* id) {
   if (a.rank == 0) {
     if (dfcclGetUniqueId(id) != dfcclSuccess)
       return fail(a, std::string("dfcclGetUniqueId: ") + dfcclGetLastError(nullptr));
-    write_file(a.dir + "/id", to_hex(*id));
+    write_file(a.dir + "/id", id_to_hex(*id));
     return true;
   }
-  return from_hex(read_file(a.dir + "/id", 30000), id) || fail(a, "no unique id in " + a.dir + "/id within 30 s");
+  return id_from_hex(read_file(a.dir + "/id", 30000), id) || fail(a, "no unique id in " + a.dir + "/id within 30 s");
 }
 
 dfcclResult_t init(const Args& a, const dfcclUniqueId& id, dfcclComm_t* comm) {

@@ -26,28 +26,15 @@
 #include "bootstrap.h"
 #include "error.h"
 #include "net/rendezvous.h"
+#include "unique_id_hex.h"
 
 namespace {
 
 using namespace dfccl;
 using Clock = std::chrono::steady_clock;
 
-std::string to_hex(const dfcclUniqueId& id) {
-  std::string s;
-  char b[3];
-  for (size_t i = 0; i < DFCCL_UNIQUE_ID_BYTES; ++i) {
-    std::snprintf(b, sizeof(b), "%02x", unsigned(uint8_t(id.internal[i])));
-    s += b;
-  }
-  return s;
-}
-
-bool from_hex(const std::string& s, dfcclUniqueId& id) {
-  if (s.size() != 2 * DFCCL_UNIQUE_ID_BYTES) return false;
-  for (size_t i = 0; i < DFCCL_UNIQUE_ID_BYTES; ++i)
-    id.internal[i] = char(std::strtoul(s.substr(2 * i, 2).c_str(), nullptr, 16));
-  return true;
-}
+using dfccl::test::id_from_hex;
+using dfccl::test::id_to_hex;
 
 int usage(const std::string& why) {
   std::fprintf(stderr, "rendezvous_peer: %s\n", why.c_str());
@@ -79,7 +66,7 @@ int serve(std::map<std::string, std::string>& opt) {
   net::encode_rendezvous_id(root->id(), id);
   {
     std::ofstream f(path + ".tmp");
-    f << to_hex(id) << "\n";
+    f << id_to_hex(id) << "\n";
   }
   if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0) return usage("cannot write " + path);
   std::printf("ROOT %s %s\n", root->id().to_string().c_str(), root->interface_name().c_str());
@@ -102,7 +89,7 @@ std::string parse_rank_args(std::map<std::string, std::string>& opt, RankArgs& a
   const std::string hex = opt.count("--id")        ? opt["--id"]
                           : opt.count("--id-file") ? read_id_file(opt["--id-file"])
                                                    : "";
-  if (!from_hex(hex, a.id)) return "rank needs --id HEX or --id-file F with a 256-digit id";
+  if (!id_from_hex(hex, &a.id)) return "rank needs --id HEX or --id-file F with a 256-digit id";
   const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
   const std::string rank_s = opt.count("--rank") ? opt["--rank"] : env_rank ? env_rank : "";
   if (rank_s.empty() || !opt.count("--nranks")) return "rank needs --nranks and --rank (or OMPI_COMM_WORLD_RANK)";
