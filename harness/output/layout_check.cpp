@@ -136,6 +136,38 @@ bool needs_hops(const h5::File& f, const std::string& base) {
 
 }  // namespace
 
+namespace {
+
+// /replay's attributes and groups (a replay workload's file).
+void check_replay(const h5::File& f, std::vector<std::string>& problems) {
+  if (!f.has("replay")) {
+    problems.push_back("a replay workload without /replay");
+    return;
+  }
+  for (const char* a : kReplayAttrs)
+    if (!f.has_attr("replay", a)) problems.push_back(fmt::format("/replay: missing attribute {}", a));
+  check_table(f, "replay/groups", kReplayGroupCols, problems);
+}
+
+// The group of backend b that /summary names: its attributes and tables.
+void check_backend(const h5::File& f, const std::string& b, bool replay, std::vector<std::string>& problems) {
+  const std::string base = "backends/" + b;
+  if (!f.has(base)) {
+    problems.push_back(fmt::format("summary names backend {} but /{} is missing", b, base));
+    return;
+  }
+  for (const char* a : kBackendAttrs)
+    if (!f.has_attr(base, a)) problems.push_back(fmt::format("/{}: missing attribute {}", base, a));
+  check_table(f, base + "/collectives", kCollectiveCols, problems);
+  check_table(f, base + "/trials", kTrialCols, problems);
+  check_table(f, base + "/iterations", kIterationCols, problems);
+  if (f.has(base + "/hops") || needs_hops(f, base)) check_table(f, base + "/hops", kHopCols, problems);
+  if (replay && f.has_attr(base, "available") && f.attr_int(base, "available") != 0)
+    check_table(f, base + "/replay", kReplayTrialCols, problems);
+}
+
+}  // namespace
+
 std::vector<std::string> check_layout(const std::string& path) {
   std::vector<std::string> problems;
   try {
@@ -152,32 +184,9 @@ std::vector<std::string> check_layout(const std::string& path) {
     if (!too_new("environment")) check_table(f, "environment", kEnvironmentCols, problems);
     if (g_version >= 3) check_hosts(f, problems);
     const bool replay = f.has_attr("/", "workload_kind") && f.attr_string("/", "workload_kind") == "replay";
-    if (replay) {
-      if (!f.has("replay")) {
-        problems.push_back("a replay workload without /replay");
-      } else {
-        for (const char* a : kReplayAttrs)
-          if (!f.has_attr("replay", a)) problems.push_back(fmt::format("/replay: missing attribute {}", a));
-        check_table(f, "replay/groups", kReplayGroupCols, problems);
-      }
-    }
-    if (f.has("summary/backend")) {
-      for (const auto& b : f.read_strings("summary", "backend")) {
-        std::string base = "backends/" + b;
-        if (!f.has(base)) {
-          problems.push_back(fmt::format("summary names backend {} but /{} is missing", b, base));
-          continue;
-        }
-        for (const char* a : kBackendAttrs)
-          if (!f.has_attr(base, a)) problems.push_back(fmt::format("/{}: missing attribute {}", base, a));
-        check_table(f, base + "/collectives", kCollectiveCols, problems);
-        check_table(f, base + "/trials", kTrialCols, problems);
-        check_table(f, base + "/iterations", kIterationCols, problems);
-        if (f.has(base + "/hops") || needs_hops(f, base)) check_table(f, base + "/hops", kHopCols, problems);
-        if (replay && f.has_attr(base, "available") && f.attr_int(base, "available") != 0)
-          check_table(f, base + "/replay", kReplayTrialCols, problems);
-      }
-    }
+    if (replay) check_replay(f, problems);
+    if (f.has("summary/backend"))
+      for (const auto& b : f.read_strings("summary", "backend")) check_backend(f, b, replay, problems);
   } catch (const std::exception& e) {
     problems.push_back(e.what());
   }
