@@ -470,35 +470,37 @@ class Campaign {
     sh->step = step;
     sh->plans = plans;
     const EngineCounters before = read_counters(b, world_.rank);
-    gentle_barrier(MPI_COMM_WORLD);
-    WorkerJob job{
-        &w_,        world_.rank,  static_cast<uint64_t>(row.trial) + (static_cast<uint64_t>(row.case_index) << 32),
-        iterations, std::nullopt, Clock::now()};
-    if (replay_) job.replayed = replay_->program(world_.rank, replay_->scenario_trial(row.trial));
-    const Clock::time_point t0 = job.t0;
-    std::thread worker = start_worker(b, sh, std::move(job));
-    WatchVerdict verdict;
+    const Clock::time_point entered = Clock::now();
+    std::thread worker;
+    // A rank that stops responding anywhere in the trial (its start barrier, the run, the results' reductions)
+    // ends it as stalled, naming the rank; the run ends after it.
     try {
-      verdict = watch_trial(*sh, w_.timeout_s, t0);
+      gentle_barrier(MPI_COMM_WORLD);
+      WorkerJob job{
+          &w_,        world_.rank,  static_cast<uint64_t>(row.trial) + (static_cast<uint64_t>(row.case_index) << 32),
+          iterations, std::nullopt, Clock::now()};
+      if (replay_) job.replayed = replay_->program(world_.rank, replay_->scenario_trial(row.trial));
+      const Clock::time_point t0 = job.t0;  // the watchdog's clock starts once every rank is here
+      worker = start_worker(b, sh, std::move(job));
+      const WatchVerdict verdict = watch_trial(*sh, w_.timeout_s, t0);
       row.elapsed_s = verdict.decided_s;
       if (verdict.stopped()) {
         stop_stopped_trial(b, *sh, worker, verdict, row);
         return;
       }
+      worker.join();
+      record_completed_counters(*sh, before, read_counters(b, world_.rank), row);
+      const TimingMatrix times(sh->timings, iterations, step.size());
+      const EntryResults results = verify_entries(b, plans, sh->timings, w_.check);
+      if (!results.error.empty()) row.message = "verification: " + results.error;
+      agg.add_trial(step, plans, times, results, row);
     } catch (const RunStopped& e) {
       if (worker.joinable()) worker.detach();  // it may be blocked on a stopped peer: it ends with the process
-      if (!e.stalled_ranks.empty()) record_stalled_trial(e, t0, row);
+      if (!e.stalled_ranks.empty()) record_stalled_trial(e, entered, row);
       throw;
     }
-    worker.join();
-
-    record_completed_counters(*sh, before, read_counters(b, world_.rank), row);
     row.status = "completed";
     summary_.completed++;
-    const TimingMatrix times(sh->timings, iterations, step.size());
-    const EntryResults results = verify_entries(b, plans, sh->timings, w_.check);
-    if (!results.error.empty()) row.message = "verification: " + results.error;
-    agg.add_trial(step, plans, times, results, row);
     summary_.wrong += row.wrong;
   }
 
