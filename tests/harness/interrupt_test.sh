@@ -24,8 +24,12 @@ fail() {
   exit 1
 }
 
+# A SIGKILL that lands while the writer flushes a checkpoint can leave that checkpoint half written (docs/harness.md,
+# "Interrupted runs"): the kill modes use trials long enough (2000 iterations) that the writer is rarely busy.
+iters=20
+case $mode in kill9*) iters=2000 ;; esac
 "$mpiexec" -np 2 --oversubscribe --bind-to none "$harness" --workload "$workloads/sweep.toml" --backend host \
-  --collectives all_reduce --begin 1K --end 1K --iters 20 --warmup 0 --trials 100000 --timeout 2 \
+  --collectives all_reduce --begin 1K --end 1K --iters "$iters" --warmup 0 --trials 100000 --timeout 2 \
   --out "$file" >"$log" 2>&1 &
 launcher=$!
 ranks=()
