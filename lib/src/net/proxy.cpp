@@ -98,6 +98,7 @@ Proxy::~Proxy() {
   say_bye();
   drain();
   t_.reset();
+  board_link_.reset();
 }
 
 // Tells every connected peer that this proxy stops (bounded: 200 ms for the sends to go out).
@@ -256,6 +257,15 @@ std::string Proxy::failure(uint64_t key, int* rank) const {
   if (it == failures_.end()) return {};
   *rank = it->second.first;
   return it->second.second;
+}
+
+// A connection to a board message's destination: the one the hops use, or a new one (heartbeats included).
+Peer Proxy::board_peer(const BoardDest& d) {
+  HopSpec s;
+  s.peer_address = d.address;
+  s.peer_engine = d.engine;
+  s.peer_name = d.name;
+  return peer_for(s);
 }
 
 Peer Proxy::peer_for(const HopSpec& s) {
@@ -566,6 +576,7 @@ void Proxy::loop() {
     moved = reap_notices() || moved;
     handle_peer_failures();
     moved = heartbeats() || moved;
+    moved = board_link_->step(*t_, [this](const BoardDest& d) { return board_peer(d); }) || moved;
     for (auto it = hops_.begin(); it != hops_.end();) {
       Hop& h = **it;
       if (h.detaching) {

@@ -41,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "board_link.h"
 #include "transport.h"
 
 namespace dfccl::net {
@@ -85,6 +86,8 @@ class Proxy {
   void tell_aborted(uint64_t key);
   // The rank of a peer that told the hops of `key` it aborted their communicator, or -1.
   int aborted_peer(uint64_t key) const;
+  // The match board's messages to and from other hosts that this proxy carries (board_link.h).
+  BoardLink& board_link() { return *board_link_; }
 
  private:
   struct Hop;
@@ -124,6 +127,7 @@ class Proxy {
   bool reap_notices();
   void say_bye();
   void drain();
+  Peer board_peer(const BoardDest& d);
 
   std::unique_ptr<Transport> t_;
   std::vector<std::byte> address_;
@@ -168,6 +172,8 @@ class Proxy {
     Req req;
   };
   std::list<Notice> notices_;
+  // Destroyed after the transport (its requests use the link's buffers).
+  std::unique_ptr<BoardLink> board_link_ = std::make_unique<BoardLink>();
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
