@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "board_mirror.h"
 #include "core/collectives/collectives.h"
 #include "env.h"
 #include "error.h"
@@ -152,6 +153,7 @@ void release(dfcclComm* c, Release how) {
   }
   // The network proxy may still use the regions until its hops are stopped: if they are not, the regions stay.
   if (!net_detach(c) && how == Release::Free) how = Release::KeepRegion;
+  mirror_release(c);
   c->net.proxy.reset();
   Engine::Leftovers now, left;
   take_memory(c, how, now, left);
@@ -347,6 +349,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     ex.copy_to_device(c->dev, &d, sizeof(d));
     net_connect(c.get());
     c->board = std::make_shared<MatchBoard>(c->bootstrap, tp.seq_lanes);
+    mirror_connect(c.get(), hosts);
     c->index = e.attach(c->dev, c->board);
     c->bootstrap->barrier();
     std::vector<PeerProcess> peers;
@@ -436,6 +439,7 @@ void abort_attached(dfcclComm* c, dfcclResult_t why = dfcclAborted, const std::s
         "dfcclCommAbort: rank {} of {}: {} collectives still pending after {} ms (DFCCL_ABORT_TIMEOUT_MS); they end "
         "when the daemon next runs, and the communicator's memory stays until the process exits",
         c->rank, c->nranks, c->engine->outstanding(c->index), env_int("DFCCL_ABORT_TIMEOUT_MS"));
+    mirror_release(c);
     c->board.reset();
     c->bootstrap.reset();
   }
@@ -540,6 +544,7 @@ std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int pers
   }
   *mismatch = c->board->post(key, d);
   if (!mismatch->empty()) return nullptr;
+  mirror_post(c, key, d);
   core::set_channels(d, core::data_channels(d.count * core::dtype_size(d.dtype), c->geometry.nchan,
                                             c->engine->params().min_chan_bytes));
   d.cs = c->host_dev.s;
@@ -569,6 +574,7 @@ std::vector<std::shared_ptr<RequestState>> submit_p2p_locked(dfcclComm* c, std::
     const P2pKey key{lane, dir == 0 ? c->rank : peer, dir == 0 ? peer : c->rank, d.turn};
     *mismatch = c->board->post_p2p(key, d);
     if (!mismatch->empty()) return {};
+    mirror_post_p2p(c, key, d);
     core::set_channels(d, core::data_channels(d.count * core::dtype_size(d.dtype), p.nchan, min_chan));
     d.cs = p2p_static(c, peer, dir);
   }
@@ -580,6 +586,7 @@ std::vector<std::shared_ptr<RequestState>> submit_p2p_locked(dfcclComm* c, std::
 // A submission refused because the peers submitted differently: outside the lock and the submission (the abort waits
 // for submissions), and after PeerWatch lets go of c (the abort releases the board and bootstrap its probe reads).
 [[noreturn]] void fail_mismatch(dfcclComm* c, const std::string& mismatch) {
+  mirror_mismatch(c, mismatch);  // the other hosts' ranks learn it from their proxies
   PeerWatch::remove(c);
   comm_fail_mismatch(c, mismatch);
   throw Error(dfcclInvalidUsage, mismatch);
