@@ -95,6 +95,7 @@ Proxy::~Proxy() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
   hops_.clear();
+  board_link_->step(*t_, [this](const BoardDest& d) { return board_peer(d); });  // queued mismatches, before the byes
   say_bye();
   drain();
   t_.reset();
