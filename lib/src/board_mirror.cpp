@@ -138,6 +138,7 @@ void mirror_connect(dfcclComm* c, const std::vector<uint64_t>& host_hashes) {
     }
     m->dest_of[size_t(q)] = m->dest_of[size_t(lowest)] >= 0 ? m->dest_of[size_t(lowest)] : int(m->dests.size()) - 1;
   }
+  c->board->set_across_hosts();
   m->proxy->board_link().add(m->board, std::make_shared<Sink>(c->board), m->dests);
   c->mirror = std::move(m);
 }

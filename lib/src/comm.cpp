@@ -445,9 +445,24 @@ void abort_attached(dfcclComm* c, dfcclResult_t why = dfcclAborted, const std::s
   }
 }
 
+// Caller: destroy, once it owns the communicator's end. A mismatch published on the board that PeerWatch had not
+// reported yet (a request that the engine failed with it, MatchBoard::settled, can come first) fails the
+// communicator as PeerWatch would have, instead of a destroy that waits for peers that have failed; true if so.
+bool fail_published_mismatch(dfcclComm* c) {
+  const std::string m = c->board ? c->board->published() : std::string();
+  if (m.empty() || c->fail_claimed.exchange(true)) return false;
+  c->failure = m;
+  c->fail_code.store(dfcclInvalidUsage, std::memory_order_release);
+  log(LogLevel::Warn, LogSubsys::Abort, "rank {}: {}: the communicator's collectives fail with dfcclInvalidUsage",
+      c->rank, m);
+  abort_attached(c, dfcclInvalidUsage, m);
+  return true;
+}
+
 void comm_destroy(dfcclComm* c) {
   PeerWatch::remove(c);
   if (!c->alive.exchange(false)) return;  // another thread destroyed or aborted it meanwhile, or a peer died
+  if (fail_published_mismatch(c)) return;
   const int64_t timeout = env_int("DFCCL_DESTROY_TIMEOUT_MS");
   if (!c->engine) return;
   if (!wait_quiet(c, timeout)) {

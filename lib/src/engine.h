@@ -67,6 +67,14 @@ class ArrivalSource {
   virtual std::string missing(const core::Desc& d) const = 0;
   // The same as ranks of the communicator, in increasing order.
   virtual std::vector<int> missing_ranks(const core::Desc& d) const = 0;
+  // Caller: the progress thread, for d's collective that finished on this rank, before its request reports success.
+  // "" when every rank's signature of d known here agrees with this rank's; the mismatch's text when one differs;
+  // *pending when some rank's is not known here yet (on its way from another host). Default: nothing to check.
+  virtual std::string settled(const core::Desc& d, bool* pending) const {
+    *pending = false;
+    (void)d;
+    return {};
+  }
 };
 
 class Engine : public std::enable_shared_from_this<Engine> {
@@ -141,6 +149,19 @@ class Engine : public std::enable_shared_from_this<Engine> {
   Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode);
   void progress_loop();
   bool drain_completions();
+  // A collective that finished while some rank's signature was not known on this host yet (ArrivalSource::settled):
+  // its request completes once it is, or at `deadline` (kSettleNs after it finished) with success.
+  struct Unsettled {
+    std::shared_ptr<RequestState> req;
+    core::Desc desc;
+    std::shared_ptr<const ArrivalSource> arrivals;
+    uint64_t deadline = 0;
+  };
+  static constexpr uint64_t kSettleNs = 200000000;
+  // Completes u's request unless its signatures are still pending and !final; true when it did.
+  bool settle(const Unsettled& u, bool final);
+  bool settle_unsettled(uint64_t now);  // the progress thread's turn over unsettled_; true when one completed
+  std::vector<Unsettled> unsettled_;    // the progress thread's only
   void launch_locked(uint64_t now);
   void warn_if_stuck_locked(uint64_t now);
   bool wait_pending_locked(const core::WaitEntry& w) const;

@@ -137,6 +137,10 @@ std::string MatchBoard::place_p2p(const P2pKey& key, bool sending, uint64_t word
   P2pEntry other{};
   if (!read_entry(p2p_slot(key, !sending), mine.tag, &other) || other.word == mine.word) return {};
   const uint64_t send_word = sending ? mine.word : other.word, recv_word = sending ? other.word : mine.word;
+  return publish_first(p2p_message(key, send_word, recv_word));
+}
+
+std::string MatchBoard::p2p_message(const P2pKey& key, uint64_t send_word, uint64_t recv_word) const {
   std::string field, a, b;
   if ((send_word >> 56) != (recv_word >> 56)) {
     field = "argument 'datatype'";
@@ -151,11 +155,42 @@ std::string MatchBoard::place_p2p(const P2pKey& key, bool sending, uint64_t word
       key.lane == kP2pUser
           ? fmt::format("dfcclSend #{} from rank {} to rank {} and the matching dfcclRecv", key.k, key.src, key.dst)
           : fmt::format("the transfer from rank {} to rank {} of all-to-all #{}", key.src, key.dst, key.k);
-  const std::string m =
-      fmt::format("point-to-point mismatch on a communicator of {} ranks, {}: {} is {} on the sender (rank {}) but "
-                  "{} on the receiver (rank {})",
-                  nranks_, which, field, a, key.src, b, key.dst);
-  return publish_first(m);
+  return fmt::format("point-to-point mismatch on a communicator of {} ranks, {}: {} is {} on the sender (rank {}) but "
+                     "{} on the receiver (rank {})",
+                     nranks_, which, field, a, key.src, b, key.dst);
+}
+
+// A peer's entry below the key's tag is not here yet (pending); above it, rewritten for a later key (not comparable).
+std::string MatchBoard::settled(const core::Desc& d, bool* pending) const {
+  *pending = false;
+  if (!across_hosts_) return {};
+  if (core::is_p2p(d.kind)) return settled_p2p(d, pending);
+  const MatchKey key = key_of(d);
+  Entry mine{};
+  if (!read_entry(slot(rank_, key), key.n + 1, &mine)) return {};  // rewritten for a later key: not comparable
+  for (int p = 0; p < nranks_; ++p) {
+    Entry theirs{};
+    if (p == rank_) continue;
+    if (read_entry(slot(p, key), key.n + 1, &theirs)) {
+      if (std::string m = compare(key, rank_, mine, p, theirs); !m.empty()) return m;
+    } else if (load(&slot(p, key)->tag) < key.n + 1) {
+      *pending = true;  // not arrived here yet (a later key's entry cannot be compared)
+    }
+  }
+  return {};
+}
+
+std::string MatchBoard::settled_p2p(const core::Desc& d, bool* pending) const {
+  const bool sending = d.kind == core::Kind::Send;
+  const P2pKey key{d.lane, sending ? rank_ : d.root, sending ? d.root : rank_, d.turn};
+  P2pEntry mine{}, other{};
+  if (!read_entry(p2p_slot(key, sending), key.k + 1, &mine)) return {};
+  if (!read_entry(p2p_slot(key, !sending), key.k + 1, &other)) {
+    *pending = load(&p2p_slot(key, !sending)->tag) < key.k + 1;
+    return {};
+  }
+  if (other.word == mine.word) return {};
+  return sending ? p2p_message(key, mine.word, other.word) : p2p_message(key, other.word, mine.word);
 }
 
 std::string MatchBoard::compare(const MatchKey& key, int rank, const Entry& mine, int peer, const Entry& theirs) const {

@@ -79,6 +79,12 @@ class MatchBoard final : public ArrivalSource {
   std::string mirror_p2p(const P2pKey& key, bool send_side, uint64_t word);
   // Publishes a mismatch found elsewhere (another host) unless one was published already.
   void publish(const std::string& message);
+  // Caller: board_mirror's connect, before the engine sees the board. From then on settled() checks d's signatures.
+  void set_across_hosts() { across_hosts_ = true; }
+  // ArrivalSource: across hosts, whether every rank's entry for d's key is here and agrees with this rank's (a
+  // collective whose ranks submitted within the mirror's latency of each other may finish before the mismatch is
+  // found: its request reports it instead of success). On one host: nothing to check (post() did).
+  std::string settled(const core::Desc& d, bool* pending) const override;
   // ArrivalSource: "" when every peer has called d's collective, else which ones have not.
   std::string missing(const core::Desc& d) const override;
   std::vector<int> missing_ranks(const core::Desc& d) const override;
@@ -100,6 +106,8 @@ class MatchBoard final : public ArrivalSource {
   std::string place(int rank, const MatchKey& key, const Signature& sig);
   std::string place_p2p(const P2pKey& key, bool send_side, uint64_t word);
   std::string compare(const MatchKey& key, int rank, const Entry& mine, int peer, const Entry& theirs) const;
+  std::string p2p_message(const P2pKey& key, uint64_t send_word, uint64_t recv_word) const;
+  std::string settled_p2p(const core::Desc& d, bool* pending) const;
   // Publishes message unless another finding came first, and returns the first one (what every rank reports).
   std::string publish_first(const std::string& message);
   std::string published_wait() const;
@@ -108,6 +116,7 @@ class MatchBoard final : public ArrivalSource {
   char* base_ = nullptr;
   int rank_ = 0, nranks_ = 0;
   uint32_t seq_lanes_ = 1;
+  bool across_hosts_ = false;
 };
 
 }  // namespace dfccl

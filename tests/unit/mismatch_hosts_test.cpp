@@ -1,13 +1,14 @@
 // The match board across hosts (DESIGN invariant 7; docs/net-transport.md, "The match board across hosts"). Four
 // forked processes (host executor) on two "hosts" by DFCCL_HOSTID: ranks 0 and 1 on host A, ranks 2 and 3 on host
-// B. Both ranks of host B submit a collective that differs from host A's in one field, either before host A or
-// 150 ms after it: each host agrees with itself, so only the comparison between hosts finds it. Every rank must
-// see, within 2 s, its submission refused or its collective fail with dfcclInvalidUsage — or, where its own part
+// B. Both ranks of host B submit a collective that differs from host A's in one field, 150 ms before host A, 150 ms
+// after it or at the same time: each host agrees with itself, so only the comparison between hosts finds it. Every rank
+// must see, within 2 s, its submission refused or its collective fail with dfcclInvalidUsage — or, where its own part
 // needed nothing from host B (a broadcast's root side), success with its data intact and dfcclCommGetAsyncError
 // reporting dfcclInvalidUsage — with the last error naming the field and a rank of each host. The same for a
 // dfcclSend from rank 0 whose dfcclRecv on rank 2 has another count (ranks 1 and 3 learn it from the asynchronous
-// error). Ranks that agree run 500 random collectives and transfers undisturbed, and the stuck diagnosis names a rank
-// of the other host that has not called (and not one that has).
+// error); and a persistent collective prepared with another count on host B. Ranks that agree run 500 random
+// collectives and transfers undisturbed, and the stuck diagnosis names a rank of the other host that has not called
+// (and not one that has).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -83,13 +84,19 @@ dfcclResult_t async_error(dfcclComm_t comm) {
 }
 
 // One rank's side; returns 0 when every check held, else prints why and returns 1.
-int rank_main(dfcclComm_t comm, int rank, const Case& tc, bool b_late) {
+// When host B submits: kEarly 150 ms before host A, kLate 150 ms after it, kTogether at the same time (both hosts'
+// collectives run: the mismatch is found by the proxies and the requests' check, MatchBoard::settled).
+enum When { kEarly, kLate, kTogether };
+const char* const kWhen[] = {"early", "late", "together"};
+
+int rank_main(dfcclComm_t comm, int rank, const Case& tc, When when) {
   auto check = [&](bool ok, const std::string& what) {
     if (!ok) std::fprintf(stderr, "[%s] rank %d: %s\n", tc.name, rank, what.c_str());
     return ok;
   };
   const Call& call = on_host_b(rank) ? tc.b : tc.a;
-  if (on_host_b(rank) == b_late) std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  if (when != kTogether && on_host_b(rank) == (when == kLate))
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
   std::vector<int32_t> in(kCount * kRanks * 2, rank + 1), out(kCount * kRanks * 2, -1);
   const auto t0 = Clock::now();
   dfcclRequest_t q = nullptr;
@@ -112,9 +119,11 @@ int rank_main(dfcclComm_t comm, int rank, const Case& tc, bool b_late) {
     const double ms = ms_since(t0);
     ok &= check(st == dfcclInvalidUsage, std::string("the collective reported ") + dfcclGetErrorString(st));
     ok &= check(ms < 2000, "the failure took " + std::to_string(ms) + " ms");
-    dfcclResult_t async = dfcclSuccess;
-    dfcclCommGetAsyncError(comm, &async);
+    // A request that the engine failed (its collective finished before the mismatch was found: MatchBoard::settled)
+    // can come before the communicator's failure (PeerWatch, within 100 ms).
+    const dfcclResult_t async = async_error(comm);
     ok &= check(async == dfcclInvalidUsage, std::string("async error ") + dfcclGetErrorString(async));
+    ok &= check(ms_since(t0) < 2000, "the asynchronous error took " + std::to_string(ms_since(t0)) + " ms");
   }
   const bool names_a = err.find("rank 0") != std::string::npos || err.find("rank 1") != std::string::npos;
   const bool names_b = err.find("rank 2") != std::string::npos || err.find("rank 3") != std::string::npos;
@@ -125,8 +134,8 @@ int rank_main(dfcclComm_t comm, int rank, const Case& tc, bool b_late) {
   const dfcclResult_t d = dfcclCommDestroy(comm);
   ok &= check(d == dfcclSuccess, std::string("dfcclCommDestroy returned ") + dfcclGetErrorString(d));
   ok &= check(ms_since(t1) < 1000, "dfcclCommDestroy took " + std::to_string(ms_since(t1)) + " ms");
-  std::printf("[ mismatch ] %s, host B %s: rank %d after %.0f ms: %s: %s\n", tc.name, b_late ? "late" : "early", rank,
-              ms_since(t0), st == dfcclSuccess ? "finished, then the error" : "failed", err.c_str());
+  std::printf("[ mismatch ] %s, host B %s: rank %d after %.0f ms: %s: %s\n", tc.name, kWhen[when], rank, ms_since(t0),
+              st == dfcclSuccess ? "finished, then the error" : "failed", err.c_str());
   std::fflush(stdout);
   return ok ? 0 : 1;
 }
@@ -149,19 +158,44 @@ const Case kCases[] = {
 };
 constexpr int kNumCases = int(sizeof(kCases) / sizeof(kCases[0]));
 
-class MismatchAcrossHosts : public testing::TestWithParam<std::tuple<int, bool>> {};
+class MismatchAcrossHosts : public testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(MismatchAcrossHosts, FailsOnEveryRankNamingTheField) {
   const Case& tc = kCases[std::get<0>(GetParam())];
-  const bool late = std::get<1>(GetParam());
-  run_two_hosts([&](dfcclComm_t comm, int rank) { return rank_main(comm, rank, tc, late); });
+  const When when = When(std::get<1>(GetParam()));
+  run_two_hosts([&](dfcclComm_t comm, int rank) { return rank_main(comm, rank, tc, when); });
 }
 
-INSTANTIATE_TEST_SUITE_P(Fields, MismatchAcrossHosts, testing::Combine(testing::Range(0, kNumCases), testing::Bool()),
-                         [](const testing::TestParamInfo<std::tuple<int, bool>>& p) {
-                           return std::string(kCases[std::get<0>(p.param)].name) +
-                                  (std::get<1>(p.param) ? "_host_b_late" : "_host_b_early");
+INSTANTIATE_TEST_SUITE_P(Fields, MismatchAcrossHosts,
+                         testing::Combine(testing::Range(0, kNumCases), testing::Values(kEarly, kLate, kTogether)),
+                         [](const testing::TestParamInfo<std::tuple<int, int>>& p) {
+                           return std::string(kCases[std::get<0>(p.param)].name) + "_host_b_" +
+                                  kWhen[std::get<1>(p.param)];
                          });
+
+// Persistent collectives are matched by id between hosts too: host B prepares id 3 with a quarter of the count and
+// starts it 150 ms after host A; every rank fails at its prepare, start or wait, naming the id and the count.
+TEST(MismatchAcrossHosts, PersistentCollectivesAreComparedById) {
+  run_two_hosts([](dfcclComm_t comm, int rank) {
+    std::vector<int32_t> in(kCount, rank + 1), out(kCount);
+    if (on_host_b(rank)) std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    dfcclPersistent_t p = nullptr;
+    const size_t count = on_host_b(rank) ? kCount / 4 : kCount;
+    const auto t0 = Clock::now();
+    dfcclResult_t st = dfcclPrepareAllReduce(count, dfcclInt32, dfcclSum, comm, 3, &p);
+    dfcclRequest_t q = nullptr;
+    if (st == dfcclSuccess) st = dfcclStart(p, in.data(), out.data(), 0, nullptr, &q);
+    if (st == dfcclSuccess) st = dfcclSynchronize(q, 10000);
+    const double ms = ms_since(t0);
+    const std::string err = dfcclGetLastError(nullptr);
+    if (st != dfcclInvalidUsage || ms > 2000 || err.find("persistent collective id 3") == std::string::npos ||
+        err.find("argument 'count'") == std::string::npos) {
+      std::fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, dfcclGetErrorString(st), ms, err.c_str());
+      return 1;
+    }
+    return dfcclCommDestroy(comm) == dfcclSuccess ? 0 : 1;
+  });
+}
 
 // One step of the agreeing stress: the same on every rank (one seed), each rank's own buffers.
 int stress_step(dfcclComm_t comm, int rank, std::mt19937& rng, std::vector<int64_t>& in, std::vector<int64_t>& out) {
