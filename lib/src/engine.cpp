@@ -336,8 +336,7 @@ bool Engine::drain_completions() {
     std::shared_ptr<RequestState> req;
     core::CqInfo info;
     std::pair<dfcclResult_t, std::string> failure;  // a peer's failure that aborted it (dfcclSuccess: none)
-    core::Desc desc;
-    uint32_t comm;
+    core::Desc desc;                                // its comm field names the communicator
   };
   std::array<Done, 32> done;
   size_t n = 0;
@@ -351,7 +350,6 @@ bool Engine::drain_completions() {
       done[n].info = info;
       done[n].failure = {dfcclSuccess, std::string()};
       done[n].desc = h_->desc[slot];
-      done[n].comm = use.comm;
       if (info.status == core::kStatusAborted) {
         std::lock_guard<std::mutex> fl(failure_mu_);
         done[n].failure = failure_[use.comm];
@@ -385,16 +383,21 @@ bool Engine::drain_completions() {
       req->info.preemptions = info.preemptions;
       req->info.waitUs = info.wait_us;
     }
-    if (status == dfcclSuccess) {  // the ranks' signatures first (match board across hosts)
-      Unsettled u{req, done[k].desc, arrivals_of(done[k].comm), host_now_ns() + kSettleNs};
-      if (u.arrivals) {
-        if (!settle(u, false)) unsettled_.push_back(std::move(u));
-        continue;
-      }
-    }
-    complete_request(req, status, error);
+    complete_or_hold(req, status, error, done[k].desc);
   }
   return true;
+}
+
+void Engine::complete_or_hold(const std::shared_ptr<RequestState>& req, int status, const std::string& error,
+                              const core::Desc& d) {
+  if (status == dfcclSuccess) {  // the ranks' signatures first (the match board across hosts)
+    Unsettled u{req, d, arrivals_of(d.comm), host_now_ns() + kSettleNs};
+    if (u.arrivals) {
+      if (!settle(u, false)) unsettled_.push_back(std::move(u));
+      return;
+    }
+  }
+  complete_request(req, status, error);
 }
 
 bool Engine::settle(const Unsettled& u, bool final) {

@@ -158,6 +158,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
     uint64_t deadline = 0;
   };
   static constexpr uint64_t kSettleNs = 200000000;
+  // A finished collective's request: completed now, or, when it succeeded and some rank's signature of d is not known
+  // here yet, held in unsettled_.
+  void complete_or_hold(const std::shared_ptr<RequestState>& req, int status, const std::string& error,
+                        const core::Desc& d);
   // Completes u's request unless its signatures are still pending and !final; true when it did.
   bool settle(const Unsettled& u, bool final);
   bool settle_unsettled(uint64_t now);  // the progress thread's turn over unsettled_; true when one completed
