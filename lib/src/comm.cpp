@@ -152,7 +152,8 @@ void release(dfcclComm* c, Release how) {
   }
   // The network proxy may still use the regions until its hops are stopped: if they are not, the regions stay.
   if (!net_detach(c) && how == Release::Free) how = Release::KeepRegion;
-  c->net.proxy.reset();
+  c->net.proxies.clear();
+  c->net.keys.clear();
   Engine::Leftovers now, left;
   take_memory(c, how, now, left);
   for (const auto& [p, blob] : now.mapped) ex.unmap_region(p, blob);
