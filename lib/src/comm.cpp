@@ -208,11 +208,12 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
                            (now - last) / 1000000000ull);
     }
     // Last, as its cause may be one found above: a broken network connection (a peer that left cleanly is no
-    // failure; a proxy whose engine went says so first: net/proxy.h). Reported at the second probe that finds it, so
-    // that a peer process that died on this host is named by its pidfd first.
+    // failure; a proxy whose engine went says so first: net/proxy.h). Reported at the second probe that finds it, or
+    // the tenth for a peer process on this host (DFCCL_NET_FORCE=1), so that one that died is named by its pidfd
+    // first: a process's sockets close before it has finished exiting.
     std::string m = net_failure(c, rank);
     *net_rounds = m.empty() || c->bootstrap->peer_state(*rank) == Bootstrap::kLeft ? 0 : *net_rounds + 1;
-    return *net_rounds >= 2 ? m : std::string();
+    return *net_rounds >= (c->bootstrap->local(*rank) ? 10 : 2) ? m : std::string();
   };
   checks.on_failure = [c](int rank, const std::string& reason) {
     if (std::string m = c->board->published(); !m.empty()) comm_fail_mismatch(c, m);
