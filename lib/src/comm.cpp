@@ -53,8 +53,6 @@ struct RegionInfo {
   RegionBlob region;
 };
 
-uint64_t host_hash() { return std::hash<std::string>{}(host_id()); }
-
 void check_agreement(const std::vector<RankInfo>& all, int rank) {
   const RankInfo& me = all[size_t(rank)];
   for (size_t i = 0; i < all.size(); ++i) {
@@ -87,7 +85,7 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
 }
 
 // What this rank tells the others at init (comm_init's first round).
-RankInfo rank_info(const dfcclConfig_t& cfg, const Engine& e, int nranks) {
+RankInfo rank_info(const dfcclConfig_t& cfg, const Engine& e, const Bootstrap& b, int nranks) {
   const TransportParams& tp = e.transport();
   RankInfo mine{};
   mine.nranks = nranks;
@@ -102,7 +100,7 @@ RankInfo rank_info(const dfcclConfig_t& cfg, const Engine& e, int nranks) {
   mine.min_chan_bytes = e.params().min_chan_bytes;
   mine.p2p_chan = tp.p2p_chan;
   mine.pid = uint32_t(getpid());
-  mine.host_hash = host_hash();
+  mine.host_hash = b.host_hash();
   mine.net_force = uint32_t(env_int("DFCCL_NET_FORCE"));
   mine.net_chan = uint32_t(env_int("DFCCL_NET_CHANNELS"));
   mine.net_slot_bytes = uint32_t(env_int("DFCCL_NET_SLOT_BYTES"));
@@ -286,7 +284,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     const uint32_t nlanes = tp.seq_lanes + tp.persistent_lanes;
 
     // 1. Agree on the transport.
-    const RankInfo mine = rank_info(cfg, e, nranks);
+    const RankInfo mine = rank_info(cfg, e, *c->bootstrap, nranks);
     std::vector<RankInfo> all(static_cast<size_t>(nranks));
     c->bootstrap->allgather(&mine, sizeof(mine), all.data());
     c->bootstrap->unlink();  // everybody has the segment mapped
