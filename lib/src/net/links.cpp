@@ -31,6 +31,21 @@ struct HopIds {
   uint32_t& p2p(int q, bool send) { return ids[2 + 2 * size_t(q) + (send ? 1 : 0)]; }
 };
 
+// The ids of this rank's hops to remote ranks, from `first`'s counter (one counter for the engine's proxies).
+HopIds new_hop_ids(const dfcclComm* c, net::Proxy& first) {
+  const NetLinks& n = c->net;
+  const int nr = c->nranks, next = (c->rank + 1) % nr, prev = (c->rank - 1 + nr) % nr;
+  HopIds ids(nr);
+  if (n.remote[size_t(next)]) ids.ring(true) = first.new_hop_id();
+  if (n.remote[size_t(prev)]) ids.ring(false) = first.new_hop_id();
+  for (int q = 0; q < nr && c->p2p.nchan > 0; ++q) {
+    if (!n.remote[size_t(q)]) continue;
+    ids.p2p(q, true) = first.new_hop_id();
+    ids.p2p(q, false) = first.new_hop_id();
+  }
+  return ids;
+}
+
 // Every rank's AddressInfo of its proxy k, for k below the smallest number of proxies among the ranks: [k][rank].
 // Round k publishes this engine's proxy k; round 0 also tells how many rounds there are.
 using Addresses = std::vector<std::vector<AddressInfo>>;
@@ -122,17 +137,8 @@ void net_connect(dfcclComm* c) {
   const Addresses addrs = exchange_addresses(c, c->engine->net_proxies());
   n.proxies = c->engine->net_proxies();
   n.proxies.resize(addrs.size());
-  net::Proxy& first = *n.proxies[0];  // hop ids: one counter for the engine's proxies
-
-  HopIds ids(nr);
   const bool p2p = c->p2p.nchan > 0;
-  if (n.remote[size_t(next)]) ids.ring(true) = first.new_hop_id();
-  if (n.remote[size_t(prev)]) ids.ring(false) = first.new_hop_id();
-  for (int q = 0; q < nr && p2p; ++q) {
-    if (!n.remote[size_t(q)]) continue;
-    ids.p2p(q, true) = first.new_hop_id();
-    ids.p2p(q, false) = first.new_hop_id();
-  }
+  HopIds ids = new_hop_ids(c, *n.proxies[0]);
   const size_t id_bytes = ids.ids.size() * sizeof(uint32_t);
   if (id_bytes > Bootstrap::kSlotBytes)
     throw Error(dfcclNotSupported, fmt::format("communicator init: network connections support at most {} ranks",
