@@ -84,7 +84,9 @@ struct BoardMirror {
 namespace {
 
 // The communicator's first network proxy (links.h).
-std::shared_ptr<net::Proxy> first_proxy(const dfcclComm* c) { return c->net.proxy; }
+std::shared_ptr<net::Proxy> first_proxy(const dfcclComm* c) {
+  return c->net.proxies.empty() ? nullptr : c->net.proxies[0];
+}
 
 // Queues w for dests[i] of every i in `to` (under m.mu; nothing if released); a full queue is logged once.
 void queue(BoardMirror& m, int rank, const std::vector<int>& to, const std::vector<std::byte>& payload) {

@@ -54,8 +54,6 @@ struct RegionInfo {
   RegionBlob region;
 };
 
-uint64_t host_hash() { return std::hash<std::string>{}(host_id()); }
-
 void check_agreement(const std::vector<RankInfo>& all, int rank) {
   const RankInfo& me = all[size_t(rank)];
   for (size_t i = 0; i < all.size(); ++i) {
@@ -88,7 +86,7 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
 }
 
 // What this rank tells the others at init (comm_init's first round).
-RankInfo rank_info(const dfcclConfig_t& cfg, const Engine& e, int nranks) {
+RankInfo rank_info(const dfcclConfig_t& cfg, const Engine& e, const Bootstrap& b, int nranks) {
   const TransportParams& tp = e.transport();
   RankInfo mine{};
   mine.nranks = nranks;
@@ -103,7 +101,7 @@ RankInfo rank_info(const dfcclConfig_t& cfg, const Engine& e, int nranks) {
   mine.min_chan_bytes = e.params().min_chan_bytes;
   mine.p2p_chan = tp.p2p_chan;
   mine.pid = uint32_t(getpid());
-  mine.host_hash = host_hash();
+  mine.host_hash = b.host_hash();
   mine.net_force = uint32_t(env_int("DFCCL_NET_FORCE"));
   mine.net_chan = uint32_t(env_int("DFCCL_NET_CHANNELS"));
   mine.net_slot_bytes = uint32_t(env_int("DFCCL_NET_SLOT_BYTES"));
@@ -154,7 +152,8 @@ void release(dfcclComm* c, Release how) {
   // The network proxy may still use the regions until its hops are stopped: if they are not, the regions stay.
   if (!net_detach(c) && how == Release::Free) how = Release::KeepRegion;
   mirror_release(c);
-  c->net.proxy.reset();
+  c->net.proxies.clear();
+  c->net.keys.clear();
   Engine::Leftovers now, left;
   take_memory(c, how, now, left);
   for (const auto& [p, blob] : now.mapped) ex.unmap_region(p, blob);
@@ -209,11 +208,12 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
                            (now - last) / 1000000000ull);
     }
     // Last, as its cause may be one found above: a broken network connection (a peer that left cleanly is no
-    // failure; a proxy whose engine went says so first: net/proxy.h). Reported at the second probe that finds it, so
-    // that a peer process that died on this host is named by its pidfd first.
+    // failure; a proxy whose engine went says so first: net/proxy.h). Reported at the second probe that finds it, or
+    // the tenth for a peer process on this host (DFCCL_NET_FORCE=1), so that one that died is named by its pidfd
+    // first: a process's sockets close before it has finished exiting.
     std::string m = net_failure(c, rank);
     *net_rounds = m.empty() || c->bootstrap->peer_state(*rank) == Bootstrap::kLeft ? 0 : *net_rounds + 1;
-    return *net_rounds >= 2 ? m : std::string();
+    return *net_rounds >= (c->bootstrap->local(*rank) ? 10 : 2) ? m : std::string();
   };
   checks.on_failure = [c](int rank, const std::string& reason) {
     if (std::string m = c->board->published(); !m.empty()) comm_fail_mismatch(c, m);
@@ -286,7 +286,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     const uint32_t nlanes = tp.seq_lanes + tp.persistent_lanes;
 
     // 1. Agree on the transport.
-    const RankInfo mine = rank_info(cfg, e, nranks);
+    const RankInfo mine = rank_info(cfg, e, *c->bootstrap, nranks);
     std::vector<RankInfo> all(static_cast<size_t>(nranks));
     c->bootstrap->allgather(&mine, sizeof(mine), all.data());
     c->bootstrap->unlink();  // everybody has the segment mapped

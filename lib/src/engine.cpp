@@ -108,7 +108,7 @@ Engine::~Engine() {
     while (running_ && !exec_->exited() && host_now_ns() - t0 < 5000000000ull) std::this_thread::yield();
   } catch (...) {
   }
-  net_.reset();  // the proxy may still use the leftovers' regions
+  net_.clear();  // the proxies may still use the leftovers' regions
   for (const Leftovers& left : retired_) {
     try {
       for (const auto& [p, blob] : left.mapped) exec_->unmap_region(p, blob);
@@ -123,14 +123,15 @@ Engine::~Engine() {
   exec_->free_device(g_);
 }
 
-std::shared_ptr<net::Proxy> Engine::net_proxy() {
+std::vector<std::shared_ptr<net::Proxy>> Engine::net_proxies() {
   std::lock_guard<std::mutex> lk(net_mu_);
-  if (!net_) {
+  const int want = net::proxy_threads();
+  while (int(net_.size()) < want) {
     auto p = net::Proxy::create();
     if (!p.ok())
       throw Error(p.status.code == net::Code::kUnsupported ? dfcclNotSupported : dfcclSystemError,
                   fmt::format("the network transport did not start: {}", p.status.message));
-    net_ = std::move(p.value);
+    net_.push_back(std::move(p.value));
   }
   return net_;
 }

@@ -132,9 +132,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   static constexpr int kDumpDeviceWaitMs = 2000;  // debug_dump waits this long for the device's side
   static constexpr int kLockWaitMs = 1000;        // stats and debug_dump wait this long for the engine's lock
   void device_synchronize() { exec_->device_synchronize(); }
-  // The engine's network proxy (net/proxy.h), started by the first communicator with a remote rank and stopped with
-  // the engine. Throws dfcclSystemError when the network transport cannot start.
-  std::shared_ptr<net::Proxy> net_proxy();
+  // The engine's network proxies (net/proxy.h; DFCCL_NET_THREADS of them, at least one), started by the first
+  // communicator with a remote rank and stopped with the engine. Throws dfcclSystemError when the network transport
+  // cannot start.
+  std::vector<std::shared_ptr<net::Proxy>> net_proxies();
 
  private:
   // What debug_dump's device reads need, copied under the lock (the reads run without it, on a helper thread).
@@ -239,7 +240,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::atomic<bool> stop_{false};
   std::thread progress_;
   std::mutex net_mu_;
-  std::shared_ptr<net::Proxy> net_;
+  std::vector<std::shared_ptr<net::Proxy>> net_;
 };
 
 uint64_t host_now_ns();
