@@ -1,8 +1,11 @@
 // The HDF5 file of a run (layout: docs/hdf5-layout.md, section dfccl-harness). The file is created at the start of
 // the run; its tables are extendible columns, to which every checkpoint (after each trial and each case) appends the
 // rows reported since the last one and in which it updates the running backend's summary row, and then flushes the
-// file. So the file on disk always holds every row reported before the last checkpoint, and a killed run leaves it
-// readable. The writer takes no HDF5 file lock: a reader may open the file while the run goes on.
+// file. The file is built in memory and each flush replaces the file on disk with its whole image at once
+// (h5::File::create_checkpointed): a run killed at any moment leaves a readable file, and a reader may open it while
+// the run goes on. The file on disk holds every row reported before the last image: a checkpoint (after each trial
+// and case) writes one when due (at most about a tenth of the run's time goes into images), the end of a backend and
+// of the run always.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -49,7 +52,7 @@ class Hdf5Writer final : public Writer {
     run_ = r;
     std::filesystem::path p(path_);
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-    file_.emplace(h5::File::create_unlocked(path_));
+    file_.emplace(h5::File::create_checkpointed(path_));
     write_root("running");
     write_environment();
     write_replay();
@@ -91,7 +94,7 @@ class Hdf5Writer final : public Writer {
     put_rows<std::string>(f, g, "peer_host", at, hops, [](const H& h) { return h.peer_host; });
     f.flush();
   }
-  void do_checkpoint(const BackendSummary& so_far) override { write_pending(&so_far); }
+  void do_checkpoint(const BackendSummary& so_far) override { write_pending(&so_far, true); }
   void do_end_backend(const BackendSummary& s) override { write_pending(&s); }
   void do_end_run(const std::string& status) override {
     if (!file_) return;
@@ -101,8 +104,9 @@ class Hdf5Writer final : public Writer {
     file_.reset();  // closes the file
   }
 
-  // Appends the pending rows to the running backend's tables, updates its summary row (when given), flushes.
-  void write_pending(const BackendSummary* summary) {
+  // Appends the pending rows to the running backend's tables, updates its summary row (when given), flushes (when
+  // due: h5::File::flush).
+  void write_pending(const BackendSummary* summary, bool when_due = false) {
     if (!file_ || backends_.empty()) return;
     BackendState& st = backends_.back();
     put_cases(st, pending_cases_);
@@ -111,7 +115,7 @@ class Hdf5Writer final : public Writer {
     pending_trials_.clear();
     if (summary) put_summary(st.summary_row, {*summary});
     if (summary && !summary->engine.empty()) file_->set_attr("backends/" + summary->backend, "engine", summary->engine);
-    file_->flush();
+    file_->flush(when_due);
   }
 
   void write_root(const std::string& status) {

@@ -29,15 +29,6 @@ namespace {
 constexpr uint64_t kIdMagic = 0x4446434349443031ull;  // "DFCCID01"
 constexpr uint64_t kSegMagic = 0x4446434253454731ull;
 
-struct RankWord {
-  uint64_t seq;        // rounds published
-  int64_t nranks;      // what this rank believes
-  uint64_t owner;      // who claimed the rank: pid << 32 | a random number (0: nobody yet)
-  uint64_t state;      // Bootstrap::kRunning, kAborted or kLeft: how this rank's communicator ended
-  uint64_t heartbeat;  // CLOCK_MONOTONIC ns of this rank's last beat (its PeerWatch thread)
-  uint64_t pad[3];
-};
-
 // The rendezvous roots this process started (make_unique_id). Each runs until its ranks have all left; finished
 // ones go at the next make_unique_id, the others with the process. A forked child leaves its parent's roots alone
 // (their threads and sockets are the parent's).
@@ -90,6 +81,18 @@ struct Bootstrap::Header {
   uint64_t pad[7];
 };
 
+// One per rank, after the header.
+struct Bootstrap::RankWord {
+  uint64_t seq;        // rounds published
+  int64_t nranks;      // what this rank believes
+  uint64_t owner;      // who claimed the rank: pid << 32 | a random number (0: nobody yet)
+  uint64_t state;      // Bootstrap::kRunning, kAborted or kLeft: how this rank's communicator ended
+  uint64_t heartbeat;  // CLOCK_MONOTONIC ns of this rank's last beat (its PeerWatch thread)
+  uint64_t pad[3];
+};
+
+Bootstrap::RankWord* Bootstrap::words() const { return reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1); }
+
 dfcclUniqueId make_unique_id() {
   dfcclUniqueId id;
   std::memset(&id, 0, sizeof(id));
@@ -124,7 +127,8 @@ Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_
   const UniqueIdData d = parse_unique_id(id);
   token_ = d.token;
   const std::string host = host_id();
-  open_segment(std::hash<std::string>{}(host));
+  host_hash_ = std::hash<std::string>{}(host);
+  open_segment();
   if (!net::has_rendezvous_id(id)) return;
   try {
     rv_ = std::make_unique<net::Rendezvous>(net::parse_rendezvous_id(id), rank, nranks, host, timeout_ms);
@@ -137,8 +141,8 @@ Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_
 }
 
 // Maps this host's segment of the id (creating it if this rank comes first) and claims rank_ in it.
-void Bootstrap::open_segment(uint64_t host_hash) {
-  name_ = fmt::format("/dfccl-bs-{:016x}-{:016x}", token_, host_hash);
+void Bootstrap::open_segment() {
+  name_ = fmt::format("/dfccl-bs-{:016x}-{:016x}", token_, host_hash_);
   bytes_ = sizeof(Header) + sizeof(RankWord) * nranks_ + 2 * kSlotBytes * nranks_ + MatchBoard::bytes(nranks_);
   int fd = shm_open(name_.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0) throw_system("bootstrap: shm_open " + name_);
@@ -159,13 +163,12 @@ void Bootstrap::open_segment(uint64_t host_hash) {
   }
   auto* h = static_cast<Header*>(base_);
   __atomic_store_n(&h->magic, kSegMagic, __ATOMIC_RELEASE);
-  auto* words = reinterpret_cast<RankWord*>(h + 1);
+  RankWord* words = this->words();
   // A rank is claimed once: a second caller for it (a launcher that gave two processes one rank) is refused, naming
   // the process that holds it.
   owner_ = (uint64_t(uint32_t(getpid())) << 32) | (std::random_device{}() | 1u);
   uint64_t expected = 0;
-  if (!__atomic_compare_exchange_n(&words[rank_].owner, &expected, owner_, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE)) {
+  if (!__atomic_compare_exchange_n(&words[rank_].owner, &expected, owner_, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     owner_ = 0;
     munmap(base_, bytes_);
     base_ = nullptr;
@@ -185,34 +188,23 @@ uint64_t Bootstrap::now_ns() {
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-void Bootstrap::set_state(uint64_t state) {
-  auto* words = reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1);
-  __atomic_store_n(&words[rank_].state, state, __ATOMIC_RELEASE);
-}
+void Bootstrap::set_state(uint64_t state) { __atomic_store_n(&words()[rank_].state, state, __ATOMIC_RELEASE); }
 
-void Bootstrap::beat(uint64_t now) {
-  auto* words = reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1);
-  __atomic_store_n(&words[rank_].heartbeat, now, __ATOMIC_RELEASE);
-}
+void Bootstrap::beat(uint64_t now) { __atomic_store_n(&words()[rank_].heartbeat, now, __ATOMIC_RELEASE); }
 
 void* Bootstrap::board_area() const {
   return static_cast<char*>(base_) + sizeof(Header) + sizeof(RankWord) * size_t(nranks_) +
          2 * kSlotBytes * size_t(nranks_);
 }
 
-uint64_t Bootstrap::peer_state(int rank) const {
-  auto* words = reinterpret_cast<const RankWord*>(static_cast<const Header*>(base_) + 1);
-  return __atomic_load_n(&words[rank].state, __ATOMIC_ACQUIRE);
-}
+uint64_t Bootstrap::peer_state(int rank) const { return __atomic_load_n(&words()[rank].state, __ATOMIC_ACQUIRE); }
 
 void Bootstrap::set_peer_state(int rank, uint64_t state) {
-  auto* words = reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1);
-  __atomic_store_n(&words[rank].state, state, __ATOMIC_RELEASE);
+  __atomic_store_n(&words()[rank].state, state, __ATOMIC_RELEASE);
 }
 
 uint64_t Bootstrap::peer_heartbeat(int rank) const {
-  auto* words = reinterpret_cast<const RankWord*>(static_cast<const Header*>(base_) + 1);
-  return __atomic_load_n(&words[rank].heartbeat, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&words()[rank].heartbeat, __ATOMIC_ACQUIRE);
 }
 
 Bootstrap::~Bootstrap() {
@@ -223,7 +215,7 @@ Bootstrap::~Bootstrap() {
 // Releases the claim (a failed init may be retried with the same id), unmaps the segment and removes its name.
 void Bootstrap::close_segment() {
   if (base_ && owner_) {  // release the claim: a failed init may be retried with the same id
-    auto* words = reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1);
+    RankWord* words = this->words();
     uint64_t mine = owner_;
     __atomic_compare_exchange_n(&words[rank_].owner, &mine, uint64_t(0), false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   }
@@ -241,7 +233,7 @@ void Bootstrap::unlink() {
 // Waits until every rank of the segment has stored round `seq`'s contribution; dfcclTimeout naming the missing ranks
 // after timeout_ms, dfcclInvalidUsage when ranks disagree on nranks.
 void Bootstrap::wait_round(uint64_t seq, int timeout_ms) const {
-  auto* words = reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1);
+  RankWord* words = this->words();
   auto missing = [&] {
     std::vector<int> who;
     for (int i = 0; i < nranks_; ++i)
@@ -274,7 +266,7 @@ void Bootstrap::wait_round(uint64_t seq, int timeout_ms) const {
 void Bootstrap::allgather(const void* mine, size_t bytes, void* all, int timeout_ms) {
   if (bytes > kSlotBytes) throw Error(dfcclInternalError, "bootstrap: allgather contribution too large");
   if (rv_) return rv_->allgather(mine, bytes, all, timeout_ms);
-  auto* words = reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1);
+  RankWord* words = this->words();
   char* data = reinterpret_cast<char*>(words + nranks_);
   const uint64_t r = round_++;
   char* buf = data + (r % 2) * kSlotBytes * nranks_;

@@ -76,15 +76,18 @@ class Bootstrap {
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
+  uint64_t host_hash() const { return host_hash_; }  // of host_id(), which names this host's segment
   uint64_t token() const { return token_; }
 
  private:
   struct Header;
-  void open_segment(uint64_t host_hash);
+  struct RankWord;
+  void open_segment();
+  RankWord* words() const;  // the segment's liveness words, one per rank
   void wait_round(uint64_t seq, int timeout_ms) const;
   void close_segment();
   std::string name_;
-  uint64_t token_ = 0;
+  uint64_t token_ = 0, host_hash_ = 0;
   int rank_ = 0, nranks_ = 0, timeout_ms_ = 0;
   void* base_ = nullptr;
   size_t bytes_ = 0;

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "board_mirror.h"
 #include "core/collectives/collectives.h"
 #include "env.h"
 #include "error.h"
@@ -53,8 +54,6 @@ struct RegionInfo {
   RegionBlob region;
 };
 
-uint64_t host_hash() { return std::hash<std::string>{}(host_id()); }
-
 void check_agreement(const std::vector<RankInfo>& all, int rank) {
   const RankInfo& me = all[size_t(rank)];
   for (size_t i = 0; i < all.size(); ++i) {
@@ -87,7 +86,7 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
 }
 
 // What this rank tells the others at init (comm_init's first round).
-RankInfo rank_info(const dfcclConfig_t& cfg, const Engine& e, int nranks) {
+RankInfo rank_info(const dfcclConfig_t& cfg, const Engine& e, const Bootstrap& b, int nranks) {
   const TransportParams& tp = e.transport();
   RankInfo mine{};
   mine.nranks = nranks;
@@ -102,7 +101,7 @@ RankInfo rank_info(const dfcclConfig_t& cfg, const Engine& e, int nranks) {
   mine.min_chan_bytes = e.params().min_chan_bytes;
   mine.p2p_chan = tp.p2p_chan;
   mine.pid = uint32_t(getpid());
-  mine.host_hash = host_hash();
+  mine.host_hash = b.host_hash();
   mine.net_force = uint32_t(env_int("DFCCL_NET_FORCE"));
   mine.net_chan = uint32_t(env_int("DFCCL_NET_CHANNELS"));
   mine.net_slot_bytes = uint32_t(env_int("DFCCL_NET_SLOT_BYTES"));
@@ -152,7 +151,9 @@ void release(dfcclComm* c, Release how) {
   }
   // The network proxy may still use the regions until its hops are stopped: if they are not, the regions stay.
   if (!net_detach(c) && how == Release::Free) how = Release::KeepRegion;
-  c->net.proxy.reset();
+  mirror_release(c);
+  c->net.proxies.clear();
+  c->net.keys.clear();
   Engine::Leftovers now, left;
   take_memory(c, how, now, left);
   for (const auto& [p, blob] : now.mapped) ex.unmap_region(p, blob);
@@ -207,11 +208,12 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
                            (now - last) / 1000000000ull);
     }
     // Last, as its cause may be one found above: a broken network connection (a peer that left cleanly is no
-    // failure; a proxy whose engine went says so first: net/proxy.h). Reported at the second probe that finds it, so
-    // that a peer process that died on this host is named by its pidfd first.
+    // failure; a proxy whose engine went says so first: net/proxy.h). Reported at the second probe that finds it, or
+    // the tenth for a peer process on this host (DFCCL_NET_FORCE=1), so that one that died is named by its pidfd
+    // first: a process's sockets close before it has finished exiting.
     std::string m = net_failure(c, rank);
     *net_rounds = m.empty() || c->bootstrap->peer_state(*rank) == Bootstrap::kLeft ? 0 : *net_rounds + 1;
-    return *net_rounds >= 2 ? m : std::string();
+    return *net_rounds >= (c->bootstrap->local(*rank) ? 10 : 2) ? m : std::string();
   };
   checks.on_failure = [c](int rank, const std::string& reason) {
     if (std::string m = c->board->published(); !m.empty()) comm_fail_mismatch(c, m);
@@ -284,7 +286,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     const uint32_t nlanes = tp.seq_lanes + tp.persistent_lanes;
 
     // 1. Agree on the transport.
-    const RankInfo mine = rank_info(cfg, e, nranks);
+    const RankInfo mine = rank_info(cfg, e, *c->bootstrap, nranks);
     std::vector<RankInfo> all(static_cast<size_t>(nranks));
     c->bootstrap->allgather(&mine, sizeof(mine), all.data());
     c->bootstrap->unlink();  // everybody has the segment mapped
@@ -347,6 +349,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     ex.copy_to_device(c->dev, &d, sizeof(d));
     net_connect(c.get());
     c->board = std::make_shared<MatchBoard>(c->bootstrap, tp.seq_lanes);
+    mirror_connect(c.get(), hosts);
     c->index = e.attach(c->dev, c->board);
     c->bootstrap->barrier();
     std::vector<PeerProcess> peers;
@@ -436,14 +439,30 @@ void abort_attached(dfcclComm* c, dfcclResult_t why = dfcclAborted, const std::s
         "dfcclCommAbort: rank {} of {}: {} collectives still pending after {} ms (DFCCL_ABORT_TIMEOUT_MS); they end "
         "when the daemon next runs, and the communicator's memory stays until the process exits",
         c->rank, c->nranks, c->engine->outstanding(c->index), env_int("DFCCL_ABORT_TIMEOUT_MS"));
+    mirror_release(c);
     c->board.reset();
     c->bootstrap.reset();
   }
 }
 
+// Caller: destroy, once it owns the communicator's end. A mismatch published on the board that PeerWatch had not
+// reported yet (a request that the engine failed with it, MatchBoard::settled, can come first) fails the
+// communicator as PeerWatch would have, instead of a destroy that waits for peers that have failed; true if so.
+bool fail_published_mismatch(dfcclComm* c) {
+  const std::string m = c->board ? c->board->published() : std::string();
+  if (m.empty() || c->fail_claimed.exchange(true)) return false;
+  c->failure = m;
+  c->fail_code.store(dfcclInvalidUsage, std::memory_order_release);
+  log(LogLevel::Warn, LogSubsys::Abort, "rank {}: {}: the communicator's collectives fail with dfcclInvalidUsage",
+      c->rank, m);
+  abort_attached(c, dfcclInvalidUsage, m);
+  return true;
+}
+
 void comm_destroy(dfcclComm* c) {
   PeerWatch::remove(c);
   if (!c->alive.exchange(false)) return;  // another thread destroyed or aborted it meanwhile, or a peer died
+  if (fail_published_mismatch(c)) return;
   const int64_t timeout = env_int("DFCCL_DESTROY_TIMEOUT_MS");
   if (!c->engine) return;
   if (!wait_quiet(c, timeout)) {
@@ -540,6 +559,7 @@ std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int pers
   }
   *mismatch = c->board->post(key, d);
   if (!mismatch->empty()) return nullptr;
+  mirror_post(c, key, d);
   core::set_channels(d, core::data_channels(d.count * core::dtype_size(d.dtype), c->geometry.nchan,
                                             c->engine->params().min_chan_bytes));
   d.cs = c->host_dev.s;
@@ -569,6 +589,7 @@ std::vector<std::shared_ptr<RequestState>> submit_p2p_locked(dfcclComm* c, std::
     const P2pKey key{lane, dir == 0 ? c->rank : peer, dir == 0 ? peer : c->rank, d.turn};
     *mismatch = c->board->post_p2p(key, d);
     if (!mismatch->empty()) return {};
+    mirror_post_p2p(c, key, d);
     core::set_channels(d, core::data_channels(d.count * core::dtype_size(d.dtype), p.nchan, min_chan));
     d.cs = p2p_static(c, peer, dir);
   }
@@ -580,6 +601,7 @@ std::vector<std::shared_ptr<RequestState>> submit_p2p_locked(dfcclComm* c, std::
 // A submission refused because the peers submitted differently: outside the lock and the submission (the abort waits
 // for submissions), and after PeerWatch lets go of c (the abort releases the board and bootstrap its probe reads).
 [[noreturn]] void fail_mismatch(dfcclComm* c, const std::string& mismatch) {
+  mirror_mismatch(c, mismatch);  // the other hosts' ranks learn it from their proxies
   PeerWatch::remove(c);
   comm_fail_mismatch(c, mismatch);
   throw Error(dfcclInvalidUsage, mismatch);

@@ -13,6 +13,10 @@
 #include "net/links.h"
 #include "p2p.h"
 
+namespace dfccl {
+struct BoardMirror;  // board_mirror.cpp
+}
+
 struct dfcclComm {
   static constexpr uint32_t kMagic = 0xdfcc0c03u;
   uint32_t magic = kMagic;
@@ -28,7 +32,10 @@ struct dfcclComm {
   std::shared_ptr<dfccl::Engine> engine;
   std::shared_ptr<dfccl::Bootstrap> bootstrap;
   std::shared_ptr<dfccl::MatchBoard> board;  // in the bootstrap segment; also held by the engine (arrivals)
-  dfcclConfig_t config{};                    // resolved: no -1 fields
+  // The board's messages to and from other hosts (board_mirror.h); null on one host. Set at init, kept until the
+  // handle goes (mirror_release empties it).
+  std::shared_ptr<dfccl::BoardMirror> mirror;
+  dfcclConfig_t config{};  // resolved: no -1 fields
   int rank = 0, nranks = 0;
   bool host_path = false;  // connection regions in shared host memory (no peer access between the neighbours)
   uint32_t index = ~0u;    // in the engine's communicator table
@@ -39,8 +46,8 @@ struct dfcclComm {
   void* next_ptr = nullptr;
   void* prev_ptr = nullptr;
   uint64_t next_key = 0;
-  dfccl::P2pConnections p2p;      // point-to-point connections to every rank (p2p.h)
-  dfccl::NetLinks net;            // the connections through the network (net/links.h)
+  dfccl::P2pConnections p2p;  // point-to-point connections to every rank (p2p.h)
+  dfccl::NetLinks net;        // the connections through the network (net/links.h)
   // The connections' shape: the engine's transport, or, with network connections, their own (net_geometry).
   dfccl::TransportParams geometry{};
   uint32_t persistent_lanes = 0;  // DFCCL_PERSISTENT_LANES at init: ids 0 .. persistent_lanes - 1

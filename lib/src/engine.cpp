@@ -108,7 +108,7 @@ Engine::~Engine() {
     while (running_ && !exec_->exited() && host_now_ns() - t0 < 5000000000ull) std::this_thread::yield();
   } catch (...) {
   }
-  net_.reset();  // the proxy may still use the leftovers' regions
+  net_.clear();  // the proxies may still use the leftovers' regions
   for (const Leftovers& left : retired_) {
     try {
       for (const auto& [p, blob] : left.mapped) exec_->unmap_region(p, blob);
@@ -123,14 +123,15 @@ Engine::~Engine() {
   exec_->free_device(g_);
 }
 
-std::shared_ptr<net::Proxy> Engine::net_proxy() {
+std::vector<std::shared_ptr<net::Proxy>> Engine::net_proxies() {
   std::lock_guard<std::mutex> lk(net_mu_);
-  if (!net_) {
+  const int want = net::proxy_threads();
+  while (int(net_.size()) < want) {
     auto p = net::Proxy::create();
     if (!p.ok())
       throw Error(p.status.code == net::Code::kUnsupported ? dfcclNotSupported : dfcclSystemError,
                   fmt::format("the network transport did not start: {}", p.status.message));
-    net_ = std::move(p.value);
+    net_.push_back(std::move(p.value));
   }
   return net_;
 }
@@ -336,6 +337,7 @@ bool Engine::drain_completions() {
     std::shared_ptr<RequestState> req;
     core::CqInfo info;
     std::pair<dfcclResult_t, std::string> failure;  // a peer's failure that aborted it (dfcclSuccess: none)
+    core::Desc desc;                                // its comm field names the communicator
   };
   std::array<Done, 32> done;
   size_t n = 0;
@@ -348,6 +350,7 @@ bool Engine::drain_completions() {
       SlotUse& use = slots_[slot];
       done[n].info = info;
       done[n].failure = {dfcclSuccess, std::string()};
+      done[n].desc = h_->desc[slot];
       if (info.status == core::kStatusAborted) {
         std::lock_guard<std::mutex> fl(failure_mu_);
         done[n].failure = failure_[use.comm];
@@ -381,9 +384,33 @@ bool Engine::drain_completions() {
       req->info.preemptions = info.preemptions;
       req->info.waitUs = info.wait_us;
     }
-    complete_request(req, status, error);
+    complete_or_hold(req, status, error, done[k].desc);
   }
   return true;
+}
+
+void Engine::complete_or_hold(const std::shared_ptr<RequestState>& req, int status, const std::string& error,
+                              const core::Desc& d) {
+  if (status == dfcclSuccess) {  // the ranks' signatures first (the match board across hosts)
+    Unsettled u{req, d, arrivals_of(d.comm), host_now_ns() + kSettleNs};
+    if (u.arrivals) {
+      if (!settle(u, false)) unsettled_.push_back(std::move(u));
+      return;
+    }
+  }
+  complete_request(req, status, error);
+}
+
+bool Engine::settle(const Unsettled& u, bool final) {
+  bool pending = false;
+  const std::string mismatch = u.arrivals->settled(u.desc, &pending);
+  if (pending && !final) return false;
+  complete_request(u.req, mismatch.empty() ? dfcclSuccess : dfcclInvalidUsage, mismatch);
+  return true;
+}
+
+bool Engine::settle_unsettled(uint64_t now) {
+  return std::erase_if(unsettled_, [&](const Unsettled& u) { return settle(u, now >= u.deadline); }) > 0;
 }
 
 void fold_part(const std::shared_ptr<RequestState>& parent, const RequestState& part, int status);
@@ -472,6 +499,7 @@ void Engine::progress_loop() {
   uint32_t quiet = 0;
   while (!stop_) {
     bool busy = drain_completions();
+    if (!unsettled_.empty()) busy = settle_unsettled(host_now_ns()) || busy;
     // Whether the daemon has left is a CUDA call (an event query), which competes for the driver's locks with the
     // application's calls and this engine's submissions and waits. Ask only once the daemon has said that it leaves
     // (exit_reason), or every kExitQueryNs otherwise (a launch that failed, a fault, a quit).
@@ -520,7 +548,7 @@ void Engine::progress_loop() {
         launch_locked(now);
         busy = true;
       }
-      if (!busy && !running_ && outstanding_ == 0) {
+      if (!busy && !running_ && outstanding_ == 0 && unsettled_.empty()) {
         cv_.wait_for(lk, std::chrono::milliseconds(50));
         continue;
       }
@@ -533,6 +561,8 @@ void Engine::progress_loop() {
       std::this_thread::yield();
     }
   }
+  for (const Unsettled& u : unsettled_) settle(u, true);
+  unsettled_.clear();
 }
 
 void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t stream) {

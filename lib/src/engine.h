@@ -67,6 +67,14 @@ class ArrivalSource {
   virtual std::string missing(const core::Desc& d) const = 0;
   // The same as ranks of the communicator, in increasing order.
   virtual std::vector<int> missing_ranks(const core::Desc& d) const = 0;
+  // Caller: the progress thread, for d's collective that finished on this rank, before its request reports success.
+  // "" when every rank's signature of d known here agrees with this rank's; the mismatch's text when one differs;
+  // *pending when some rank's is not known here yet (on its way from another host). Default: nothing to check.
+  virtual std::string settled(const core::Desc& d, bool* pending) const {
+    *pending = false;
+    (void)d;
+    return {};
+  }
 };
 
 class Engine : public std::enable_shared_from_this<Engine> {
@@ -124,9 +132,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   static constexpr int kDumpDeviceWaitMs = 2000;  // debug_dump waits this long for the device's side
   static constexpr int kLockWaitMs = 1000;        // stats and debug_dump wait this long for the engine's lock
   void device_synchronize() { exec_->device_synchronize(); }
-  // The engine's network proxy (net/proxy.h), started by the first communicator with a remote rank and stopped with
-  // the engine. Throws dfcclSystemError when the network transport cannot start.
-  std::shared_ptr<net::Proxy> net_proxy();
+  // The engine's network proxies (net/proxy.h; DFCCL_NET_THREADS of them, at least one), started by the first
+  // communicator with a remote rank and stopped with the engine. Throws dfcclSystemError when the network transport
+  // cannot start.
+  std::vector<std::shared_ptr<net::Proxy>> net_proxies();
 
  private:
   // What debug_dump's device reads need, copied under the lock (the reads run without it, on a helper thread).
@@ -141,6 +150,23 @@ class Engine : public std::enable_shared_from_this<Engine> {
   Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode);
   void progress_loop();
   bool drain_completions();
+  // A collective that finished while some rank's signature was not known on this host yet (ArrivalSource::settled):
+  // its request completes once it is, or at `deadline` (kSettleNs after it finished) with success.
+  struct Unsettled {
+    std::shared_ptr<RequestState> req;
+    core::Desc desc;
+    std::shared_ptr<const ArrivalSource> arrivals;
+    uint64_t deadline = 0;
+  };
+  static constexpr uint64_t kSettleNs = 200000000;
+  // A finished collective's request: completed now, or, when it succeeded and some rank's signature of d is not known
+  // here yet, held in unsettled_.
+  void complete_or_hold(const std::shared_ptr<RequestState>& req, int status, const std::string& error,
+                        const core::Desc& d);
+  // Completes u's request unless its signatures are still pending and !final; true when it did.
+  bool settle(const Unsettled& u, bool final);
+  bool settle_unsettled(uint64_t now);  // the progress thread's turn over unsettled_; true when one completed
+  std::vector<Unsettled> unsettled_;    // the progress thread's only
   void launch_locked(uint64_t now);
   void warn_if_stuck_locked(uint64_t now);
   bool wait_pending_locked(const core::WaitEntry& w) const;
@@ -214,7 +240,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::atomic<bool> stop_{false};
   std::thread progress_;
   std::mutex net_mu_;
-  std::shared_ptr<net::Proxy> net_;
+  std::vector<std::shared_ptr<net::Proxy>> net_;
 };
 
 uint64_t host_now_ns();

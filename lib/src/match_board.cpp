@@ -92,26 +92,55 @@ MatchBoard::P2pEntry* MatchBoard::p2p_slot(const P2pKey& key, bool send_side) co
   return base + pair * kP2pKeys + key.k % kP2pKeys;
 }
 
-std::string MatchBoard::post(const MatchKey& key, const core::Desc& d) {
-  Entry mine{key.n + 1, d.count,
-             uint64_t(d.kind) | uint64_t(d.dtype) << 8 | uint64_t(d.op) << 16 | uint64_t(uint32_t(d.root)) << 32, 0};
-  write_entry(slot(rank_, key), mine);  // the peers' entries are read after mine is visible
+MatchBoard::Signature MatchBoard::signature(const core::Desc& d) {
+  return {d.count, uint64_t(d.kind) | uint64_t(d.dtype) << 8 | uint64_t(d.op) << 16 | uint64_t(uint32_t(d.root)) << 32};
+}
+
+uint64_t MatchBoard::p2p_signature(const core::Desc& d) { return d.count | uint64_t(d.dtype) << 56; }
+
+std::string MatchBoard::post(const MatchKey& key, const core::Desc& d) { return place(rank_, key, signature(d)); }
+
+std::string MatchBoard::mirror(int rank, const MatchKey& key, const Signature& sig) {
+  if (rank < 0 || rank >= nranks_ || rank == rank_ || (key.id >= 0 && key.id >= DFCCL_MAX_PERSISTENT_IDS)) return {};
+  return place(rank, key, sig);
+}
+
+// Writes rank's entry for key, then compares it with every other row's (the peers' entries are read after it is
+// visible).
+std::string MatchBoard::place(int rank, const MatchKey& key, const Signature& sig) {
+  const Entry mine{key.n + 1, sig.count, sig.shape, 0};
+  write_entry(slot(rank, key), mine);
   for (int p = 0; p < nranks_; ++p) {
     Entry theirs{};
-    if (p == rank_ || !read_entry(slot(p, key), mine.tag, &theirs)) continue;
-    std::string m = compare(key, mine, p, theirs);
+    if (p == rank || !read_entry(slot(p, key), mine.tag, &theirs)) continue;
+    std::string m = compare(key, rank, mine, p, theirs);
     if (!m.empty()) return publish_first(m);
   }
   return {};
 }
 
 std::string MatchBoard::post_p2p(const P2pKey& key, const core::Desc& d) {
-  const bool sending = d.kind == core::Kind::Send;
-  const P2pEntry mine{key.k + 1, d.count | uint64_t(d.dtype) << 56};
+  return place_p2p(key, d.kind == core::Kind::Send, p2p_signature(d));
+}
+
+std::string MatchBoard::mirror_p2p(const P2pKey& key, bool send_side, uint64_t word) {
+  const int mine = send_side ? key.src : key.dst;
+  if (key.lane >= kP2pLanes || key.src < 0 || key.src >= nranks_ || key.dst < 0 || key.dst >= nranks_ || mine == rank_)
+    return {};
+  return place_p2p(key, send_side, word);
+}
+
+// Writes one side's entry of a point-to-point transfer, then compares it with the other side's.
+std::string MatchBoard::place_p2p(const P2pKey& key, bool sending, uint64_t word) {
+  const P2pEntry mine{key.k + 1, word};
   write_entry(p2p_slot(key, sending), mine);  // the other side's entry is read after mine is visible
   P2pEntry other{};
   if (!read_entry(p2p_slot(key, !sending), mine.tag, &other) || other.word == mine.word) return {};
   const uint64_t send_word = sending ? mine.word : other.word, recv_word = sending ? other.word : mine.word;
+  return publish_first(p2p_message(key, send_word, recv_word));
+}
+
+std::string MatchBoard::p2p_message(const P2pKey& key, uint64_t send_word, uint64_t recv_word) const {
   std::string field, a, b;
   if ((send_word >> 56) != (recv_word >> 56)) {
     field = "argument 'datatype'";
@@ -126,14 +155,45 @@ std::string MatchBoard::post_p2p(const P2pKey& key, const core::Desc& d) {
       key.lane == kP2pUser
           ? fmt::format("dfcclSend #{} from rank {} to rank {} and the matching dfcclRecv", key.k, key.src, key.dst)
           : fmt::format("the transfer from rank {} to rank {} of all-to-all #{}", key.src, key.dst, key.k);
-  const std::string m =
-      fmt::format("point-to-point mismatch on a communicator of {} ranks, {}: {} is {} on the sender (rank {}) but "
-                  "{} on the receiver (rank {})",
-                  nranks_, which, field, a, key.src, b, key.dst);
-  return publish_first(m);
+  return fmt::format("point-to-point mismatch on a communicator of {} ranks, {}: {} is {} on the sender (rank {}) but "
+                     "{} on the receiver (rank {})",
+                     nranks_, which, field, a, key.src, b, key.dst);
 }
 
-std::string MatchBoard::compare(const MatchKey& key, const Entry& mine, int peer, const Entry& theirs) const {
+// A peer's entry below the key's tag is not here yet (pending); above it, rewritten for a later key (not comparable).
+std::string MatchBoard::settled(const core::Desc& d, bool* pending) const {
+  *pending = false;
+  if (!across_hosts_) return {};
+  if (core::is_p2p(d.kind)) return settled_p2p(d, pending);
+  const MatchKey key = key_of(d);
+  Entry mine{};
+  if (!read_entry(slot(rank_, key), key.n + 1, &mine)) return {};  // rewritten for a later key: not comparable
+  for (int p = 0; p < nranks_; ++p) {
+    Entry theirs{};
+    if (p == rank_) continue;
+    if (read_entry(slot(p, key), key.n + 1, &theirs)) {
+      if (std::string m = compare(key, rank_, mine, p, theirs); !m.empty()) return m;
+    } else if (load(&slot(p, key)->tag) < key.n + 1) {
+      *pending = true;  // not arrived here yet (a later key's entry cannot be compared)
+    }
+  }
+  return {};
+}
+
+std::string MatchBoard::settled_p2p(const core::Desc& d, bool* pending) const {
+  const bool sending = d.kind == core::Kind::Send;
+  const P2pKey key{d.lane, sending ? rank_ : d.root, sending ? d.root : rank_, d.turn};
+  P2pEntry mine{}, other{};
+  if (!read_entry(p2p_slot(key, sending), key.k + 1, &mine)) return {};
+  if (!read_entry(p2p_slot(key, !sending), key.k + 1, &other)) {
+    *pending = load(&p2p_slot(key, !sending)->tag) < key.k + 1;
+    return {};
+  }
+  if (other.word == mine.word) return {};
+  return sending ? p2p_message(key, mine.word, other.word) : p2p_message(key, other.word, mine.word);
+}
+
+std::string MatchBoard::compare(const MatchKey& key, int rank, const Entry& mine, int peer, const Entry& theirs) const {
   const auto kind = core::Kind(mine.shape & 0xff), their_kind = core::Kind(theirs.shape & 0xff);
   std::string field, a, b;
   if (kind != their_kind) {
@@ -162,7 +222,7 @@ std::string MatchBoard::compare(const MatchKey& key, const Entry& mine, int peer
   const std::string which = key.id < 0 ? fmt::format("collective #{} in submission order", key.n)
                                        : fmt::format("persistent collective id {} (start #{})", key.id, key.n);
   return fmt::format("collective mismatch on a communicator of {} ranks, {}: {} is {} on rank {} but {} on rank {}",
-                     nranks_, which, field, a, rank_, b, peer);
+                     nranks_, which, field, a, rank, b, peer);
 }
 
 void MatchBoard::publish(const std::string& message) {

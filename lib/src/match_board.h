@@ -15,6 +15,14 @@
 // has key k; the sender posts its count and type as src's send entry, the receiver as dst's receive entry, and each
 // compares with the other's. Lanes: kP2pUser (dfcclSend/dfcclRecv) and kP2pAllToAll (the all-to-alls' transfers).
 // A side more than kP2pKeys transfers ahead of the other on one pair is not compared.
+//
+// Across hosts (board_mirror.h): each host has its own board, with a row for every rank of the communicator. Every
+// post of a rank is also sent, through the network proxy, to one rank of each other host (a point-to-point post: to
+// the other side's host only), whose proxy writes it into that host's board in the sender's row with mirror() or
+// mirror_p2p(): the same store, fence and comparison as a post, so the argument above holds with the mirrored write
+// in place of the other rank's post. Every host's board thus holds every rank's entries (the arrivals of remote
+// ranks included, some network latency later), and a mismatch found on one host reaches the others as text
+// (publish()).
 #pragma once
 
 #include <cstddef>
@@ -57,6 +65,26 @@ class MatchBoard final : public ArrivalSource {
   std::string post_p2p(const P2pKey& key, const core::Desc& d);
   // The first mismatch any rank published ("" if none).
   std::string published() const;
+  // A rank's signature as it travels to other hosts: its count and its shape (kind, type, operator, root).
+  struct Signature {
+    uint64_t count = 0, shape = 0;
+  };
+  static Signature signature(const core::Desc& d);
+  // A point-to-point transfer's signature: count | dtype << 56.
+  static uint64_t p2p_signature(const core::Desc& d);
+  // Caller: the network proxy, for a post of `rank` (on another host) that it received. Writes it into rank's row
+  // and compares it with the other rows for key, as post() does; returns "" or the published mismatch.
+  std::string mirror(int rank, const MatchKey& key, const Signature& sig);
+  // The same for a point-to-point post of key.src (send_side) or key.dst.
+  std::string mirror_p2p(const P2pKey& key, bool send_side, uint64_t word);
+  // Publishes a mismatch found elsewhere (another host) unless one was published already.
+  void publish(const std::string& message);
+  // Caller: board_mirror's connect, before the engine sees the board. From then on settled() checks d's signatures.
+  void set_across_hosts() { across_hosts_ = true; }
+  // ArrivalSource: across hosts, whether every rank's entry for d's key is here and agrees with this rank's (a
+  // collective whose ranks submitted within the mirror's latency of each other may finish before the mismatch is
+  // found: its request reports it instead of success). On one host: nothing to check (post() did).
+  std::string settled(const core::Desc& d, bool* pending) const override;
   // ArrivalSource: "" when every peer has called d's collective, else which ones have not.
   std::string missing(const core::Desc& d) const override;
   std::vector<int> missing_ranks(const core::Desc& d) const override;
@@ -75,8 +103,11 @@ class MatchBoard final : public ArrivalSource {
   std::string missing_p2p(const core::Desc& d) const;
   MatchKey key_of(const core::Desc& d) const;  // a collective's key from its lane and turn
   bool p2p_other_side_posted(const core::Desc& d) const;
-  std::string compare(const MatchKey& key, const Entry& mine, int peer, const Entry& theirs) const;
-  void publish(const std::string& message);
+  std::string place(int rank, const MatchKey& key, const Signature& sig);
+  std::string place_p2p(const P2pKey& key, bool send_side, uint64_t word);
+  std::string compare(const MatchKey& key, int rank, const Entry& mine, int peer, const Entry& theirs) const;
+  std::string p2p_message(const P2pKey& key, uint64_t send_word, uint64_t recv_word) const;
+  std::string settled_p2p(const core::Desc& d, bool* pending) const;
   // Publishes message unless another finding came first, and returns the first one (what every rank reports).
   std::string publish_first(const std::string& message);
   std::string published_wait() const;
@@ -85,6 +116,7 @@ class MatchBoard final : public ArrivalSource {
   char* base_ = nullptr;
   int rank_ = 0, nranks_ = 0;
   uint32_t seq_lanes_ = 1;
+  bool across_hosts_ = false;
 };
 
 }  // namespace dfccl

@@ -36,7 +36,7 @@ cleanup() {
 trap cleanup EXIT
 
 case $scen in
-  kill | remote_abort | abort_exit) bound=2000 ;;
+  kill | remote_abort | abort_exit | mismatch) bound=2000 ;;
   *) bound=$((timeout_ms + 1500)) ;;
 esac
 export DFCCL_NET_TIMEOUT_MS=$timeout_ms DFCCL_NET_HEARTBEAT_MS=100 UCX_TLS=tcp,self

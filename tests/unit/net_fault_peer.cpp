@@ -21,6 +21,10 @@
 //                       victim 600 ms later), which must return within 1 s (the pending collective then ends, not with
 //                       dfcclSuccess); a rank whose collective was still pending prints "with a network collective
 //                       pending";
+//   mismatch            every rank submits an all-reduce, the victim 200 ms after the others and with half the count
+//                       (each rank on its own host: only the match board across hosts can compare them): every rank,
+//                       the victim too, must see it fail with dfcclInvalidUsage naming argument 'count' and rank V
+//                       within B ms of its submission, and dfcclCommDestroy return within 1 s;
 //   missing             rank V is never started: init (config.initTimeoutMs = T) must fail with dfcclTimeout naming
 //                       "rank V of N" within T + 3 s.
 // Each rank prints one line "rank R: <outcome> ... ms" with the times it measured. Exit codes: 0 every check held,
@@ -243,6 +247,34 @@ bool run_abort(const Args& a, dfcclComm_t comm) {
   return check(a, ms < kAbortBoundMs, "dfcclCommAbort took " + std::to_string(ms) + " ms") && ok;
 }
 
+bool run_mismatch(const Args& a, dfcclComm_t comm) {
+  if (a.rank == a.victim) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::vector<int32_t> in(kCount, a.rank + 1), out(kCount, 0);
+  const size_t count = a.rank == a.victim ? kCount / 2 : kCount;
+  dfcclRequest_t q = nullptr;
+  const uint64_t t0 = now_ns();
+  dfcclResult_t st = dfcclAllReduce(in.data(), out.data(), count, dfcclInt32, dfcclSum, comm, 0, nullptr, &q);
+  if (st == dfcclSuccess) st = dfcclSynchronize(q, a.bound_ms + 5000);
+  const double ms = ms_between(t0, now_ns());
+  const std::string err = dfcclGetLastError(nullptr);
+  dfcclResult_t async = dfcclSuccess;
+  dfcclCommGetAsyncError(comm, &async);
+  if (q) dfcclRequestFree(q);
+  const uint64_t t1 = now_ns();
+  const dfcclResult_t d = dfcclCommDestroy(comm);
+  const double destroy_ms = ms_between(t1, now_ns());
+  std::printf("rank %d: %s %.0f ms after its submission (bound %d ms), destroy %.1f ms: %s\n", a.rank,
+              dfcclGetErrorString(st), ms, a.bound_ms, destroy_ms, err.c_str());
+  const std::string who = "rank " + std::to_string(a.victim);
+  bool ok = check(a, st == dfcclInvalidUsage, std::string("the collective ended with ") + dfcclGetErrorString(st));
+  ok &= check(a, err.find("argument 'count'") != std::string::npos && err.find(who) != std::string::npos,
+              "the error does not name argument 'count' and " + who + ": '" + err + "'");
+  ok &= check(a, ms <= a.bound_ms, "detected " + std::to_string(ms) + " ms after the submission");
+  ok &= check(a, async == dfcclInvalidUsage, std::string("async error ") + dfcclGetErrorString(async));
+  ok &= check(a, d == dfcclSuccess, std::string("dfcclCommDestroy: ") + dfcclGetErrorString(d));
+  return check(a, destroy_ms < kDestroyBoundMs, "dfcclCommDestroy took " + std::to_string(destroy_ms) + " ms") && ok;
+}
+
 bool run_missing(const Args& a, const dfcclUniqueId& id) {
   dfcclComm_t comm = nullptr;
   const uint64_t t0 = now_ns();
@@ -271,6 +303,7 @@ bool run(const Args& a) {
     return fail(a, "the communicator's ring does not go through the network transport");
   if (a.scenario == "late") return run_late(a, comm);
   if (a.scenario == "abort") return run_abort(a, comm);
+  if (a.scenario == "mismatch") return run_mismatch(a, comm);
   return a.rank == a.victim ? victim_fault(a, comm) : survivor(a, comm);
 }
 
@@ -287,7 +320,7 @@ bool parse(int argc, char** argv, Args* a) {
     else if (k == "--init-timeout-ms") a->init_timeout_ms = std::atoi(v.c_str());
     else return false;
   }
-  const std::string known = " kill stop resume cut remote_abort abort_exit late abort missing ";
+  const std::string known = " kill stop resume cut remote_abort abort_exit late abort mismatch missing ";
   return known.find(" " + a->scenario + " ") != std::string::npos && a->rank >= 0 && a->rank < a->nranks &&
          a->victim > 0 && a->victim < a->nranks && !a->dir.empty();
 }
@@ -297,9 +330,10 @@ bool parse(int argc, char** argv, Args* a) {
 int main(int argc, char** argv) {
   Args a;
   if (!parse(argc, argv, &a)) {
-    std::fprintf(stderr,
-                 "usage: net_fault_peer kill|stop|resume|cut|remote_abort|abort_exit|late|abort|missing --rank R "
-                 "--nranks N --victim V (1..N-1) --dir D [--bound-ms B] [--init-timeout-ms T]\n");
+    std::fprintf(
+        stderr,
+        "usage: net_fault_peer kill|stop|resume|cut|remote_abort|abort_exit|late|abort|mismatch|missing --rank R "
+        "--nranks N --victim V (1..N-1) --dir D [--bound-ms B] [--init-timeout-ms T]\n");
     return 1;
   }
   const bool ok = run(a);

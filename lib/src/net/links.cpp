@@ -14,11 +14,12 @@ namespace dfccl {
 
 namespace {
 
-// What each rank publishes in the first round: its engine proxy's address.
+// What each rank publishes for one of its engine's proxies, one round per proxy.
 struct AddressInfo {
-  uint64_t engine;  // Proxy::engine_id
+  uint64_t engine;    // Proxy::engine_id
+  uint32_t nproxies;  // how many proxies the engine runs
   uint32_t bytes;
-  std::byte address[Bootstrap::kSlotBytes - 12];
+  std::byte address[Bootstrap::kSlotBytes - 16];
 };
 
 // The hop ids of this rank's side of every connection, in the second round: ring receive and send, then for each
@@ -29,6 +30,47 @@ struct HopIds {
   uint32_t& ring(bool send) { return ids[send ? 1 : 0]; }
   uint32_t& p2p(int q, bool send) { return ids[2 + 2 * size_t(q) + (send ? 1 : 0)]; }
 };
+
+// The ids of this rank's hops to remote ranks, from `first`'s counter (one counter for the engine's proxies).
+HopIds new_hop_ids(const dfcclComm* c, net::Proxy& first) {
+  const NetLinks& n = c->net;
+  const int nr = c->nranks, next = (c->rank + 1) % nr, prev = (c->rank - 1 + nr) % nr;
+  HopIds ids(nr);
+  if (n.remote[size_t(next)]) ids.ring(true) = first.new_hop_id();
+  if (n.remote[size_t(prev)]) ids.ring(false) = first.new_hop_id();
+  for (int q = 0; q < nr && c->p2p.nchan > 0; ++q) {
+    if (!n.remote[size_t(q)]) continue;
+    ids.p2p(q, true) = first.new_hop_id();
+    ids.p2p(q, false) = first.new_hop_id();
+  }
+  return ids;
+}
+
+// Every rank's AddressInfo of its proxy k, for k below the smallest number of proxies among the ranks: [k][rank].
+// Round k publishes this engine's proxy k; round 0 also tells how many rounds there are.
+using Addresses = std::vector<std::vector<AddressInfo>>;
+
+Addresses exchange_addresses(dfcclComm* c, const std::vector<std::shared_ptr<net::Proxy>>& proxies) {
+  Addresses all;
+  size_t rounds = proxies.size();
+  for (size_t k = 0; k < rounds; ++k) {
+    const net::Proxy& p = *proxies[k];
+    auto mine = std::make_unique<AddressInfo>();
+    const auto& address = p.address();
+    if (address.size() > sizeof(mine->address))
+      throw Error(dfcclInternalError, fmt::format("the network address has {} bytes; at most {} fit the bootstrap",
+                                                  address.size(), sizeof(mine->address)));
+    mine->engine = p.engine_id();
+    mine->nproxies = uint32_t(proxies.size());
+    mine->bytes = uint32_t(address.size());
+    std::memcpy(mine->address, address.data(), address.size());
+    all.emplace_back(size_t(c->nranks));
+    c->bootstrap->allgather(mine.get(), sizeof(AddressInfo), all.back().data());
+    if (k == 0)
+      for (const AddressInfo& a : all[0]) rounds = std::min<size_t>(rounds, a.nproxies);
+  }
+  return all;
+}
 
 net::HopSpec hop(dfcclComm* c, int peer, bool send, char* self, char* shadow, const core::CommStatic& geo,
                  uint32_t my_id, const std::vector<AddressInfo>& addrs) {
@@ -90,30 +132,13 @@ void* net_shadow(dfcclComm* c, uint64_t bytes, bool ring) {
 void net_connect(dfcclComm* c) {
   NetLinks& n = c->net;
   if (!n.any) return;
-  n.proxy = c->engine->net_proxy();
   const int me = c->rank, nr = c->nranks;
   const int next = (me + 1) % nr, prev = (me - 1 + nr) % nr;
-
-  auto mine = std::make_unique<AddressInfo>();
-  const auto& address = n.proxy->address();
-  if (address.size() > sizeof(mine->address))
-    throw Error(dfcclInternalError, fmt::format("the network address has {} bytes; at most {} fit the bootstrap",
-                                                address.size(), sizeof(mine->address)));
-  mine->engine = n.proxy->engine_id();
-  mine->bytes = uint32_t(address.size());
-  std::memcpy(mine->address, address.data(), address.size());
-  std::vector<AddressInfo> addrs(static_cast<size_t>(nr));
-  c->bootstrap->allgather(mine.get(), sizeof(AddressInfo), addrs.data());
-
-  HopIds ids(nr);
+  const Addresses addrs = exchange_addresses(c, c->engine->net_proxies());
+  n.proxies = c->engine->net_proxies();
+  n.proxies.resize(addrs.size());
   const bool p2p = c->p2p.nchan > 0;
-  if (n.remote[size_t(next)]) ids.ring(true) = n.proxy->new_hop_id();
-  if (n.remote[size_t(prev)]) ids.ring(false) = n.proxy->new_hop_id();
-  for (int q = 0; q < nr && p2p; ++q) {
-    if (!n.remote[size_t(q)]) continue;
-    ids.p2p(q, true) = n.proxy->new_hop_id();
-    ids.p2p(q, false) = n.proxy->new_hop_id();
-  }
+  HopIds ids = new_hop_ids(c, *n.proxies[0]);
   const size_t id_bytes = ids.ids.size() * sizeof(uint32_t);
   if (id_bytes > Bootstrap::kSlotBytes)
     throw Error(dfcclNotSupported, fmt::format("communicator init: network connections support at most {} ranks",
@@ -122,53 +147,77 @@ void net_connect(dfcclComm* c) {
   c->bootstrap->allgather(ids.ids.data(), id_bytes, all.data());
   auto theirs = [&](int q, size_t index) { return all[size_t(q) * ids.ids.size() + index]; };
 
-  std::vector<net::HopSpec> hops;
+  // One hop per (connection direction, proxy k) that carries channels k, k + n, ... of the connection.
+  std::vector<std::vector<net::HopSpec>> hops(n.proxies.size());
+  auto add = [&](int peer, bool send, char* self, char* shadow, const core::CommStatic& geo, uint32_t my_id,
+                 uint32_t their_id) {
+    for (size_t k = 0; k < hops.size() && k < geo.nchan; ++k) {
+      net::HopSpec s = hop(c, peer, send, self, shadow, geo, my_id, addrs[k]);
+      s.their_id = their_id;
+      s.chan_first = uint32_t(k);
+      s.chan_step = uint32_t(hops.size());
+      hops[k].push_back(std::move(s));
+    }
+  };
   const core::CommStatic& ring = c->host_dev.s;
   char* self = reinterpret_cast<char*>(c->region.ptr);
-  if (n.remote[size_t(next)]) {
-    hops.push_back(hop(c, next, true, self, static_cast<char*>(c->next_ptr), ring, ids.ring(true), addrs));
-    hops.back().their_id = theirs(next, 0);  // next's ring receive
-  }
-  if (n.remote[size_t(prev)]) {
-    hops.push_back(hop(c, prev, false, self, static_cast<char*>(c->prev_ptr), ring, ids.ring(false), addrs));
-    hops.back().their_id = theirs(prev, 1);  // prev's ring send
-  }
+  if (n.remote[size_t(next)])  // to next's ring receive
+    add(next, true, self, static_cast<char*>(c->next_ptr), ring, ids.ring(true), theirs(next, 0));
+  if (n.remote[size_t(prev)])  // from prev's ring send
+    add(prev, false, self, static_cast<char*>(c->prev_ptr), ring, ids.ring(false), theirs(prev, 1));
   for (int q = 0; q < nr && p2p; ++q) {
     if (!n.remote[size_t(q)]) continue;
     const core::CommStatic& s = p2p_static(c, q, 0);
-    hops.push_back(hop(c, q, true, s.self, s.next_region, s, ids.p2p(q, true), addrs));
-    hops.back().their_id = theirs(q, 2 + 2 * size_t(me));  // q's receive from me
-    hops.push_back(hop(c, q, false, s.self, s.prev_region, s, ids.p2p(q, false), addrs));
-    hops.back().their_id = theirs(q, 2 + 2 * size_t(me) + 1);  // q's send to me
+    add(q, true, s.self, s.next_region, s, ids.p2p(q, true), theirs(q, 2 + 2 * size_t(me)));  // q's receive from me
+    add(q, false, s.self, s.prev_region, s, ids.p2p(q, false), theirs(q, 2 + 2 * size_t(me) + 1));  // q's send to me
   }
-  const size_t count = hops.size();
-  if (!hops.empty()) n.key = n.proxy->attach(std::move(hops));
-  log(LogLevel::Info, LogSubsys::Init, "rank {} of {}: {} network hops through the engine's proxy", me, nr, count);
+  size_t count = 0;
+  n.keys.assign(n.proxies.size(), 0);
+  for (size_t k = 0; k < hops.size(); ++k) {
+    count += hops[k].size();
+    if (!hops[k].empty()) n.keys[k] = n.proxies[k]->attach(std::move(hops[k]));
+  }
+  log(LogLevel::Info, LogSubsys::Init, "rank {} of {}: {} network hops through {} proxies of the engine", me, nr, count,
+      n.proxies.size());
 }
 
 bool net_detach(dfcclComm* c) {
   NetLinks& n = c->net;
-  if (!n.proxy || n.key == 0) return true;
   // Receives end at once when cancelled; a send ends only when its peer receives it, which an aborted peer never
   // does: the wait is short, and the regions of a send left pending stay with the engine.
-  const bool gone = n.proxy->detach(n.key, std::chrono::milliseconds(200));
-  if (gone) n.key = 0;
+  for (size_t k = 0; k < n.keys.size(); ++k)
+    if (n.keys[k]) n.proxies[k]->begin_detach(n.keys[k]);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  bool gone = true;
+  for (size_t k = 0; k < n.keys.size(); ++k) {
+    if (n.keys[k] && n.proxies[k]->wait_detached(n.keys[k], deadline)) n.keys[k] = 0;
+    gone = gone && n.keys[k] == 0;
+  }
   return gone;
 }
 
 std::string net_failure(const dfcclComm* c, int* rank) {
   const NetLinks& n = c->net;
-  return n.proxy && n.key ? n.proxy->failure(n.key, rank) : std::string();
+  for (size_t k = 0; k < n.keys.size(); ++k) {
+    std::string why = n.keys[k] ? n.proxies[k]->failure(n.keys[k], rank) : std::string();
+    if (!why.empty()) return why;
+  }
+  return {};
 }
 
 void net_tell_aborted(dfcclComm* c) {
   const NetLinks& n = c->net;
-  if (n.proxy && n.key) n.proxy->tell_aborted(n.key);
+  for (size_t k = 0; k < n.keys.size(); ++k)
+    if (n.keys[k]) n.proxies[k]->tell_aborted(n.keys[k]);
 }
 
 int net_aborted_peer(const dfcclComm* c) {
   const NetLinks& n = c->net;
-  return n.proxy && n.key ? n.proxy->aborted_peer(n.key) : -1;
+  for (size_t k = 0; k < n.keys.size(); ++k) {
+    const int rank = n.keys[k] ? n.proxies[k]->aborted_peer(n.keys[k]) : -1;
+    if (rank >= 0) return rank;
+  }
+  return -1;
 }
 
 }  // namespace dfccl

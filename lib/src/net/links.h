@@ -23,8 +23,10 @@ struct NetLinks {
   std::vector<uint8_t> remote;      // [rank]: reached through the network
   std::vector<RegionBlob> shadows;  // allocated by this rank, freed with the communicator
   uint64_t shadow_bytes[2] = {};    // their sizes: the ring's, the point-to-point connections'
-  std::shared_ptr<net::Proxy> proxy;
-  uint64_t key = 0;  // the communicator's hops in the proxy (0: none attached)
+  // The engine's proxies that carry the communicator's channels (channel c: proxies[c % size]), and the key of its
+  // hops in each (0: none attached).
+  std::vector<std::shared_ptr<net::Proxy>> proxies;
+  std::vector<uint64_t> keys;
   bool any = false;  // some rank is remote
 };
 
@@ -39,7 +41,9 @@ TransportParams net_geometry(const dfcclComm* c, const TransportParams& engine);
 // the connection region of a remote rank (ring: for the ring, else for a point-to-point connection).
 void* net_shadow(dfcclComm* c, uint64_t bytes, bool ring);
 // Caller: comm_init, every rank together, after the ring's and the point-to-point regions exist: exchanges proxy
-// addresses and hop ids through the bootstrap and hands this rank's hops to the engine's proxy.
+// addresses and hop ids through the bootstrap and hands this rank's hops to the engine's proxies. The communicator
+// uses n = the smallest number of proxies among its ranks (DFCCL_NET_THREADS); channel c of every connection goes
+// from the sender's proxy c % n to the receiver's proxy c % n.
 void net_connect(dfcclComm* c);
 // Caller: release. Stops the communicator's hops (bounded); true when the proxy no longer uses its regions.
 bool net_detach(dfcclComm* c);

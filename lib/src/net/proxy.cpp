@@ -64,15 +64,18 @@ struct Proxy::Hop {
     Req credit_req;
     bool credit_pending = false;
   };
-  std::vector<Row> rows;
-  std::vector<Req> slots;  // [row * nslots + position % nslots]: the request of a position in flight
-  Inbox credits;           // send hops: credit messages (the peer's head), tagged with this hop's channel and lane
+  std::vector<Row> rows;     // every (channel, lane) of the connection
+  std::vector<size_t> mine;  // the rows of the channels this proxy carries (HopSpec::chan_first, chan_step)
+  std::vector<Req> slots;    // [row * nslots + position % nslots]: the request of a position in flight
+  Inbox credits;             // send hops: credit messages (the peer's head), tagged with this hop's channel and lane
 
   Req& slot(size_t row, uint64_t pos) { return slots[row * s.nslots + pos % s.nslots]; }
   std::pair<uint32_t, uint32_t> ch_lane(size_t row) const {
     return {uint32_t(row / s.nlanes), uint32_t(row % s.nlanes)};
   }
 };
+
+int proxy_threads() { return int(env_int("DFCCL_NET_THREADS")); }
 
 Result<std::shared_ptr<Proxy>> Proxy::create(const Options& options) {
   auto t = make_transport(options);
@@ -95,9 +98,11 @@ Proxy::~Proxy() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
   hops_.clear();
+  board_link_->step(*t_, [this](const BoardDest& d) { return board_peer(d); });  // queued mismatches, before the byes
   say_bye();
   drain();
   t_.reset();
+  board_link_.reset();
 }
 
 // Tells every connected peer that this proxy stops (bounded: 200 ms for the sends to go out).
@@ -186,6 +191,8 @@ uint64_t Proxy::attach(std::vector<HopSpec> specs) {
       h->geo.nslots = h->s.nslots;
       h->geo.slot_bytes = h->s.slot_bytes;
       h->rows.resize(size_t(h->s.nchan) * h->s.nlanes);
+      for (size_t row = 0; row < h->rows.size(); ++row)
+        if ((row / h->s.nlanes) % h->s.chan_step == h->s.chan_first) h->mine.push_back(row);
       h->slots.resize(h->rows.size() * h->s.nslots);
       h->peer = peer_for(h->s);
       hops_.push_back(std::move(h));
@@ -195,17 +202,18 @@ uint64_t Proxy::attach(std::vector<HopSpec> specs) {
   return key;
 }
 
-bool Proxy::detach(uint64_t key, std::chrono::milliseconds timeout) {
-  {
-    std::lock_guard<std::mutex> lk(cmd_mu_);
-    cmds_.push_back([this, key] {
-      for (auto& h : hops_)
-        if (h->key == key) h->detaching = true;
-    });
-    has_cmds_ = true;
-  }
+void Proxy::begin_detach(uint64_t key) {
+  std::lock_guard<std::mutex> lk(cmd_mu_);
+  cmds_.push_back([this, key] {
+    for (auto& h : hops_)
+      if (h->key == key) h->detaching = true;
+  });
+  has_cmds_ = true;
+}
+
+bool Proxy::wait_detached(uint64_t key, std::chrono::steady_clock::time_point deadline) {
   std::unique_lock<std::mutex> lk(done_mu_);
-  const bool gone = done_cv_.wait_for(lk, timeout, [&] { return live_hops_.count(key) == 0; });
+  const bool gone = done_cv_.wait_until(lk, deadline, [&] { return live_hops_.count(key) == 0; });
   if (gone) failures_.erase(key);
   if (gone) aborted_.erase(key);
   return gone;
@@ -256,6 +264,15 @@ std::string Proxy::failure(uint64_t key, int* rank) const {
   if (it == failures_.end()) return {};
   *rank = it->second.first;
   return it->second.second;
+}
+
+// A connection to a board message's destination: the one the hops use, or a new one (heartbeats included).
+Peer Proxy::board_peer(const BoardDest& d) {
+  HopSpec s;
+  s.peer_address = d.address;
+  s.peer_engine = d.engine;
+  s.peer_name = d.name;
+  return peer_for(s);
 }
 
 Peer Proxy::peer_for(const HopSpec& s) {
@@ -376,7 +393,8 @@ void Proxy::handle_peer_failures() {
 // The send side of one hop (contract at the top of proxy.h); true when something moved.
 bool Proxy::step_send(Hop& h) {
   bool moved = take_credits(h);
-  for (size_t row = 0; row < h.rows.size() && !h.failed; ++row) {
+  for (size_t i = 0; i < h.mine.size() && !h.failed; ++i) {
+    const size_t row = h.mine[i];
     Hop::Row& r = h.rows[row];
     const auto [ch, lane] = h.ch_lane(row);
     for (; r.b < r.a; ++r.b, moved = true) {  // sends done, in order
@@ -446,7 +464,8 @@ bool Proxy::take_credits(Hop& h) {
 bool Proxy::step_recv(Hop& h) {
   bool moved = false;
   const uint32_t nslots = h.s.nslots;
-  for (size_t row = 0; row < h.rows.size() && !h.failed; ++row) {
+  for (size_t i = 0; i < h.mine.size() && !h.failed; ++i) {
+    const size_t row = h.mine[i];
     Hop::Row& r = h.rows[row];
     const auto [ch, lane] = h.ch_lane(row);
     const uint64_t consumed = load(&core::region_ctrl(h.s.shadow, h.geo, ch, lane)->head);
@@ -490,7 +509,7 @@ bool Proxy::step_recv(Hop& h) {
 bool Proxy::flush_credits(Hop& h) {
   if (h.s.send || h.failed) return true;
   bool flushed = true;
-  for (size_t row = 0; row < h.rows.size(); ++row) {
+  for (size_t row : h.mine) {
     bool sent = false;
     std::string why;
     const Code credit = return_credit(h, row, &sent, &why);
@@ -537,7 +556,7 @@ bool Proxy::reap(Hop& h) {
     if (receive) t_->cancel(q);
     if (t_->test(q).code == Code::kPending) left = true;
   };
-  for (size_t row = 0; row < h.rows.size(); ++row) {
+  for (size_t row : h.mine) {
     const Hop::Row& r = h.rows[row];
     for (uint64_t p = r.b; p < r.a; ++p) settle(h.slot(row, p), !h.s.send);
     if (r.credit_pending) settle(r.credit_req, false);
@@ -566,6 +585,7 @@ void Proxy::loop() {
     moved = reap_notices() || moved;
     handle_peer_failures();
     moved = heartbeats() || moved;
+    moved = board_link_->step(*t_, [this](const BoardDest& d) { return board_peer(d); }) || moved;
     for (auto it = hops_.begin(); it != hops_.end();) {
       Hop& h = **it;
       if (h.detaching) {

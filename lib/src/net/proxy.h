@@ -1,6 +1,6 @@
-// The net proxy: one thread per engine that carries the connections to ranks on other hosts (or every connection,
-// with DFCCL_NET_FORCE=1) over the network transport (transport.h). docs/net-transport.md, "The proxy", has the
-// whole picture; the contract:
+// A net proxy: a thread with its own transport (transport.h) that carries connections to ranks on other hosts (or
+// every connection, with DFCCL_NET_FORCE=1). An engine runs DFCCL_NET_THREADS of them, and each communicator splits
+// its channels among them (links.h). docs/net-transport.md, "The proxy", has the whole picture; the contract:
 //  - The daemon is unchanged. A connection to a remote rank is two regions of the usual layout (core/region.h) on
 //    this host: the rank's own (`self`) and a `shadow` standing for the peer's. The daemon writes slots, size words
 //    and tails into the shadow and heads (credits) into it as it would into a mapped peer region; it reads tails and
@@ -41,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "board_link.h"
 #include "transport.h"
 
 namespace dfccl::net {
@@ -51,13 +52,17 @@ struct HopSpec {
   char* self = nullptr;    // send: heads land here; receive: slots, LL lines and tails land here
   char* shadow = nullptr;  // send: the daemon's slots, size words and tails; receive: the daemon's heads
   uint32_t nchan = 0, nlanes = 0, nslots = 0, slot_bytes = 0;  // the connection's geometry (core::CommStatic)
-  uint32_t my_id = 0;     // messages for this hop carry it (receive: data; send: credits)
-  uint32_t their_id = 0;  // the peer's hop of this connection
+  uint32_t chan_first = 0, chan_step = 1;  // the channels this proxy carries: chan_first + k * chan_step (< nchan)
+  uint32_t my_id = 0;                      // messages for this hop carry it (receive: data; send: credits)
+  uint32_t their_id = 0;                   // the peer's hop of this connection
   int peer_rank = -1;
   std::string peer_name;  // "rank 3 (host b)", for messages
   std::vector<std::byte> peer_address;
   uint64_t peer_engine = 0;  // the peer proxy's engine_id()
 };
+
+// How many proxies an engine runs: DFCCL_NET_THREADS.
+int proxy_threads();
 
 class Proxy {
  public:
@@ -75,9 +80,11 @@ class Proxy {
   // Hands the hops of one communicator to the thread and returns their key; the regions must stay until detach()
   // returned true.
   uint64_t attach(std::vector<HopSpec> hops);
-  // Stops the hops of `key`: cancels their receives and waits for every request of theirs to end. True when none is
-  // left within `timeout` (their memory may go); false: keep it (the proxy still uses it until it is destroyed).
-  bool detach(uint64_t key, std::chrono::milliseconds timeout);
+  // Stops the hops of `key`: cancels their receives and ends their requests (begin_detach queues that; the thread
+  // does it). wait_detached: true when none is left by `deadline` (their memory may go); false: keep it (the proxy
+  // still uses it until it is destroyed).
+  void begin_detach(uint64_t key);
+  bool wait_detached(uint64_t key, std::chrono::steady_clock::time_point deadline);
   // "" or why the hops of `key` failed, with *rank the peer it names.
   std::string failure(uint64_t key, int* rank) const;
   // Caller: the abort of the communicator whose hops are `key`, before it detaches them. Queues, for the peer of each
@@ -85,6 +92,8 @@ class Proxy {
   void tell_aborted(uint64_t key);
   // The rank of a peer that told the hops of `key` it aborted their communicator, or -1.
   int aborted_peer(uint64_t key) const;
+  // The match board's messages to and from other hosts that this proxy carries (board_link.h).
+  BoardLink& board_link() { return *board_link_; }
 
  private:
   struct Hop;
@@ -124,6 +133,7 @@ class Proxy {
   bool reap_notices();
   void say_bye();
   void drain();
+  Peer board_peer(const BoardDest& d);
 
   std::unique_ptr<Transport> t_;
   std::vector<std::byte> address_;
@@ -168,6 +178,8 @@ class Proxy {
     Req req;
   };
   std::list<Notice> notices_;
+  // Destroyed after the transport (its requests use the link's buffers).
+  std::unique_ptr<BoardLink> board_link_ = std::make_unique<BoardLink>();
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
