@@ -177,8 +177,8 @@ void net_connect(dfcclComm* c) {
     count += hops[k].size();
     if (!hops[k].empty()) n.keys[k] = n.proxies[k]->attach(std::move(hops[k]));
   }
-  log(LogLevel::Info, LogSubsys::Init, "rank {} of {}: {} network hops through {} proxies of the engine", me, nr, count,
-      n.proxies.size());
+  log(LogLevel::Info, LogSubsys::Init, "rank {} of {}: {} network hops through {} of the engine's proxies", me, nr,
+      count, n.proxies.size());
 }
 
 bool net_detach(dfcclComm* c) {
