@@ -171,6 +171,15 @@ void release(dfcclComm* c, Release how) {
     std::thread([e = std::move(last)] { name_this_thread("retire"); }).detach();
 }
 
+// A failure that a connected rank relayed (net_tell_failed: its communicator broke on notice.origin), reported at
+// the fifth probe that finds it, so that this rank's own finding, where it has one, names the cause first.
+std::string relayed_failure(const dfcclComm* c, const net::Proxy::Notice& notice, int* rank, int* rounds) {
+  if (notice.from < 0 || notice.origin < 0 || notice.origin == c->rank) return {};
+  if (++*rounds < 5) return {};
+  *rank = notice.origin;
+  return fmt::format("failed or aborted, as rank {} reported (its connections reach that rank)", notice.from);
+}
+
 // Registers c with PeerWatch: a mismatch that any rank published on the match board fails it with
 // dfcclInvalidUsage; its peers in other processes fail it when they exit without destroying it, abort it, or fall
 // silent for DFCCL_PEER_TIMEOUT_S (0: never) — on this host through their processes (`peers`) and the segment's
@@ -184,8 +193,9 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
   PeerChecks checks;
   checks.peers = std::move(peers);
   checks.departed = [c](int rank) { return c->bootstrap->peer_state(rank) == Bootstrap::kLeft; };
-  auto net_rounds = std::make_shared<int>(0);  // probes in a row that found a network failure
-  checks.probe = [c, timeout_ns, other_processes, net_rounds](int* rank) -> std::string {
+  auto net_rounds = std::make_shared<int>(0);    // probes in a row that found a network failure
+  auto relay_rounds = std::make_shared<int>(0);  // probes that found a failure relayed by a connected rank
+  checks.probe = [c, timeout_ns, other_processes, net_rounds, relay_rounds](int* rank) -> std::string {
     if (std::string m = c->board->published(); !m.empty()) {
       *rank = c->rank;
       return m;
@@ -193,8 +203,9 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
     if (!other_processes) return {};
     const uint64_t now = Bootstrap::now_ns();
     c->bootstrap->beat(now);
-    if (const int r = net_aborted_peer(c); r >= 0 && !c->bootstrap->local(r))
-      c->bootstrap->set_peer_state(r, Bootstrap::kAborted);
+    const net::Proxy::Notice notice = net_notice(c);
+    if (notice.from >= 0 && notice.origin < 0 && !c->bootstrap->local(notice.from))
+      c->bootstrap->set_peer_state(notice.from, Bootstrap::kAborted);
     for (int i = 0; i < c->nranks; ++i) {
       if (i == c->rank) continue;
       const uint64_t state = c->bootstrap->peer_state(i);
@@ -213,11 +224,13 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
     // first: a process's sockets close before it has finished exiting.
     std::string m = net_failure(c, rank);
     *net_rounds = m.empty() || c->bootstrap->peer_state(*rank) == Bootstrap::kLeft ? 0 : *net_rounds + 1;
-    return *net_rounds >= (c->bootstrap->local(*rank) ? 10 : 2) ? m : std::string();
+    if (*net_rounds >= (c->bootstrap->local(*rank) ? 10 : 2)) return m;
+    return relayed_failure(c, notice, rank, relay_rounds.get());
   };
   checks.on_failure = [c](int rank, const std::string& reason) {
-    if (std::string m = c->board->published(); !m.empty()) comm_fail_mismatch(c, m);
-    else comm_fail(c, rank, reason);
+    if (std::string m = c->board->published(); !m.empty()) return comm_fail_mismatch(c, m);
+    net_tell_failed(c, rank);  // ranks that only this rank's connections reach learn of it too
+    comm_fail(c, rank, reason);
   };
   PeerWatch::add(c, std::move(checks));
 }
@@ -422,7 +435,8 @@ bool wait_quiet(dfcclComm* c, int64_t timeout_ms) {
 // posted, and only until the timeout.
 void abort_attached(dfcclComm* c, dfcclResult_t why = dfcclAborted, const std::string& message = {}) {
   if (!c->engine) return;
-  // The peers learn of an abort of this rank's own (not of one that a peer's failure caused: they see that failure).
+  // The peers learn of an abort of this rank's own here; of one that a peer's failure caused, from the peer watch's
+  // relay (watch_peers: net_tell_failed).
   if (why == dfcclAborted && c->bootstrap) c->bootstrap->set_state(Bootstrap::kAborted);
   if (why == dfcclAborted) net_tell_aborted(c);
   c->engine->abort_comm(c->index, why, message);

@@ -205,19 +205,21 @@ std::string net_failure(const dfcclComm* c, int* rank) {
   return {};
 }
 
-void net_tell_aborted(dfcclComm* c) {
+void net_tell_aborted(dfcclComm* c) { net_tell_failed(c, -1); }
+
+void net_tell_failed(dfcclComm* c, int origin) {
   const NetLinks& n = c->net;
   for (size_t k = 0; k < n.keys.size(); ++k)
-    if (n.keys[k]) n.proxies[k]->tell_aborted(n.keys[k]);
+    if (n.keys[k]) n.proxies[k]->tell(n.keys[k], origin);
 }
 
-int net_aborted_peer(const dfcclComm* c) {
+net::Proxy::Notice net_notice(const dfcclComm* c) {
   const NetLinks& n = c->net;
   for (size_t k = 0; k < n.keys.size(); ++k) {
-    const int rank = n.keys[k] ? n.proxies[k]->aborted_peer(n.keys[k]) : -1;
-    if (rank >= 0) return rank;
+    const net::Proxy::Notice got = n.keys[k] ? n.proxies[k]->notice(n.keys[k]) : net::Proxy::Notice{};
+    if (got.from >= 0) return got;
   }
-  return -1;
+  return {};
 }
 
 }  // namespace dfccl

@@ -23,7 +23,8 @@ constexpr uint32_t kByeKind = 1;  // control message: "this proxy stops", 8 byte
 constexpr Tag kByeTag = tags::make(tags::kControlHop, kByeKind, 0, 0);
 constexpr uint32_t kBeatKind = 2;  // control message: a heartbeat, 8 bytes: the sender's engine id
 constexpr Tag kBeatTag = tags::make(tags::kControlHop, kBeatKind, 0, 0);
-constexpr uint32_t kAbortKind = 3;  // control message: "I aborted the communicator", 8 bytes: the receiver's hop id
+// control message: "I aborted the communicator" or "rank r broke it", 8 bytes: the receiver's hop id, r + 1 above it
+constexpr uint32_t kAbortKind = 3;
 constexpr Tag kAbortTag = tags::make(tags::kControlHop, kAbortKind, 0, 0);
 using SteadyClock = std::chrono::steady_clock;
 
@@ -215,18 +216,18 @@ bool Proxy::wait_detached(uint64_t key, std::chrono::steady_clock::time_point de
   std::unique_lock<std::mutex> lk(done_mu_);
   const bool gone = done_cv_.wait_until(lk, deadline, [&] { return live_hops_.count(key) == 0; });
   if (gone) failures_.erase(key);
-  if (gone) aborted_.erase(key);
+  if (gone) notices_in_.erase(key);
   return gone;
 }
 
-void Proxy::tell_aborted(uint64_t key) {
+void Proxy::tell(uint64_t key, int origin) {
   std::lock_guard<std::mutex> lk(cmd_mu_);
-  cmds_.push_back([this, key] {
+  cmds_.push_back([this, key, origin] {
     for (auto& h : hops_) {
       if (h->key != key || h->failed || h->peer == Peer{}) continue;
-      Notice& n = notices_.emplace_back();
-      n.hop = h->s.their_id;
-      auto r = t_->isend(h->peer, kAbortTag, &n.hop, sizeof(n.hop));
+      Outgoing& n = notices_.emplace_back();
+      n.word = uint64_t(h->s.their_id) | uint64_t(uint32_t(origin + 1)) << 32;
+      auto r = t_->isend(h->peer, kAbortTag, &n.word, sizeof(n.word));
       if (r.ok()) n.req = r.value;
       else notices_.pop_back();
     }
@@ -234,20 +235,23 @@ void Proxy::tell_aborted(uint64_t key) {
   has_cmds_ = true;
 }
 
-int Proxy::aborted_peer(uint64_t key) const {
+Proxy::Notice Proxy::notice(uint64_t key) const {
   std::lock_guard<std::mutex> lk(done_mu_);
-  auto it = aborted_.find(key);
-  return it == aborted_.end() ? -1 : it->second;
+  auto it = notices_in_.find(key);
+  return it == notices_in_.end() ? Notice{} : it->second;
 }
 
-// The peers' abort notices: each names the hop (of this engine) whose communicator its sender aborted.
+// The peers' notices: each names the hop (of this engine) whose communicator its sender aborted, or that the origin
+// rank it carries broke.
 bool Proxy::take_aborts() {
-  return take_inbox(aborts_, kAbortTag, tags::kExact, true, [&](const Completion& c, uint64_t hop) {
+  return take_inbox(aborts_, kAbortTag, tags::kExact, true, [&](const Completion& c, uint64_t word) {
     if (c.code != Code::kOk) return true;
+    const uint32_t hop = uint32_t(word);
+    const int origin = int(uint32_t(word >> 32)) - 1;
     for (auto& h : hops_)
       if (h->s.my_id == hop && !h->detaching) {
         std::lock_guard<std::mutex> lk(done_mu_);
-        aborted_.emplace(h->key, h->s.peer_rank);
+        notices_in_.emplace(h->key, Notice{h->s.peer_rank, origin});
       }
     return true;
   });
@@ -255,7 +259,7 @@ bool Proxy::take_aborts() {
 
 // Drops the abort notices whose sends ended; true when one did.
 bool Proxy::reap_notices() {
-  return std::erase_if(notices_, [&](const Notice& n) { return t_->test(n.req).code != Code::kPending; }) > 0;
+  return std::erase_if(notices_, [&](const Outgoing& n) { return t_->test(n.req).code != Code::kPending; }) > 0;
 }
 
 std::string Proxy::failure(uint64_t key, int* rank) const {

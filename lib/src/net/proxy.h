@@ -22,8 +22,10 @@
 //    thread or process was descheduled or stopped), from that turn on. A proxy that stops (its engine goes) first tells
 //    every peer it leaves; the broken connections to it are then no failure: what made a rank's engine go is that
 //    rank's to report (its abort, or the failure that ended its communicators).
-//  - A communicator that its application aborts tells the peer of each of its hops (tell_aborted); the peer's proxy
-//    records it for that peer's communicator (aborted_peer), whose peer watch reports "aborted the communicator".
+//  - A communicator that its application aborts tells the peer of each of its hops (tell); the peer's proxy records it
+//    for that peer's communicator (notice), whose peer watch reports "aborted the communicator". A communicator that a
+//    peer's failure broke tells them the same way which rank broke it, so that ranks with no connection to that rank
+//    fail too.
 #pragma once
 
 #include <array>
@@ -87,11 +89,16 @@ class Proxy {
   bool wait_detached(uint64_t key, std::chrono::steady_clock::time_point deadline);
   // "" or why the hops of `key` failed, with *rank the peer it names.
   std::string failure(uint64_t key, int* rank) const;
-  // Caller: the abort of the communicator whose hops are `key`, before it detaches them. Queues, for the peer of each
-  // hop, a message that this rank aborted the communicator (sent by the thread; it does not wait).
-  void tell_aborted(uint64_t key);
-  // The rank of a peer that told the hops of `key` it aborted their communicator, or -1.
-  int aborted_peer(uint64_t key) const;
+  // Caller: the abort of the communicator whose hops are `key`, before it detaches them (origin -1), or its failure
+  // caused by rank `origin`. Queues, for the peer of each hop, a notice that this rank aborted the communicator, or
+  // that `origin` broke it (sent by the thread; it does not wait).
+  void tell(uint64_t key, int origin);
+  // The first notice that came to the hops of `key`: the peer that sent it and its origin (-1: the peer aborted), or
+  // {-1, -1}.
+  struct Notice {
+    int from = -1, origin = -1;
+  };
+  Notice notice(uint64_t key) const;
   // The match board's messages to and from other hosts that this proxy carries (board_link.h).
   BoardLink& board_link() { return *board_link_; }
 
@@ -149,7 +156,7 @@ class Proxy {
   std::condition_variable done_cv_;
   std::map<uint64_t, int> live_hops_;  // key -> hops the thread still holds
   std::map<uint64_t, std::pair<int, std::string>> failures_;
-  std::map<uint64_t, int> aborted_;  // key -> the peer rank that told its hops it aborted
+  std::map<uint64_t, Notice> notices_in_;  // key -> the first notice its hops received
 
   // The thread's own state.
   std::vector<std::unique_ptr<Hop>> hops_;
@@ -172,12 +179,12 @@ class Proxy {
   // silence is counted from max(heard, resumed_).
   std::chrono::steady_clock::time_point last_turn_{}, resumed_{};
   std::chrono::milliseconds stall_{0};
-  // Abort notices in flight: the message (the peer's hop id) stays here until its send ends.
-  struct Notice {
-    uint64_t hop = 0;
+  // Notices in flight: the message (the peer's hop id, and origin + 1 above it) stays here until its send ends.
+  struct Outgoing {
+    uint64_t word = 0;
     Req req;
   };
-  std::list<Notice> notices_;
+  std::list<Outgoing> notices_;
   // Destroyed after the transport (its requests use the link's buffers).
   std::unique_ptr<BoardLink> board_link_ = std::make_unique<BoardLink>();
   std::atomic<bool> stop_{false};
