@@ -180,6 +180,18 @@ std::string relayed_failure(const dfcclComm* c, const net::Proxy::Notice& notice
   return fmt::format("failed or aborted, as rank {} reported (its connections reach that rank)", notice.from);
 }
 
+// A broken network connection of c (a peer that left cleanly is no failure; a proxy whose engine went says so first:
+// net/proxy.h), reported at the second probe that finds it, or the tenth for a peer process on this host
+// (DFCCL_NET_FORCE=1), so that one that died is named by its pidfd first: a process's sockets close before it has
+// finished exiting. Else a relayed failure (relayed_failure).
+std::string network_failure(const dfcclComm* c, const net::Proxy::Notice& notice, int* rank, int* net_rounds,
+                            int* relay_rounds) {
+  std::string m = net_failure(c, rank);
+  *net_rounds = m.empty() || c->bootstrap->peer_state(*rank) == Bootstrap::kLeft ? 0 : *net_rounds + 1;
+  if (*net_rounds >= (c->bootstrap->local(*rank) ? 10 : 2)) return m;
+  return relayed_failure(c, notice, rank, relay_rounds);
+}
+
 // Registers c with PeerWatch: a mismatch that any rank published on the match board fails it with
 // dfcclInvalidUsage; its peers in other processes fail it when they exit without destroying it, abort it, or fall
 // silent for DFCCL_PEER_TIMEOUT_S (0: never) — on this host through their processes (`peers`) and the segment's
@@ -218,14 +230,8 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
         return fmt::format("has not been heard from for {} s (stopped or hung; DFCCL_PEER_TIMEOUT_S)",
                            (now - last) / 1000000000ull);
     }
-    // Last, as its cause may be one found above: a broken network connection (a peer that left cleanly is no
-    // failure; a proxy whose engine went says so first: net/proxy.h). Reported at the second probe that finds it, or
-    // the tenth for a peer process on this host (DFCCL_NET_FORCE=1), so that one that died is named by its pidfd
-    // first: a process's sockets close before it has finished exiting.
-    std::string m = net_failure(c, rank);
-    *net_rounds = m.empty() || c->bootstrap->peer_state(*rank) == Bootstrap::kLeft ? 0 : *net_rounds + 1;
-    if (*net_rounds >= (c->bootstrap->local(*rank) ? 10 : 2)) return m;
-    return relayed_failure(c, notice, rank, relay_rounds.get());
+    // Last, as its cause may be one found above.
+    return network_failure(c, notice, rank, net_rounds.get(), relay_rounds.get());
   };
   checks.on_failure = [c](int rank, const std::string& reason) {
     if (std::string m = c->board->published(); !m.empty()) return comm_fail_mismatch(c, m);
