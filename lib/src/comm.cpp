@@ -186,9 +186,13 @@ std::string relayed_failure(const dfcclComm* c, const net::Proxy::Notice& notice
 // finished exiting. Else a relayed failure (relayed_failure).
 std::string network_failure(const dfcclComm* c, const net::Proxy::Notice& notice, int* rank, int* net_rounds,
                             int* relay_rounds) {
-  std::string m = net_failure(c, rank);
-  *net_rounds = m.empty() || c->bootstrap->peer_state(*rank) == Bootstrap::kLeft ? 0 : *net_rounds + 1;
-  if (*net_rounds >= (c->bootstrap->local(*rank) ? 10 : 2)) return m;
+  int broken = -1;
+  std::string m = net_failure(c, &broken);
+  *net_rounds = m.empty() || c->bootstrap->peer_state(broken) == Bootstrap::kLeft ? 0 : *net_rounds + 1;
+  if (*net_rounds > 0 && *net_rounds >= (c->bootstrap->local(broken) ? 10 : 2)) {
+    *rank = broken;
+    return m;
+  }
   return relayed_failure(c, notice, rank, relay_rounds);
 }
 
