@@ -555,8 +555,10 @@ namespace {
 struct Submitting {
   explicit Submitting(dfcclComm* c) : c(c) {
     c->submitting.fetch_add(1);
-    if (!c->alive) {
+    if (!c->alive) {  // as check_comm (api.cpp): a failure that ended the communicator is reported as such
       c->submitting.fetch_sub(1);
+      const int code = c->fail_code.load(std::memory_order_acquire);
+      if (code != dfcclSuccess && !c->user_aborted) throw Error(dfcclResult_t(code), c->failure);
       throw Error(dfcclInvalidUsage, "argument 'comm' was destroyed or aborted");
     }
   }
