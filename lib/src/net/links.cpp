@@ -134,8 +134,8 @@ void net_connect(dfcclComm* c) {
   if (!n.any) return;
   const int me = c->rank, nr = c->nranks;
   const int next = (me + 1) % nr, prev = (me - 1 + nr) % nr;
-  const Addresses addrs = exchange_addresses(c, c->engine->net_proxies());
   n.proxies = c->engine->net_proxies();
+  const Addresses addrs = exchange_addresses(c, n.proxies);
   n.proxies.resize(addrs.size());
   const bool p2p = c->p2p.nchan > 0;
   HopIds ids = new_hop_ids(c, *n.proxies[0]);
