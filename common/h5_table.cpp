@@ -52,10 +52,11 @@ File File::create(const std::string& path) {
   return File(check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "cannot create " + path));
 }
 
-File File::create_checkpointed(const std::string& path) {
+File File::create_checkpointed(const std::string& path, double spacing) {
   Closer fapl{check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose};
   check_status(H5Pset_fapl_core(fapl.id, 1 << 20, false), "H5Pset_fapl_core");  // in memory only
-  File f(check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id), "cannot create " + path), path);
+  File f(check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id), "cannot create " + path), path,
+         spacing);
   f.flush();  // an unwritable path fails here, before anything runs
   return f;
 }
@@ -284,7 +285,7 @@ void File::flush(bool when_due) {
     const int64_t now =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
             .count();
-    if (now - image_done_ns_ < 10 * image_cost_ns_) return;
+    if (static_cast<double>(now - image_done_ns_) < image_spacing_ * static_cast<double>(image_cost_ns_)) return;
   }
   check_status(H5Fflush(id_, H5F_SCOPE_GLOBAL), "H5Fflush");
   if (!image_path_.empty()) write_image();

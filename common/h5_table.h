@@ -16,8 +16,9 @@ class File {
   static File create(const std::string& path);  // truncates an existing file
   // For a file written while a run goes on: the file is built in memory, and each flush() replaces `path` with the
   // whole image at once (written to `path`.partial, then renamed), so that the file on disk is always the complete
-  // image of some flush, whenever the process is killed, and a reader never sees a flush half done.
-  static File create_checkpointed(const std::string& path);
+  // image of some flush, whenever the process is killed, and a reader never sees a flush half done. `spacing`: see
+  // flush(when_due).
+  static File create_checkpointed(const std::string& path, double spacing = 10);
   static File open_read(const std::string& path);
   File(File&& other) noexcept;
   File& operator=(File&&) = delete;
@@ -52,19 +53,21 @@ class File {
   size_t rows(const std::string& group, const std::string& name) const;
   // Writes everything written so far to the file (H5Fflush; a checkpointed file's image replaces the file on disk):
   // after it returns the file on disk is complete and readable, even if the process is killed before the next write.
-  // A checkpointed file with `when_due` writes its image only when the time since the last one is at least ten times
-  // what that one took (so images cost at most about a tenth of the run); else it writes nothing yet.
+  // A checkpointed file with `when_due` writes its image only when the time since the last one is at least `spacing`
+  // times what that one took (10: images cost at most about a tenth of the run; 0: always); else nothing yet.
   void flush(bool when_due = false);
 
   bool has(const std::string& path) const;                        // a group or dataset exists
   std::vector<std::string> list(const std::string& group) const;  // names of children
 
  private:
-  explicit File(int64_t id, std::string image_path = {}) : id_(id), image_path_(std::move(image_path)) {}
+  explicit File(int64_t id, std::string image_path = {}, double spacing = 0)
+      : id_(id), image_path_(std::move(image_path)), image_spacing_(spacing) {}
   int64_t group(const std::string& path, bool create) const;  // returns an open group id (caller closes)
   void write_image();                                         // a checkpointed file's flush
   int64_t id_ = -1;
   std::string image_path_;                         // checkpointed: where flush() puts the image; else empty
+  double image_spacing_ = 0;                       // checkpointed: flush(when_due)'s ratio
   int64_t image_done_ns_ = 0, image_cost_ns_ = 0;  // when the last image was written, and what it took
 };
 

@@ -39,7 +39,7 @@ void put_rows(h5::File& f, const std::string& g, const char* name, size_t first,
 
 class Hdf5Writer final : public Writer {
  public:
-  explicit Hdf5Writer(std::string path) : path_(std::move(path)) {}
+  Hdf5Writer(std::string path, double image_spacing) : path_(std::move(path)), image_spacing_(image_spacing) {}
 
  private:
   // A backend of the run: its place in /summary, and the rows of its tables written so far.
@@ -52,7 +52,7 @@ class Hdf5Writer final : public Writer {
     run_ = r;
     std::filesystem::path p(path_);
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-    file_.emplace(h5::File::create_checkpointed(path_));
+    file_.emplace(h5::File::create_checkpointed(path_, image_spacing_));
     write_root("running");
     write_environment();
     write_replay();
@@ -309,6 +309,7 @@ class Hdf5Writer final : public Writer {
 
   static constexpr size_t kIterationChunk = 4096;  // rows per chunk of the iterations table (the longest)
   std::string path_;
+  double image_spacing_;  // h5::File::create_checkpointed
   RunInfo run_;
   std::optional<h5::File> file_;  // open from begin_run to end_run
   std::vector<BackendState> backends_;
@@ -317,6 +318,8 @@ class Hdf5Writer final : public Writer {
 };
 }  // namespace
 
-std::unique_ptr<Writer> make_hdf5_writer(const std::string& path) { return std::make_unique<Hdf5Writer>(path); }
+std::unique_ptr<Writer> make_hdf5_writer(const std::string& path, double image_spacing) {
+  return std::make_unique<Hdf5Writer>(path, image_spacing);
+}
 
 }  // namespace dfccl::harness

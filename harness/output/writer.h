@@ -93,8 +93,9 @@ struct ConsoleOptions {
 std::unique_ptr<Writer> make_console_writer(const ConsoleOptions& options);
 // -J: the run as JSON, shaped after nccl-tests' -J output (json_writer.cpp); min_bw_GBs as in ConsoleOptions.
 std::unique_ptr<Writer> make_json_writer(const std::string& path, double min_bw_GBs);
-// One self-describing HDF5 file, created at begin_run and flushed at every checkpoint, end of backend and end of run
-// (so a killed run leaves a readable file with every row reported before its last checkpoint).
-std::unique_ptr<Writer> make_hdf5_writer(const std::string& path);
+// One self-describing HDF5 file, created at begin_run, written whole at every end of backend and end of run and at a
+// checkpoint when due (h5::File::flush; `image_spacing` 0: at every checkpoint), so a killed run leaves a readable
+// file with every row reported before its last written checkpoint.
+std::unique_ptr<Writer> make_hdf5_writer(const std::string& path, double image_spacing = 10);
 
 }  // namespace dfccl::harness

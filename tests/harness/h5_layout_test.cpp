@@ -220,12 +220,13 @@ TEST(HarnessH5, BrokenFilesAreReported) {
 
 // A checkpoint leaves the file on disk complete while the writer still holds it open (what a kill would leave; read
 // from a copy, because HDF5 does not open a file twice in one process): every trial reported so far, the running
-// backend's summary row, status running; a second checkpoint appends.
+// backend's summary row, status running; a second checkpoint appends. Spacing 0 writes every checkpoint (the default
+// writes one when due, which a test cannot time).
 TEST(HarnessH5, EveryCheckpointLeavesAReadableFile) {
   const auto dir = std::filesystem::temp_directory_path();
   const std::string path = (dir / "dfccl_harness_checkpoint_test.h5").string();
   const std::string copy = (dir / "dfccl_harness_checkpoint_copy.h5").string();
-  auto w = make_hdf5_writer(path);
+  auto w = make_hdf5_writer(path, 0);
   RunInfo run;
   run.workload = "stress";
   run.backends = {"host"};
