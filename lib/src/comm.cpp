@@ -174,7 +174,8 @@ void release(dfcclComm* c, Release how) {
 // A failure that a connected rank relayed (net_tell_failed: its communicator broke on notice.origin), reported at
 // the fifth probe that finds it, so that this rank's own finding, where it has one, names the cause first.
 std::string relayed_failure(const dfcclComm* c, const net::Proxy::Notice& notice, int* rank, int* rounds) {
-  if (notice.from < 0 || notice.origin < 0 || notice.origin == c->rank) return {};
+  const bool valid = notice.from >= 0 && notice.from < c->nranks && notice.origin >= 0 && notice.origin < c->nranks;
+  if (!valid || notice.origin == c->rank) return {};  // a notice naming no rank of c is not believed
   if (++*rounds < 5) return {};
   *rank = notice.origin;
   return fmt::format("failed or aborted, as rank {} reported (its connections reach that rank)", notice.from);
