@@ -510,39 +510,7 @@ void Engine::progress_loop() {
     // application's submissions and waits instead of taking it in every turn.
     if (!running_ || query_due) {
       std::unique_lock<std::mutex> lk(mu_);
-      if (running_ && query_due) {
-        last_exit_query_ns_ = now;
-        bool gone = false;
-        try {
-          gone = exec_->exited();
-        } catch (const std::exception&) {
-          gone = true;  // a failed launch (e.g. a CUDA fault): stop, the error surfaces on the next call
-        }
-        if (gone) {
-          running_ = false;
-          const uint64_t reason = __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE);
-          if (reason == core::kExitStuck) {
-            exits_stuck_ += 1;
-            // No back-off while a stream waits on pending work (see wait_on_stream).
-            const bool waited = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE) != 0;
-            next_launch_ns_ = waited ? now : now + backoff_ns_;
-            // INFO: a late peer, or ranks time-sliced on one GPU, climb it too; a real hang is named by the stuck
-            // warning (warn_if_stuck_locked).
-            if (backoff_ns_ < relaunch_max_ns_ && backoff_ns_ * 2 >= relaunch_max_ns_)
-              log(LogLevel::Info, LogSubsys::Engine,
-                  "device {}: the daemon keeps leaving with every collective stuck ({} stuck exits): relaunches are "
-                  "now "
-                  "{} us apart (DFCCL_RELAUNCH_MAX_NS)",
-                  exec_->device(), exits_stuck_, relaunch_max_ns_ / 1000);
-            backoff_ns_ = std::min(backoff_ns_ * 2, relaunch_max_ns_);
-          } else {
-            exits_idle_ += 1;
-            if (outstanding_ > 0) late_doorbells_ += 1;  // submitted work the daemon had not seen yet
-            next_launch_ns_ = now + relaunch_min_ns_;
-          }
-          busy = true;
-        }
-      }
+      if (running_ && query_due && daemon_gone_locked(now)) busy = true;
       warn_if_stuck_locked(now);
       if (!running_ && outstanding_ > 0 && now >= next_launch_ns_) {
         launch_locked(now);
@@ -563,6 +531,41 @@ void Engine::progress_loop() {
   }
   for (const Unsettled& u : unsettled_) settle(u, true);
   unsettled_.clear();
+}
+
+// Caller: the progress thread, holding mu_, while the daemon runs and an exit query is due. Asks the executor whether
+// the daemon has left; if it has, records why (a stuck exit doubles the relaunch back-off, an idle one resets it) and
+// when the next launch may start, and returns true.
+bool Engine::daemon_gone_locked(uint64_t now) {
+  last_exit_query_ns_ = now;
+  bool gone = false;
+  try {
+    gone = exec_->exited();
+  } catch (const std::exception&) {
+    gone = true;  // a failed launch (e.g. a CUDA fault): stop, the error surfaces on the next call
+  }
+  if (!gone) return false;
+  running_ = false;
+  const uint64_t reason = __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE);
+  if (reason != core::kExitStuck) {
+    exits_idle_ += 1;
+    if (outstanding_ > 0) late_doorbells_ += 1;  // submitted work the daemon had not seen yet
+    next_launch_ns_ = now + relaunch_min_ns_;
+    return true;
+  }
+  exits_stuck_ += 1;
+  // No back-off while a stream waits on pending work (see wait_on_stream).
+  const bool waited = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE) != 0;
+  next_launch_ns_ = waited ? now : now + backoff_ns_;
+  // INFO: a late peer, or ranks time-sliced on one GPU, climb it too; a real hang is named by the stuck warning
+  // (warn_if_stuck_locked).
+  if (backoff_ns_ < relaunch_max_ns_ && backoff_ns_ * 2 >= relaunch_max_ns_)
+    log(LogLevel::Info, LogSubsys::Engine,
+        "device {}: the daemon keeps leaving with every collective stuck ({} stuck exits): relaunches are now {} us "
+        "apart (DFCCL_RELAUNCH_MAX_NS)",
+        exec_->device(), exits_stuck_, relaunch_max_ns_ / 1000);
+  backoff_ns_ = std::min(backoff_ns_ * 2, relaunch_max_ns_);
+  return true;
 }
 
 void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t stream) {

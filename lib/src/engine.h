@@ -168,6 +168,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool settle_unsettled(uint64_t now);  // the progress thread's turn over unsettled_; true when one completed
   std::vector<Unsettled> unsettled_;    // the progress thread's only
   void launch_locked(uint64_t now);
+  bool daemon_gone_locked(uint64_t now);
   void warn_if_stuck_locked(uint64_t now);
   bool wait_pending_locked(const core::WaitEntry& w) const;
   void confirm_wait(uint64_t probe);  // after listing a wait: a daemon will run for it (see engine.cpp)
