@@ -114,7 +114,7 @@ BufferElems buffer_elems(core::Kind kind, uint64_t count, uint64_t nranks, bool 
     case core::Kind::ReduceScatter: return {count * nranks, count};
     case core::Kind::Broadcast: return {root ? count : 0, count};
     case core::Kind::Reduce: return {count, root ? count : 0};
-    case core::Kind::AllReduce: break;
+    default: break;  // AllReduce (Send and Recv do not come here)
   }
   return {count, count};
 }
