@@ -147,6 +147,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
     std::array<uint64_t, core::kMaxComms> comm_gen{};
   };
   std::string device_state_text(const DeviceSnapshot& snap);
+  std::string host_state_text_locked();
+  DeviceSnapshot device_snapshot_locked();
+  std::string comm_lanes_text(const DeviceSnapshot& snap, uint32_t i);
   Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode);
   void progress_loop();
   bool drain_completions();

@@ -28,6 +28,48 @@ std::string Engine::heartbeats_text() const {
   return out + "\n";
 }
 
+// debug_dump's host part, under the engine lock: the engine's counters, the blocks' heartbeats and the pending
+// collectives as the host sees them (pinned memory: no CUDA call).
+std::string Engine::host_state_text_locked() {
+  std::string out = fmt::format(
+      "engine device {}: daemon {} (epoch {}, launches {}, idle exits {}, stuck exits {}), submitted {}, completed "
+      "{}, outstanding {}, stream waits listed {} (keeping the daemon {}; barrier probes issued {}, run {}), exit "
+      "reason {}\n",
+      exec_->device(), running_ ? "running" : "stopped", epoch_, launches_, exits_idle_, exits_stuck_, submitted_,
+      completed_, outstanding_, __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE), waits_holding_locked(), probes_,
+      __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE), __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE));
+  out += heartbeats_text();
+  for (uint32_t s = 0; s < kMaxSlots; ++s) {
+    if (!slots_[s].req) continue;
+    const core::Desc& d = h_->desc[s];
+    out += fmt::format("  host slot {}: seq {} comm {} lane {} turn {} kind {} count {} priority {} ring {}{}{}\n", s,
+                       d.seq, d.comm, d.lane, d.turn, int(d.kind), d.count, d.priority, slots_[s].ring,
+                       slots_[s].waited ? " (stream-waited)" : "", arrivals_text(slots_[s].comm, d));
+  }
+  for (uint32_t r = 0; r < kMaxRings; ++r)
+    if (rings_[r].used)
+      out += fmt::format("  ring {}: next position {}, outstanding {}\n", r, rings_[r].next_pos, rings_[r].outstanding);
+  return out;
+}
+
+// What device_state_text needs, copied under the engine lock: the pending slots, the rings in use, the
+// communicators' device addresses and attachment numbers.
+Engine::DeviceSnapshot Engine::device_snapshot_locked() {
+  DeviceSnapshot snap;
+  for (uint32_t s = 0; s < kMaxSlots; ++s)
+    if (slots_[s].req) {
+      snap.slots.push_back({s, h_->desc[s].seq});
+      snap.comm_pending[slots_[s].comm] = true;
+    }
+  for (uint32_t r = 0; r < kMaxRings; ++r)
+    if (rings_[r].used && rings_[r].next_pos != 0) snap.rings.push_back({r, rings_[r].next_pos});
+  for (uint32_t i = 0; i < core::kMaxComms; ++i) {
+    snap.comm_dev[i] = __atomic_load_n(&comm_dev_[i], __ATOMIC_ACQUIRE);
+    snap.comm_gen[i] = __atomic_load_n(&comm_gen_[i], __ATOMIC_RELAXED);
+  }
+  return snap;
+}
+
 // Reads device state through the control stream while the daemon may be running: a snapshot, not atomic.
 void Engine::debug_dump(std::FILE* f, bool device_state) {
   // The engine lock may be held by a thread whose CUDA call is held by another thread's implicit synchronization:
@@ -44,25 +86,7 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
     std::fflush(f);
     return;
   }
-  std::string out = fmt::format(
-      "engine device {}: daemon {} (epoch {}, launches {}, idle exits {}, stuck exits {}), submitted {}, completed "
-      "{}, outstanding {}, stream waits listed {} (keeping the daemon {}; barrier probes issued {}, run {}), exit "
-      "reason {}\n",
-      exec_->device(), running_ ? "running" : "stopped", epoch_, launches_, exits_idle_, exits_stuck_, submitted_,
-      completed_, outstanding_, __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE), waits_holding_locked(), probes_,
-      __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE), __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE));
-  // Pinned memory first (no CUDA call): the blocks' heartbeats, then the pending collectives as the host sees them.
-  out += heartbeats_text();
-  for (uint32_t s = 0; s < kMaxSlots; ++s) {
-    if (!slots_[s].req) continue;
-    const core::Desc& d = h_->desc[s];
-    out += fmt::format("  host slot {}: seq {} comm {} lane {} turn {} kind {} count {} priority {} ring {}{}{}\n", s,
-                       d.seq, d.comm, d.lane, d.turn, int(d.kind), d.count, d.priority, slots_[s].ring,
-                       slots_[s].waited ? " (stream-waited)" : "", arrivals_text(slots_[s].comm, d));
-  }
-  for (uint32_t r = 0; r < kMaxRings; ++r)
-    if (rings_[r].used)
-      out += fmt::format("  ring {}: next position {}, outstanding {}\n", r, rings_[r].next_pos, rings_[r].outstanding);
+  std::string out = host_state_text_locked();
   std::fwrite(out.data(), 1, out.size(), f);
   std::fflush(f);
   out.clear();
@@ -72,18 +96,7 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
   // hangs. So: snapshot under the lock what the reads need, read on a helper thread that keeps the engine alive, and
   // wait for it at most kDumpDeviceWaitMs; past that, say so and return (the helper finishes whenever the stream
   // moves).
-  DeviceSnapshot snap;
-  for (uint32_t s = 0; s < kMaxSlots; ++s)
-    if (slots_[s].req) {
-      snap.slots.push_back({s, h_->desc[s].seq});
-      snap.comm_pending[slots_[s].comm] = true;
-    }
-  for (uint32_t r = 0; r < kMaxRings; ++r)
-    if (rings_[r].used && rings_[r].next_pos != 0) snap.rings.push_back({r, rings_[r].next_pos});
-  for (uint32_t i = 0; i < core::kMaxComms; ++i) {
-    snap.comm_dev[i] = __atomic_load_n(&comm_dev_[i], __ATOMIC_ACQUIRE);
-    snap.comm_gen[i] = __atomic_load_n(&comm_gen_[i], __ATOMIC_RELAXED);
-  }
+  DeviceSnapshot snap = device_snapshot_locked();
   lk.unlock();
   auto text = std::make_shared<std::promise<std::string>>();
   std::future<std::string> done = text->get_future();
@@ -145,27 +158,30 @@ std::string Engine::device_state_text(const DeviceSnapshot& snap) {
     out += fmt::format("  ring {}: doorbells on the device up to position {} of {}{}\n", r, rung, next,
                        rung < next ? " (the rest not rung yet: held in their streams)" : "");
   }
-  // Lanes of the communicators with pending work: turn (next instance allowed), slots sent and received; channel 0.
-  for (uint32_t i = 0; i < core::kMaxComms; ++i) {
-    if (!snap.comm_pending[i] || !snap.comm_dev[i]) continue;
-    core::CommDev c{};
-    exec_->copy_from_device(&c, snap.comm_dev[i], sizeof(c));
-    uint64_t device_gen = 0;  // the daemon's copy of the abort table (EngineGlobal::abort_gen)
-    exec_->copy_from_device(&device_gen, &g_->abort_gen[i], sizeof(device_gen));
-    const bool host_aborted = __atomic_load_n(&h_->abort_gen[i], __ATOMIC_ACQUIRE) == snap.comm_gen[i];
-    std::vector<core::LaneState> lanes(c.s.nlanes);
-    exec_->copy_from_device(lanes.data(), c.s.lanes, sizeof(core::LaneState) * c.s.nlanes);
-    const char* aborted = !host_aborted                    ? "no"
-                          : device_gen == snap.comm_gen[i] ? "yes"
-                                                           : "yes (not seen by the daemon yet)";
-    out += fmt::format("  comm {}: rank {} of {}, aborted {}; channel 0 lanes (turn/sent/recvd):", i, c.s.rank,
-                       c.s.nranks, aborted);
-    for (uint32_t l = 0; l < c.s.nlanes; ++l)
-      if (lanes[l].turn || lanes[l].sent || lanes[l].recvd)
-        out += fmt::format(" {}:{}/{}/{}", l, lanes[l].turn, lanes[l].sent, lanes[l].recvd);
-    out += "\n";
-  }
+  for (uint32_t i = 0; i < core::kMaxComms; ++i)
+    if (snap.comm_pending[i] && snap.comm_dev[i]) out += comm_lanes_text(snap, i);
   return out;
+}
+
+// device_state_text's line for communicator i (pending work, attached): whether it is aborted on the host and on the
+// device, and its lanes' turn (next instance allowed), slots sent and received on channel 0.
+std::string Engine::comm_lanes_text(const DeviceSnapshot& snap, uint32_t i) {
+  core::CommDev c{};
+  exec_->copy_from_device(&c, snap.comm_dev[i], sizeof(c));
+  uint64_t device_gen = 0;  // the daemon's copy of the abort table (EngineGlobal::abort_gen)
+  exec_->copy_from_device(&device_gen, &g_->abort_gen[i], sizeof(device_gen));
+  const bool host_aborted = __atomic_load_n(&h_->abort_gen[i], __ATOMIC_ACQUIRE) == snap.comm_gen[i];
+  std::vector<core::LaneState> lanes(c.s.nlanes);
+  exec_->copy_from_device(lanes.data(), c.s.lanes, sizeof(core::LaneState) * c.s.nlanes);
+  const char* aborted = !host_aborted                    ? "no"
+                        : device_gen == snap.comm_gen[i] ? "yes"
+                                                         : "yes (not seen by the daemon yet)";
+  std::string out = fmt::format("  comm {}: rank {} of {}, aborted {}; channel 0 lanes (turn/sent/recvd):", i, c.s.rank,
+                                c.s.nranks, aborted);
+  for (uint32_t l = 0; l < c.s.nlanes; ++l)
+    if (lanes[l].turn || lanes[l].sent || lanes[l].recvd)
+      out += fmt::format(" {}:{}/{}/{}", l, lanes[l].turn, lanes[l].sent, lanes[l].recvd);
+  return out + "\n";
 }
 
 }  // namespace dfccl
