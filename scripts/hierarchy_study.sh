@@ -4,7 +4,8 @@
 # all-reduce of the world against the three stages a hierarchical one would run: reduce-scatter inside each host (tp),
 # all-reduce of each 1/L share between hosts (dp: the ranks of equal local rank), all-gather inside each host.
 # The host executor, the real net proxy over UCX tcp; one harness run per group, then scripts/plot_hierarchy.py.
-# Needs root (namespaces, tc). Usage:
+# Needs root (namespaces, tc). RATE `hostid`: no namespaces and no shaping, the hosts told apart by DFCCL_HOSTID
+# alone (UCX over loopback: the network path against shared memory on one machine, without root). Usage:
 #   scripts/hierarchy_study.sh OUT_DIR [RATE=1gbit] [HOSTS=2] [PER_HOST=2] [BEGIN=256K] [END=64M]
 # Environment: ITERS (default 5), WARMUP (2), HARNESS (build/bin/dfccl-harness).
 set -euo pipefail
@@ -16,21 +17,30 @@ harness=$(realpath "${HARNESS:-build/bin/dfccl-harness}")
 mkdir -p "$out"
 out=$(realpath "$out")
 
-. tests/netns/netns_lib.sh
-netns_require
-netns_setup "$hosts"
-for i in $(seq 0 $((hosts - 1))); do  # each host's egress: its "NIC"
-  if [ "$rate" != none ]; then
-    ip netns exec "${NETNS_PREFIX}$i" tc qdisc add dev "${NETNS_VETH}n$i" root tbf rate "$rate" burst 1mb latency 400ms
-  fi
-done
-export NETNS_RANKS_PER_HOST=$per NETNS_SHARED_SHM=1
 np=$((hosts * per))
+if [ "$rate" = hostid ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 UCX_TLS="${UCX_TLS:-tcp}"
+  launch() {  # launch CMD...: np ranks, rank r on host node<r / per>
+    mpirun --oversubscribe --bind-to none -np "$np" -x UCX_TLS /bin/sh -c \
+      "export DFCCL_HOSTID=node\$((OMPI_COMM_WORLD_RANK / $per)); exec \"\$0\" \"\$@\"" "$@"
+  }
+else
+  . tests/netns/netns_lib.sh
+  netns_require
+  netns_setup "$hosts"
+  for i in $(seq 0 $((hosts - 1))); do  # each host's egress: its "NIC"
+    if [ "$rate" != none ]; then
+      ip netns exec "${NETNS_PREFIX}$i" tc qdisc add dev "${NETNS_VETH}n$i" root tbf rate "$rate" burst 1mb latency 400ms
+    fi
+  done
+  export NETNS_RANKS_PER_HOST=$per NETNS_SHARED_SHM=1
+  launch() { tests/netns/mpirun_netns.sh "$np" "$@"; }
+fi
 common=(--backend host -e "$end" -f 2 --iters "${ITERS:-5}" --warmup "${WARMUP:-2}" --in_place off
         --tp "$per" --quiet --overwrite)
 run() {  # run NAME GROUP COLLECTIVES BEGIN
   echo "== $1: $3 over $2 ($np ranks, $hosts hosts, egress $rate)"
-  tests/netns/mpirun_netns.sh "$np" "$harness" "${common[@]}" -b "$4" --sweep.group "$2" --collectives "$3" \
+  launch "$harness" "${common[@]}" -b "$4" --sweep.group "$2" --collectives "$3" \
     --out "$out/$1.h5" 2>&1 | grep -v '^#' | tail -n 24
 }
 b=$(numfmt --from=iec "$begin")
