@@ -296,6 +296,83 @@ dfcclConfig_t resolve_config(const dfcclConfig_t* config, int rank) {
   return c;
 }
 
+namespace {
+
+// comm_init, step 1: every rank's RankInfo (transport settings, device, host, process), checked to agree; the
+// network plan (which ranks are remote) and the connections' shape follow from them.
+std::vector<RankInfo> agree_on_transport(dfcclComm* c, const dfcclConfig_t& cfg) {
+  const RankInfo mine = rank_info(cfg, *c->engine, *c->bootstrap, c->nranks);
+  std::vector<RankInfo> all(static_cast<size_t>(c->nranks));
+  c->bootstrap->allgather(&mine, sizeof(mine), all.data());
+  c->bootstrap->unlink();  // everybody has the segment mapped
+  check_agreement(all, c->rank);
+  std::vector<uint64_t> hosts;
+  for (const RankInfo& r : all) hosts.push_back(r.host_hash);
+  net_plan(c, hosts);
+  c->geometry = net_geometry(c, c->engine->transport());
+  return all;
+}
+
+// comm_init, step 2: where the connection regions live (the GPUs' memory when every rank reaches its ring neighbours
+// and point-to-point peers directly, else shared host memory for the whole communicator; host memory also when some
+// rank is remote: the network proxy writes into the regions, net/links.h), this rank's region, the ring neighbours'
+// regions mapped (a remote neighbour's: a shadow of this rank's), and the point-to-point connections.
+void make_regions(dfcclComm* c, const std::vector<RankInfo>& all, uint32_t nlanes) {
+  Executor& ex = c->engine->exec();
+  const TransportParams& tp = c->engine->transport();
+  const TransportParams& g = c->geometry;
+  const int nranks = c->nranks, next = (c->rank + 1) % nranks, prev = (c->rank - 1 + nranks) % nranks;
+  RegionInfo my_region{};
+  my_region.p2p_ok = env_int("DFCCL_P2P_DISABLE") == 0;
+  for (int q = 0; q < nranks; ++q)
+    if (!c->net.remote[size_t(q)] && (tp.p2p_chan > 0 || q == next || q == prev))
+      my_region.p2p_ok = my_region.p2p_ok && ex.peer_access(all[size_t(q)].device);
+  std::vector<RegionInfo> regions(static_cast<size_t>(nranks));
+  c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
+  bool host_path = c->net.any;
+  for (const auto& r : regions) host_path = host_path || !r.p2p_ok;
+  c->host_path = host_path;
+  const uint64_t region_bytes = core::region_bytes(g.nchan, nlanes, g.nslots, g.slot_bytes);
+  c->region = ex.alloc_region(region_bytes, host_path);
+  my_region.region = c->region;
+  c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
+  auto neighbour = [&](int q, RegionBlob& blob) {
+    if (c->net.remote[size_t(q)]) return net_shadow(c, region_bytes, true);
+    blob = regions[size_t(q)].region;
+    return ex.map_region(blob);
+  };
+  c->next_ptr = neighbour(next, c->next_blob);
+  c->prev_ptr = (prev == next) ? c->next_ptr : neighbour(prev, c->prev_blob);
+  c->bootstrap->barrier();
+  ex.region_mapped_by_all(c->region);
+  p2p_connect(c, host_path);
+}
+
+// comm_init, step 3: the communicator as the daemon sees it (CommStatic in device memory, its private lane states).
+void make_comm_static(dfcclComm* c, uint32_t nlanes) {
+  Executor& ex = c->engine->exec();
+  const TransportParams& tp = c->engine->transport();
+  c->lanes = static_cast<core::LaneState*>(ex.alloc_device(sizeof(core::LaneState) * tp.nchan * nlanes));
+  core::CommDev& d = c->host_dev;
+  d.s.rank = c->rank;
+  d.s.nranks = c->nranks;
+  d.s.prev = (c->rank - 1 + c->nranks) % c->nranks;
+  d.s.next = (c->rank + 1) % c->nranks;
+  d.s.nchan = c->geometry.nchan;
+  d.s.nlanes = nlanes;
+  c->persistent_lanes = tp.persistent_lanes;
+  d.s.nslots = tp.nslots;
+  d.s.slot_bytes = c->geometry.slot_bytes;
+  d.s.self = reinterpret_cast<char*>(c->region.ptr);
+  d.s.next_region = static_cast<char*>(c->next_ptr);
+  d.s.prev_region = static_cast<char*>(c->prev_ptr);
+  d.s.lanes = c->lanes;
+  c->dev = static_cast<core::CommDev*>(ex.alloc_device(sizeof(core::CommDev)));
+  ex.copy_to_device(c->dev, &d, sizeof(d));
+}
+
+}  // namespace
+
 dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclConfig_t& cfg) {
   auto c = std::make_unique<dfcclComm>();
   c->config = cfg;
@@ -305,86 +382,29 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     c->engine = Engine::acquire(dfcclExecutor_t(cfg.executor), cfg.device, dfcclMode_t(cfg.mode));
     c->bootstrap = std::make_shared<Bootstrap>(id, rank, nranks, cfg.initTimeoutMs);
     Engine& e = *c->engine;
-    Executor& ex = e.exec();
     const TransportParams& tp = e.transport();
     const uint32_t nlanes = tp.seq_lanes + tp.persistent_lanes;
-
-    // 1. Agree on the transport.
-    const RankInfo mine = rank_info(cfg, e, *c->bootstrap, nranks);
-    std::vector<RankInfo> all(static_cast<size_t>(nranks));
-    c->bootstrap->allgather(&mine, sizeof(mine), all.data());
-    c->bootstrap->unlink();  // everybody has the segment mapped
-    check_agreement(all, rank);
-    std::vector<uint64_t> hosts;
-    for (const RankInfo& r : all) hosts.push_back(r.host_hash);
-    net_plan(c.get(), hosts);
-    c->geometry = net_geometry(c.get(), tp);
-    const TransportParams& g = c->geometry;
-
-    // 2. Where the connection regions live: the GPUs' memory when every rank reaches its ring neighbours directly,
-    // else shared host memory for the whole communicator; host memory also when some rank is remote (the network
-    // proxy writes into the regions: net/links.h).
-    const int next = (rank + 1) % nranks, prev = (rank - 1 + nranks) % nranks;
-    RegionInfo my_region{};
-    // Point-to-point connections reach every rank: then every rank's GPU must be reachable.
-    my_region.p2p_ok = env_int("DFCCL_P2P_DISABLE") == 0;
-    for (int q = 0; q < nranks; ++q)
-      if (!c->net.remote[size_t(q)] && (tp.p2p_chan > 0 || q == next || q == prev))
-        my_region.p2p_ok = my_region.p2p_ok && ex.peer_access(all[size_t(q)].device);
-    std::vector<RegionInfo> regions(static_cast<size_t>(nranks));
-    c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
-    bool host_path = c->net.any;
-    for (const auto& r : regions) host_path = host_path || !r.p2p_ok;
-    c->host_path = host_path;
-    const uint64_t region_bytes = core::region_bytes(g.nchan, nlanes, g.nslots, g.slot_bytes);
-    c->region = ex.alloc_region(region_bytes, host_path);
-    my_region.region = c->region;
-    c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
-
-    // Map the ring neighbours' regions (a remote neighbour's: a shadow of this rank's).
-    auto neighbour = [&](int q, RegionBlob& blob) {
-      if (c->net.remote[size_t(q)]) return net_shadow(c.get(), region_bytes, true);
-      blob = regions[size_t(q)].region;
-      return ex.map_region(blob);
-    };
-    c->next_ptr = neighbour(next, c->next_blob);
-    c->prev_ptr = (prev == next) ? c->next_ptr : neighbour(prev, c->prev_blob);
-    c->bootstrap->barrier();
-    ex.region_mapped_by_all(c->region);
-    p2p_connect(c.get(), host_path);
-
-    // 3. The communicator as the daemon sees it.
-    c->lanes = static_cast<core::LaneState*>(ex.alloc_device(sizeof(core::LaneState) * tp.nchan * nlanes));
-    core::CommDev& d = c->host_dev;
-    d.s.rank = rank;
-    d.s.nranks = nranks;
-    d.s.prev = prev;
-    d.s.next = next;
-    d.s.nchan = g.nchan;
-    d.s.nlanes = nlanes;
-    c->persistent_lanes = tp.persistent_lanes;
-    d.s.nslots = tp.nslots;
-    d.s.slot_bytes = g.slot_bytes;
-    d.s.self = reinterpret_cast<char*>(c->region.ptr);
-    d.s.next_region = static_cast<char*>(c->next_ptr);
-    d.s.prev_region = static_cast<char*>(c->prev_ptr);
-    d.s.lanes = c->lanes;
-    c->dev = static_cast<core::CommDev*>(ex.alloc_device(sizeof(core::CommDev)));
-    ex.copy_to_device(c->dev, &d, sizeof(d));
+    const std::vector<RankInfo> all = agree_on_transport(c.get(), cfg);
+    make_regions(c.get(), all, nlanes);
+    make_comm_static(c.get(), nlanes);
     net_connect(c.get());
     c->board = std::make_shared<MatchBoard>(c->bootstrap, tp.seq_lanes);
+    std::vector<uint64_t> hosts;
+    for (const RankInfo& r : all) hosts.push_back(r.host_hash);
     mirror_connect(c.get(), hosts);
     c->index = e.attach(c->dev, c->board);
     c->bootstrap->barrier();
     std::vector<PeerProcess> peers;
     for (int i = 0; i < nranks; ++i)  // process ids mean something on this host only
-      if (c->bootstrap->local(i) && all[size_t(i)].pid != mine.pid) peers.push_back({i, int(all[size_t(i)].pid)});
+      if (c->bootstrap->local(i) && all[size_t(i)].pid != all[size_t(rank)].pid)
+        peers.push_back({i, int(all[size_t(i)].pid)});
     watch_peers(c.get(), std::move(peers));
     log(LogLevel::Info, LogSubsys::Init,
         "communicator {}: rank {} of {} on device {} ({} executor, {} mode); to ranks {} and {} through {}", c->index,
         rank, nranks, cfg.device, cfg.executor == dfcclExecutorHost ? "host" : "CUDA",
-        cfg.mode == dfcclModeBlocking ? "blocking" : "preemptive", prev, next,
-        host_path ? "shared host memory" : (cfg.executor == dfcclExecutorHost ? "shared memory" : "GPU peer memory"));
+        cfg.mode == dfcclModeBlocking ? "blocking" : "preemptive", c->host_dev.s.prev, c->host_dev.s.next,
+        c->host_path ? "shared host memory"
+                     : (cfg.executor == dfcclExecutorHost ? "shared memory" : "GPU peer memory"));
   } catch (...) {
     release(c.get(), Release::Free);
     throw;
