@@ -15,9 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -242,13 +240,6 @@ TEST(MismatchAcrossHosts, AgreeingRanksRunUndisturbed) {
   });
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // A collective that rank 3 (host B) has not called: the stuck warning (DFCCL_STUCK_WARN_S=1), dfcclDebugDump and
 // dfcclRequestGetMissingRanks of ranks 0 and 1 (host A) and 2 (host B) name rank 3 alone: rank 2's arrival reaches
 // host A through the mirrored board.
@@ -256,51 +247,7 @@ TEST(StuckDiagnosisAcrossHosts, NamesTheRankOfTheOtherHostThatHasNotCalled) {
   const std::string dir = testing::TempDir() + "dfccl-stuck-hosts-" + std::to_string(getpid()) + "-";
   setenv("DFCCL_STUCK_WARN_S", "1", 1);
   setenv("DFCCL_DEBUG_FILE", (dir + "%p.log").c_str(), 1);
-  run_two_hosts([&](dfcclComm_t comm, int rank) {
-    auto abort_when_all_checked = [&] {  // nobody aborts before ranks 0-2 have checked; 10 s at most
-      for (int i = 0; i < 100; ++i) {
-        bool all = true;
-        for (int r = 0; r < 3; ++r) all = all && std::ifstream(dir + "done-" + std::to_string(r)).good();
-        if (all) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-      dfcclCommAbort(comm);
-    };
-    if (rank == 3) {
-      abort_when_all_checked();
-      return 0;
-    }
-    const std::string dump = dir + "dump-" + std::to_string(getpid()) + ".txt";
-    if (!freopen(dump.c_str(), "w", stderr)) return 4;
-    std::vector<int32_t> in(kCount, rank), out(kCount);
-    dfcclRequest_t q = nullptr;
-    if (dfcclAllReduce(in.data(), out.data(), kCount, dfcclInt32, dfcclSum, comm, 0, nullptr, &q) != dfcclSuccess)
-      return 2;
-    const std::string log = dir + std::to_string(getpid()) + ".log";
-    std::string warning;  // the stuck warning comes after 1 to 2 s
-    for (int i = 0; i < 80 && warning.find("pending for") == std::string::npos; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      warning = read_file(log);
-    }
-    dfcclDebugDump(comm, 0);
-    std::fflush(stderr);
-    const std::string text = read_file(dump);
-    int missing[4] = {}, n = 0;
-    const bool listed = dfcclRequestGetMissingRanks(q, missing, 4, &n) == dfcclSuccess && n == 1 && missing[0] == 3;
-    std::ofstream(dir + "done-" + std::to_string(rank)).put('1');  // also when a check fails: the others go on
-    const std::string want = "#0 of its communicator, not called yet by rank 3";
-    const bool named_dump = text.find(want) != std::string::npos;
-    const bool named_warning = warning.find(want + ";") != std::string::npos;
-    if (!named_dump || !named_warning || !listed) {
-      std::printf("rank %d: the dump, the warning or the missing ranks (%d, the first %d) do not name rank 3 "
-                  "alone:\n%s\n%s\n",
-                  rank, n, missing[0], text.c_str(), warning.c_str());
-      return 1;
-    }
-    if (rank == 0) std::printf("[ stuck    ] %s", warning.c_str());
-    abort_when_all_checked();
-    return 0;
-  });
+  run_two_hosts([&](dfcclComm_t comm, int rank) { return dfccl::test::check_stuck_diagnosis(comm, rank, dir); });
   unsetenv("DFCCL_STUCK_WARN_S");
   unsetenv("DFCCL_DEBUG_FILE");
 }
