@@ -60,14 +60,6 @@ class Sink final : public net::BoardSink {
   std::shared_ptr<MatchBoard> board_;
 };
 
-// What each rank publishes in mirror_connect's round: its board id and its first proxy.
-struct BoardInfo {
-  uint64_t engine;
-  uint32_t board;
-  uint32_t bytes;
-  std::byte address[Bootstrap::kSlotBytes - 16];
-};
-
 }  // namespace
 
 // A communicator's side of the mirroring (dfcclComm::mirror). `mu` guards proxy, which release drops while other
@@ -114,19 +106,10 @@ void mirror_connect(dfcclComm* c, const std::vector<uint64_t>& host_hashes) {
   if (std::all_of(host_hashes.begin(), host_hashes.end(), [&](uint64_t h) { return h == host_hashes[0]; })) return;
   auto m = std::make_shared<BoardMirror>();
   m->proxy = first_proxy(c);
-  if (!m->proxy) throw Error(dfcclInternalError, "communicator init: ranks on several hosts but no network proxy");
-  m->board = m->proxy->new_hop_id();
-  auto mine = std::make_unique<BoardInfo>();
-  const auto& address = m->proxy->address();
-  if (address.size() > sizeof(mine->address))
-    throw Error(dfcclInternalError, fmt::format("the network address has {} bytes; at most {} fit the bootstrap",
-                                                address.size(), sizeof(mine->address)));
-  mine->engine = m->proxy->engine_id();
-  mine->board = m->board;
-  mine->bytes = uint32_t(address.size());
-  std::memcpy(mine->address, address.data(), address.size());
-  std::vector<BoardInfo> all(size_t(c->nranks));
-  c->bootstrap->allgather(mine.get(), sizeof(BoardInfo), all.data());
+  const std::vector<NetEndpoint>& ends = c->net.endpoints;
+  if (!m->proxy || ends.size() != size_t(c->nranks))
+    throw Error(dfcclInternalError, "communicator init: ranks on several hosts but no network proxy");
+  m->board = ends[size_t(c->rank)].reserved_id;
   // The lowest rank of each other host receives this rank's posts.
   m->dest_of.assign(size_t(c->nranks), -1);
   for (int q = 0; q < c->nranks; ++q) {
@@ -134,9 +117,8 @@ void mirror_connect(dfcclComm* c, const std::vector<uint64_t>& host_hashes) {
     if (h == host_hashes[size_t(c->rank)]) continue;
     const int lowest = int(std::find(host_hashes.begin(), host_hashes.end(), h) - host_hashes.begin());
     if (lowest == q) {
-      const BoardInfo& b = all[size_t(q)];
-      m->dests.push_back({std::vector<std::byte>(b.address, b.address + b.bytes), b.engine, b.board,
-                          fmt::format("rank {} of {}", q, c->nranks)});
+      const NetEndpoint& e = ends[size_t(q)];
+      m->dests.push_back({e.address, e.engine, e.reserved_id, fmt::format("rank {} of {}", q, c->nranks)});
     }
     m->dest_of[size_t(q)] = m->dest_of[size_t(lowest)] >= 0 ? m->dest_of[size_t(lowest)] : int(m->dests.size()) - 1;
   }

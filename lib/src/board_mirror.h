@@ -22,9 +22,9 @@ namespace dfccl {
 struct MatchKey;
 struct P2pKey;
 
-// Caller: comm_init, every rank together, after the board exists and net_connect. When the ranks span hosts
-// (host_hashes: every rank's), exchanges each rank's board id and first proxy's address through the bootstrap and
-// registers this rank's board with that proxy; else does nothing.
+// Caller: comm_init, after the board exists and net_connect. When the ranks span hosts (host_hashes: every rank's),
+// registers this rank's board with its first proxy under the hop id that net_connect reserved and published
+// (NetLinks::endpoints: every rank's board id and first proxy); else does nothing. No bootstrap round of its own.
 void mirror_connect(dfcclComm* c, const std::vector<uint64_t>& host_hashes);
 // Caller: a submission whose post found no mismatch. Queues it for the lowest rank of every other host.
 void mirror_post(dfcclComm* c, const MatchKey& key, const core::Desc& d);
