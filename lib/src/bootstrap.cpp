@@ -203,6 +203,13 @@ void Bootstrap::set_peer_state(int rank, uint64_t state) {
   __atomic_store_n(&words()[rank].state, state, __ATOMIC_RELEASE);
 }
 
+void Bootstrap::set_peer_left(int rank) {
+  uint64_t seen = peer_state(rank);
+  while (seen != kAborted && !__atomic_compare_exchange_n(&words()[rank].state, &seen, uint64_t(kLeft), false,
+                                                          __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  }
+}
+
 uint64_t Bootstrap::peer_heartbeat(int rank) const {
   return __atomic_load_n(&words()[rank].heartbeat, __ATOMIC_ACQUIRE);
 }

@@ -67,6 +67,8 @@ class Bootstrap {
   uint64_t peer_heartbeat(int rank) const;
   // A rank on another host: its state as its messages tell it (its own words are in its host's segment).
   void set_peer_state(int rank, uint64_t state);
+  // The same for a rank on another host that destroyed its communicator: kLeft, unless kAborted was recorded.
+  void set_peer_left(int rank);
   // Whether `rank` is on this rank's host (shares the segment; its liveness words and process are visible here).
   bool local(int rank) const { return hosts_.empty() || hosts_[size_t(rank)] == hosts_[size_t(rank_)]; }
   bool all_local() const { return !rv_; }

@@ -518,6 +518,7 @@ void comm_destroy(dfcclComm* c) {
                                           left, c->rank, timeout));
   }
   c->bootstrap->set_state(Bootstrap::kLeft);  // the peers no longer count on this rank (nor its process)
+  mirror_leave(c);                            // nor do those of other hosts, once the message reaches them
   // The last writes a peer makes into my region are the credits for what I sent it: wait for them (not for the
   // peers to call destroy: destroy is local, as in NCCL), then free.
   const uint64_t t0 = host_now_ns();

@@ -7,7 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "dfccl.h"
@@ -94,6 +99,76 @@ void run_forked_ranks(int nranks, Setup setup, Body body, dfcclExecutor_t execut
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << "rank " << rank << " failed (status " << status << ")";
   }
+}
+
+// The whole text of the file at path ("" when there is none).
+inline std::string read_text_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Caller: a rank of check_stuck_diagnosis. Waits until ranks 0-2 have marked themselves done under dir (10 s at
+// most), then aborts comm: no abort fails a rank that is still checking.
+inline void abort_when_stuck_checked(dfcclComm_t comm, const std::string& dir) {
+  for (int i = 0; i < 100; ++i) {
+    bool all = true;
+    for (int r = 0; r < 3; ++r) all = all && std::ifstream(dir + "done-" + std::to_string(r)).good();
+    if (all) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  dfcclCommAbort(comm);
+}
+
+// The stuck warning in the log file at path, waited for up to 8 s (it comes 1 to 2 s after DFCCL_STUCK_WARN_S=1);
+// what the file holds at the end.
+inline std::string wait_stuck_warning(const std::string& path) {
+  std::string text;
+  for (int i = 0; i < 80 && text.find("pending for") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    text = read_text_file(path);
+  }
+  return text;
+}
+
+// Caller: the body of rank `rank` of 4 forked ranks on the host executor, started with DFCCL_STUCK_WARN_S=1 and
+// DFCCL_DEBUG_FILE=<dir>%p.log. Ranks 0-2 all-reduce and rank 3 never calls: each of ranks 0-2 checks that the stuck
+// warning, dfcclDebugDump (its host slots) and dfcclRequestGetMissingRanks name rank 3 alone as the rank that has
+// not called collective #0, then marks itself done with a file under dir. Every rank then aborts
+// (abort_when_stuck_checked). Returns 0 when every check held, else prints what was seen and returns non-zero.
+inline int check_stuck_diagnosis(dfcclComm_t comm, int rank, const std::string& dir) {
+  if (rank == 3) {  // stays away
+    abort_when_stuck_checked(comm, dir);
+    return 0;
+  }
+  // The dump goes to stderr: send it to a file this rank reads back.
+  const std::string dump = dir + "dump-" + std::to_string(getpid()) + ".txt";
+  if (!std::freopen(dump.c_str(), "w", stderr)) return 4;
+  std::vector<int32_t> in(4096, rank), out(4096);
+  dfcclRequest_t q = nullptr;
+  if (dfcclAllReduce(in.data(), out.data(), in.size(), dfcclInt32, dfcclSum, comm, 0, nullptr, &q) != dfcclSuccess)
+    return 2;
+  const std::string warning = wait_stuck_warning(dir + std::to_string(getpid()) + ".log");
+  dfcclDebugDump(comm, 0);
+  std::fflush(stderr);
+  const std::string text = read_text_file(dump);
+  int missing[4] = {}, n = 0;
+  const bool listed = dfcclRequestGetMissingRanks(q, missing, 4, &n) == dfcclSuccess && n == 1 && missing[0] == 3;
+  std::ofstream(dir + "done-" + std::to_string(rank)).put('1');  // also when a check fails: the others go on
+  const std::string want = "#0 of its communicator, not called yet by rank 3";
+  const bool named_dump = text.find("host slot") != std::string::npos && text.find(want) != std::string::npos;
+  const bool named_warning =
+      warning.find("pending for") != std::string::npos && warning.find(want + ";") != std::string::npos;
+  if (!named_dump || !named_warning || !listed) {
+    std::printf("rank %d: the dump, the warning or the missing ranks (%d, the first %d) do not name rank 3 alone:\n"
+                "%s\n%s\n",
+                rank, n, missing[0], text.c_str(), warning.c_str());
+    return 1;
+  }
+  if (rank == 0) std::printf("[ stuck    ] %s", warning.c_str());
+  abort_when_stuck_checked(comm, dir);
+  return 0;
 }
 
 }  // namespace dfccl::test

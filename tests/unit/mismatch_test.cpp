@@ -13,8 +13,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -224,70 +222,13 @@ TEST(Mismatch, OnTheCudaExecutor) {
   }
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // A collective that rank 3 has not called: the stuck warning (DFCCL_STUCK_WARN_S=1) and dfcclDebugDump of the other
 // ranks name rank 3 as the one that has not called it.
 TEST(StuckDiagnosis, NamesTheRanksThatHaveNotCalled) {
   const std::string dir = testing::TempDir() + "dfccl-stuck-" + std::to_string(getpid()) + "-";
   setenv("DFCCL_STUCK_WARN_S", "1", 1);
   setenv("DFCCL_DEBUG_FILE", (dir + "%p.log").c_str(), 1);
-  run_ranks([&](dfcclComm_t comm, int rank) {
-    // Nobody aborts before ranks 0-2 have checked (an abort would fail the others' communicator); 10 s at most.
-    const std::string done = dir + "done-" + std::to_string(rank);
-    auto abort_when_all_checked = [&] {
-      for (int i = 0; i < 100; ++i) {
-        bool all = true;
-        for (int r = 0; r < 3; ++r) all = all && std::ifstream(dir + "done-" + std::to_string(r)).good();
-        if (all) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-      dfcclCommAbort(comm);
-    };
-    if (rank == 3) {  // stays away
-      abort_when_all_checked();
-      return 0;
-    }
-    // The dump goes to stderr: send it to a file this rank reads back.
-    const std::string dump = dir + "dump-" + std::to_string(getpid()) + ".txt";
-    if (!freopen(dump.c_str(), "w", stderr)) return 4;
-    std::vector<int32_t> in(kCount, rank), out(kCount);
-    dfcclRequest_t q = nullptr;
-    if (dfcclAllReduce(in.data(), out.data(), kCount, dfcclInt32, dfcclSum, comm, 0, nullptr, &q) != dfcclSuccess)
-      return 2;
-    const std::string log = dir + std::to_string(getpid()) + ".log";
-    std::string warning;  // the stuck warning comes after 1 to 2 s
-    for (int i = 0; i < 80 && warning.find("pending for") == std::string::npos; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      warning = read_file(log);
-    }
-    dfcclDebugDump(comm, 0);
-    std::fflush(stderr);
-    const std::string text = read_file(dump);
-    std::ofstream(done).put('1');  // also when a check fails: the others go on
-    const bool named_dump = text.find("host slot") != std::string::npos &&
-                            text.find("#0 of its communicator, not called yet by rank 3") != std::string::npos;
-    const bool named_warning = warning.find("pending for") != std::string::npos &&
-                               warning.find("#0 of its communicator, not called yet by rank 3;") != std::string::npos;
-    if (!named_dump || !named_warning) {
-      std::printf("rank %d: the dump or the warning does not name rank 3:\n%s\n%s\n", rank, text.c_str(),
-                  warning.c_str());
-      return 1;
-    }
-    int missing[4] = {}, n = 0;
-    if (dfcclRequestGetMissingRanks(q, missing, 4, &n) != dfcclSuccess || n != 1 || missing[0] != 3) {
-      std::printf("rank %d: dfcclRequestGetMissingRanks gave %d rank(s), the first %d\n", rank, n, missing[0]);
-      return 1;
-    }
-    if (rank == 0) std::printf("[ stuck    ] %s", warning.c_str());
-    abort_when_all_checked();
-    return 0;
-  });
+  run_ranks([&](dfcclComm_t comm, int rank) { return dfccl::test::check_stuck_diagnosis(comm, rank, dir); });
   unsetenv("DFCCL_STUCK_WARN_S");
   unsetenv("DFCCL_DEBUG_FILE");
 }

@@ -23,9 +23,9 @@ std::vector<std::byte> frame(uint32_t board, const std::vector<std::byte>& paylo
 
 }  // namespace
 
-void BoardLink::add(uint32_t board, std::shared_ptr<BoardSink> sink, std::vector<BoardDest> dests) {
+void BoardLink::add(uint32_t board, std::shared_ptr<BoardSink> sink) {
   std::lock_guard<std::mutex> lk(mu_);
-  boards_[board] = Registered{std::move(sink), std::move(dests)};
+  boards_[board] = std::move(sink);
 }
 
 void BoardLink::remove(uint32_t board) {
@@ -33,7 +33,7 @@ void BoardLink::remove(uint32_t board) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = boards_.find(board);
   if (it == boards_.end()) return;
-  gone = std::move(it->second.sink);
+  gone = std::move(it->second);
   boards_.erase(it);
 }
 
@@ -48,9 +48,9 @@ bool BoardLink::send(const BoardDest& dest, const std::vector<std::byte>& payloa
   return true;
 }
 
-void BoardLink::answer(const Registered& r, const std::string& text) {
-  const std::vector<std::byte> payload = r.sink->encode_text(text);
-  for (const BoardDest& d : r.dests) {
+void BoardLink::answer(const BoardSink& sink, const std::string& text) {
+  const std::vector<std::byte> payload = sink.encode_text(text);
+  for (const BoardDest& d : sink.destinations()) {
     if (queue_.size() + in_flight_count_ >= kMaxQueued) return;
     Out o;
     o.dest = d;
@@ -100,8 +100,8 @@ bool BoardLink::take_received(Transport& t) {
         std::lock_guard<std::mutex> lk(mu_);
         auto it = boards_.find(h.board);
         if (it != boards_.end() && h.bytes == c.bytes - sizeof(h)) {
-          const std::string text = it->second.sink->deliver(in_[k].data() + sizeof(h), h.bytes);
-          if (!text.empty()) answer(it->second, text);
+          const std::string text = it->second->deliver(in_[k].data() + sizeof(h), h.bytes);
+          if (!text.empty()) answer(*it->second, text);
         }
       }
     }

@@ -8,8 +8,8 @@
 //    longer touches that board's sink.
 //  - The proxy's thread (step()) sends what is queued, reaps what was sent, keeps kReceives receives posted and
 //    hands each message for a registered board to its sink (under the lock; the sink writes shared memory only);
-//    a sink's answer (a mismatch it found) goes to every destination of that board. Messages for boards that are
-//    not (or no longer) registered are dropped. It makes no CUDA call and blocks on nothing.
+//    a sink's answer (a mismatch it found) goes to the destinations that the sink names at that moment. Messages
+//    for boards that are not (or no longer) registered are dropped. It makes no CUDA call and blocks on nothing.
 //  - A message that cannot be sent (its peer failed) is dropped: the proxy's hops report the peer.
 #pragma once
 
@@ -47,6 +47,8 @@ class BoardSink {
   virtual std::string deliver(const std::byte* payload, size_t bytes) = 0;
   // The message that carries `text` to another board (the answer's encoding).
   virtual std::vector<std::byte> encode_text(const std::string& text) const = 0;
+  // Where an answer goes now (under the link's lock: reads memory only, takes no lock).
+  virtual std::vector<BoardDest> destinations() const = 0;
 };
 
 class BoardLink {
@@ -57,7 +59,7 @@ class BoardLink {
   using Connect = std::function<Peer(const BoardDest&)>;  // the proxy's connection to a destination (Peer{}: none)
 
   // Application threads.
-  void add(uint32_t board, std::shared_ptr<BoardSink> sink, std::vector<BoardDest> dests);
+  void add(uint32_t board, std::shared_ptr<BoardSink> sink);
   void remove(uint32_t board);
   // Queues payload (at most kMaxBytes - 8 bytes) for dest; false when the queue was full or it was too long.
   bool send(const BoardDest& dest, const std::vector<std::byte>& payload);
@@ -73,16 +75,12 @@ class BoardLink {
     Req req;
     bool sent = false;
   };
-  struct Registered {
-    std::shared_ptr<BoardSink> sink;
-    std::vector<BoardDest> dests;
-  };
   bool send_queued(Transport& t, const Connect& connect);
   bool take_received(Transport& t);
-  void answer(const Registered& r, const std::string& text);  // under mu_
+  void answer(const BoardSink& sink, const std::string& text);  // under mu_
 
   std::mutex mu_;  // held briefly by application threads and the proxy's thread; never across a CUDA call
-  std::map<uint32_t, Registered> boards_;
+  std::map<uint32_t, std::shared_ptr<BoardSink>> boards_;
   std::list<Out> queue_;        // queued by send() or an answer, not taken by the thread yet
   size_t in_flight_count_ = 0;  // in_flight_.size(), for send()'s bound
   // The proxy's thread only.

@@ -19,7 +19,9 @@ struct AddressInfo {
   uint64_t engine;    // Proxy::engine_id
   uint32_t nproxies;  // how many proxies the engine runs
   uint32_t bytes;
-  std::byte address[Bootstrap::kSlotBytes - 16];
+  uint32_t reserved_id;  // round 0: NetEndpoint::reserved_id
+  uint32_t pad;
+  std::byte address[Bootstrap::kSlotBytes - 24];
 };
 
 // The hop ids of this rank's side of every connection, in the second round: ring receive and send, then for each
@@ -47,10 +49,11 @@ HopIds new_hop_ids(const dfcclComm* c, net::Proxy& first) {
 }
 
 // Every rank's AddressInfo of its proxy k, for k below the smallest number of proxies among the ranks: [k][rank].
-// Round k publishes this engine's proxy k; round 0 also tells how many rounds there are.
+// Round k publishes this engine's proxy k; round 0 also tells how many rounds there are, and carries reserved_id.
 using Addresses = std::vector<std::vector<AddressInfo>>;
 
-Addresses exchange_addresses(dfcclComm* c, const std::vector<std::shared_ptr<net::Proxy>>& proxies) {
+Addresses exchange_addresses(dfcclComm* c, const std::vector<std::shared_ptr<net::Proxy>>& proxies,
+                             uint32_t reserved_id) {
   Addresses all;
   size_t rounds = proxies.size();
   for (size_t k = 0; k < rounds; ++k) {
@@ -63,6 +66,7 @@ Addresses exchange_addresses(dfcclComm* c, const std::vector<std::shared_ptr<net
     mine->engine = p.engine_id();
     mine->nproxies = uint32_t(proxies.size());
     mine->bytes = uint32_t(address.size());
+    mine->reserved_id = k == 0 ? reserved_id : 0;
     std::memcpy(mine->address, address.data(), address.size());
     all.emplace_back(size_t(c->nranks));
     c->bootstrap->allgather(mine.get(), sizeof(AddressInfo), all.back().data());
@@ -70,6 +74,13 @@ Addresses exchange_addresses(dfcclComm* c, const std::vector<std::shared_ptr<net
       for (const AddressInfo& a : all[0]) rounds = std::min<size_t>(rounds, a.nproxies);
   }
   return all;
+}
+
+// Every rank's first proxy and reserved id, from round 0.
+std::vector<NetEndpoint> endpoints(const std::vector<AddressInfo>& round0) {
+  std::vector<NetEndpoint> out;
+  for (const AddressInfo& a : round0) out.push_back({{a.address, a.address + a.bytes}, a.engine, a.reserved_id});
+  return out;
 }
 
 net::HopSpec hop(dfcclComm* c, int peer, bool send, char* self, char* shadow, const core::CommStatic& geo,
@@ -135,8 +146,9 @@ void net_connect(dfcclComm* c) {
   const int me = c->rank, nr = c->nranks;
   const int next = (me + 1) % nr, prev = (me - 1 + nr) % nr;
   n.proxies = c->engine->net_proxies();
-  const Addresses addrs = exchange_addresses(c, n.proxies);
+  const Addresses addrs = exchange_addresses(c, n.proxies, n.proxies[0]->new_hop_id());
   n.proxies.resize(addrs.size());
+  n.endpoints = endpoints(addrs[0]);
   const bool p2p = c->p2p.nchan > 0;
   HopIds ids = new_hop_ids(c, *n.proxies[0]);
   const size_t id_bytes = ids.ids.size() * sizeof(uint32_t);

@@ -19,6 +19,15 @@ struct dfcclComm;
 
 namespace dfccl {
 
+// A rank's first network proxy as net_connect's first round published it, and the hop id that rank reserved in it
+// for the communicator's messages outside its hops (the match board's: board_mirror.h). The net layer only reserves
+// and publishes the id; what travels under it is the caller's.
+struct NetEndpoint {
+  std::vector<std::byte> address;  // the proxy's transport address
+  uint64_t engine = 0;             // its engine_id()
+  uint32_t reserved_id = 0;
+};
+
 struct NetLinks {
   std::vector<uint8_t> remote;      // [rank]: reached through the network
   std::vector<RegionBlob> shadows;  // allocated by this rank, freed with the communicator
@@ -27,7 +36,8 @@ struct NetLinks {
   // hops in each (0: none attached).
   std::vector<std::shared_ptr<net::Proxy>> proxies;
   std::vector<uint64_t> keys;
-  bool any = false;  // some rank is remote
+  std::vector<NetEndpoint> endpoints;  // [rank], set by net_connect (empty when no rank is remote)
+  bool any = false;                    // some rank is remote
 };
 
 // Caller: comm_init, once every rank's host hash is known. Fills c->net.remote; throws dfcclNotSupported when a rank
@@ -43,7 +53,8 @@ void* net_shadow(dfcclComm* c, uint64_t bytes, bool ring);
 // Caller: comm_init, every rank together, after the ring's and the point-to-point regions exist: exchanges proxy
 // addresses and hop ids through the bootstrap and hands this rank's hops to the engine's proxies. The communicator
 // uses n = the smallest number of proxies among its ranks (DFCCL_NET_THREADS); channel c of every connection goes
-// from the sender's proxy c % n to the receiver's proxy c % n.
+// from the sender's proxy c % n to the receiver's proxy c % n. The first round also carries each rank's reserved hop
+// id (c->net.endpoints), so that the communicator's own messages need no round of their own.
 void net_connect(dfcclComm* c);
 // Caller: release. Stops the communicator's hops (bounded); true when the proxy no longer uses its regions.
 bool net_detach(dfcclComm* c);
