@@ -102,7 +102,9 @@ bool have_gpu() {
   int status = 0;
   waitpid(probe, &status, 0);
   const int verdict = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-  if (verdict != 77) EXPECT_EQ(verdict, 0) << "DFCCL_REQUIRE_GPUS: no usable GPU";
+  if (verdict != 77) {
+    EXPECT_EQ(verdict, 0) << "DFCCL_REQUIRE_GPUS: no usable GPU";
+  }
   return verdict == 0;
 }
 

@@ -121,9 +121,10 @@ void run_case(Victim how, const std::string& what) {
   for (int rank = 0; rank < kRanks; ++rank) {
     int status = 0;
     ASSERT_EQ(waitpid(pids[size_t(rank)], &status, 0), pids[size_t(rank)]);
-    if (rank != kVictim)
+    if (rank != kVictim) {
       EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
           << "rank " << rank << " failed (status " << status << ")";
+    }
   }
   close(done[0]);
 }
