@@ -55,8 +55,7 @@ File File::create(const std::string& path) {
 File File::create_checkpointed(const std::string& path, double spacing) {
   Closer fapl{check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose};
   check_status(H5Pset_fapl_core(fapl.id, 1 << 20, false), "H5Pset_fapl_core");  // in memory only
-  File f(check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id), "cannot create " + path), path,
-         spacing);
+  File f(check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id), "cannot create " + path), path, spacing);
   f.flush();  // an unwritable path fails here, before anything runs
   return f;
 }
@@ -92,7 +91,14 @@ File File::open_read(const std::string& path) {
   return File(check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "cannot open " + path));
 }
 
-File::File(File&& other) noexcept : id_(other.id_), image_path_(std::move(other.image_path_)) { other.id_ = -1; }
+File::File(File&& other) noexcept
+    : id_(other.id_),
+      image_path_(std::move(other.image_path_)),
+      image_spacing_(other.image_spacing_),
+      image_done_ns_(other.image_done_ns_),
+      image_cost_ns_(other.image_cost_ns_) {
+  other.id_ = -1;
+}
 
 File::~File() {
   if (id_ >= 0) H5Fclose(id_);

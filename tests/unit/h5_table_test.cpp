@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "h5_table.h"
 
@@ -35,6 +36,33 @@ TEST(H5Table, RoundTrip) {
   EXPECT_EQ(f.list("runs"), (std::vector<std::string>{"a"}));
   EXPECT_THROW(f.read_doubles("runs/a", "nope"), std::runtime_error);
   std::remove(path.c_str());
+}
+
+}  // namespace
+
+namespace {
+
+// A checkpointed file keeps its spacing when moved (as the harness's writer moves it into place): with a spacing no
+// run reaches, a flush when due writes no image, and a plain flush writes one. The file on disk is read from a copy
+// (HDF5 does not open a file twice in one process).
+TEST(H5Table, CheckpointedFileMovedKeepsItsSpacing) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string path = (dir / "dfccl_h5_checkpointed_test.h5").string();
+  const std::string copy = (dir / "dfccl_h5_checkpointed_copy.h5").string();
+  std::optional<dfccl::h5::File> f;
+  f.emplace(dfccl::h5::File::create_checkpointed(path, 1e12));
+  f->write_column("t", "x", std::vector<int64_t>{1, 2, 3});
+  auto on_disk = [&] {
+    std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+    return dfccl::h5::File::open_read(copy).has("t/x");
+  };
+  f->flush(true);
+  EXPECT_FALSE(on_disk()) << "a flush when due wrote an image long before it was due";
+  f->flush();
+  EXPECT_TRUE(on_disk());
+  f.reset();
+  std::filesystem::remove(path);
+  std::filesystem::remove(copy);
 }
 
 }  // namespace
