@@ -299,16 +299,15 @@ dfcclConfig_t resolve_config(const dfcclConfig_t* config, int rank) {
 namespace {
 
 // comm_init, step 1: every rank's RankInfo (transport settings, device, host, process), checked to agree; the
-// network plan (which ranks are remote) and the connections' shape follow from them.
-std::vector<RankInfo> agree_on_transport(dfcclComm* c, const dfcclConfig_t& cfg) {
+// network plan (which ranks are remote) and the connections' shape follow from them. *hosts: every rank's host hash.
+std::vector<RankInfo> agree_on_transport(dfcclComm* c, const dfcclConfig_t& cfg, std::vector<uint64_t>* hosts) {
   const RankInfo mine = rank_info(cfg, *c->engine, *c->bootstrap, c->nranks);
   std::vector<RankInfo> all(static_cast<size_t>(c->nranks));
   c->bootstrap->allgather(&mine, sizeof(mine), all.data());
   c->bootstrap->unlink();  // everybody has the segment mapped
   check_agreement(all, c->rank);
-  std::vector<uint64_t> hosts;
-  for (const RankInfo& r : all) hosts.push_back(r.host_hash);
-  net_plan(c, hosts);
+  for (const RankInfo& r : all) hosts->push_back(r.host_hash);
+  net_plan(c, *hosts);
   c->geometry = net_geometry(c, c->engine->transport());
   return all;
 }
@@ -384,13 +383,12 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     Engine& e = *c->engine;
     const TransportParams& tp = e.transport();
     const uint32_t nlanes = tp.seq_lanes + tp.persistent_lanes;
-    const std::vector<RankInfo> all = agree_on_transport(c.get(), cfg);
+    std::vector<uint64_t> hosts;
+    const std::vector<RankInfo> all = agree_on_transport(c.get(), cfg, &hosts);
     make_regions(c.get(), all, nlanes);
     make_comm_static(c.get(), nlanes);
     net_connect(c.get());
     c->board = std::make_shared<MatchBoard>(c->bootstrap, tp.seq_lanes);
-    std::vector<uint64_t> hosts;
-    for (const RankInfo& r : all) hosts.push_back(r.host_hash);
     mirror_connect(c.get(), hosts);
     c->index = e.attach(c->dev, c->board);
     c->bootstrap->barrier();
