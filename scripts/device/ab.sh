@@ -26,15 +26,15 @@ for round in $(seq 1 "${ROUNDS:-3}"); do
       --begin "${BEGIN:-16}" --end "${END:-64M}" --factor 4 --iters "${ITERS:-20}" --warmup "${WARMUP:-5}" \
       --backend dfccl ${EXTRA:-} ${!side_extra:-} > "$OUT/ab_${side}_$round.log" 2>&1
     echo "== $side round $round rc=$?"
-    awk '!/^#/ && $10 ~ /^(all_reduce|all_gather|reduce_scatter|broadcast|reduce)$/ {
-      printf "  %-14s %10s B  %9s us  cv %5s %%\n", $10, $1, $6, $14}' "$OUT/ab_${side}_$round.log"
+    awk '!/^#/ && $14 ~ /^(all_reduce|all_gather|reduce_scatter|broadcast|reduce)$/ {
+      printf "  %-14s %10s B  %9s us  cv %5s %%\n", $14, $1, $6, $18}' "$OUT/ab_${side}_$round.log"
   done
 done
 # Per collective and size: medians over the rounds, B - A, and the rounds' own B - A.
 for side in A B; do
   for round in $(seq 1 "${ROUNDS:-3}"); do
-    awk -v s="$side" -v r="$round" '!/^#/ && $10 ~ /^(all_reduce|all_gather|reduce_scatter|broadcast|reduce)$/ {
-      print s, $10, $1, r, $6}' "$OUT/ab_${side}_$round.log"
+    awk -v s="$side" -v r="$round" '!/^#/ && $14 ~ /^(all_reduce|all_gather|reduce_scatter|broadcast|reduce)$/ {
+      print s, $14, $1, r, $6}' "$OUT/ab_${side}_$round.log"
   done
 done | sort -k2,2 -k3,3n -k1,1 -k5,5g | awk '
   function med(side,   n) {
