@@ -12,9 +12,12 @@ __global__ void __launch_bounds__(kDaemonThreads, 1) daemon_kernel(const core::E
   core::daemon_block<CudaExec>(ev, blockIdx.x, bs);
 }
 
+// The launches go through cudaLaunchKernel, whose result is the launch's own: an error the application left on the
+// calling thread (its last error) is neither reported as ours nor taken from it.
 cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool preload, cudaStream_t stream) {
-  daemon_kernel<<<ev.p.nblocks + ev.p.prefetch, threads, 0, stream>>>(ev, preload);
-  return cudaGetLastError();
+  void* args[] = {const_cast<core::EngineView*>(&ev), &preload};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(&daemon_kernel), dim3(ev.p.nblocks + ev.p.prefetch),
+                          dim3(threads), args, 0, stream);
 }
 
 // See launch_stream_waiter in daemon.h. Thread 0 polls; the others return.
@@ -39,8 +42,8 @@ __global__ void __launch_bounds__(32)
 
 cudaError_t launch_stream_waiter(const uint64_t* word, uint64_t value, const uint64_t* abort_word, uint64_t abort_value,
                                  cudaStream_t stream) {
-  stream_waiter<<<1, 32, 0, stream>>>(word, value, abort_word, abort_value);
-  return cudaGetLastError();
+  void* args[] = {&word, &value, &abort_word, &abort_value};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(&stream_waiter), dim3(1), dim3(32), args, 0, stream);
 }
 
 cudaError_t resident_blocks(unsigned threads, unsigned* blocks) {

@@ -4,7 +4,9 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "app_kernels.h"
@@ -123,6 +125,37 @@ TEST(CudaOneGpu, LegacyStreamDuringAGlobalCaptureIsRefused) {
   EXPECT_EQ(req, nullptr);
   EXPECT_EQ(submitted(g[0]), queued);
   cudaStreamDestroy(blocking);
+  cudaFree(in);
+  cudaFree(out);
+}
+
+// An error the application left on its thread (a failed cudaFree) is not taken for the daemon's launch or a stream
+// waiter's: the collectives submitted after it, each relaunching the daemon once it has gone idle, succeed exactly.
+TEST(CudaOneGpu, AnApplicationsStaleErrorDoesNotFailASubmission) {
+  cudaSetDevice(0);
+  Group g(1, dfcclExecutorCuda);
+  const size_t n = 1024;
+  int32_t *in = nullptr, *out = nullptr;
+  CUDA_OK(cudaMalloc(&in, n * 4));
+  CUDA_OK(cudaMalloc(&out, n * 4));
+  CUDA_OK(cudaMemset(in, 1, n * 4));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the daemon goes idle (DFCCL_IDLE_NS): relaunched
+    ASSERT_NE(cudaFree(reinterpret_cast<void *>(0x1000)), cudaSuccess);  // the application's own, left unread
+    CUDA_OK(cudaMemset(out, 0xff, n * 4));
+    dfcclRequest_t req = nullptr;
+    ASSERT_EQ(dfcclAllReduce(in, out, n, dfcclInt32, dfcclSum, g[0], 0, s, &req), dfcclSuccess) << last_error();
+    ASSERT_EQ(dfcclWait(req, s), dfcclSuccess) << last_error();
+    ASSERT_EQ(dfcclSynchronize(req, 10000), dfcclSuccess) << last_error();
+    dfcclRequestFree(req);
+    std::vector<int32_t> h(n);
+    CUDA_OK(cudaMemcpy(h.data(), out, n * 4, cudaMemcpyDeviceToHost));
+    for (size_t k = 0; k < n; ++k) ASSERT_EQ(h[k], 0x01010101) << "round " << i << " element " << k;
+  }
+  cudaGetLastError();
+  cudaStreamDestroy(s);
   cudaFree(in);
   cudaFree(out);
 }
