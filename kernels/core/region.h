@@ -74,8 +74,13 @@ struct LaneView {
   u32 ch, lane;
 };
 
+// A collective's lane (Desc::lane: the communicator's sequence lanes, then its persistent ids) within the connection
+// it runs on: a connection of one lane (a persistent id's own, lib/src/persistent.h) has only lane 0.
+DFCCL_HD inline u32 conn_lane(const CommStatic& c, u32 lane) { return c.nlanes == 1 ? 0u : lane; }
+
 // The four control blocks of (channel ch, lane) as this rank sees them.
-DFCCL_HD inline LaneView lane_view(const CommStatic& c, u32 ch, u32 lane) {
+DFCCL_HD inline LaneView lane_view(const CommStatic& c, u32 ch, u32 desc_lane) {
+  const u32 lane = conn_lane(c, desc_lane);
   LaneView v;
   v.recv_ctrl = region_ctrl(c.self, c, ch, lane);
   v.send_ctrl = v.recv_ctrl;

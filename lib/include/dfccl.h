@@ -227,9 +227,13 @@ dfcclResult_t dfcclAllToAllv(const void* sendbuff, const size_t* sendcounts, con
 
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Persistent collectives: prepared once with an id (0 <= id < DFCCL_MAX_PERSISTENT_IDS, unique in the communicator)  */
-/* (DFCCL_PERSISTENT_LANES, at most DFCCL_MAX_PERSISTENT_IDS, lowers the limit and the memory each id reserves) */
-/* by every rank; each dfcclStart of the same id matches the same-numbered start on the other ranks, and starts of   */
-/* different ids may come in any order on different ranks — even inside one communicator.                            */
+/* (DFCCL_PERSISTENT_LANES, at most DFCCL_MAX_PERSISTENT_IDS, lowers the limit) by every rank, in any order; each    */
+/* dfcclStart of the same id matches the same-numbered start on the other ranks, and starts of different ids may   */
+/* come in any order on different ranks — even inside one communicator. An id's memory (one lane: the formula of    */
+/* docs/design.md) is allocated by its first prepare on this rank, which does not wait for the others; its first   */
+/* dfcclStart maps the ring neighbours' and waits, at most the init timeout, until they have prepared the id        */
+/* (dfcclTimeout naming the rank that has not, with nothing queued). Prepare every id before the first start of any */
+/* when one thread drives several ranks.                                                                             */
 #define DFCCL_MAX_PERSISTENT_IDS 8
 dfcclResult_t dfcclPrepareAllReduce(size_t count, dfcclDataType_t datatype, dfcclRedOp_t op, dfcclComm_t comm, int id,
                                     dfcclPersistent_t* coll);

@@ -290,8 +290,14 @@ dfcclResult_t prepare(core::Kind kind, size_t count, dfcclDataType_t t, dfcclRed
     bad(fn, fmt::format("argument 'id' = {} is outside 0..{} (DFCCL_PERSISTENT_LANES={}; at most "
                         "DFCCL_MAX_PERSISTENT_IDS={})",
                         id, lanes - 1, lanes, DFCCL_MAX_PERSISTENT_IDS));
+  {
+    std::lock_guard<std::mutex> lk(c->mu);
+    if (c->persistent_prepared[id])
+      throw Error(dfcclInvalidUsage, fmt::format("{}: id {} is already prepared on this communicator", fn, id));
+  }
+  comm_prepare(c, id);  // the id's lane, the first time (not under c->mu: it allocates)
   std::lock_guard<std::mutex> lk(c->mu);
-  if (c->persistent_prepared[id])
+  if (c->persistent_prepared[id])  // another thread prepared it meanwhile
     throw Error(dfcclInvalidUsage, fmt::format("{}: id {} is already prepared on this communicator", fn, id));
   c->persistent_prepared[id] = true;
   auto* p = new dfcclPersistent;
@@ -523,7 +529,8 @@ dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info) {
     out.lanes = int(tp.seq_lanes);
     out.persistentLanes = int(tp.persistent_lanes);
     out.slotBytes = c->geometry.slot_bytes;
-    out.connectionBytes = c->region.bytes + sizeof(core::LaneState) * s.nchan * s.nlanes + c->net.shadow_bytes[0];
+    out.connectionBytes = c->region.bytes + sizeof(core::LaneState) * tp.nchan * s.nlanes + c->net.shadow_bytes[0] +
+                          persistent_bytes(c);
     out.p2pChannels = int(c->p2p.nchan);
     out.p2pBytes = c->p2p.region.bytes +
                    (c->p2p.nchan ? sizeof(core::LaneState) * tp.nchan * kP2pLanes * 2 * size_t(c->nranks) : 0) +

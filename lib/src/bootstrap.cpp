@@ -93,6 +93,13 @@ struct Bootstrap::RankWord {
 
 Bootstrap::RankWord* Bootstrap::words() const { return reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1); }
 
+// kNoteSlots per rank, after the match board.
+struct Bootstrap::Note {
+  uint64_t posted;  // 1 once data is written
+  uint64_t taken;   // readers done with it
+  char data[kNoteBytes];
+};
+
 dfcclUniqueId make_unique_id() {
   dfcclUniqueId id;
   std::memset(&id, 0, sizeof(id));
@@ -143,7 +150,8 @@ Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_
 // Maps this host's segment of the id (creating it if this rank comes first) and claims rank_ in it.
 void Bootstrap::open_segment() {
   name_ = fmt::format("/dfccl-bs-{:016x}-{:016x}", token_, host_hash_);
-  bytes_ = sizeof(Header) + sizeof(RankWord) * nranks_ + 2 * kSlotBytes * nranks_ + MatchBoard::bytes(nranks_);
+  bytes_ = sizeof(Header) + sizeof(RankWord) * nranks_ + 2 * kSlotBytes * nranks_ + MatchBoard::bytes(nranks_) +
+           sizeof(Note) * kNoteSlots * nranks_;
   int fd = shm_open(name_.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0) throw_system("bootstrap: shm_open " + name_);
   struct stat st;
@@ -195,6 +203,31 @@ void Bootstrap::beat(uint64_t now) { __atomic_store_n(&words()[rank_].heartbeat,
 void* Bootstrap::board_area() const {
   return static_cast<char*>(base_) + sizeof(Header) + sizeof(RankWord) * size_t(nranks_) +
          2 * kSlotBytes * size_t(nranks_);
+}
+
+Bootstrap::Note* Bootstrap::note(int rank, int slot) const {
+  if (slot < 0 || slot >= kNoteSlots || rank < 0 || rank >= nranks_)
+    throw Error(dfcclInternalError, fmt::format("bootstrap: note {} of rank {} does not exist", slot, rank));
+  auto* notes = reinterpret_cast<Note*>(static_cast<char*>(board_area()) + MatchBoard::bytes(nranks_));
+  return notes + size_t(rank) * kNoteSlots + size_t(slot);
+}
+
+void Bootstrap::post_note(int slot, const void* data, size_t bytes) {
+  if (bytes > kNoteBytes) throw Error(dfcclInternalError, "bootstrap: note too large");
+  Note* n = note(rank_, slot);
+  std::memcpy(n->data, data, bytes);
+  __atomic_store_n(&n->posted, uint64_t(1), __ATOMIC_RELEASE);
+}
+
+bool Bootstrap::read_note(int rank, int slot, void* out, size_t bytes) const {
+  const Note* n = note(rank, slot);
+  if (__atomic_load_n(&n->posted, __ATOMIC_ACQUIRE) == 0) return false;
+  std::memcpy(out, n->data, std::min(bytes, kNoteBytes));
+  return true;
+}
+
+uint64_t Bootstrap::take_note(int rank, int slot) {
+  return __atomic_add_fetch(&note(rank, slot)->taken, uint64_t(1), __ATOMIC_ACQ_REL);
 }
 
 uint64_t Bootstrap::peer_state(int rank) const { return __atomic_load_n(&words()[rank].state, __ATOMIC_ACQUIRE); }

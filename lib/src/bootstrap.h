@@ -76,6 +76,16 @@ class Bootstrap {
   // The match board's share of the segment (match_board.h): MatchBoard::bytes(nranks) bytes, zeroed at creation.
   void* board_area() const;
 
+  // Notes: records a rank posts after init without waiting for anyone (ranks on this host only; persistent.h posts
+  // its lanes' region handles). Each rank has kNoteSlots of at most kNoteBytes, each posted at most once.
+  // read_note copies rank's note `slot` into out and returns true once it is posted. take_note counts the readers
+  // that are done with a note and returns the count with this one.
+  static constexpr int kNoteSlots = 8;
+  static constexpr size_t kNoteBytes = 128;
+  void post_note(int slot, const void* data, size_t bytes);
+  bool read_note(int rank, int slot, void* out, size_t bytes) const;
+  uint64_t take_note(int rank, int slot);
+
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   uint64_t host_hash() const { return host_hash_; }  // of host_id(), which names this host's segment
@@ -86,6 +96,8 @@ class Bootstrap {
   struct RankWord;
   void open_segment();
   RankWord* words() const;  // the segment's liveness words, one per rank
+  struct Note;
+  Note* note(int rank, int slot) const;
   void wait_round(uint64_t seq, int timeout_ms) const;
   void close_segment();
   std::string name_;

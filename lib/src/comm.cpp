@@ -132,6 +132,7 @@ void take_memory(dfcclComm* c, Release how, Engine::Leftovers& now, Engine::Left
     if (int(q) != c->rank && c->p2p.mapped[q]) later.mapped.emplace_back(c->p2p.mapped[q], c->p2p.blobs[q]);
   for (void* p : {static_cast<void*>(c->lanes), static_cast<void*>(c->dev), static_cast<void*>(c->p2p.lanes)})
     if (p) later.device.push_back(p);
+  persistent_take(c, how == Release::Free ? now : left, later, later);
   c->region = RegionBlob{};
   c->next_ptr = c->prev_ptr = nullptr;
   c->lanes = nullptr;
@@ -382,9 +383,10 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     c->bootstrap = std::make_shared<Bootstrap>(id, rank, nranks, cfg.initTimeoutMs);
     Engine& e = *c->engine;
     const TransportParams& tp = e.transport();
-    const uint32_t nlanes = tp.seq_lanes + tp.persistent_lanes;
     std::vector<uint64_t> hosts;
     const std::vector<RankInfo> all = agree_on_transport(c.get(), cfg, &hosts);
+    // The region holds the sequence lanes, and the persistent ones only where they cannot be made later.
+    const uint32_t nlanes = tp.seq_lanes + (persistent_in_region(c.get()) ? tp.persistent_lanes : 0);
     make_regions(c.get(), all, nlanes);
     make_comm_static(c.get(), nlanes);
     net_connect(c.get());
@@ -442,7 +444,9 @@ dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t
 
 // True once next, and every point-to-point peer, has consumed every slot this rank sent it: after that no peer writes
 // into this rank's regions.
-bool peers_caught_up(dfcclComm* c) { return credits_returned(c->engine->exec(), c->host_dev.s) && p2p_caught_up(c); }
+bool peers_caught_up(dfcclComm* c) {
+  return credits_returned(c->engine->exec(), c->host_dev.s) && p2p_caught_up(c) && persistent_caught_up(c);
+}
 
 // Waits, at most timeout_ms in all, until no submission that passed its liveness check before `alive` went false is
 // still on its way into the engine (comm_submit), then until none of the communicator's collectives is pending;
@@ -588,8 +592,8 @@ struct Submitting {
 
 // comm_submit's part under the communicator's lock: the match key, the board's check, the queueing. Returns the
 // request, or null with *mismatch set when the peers submitted a different collective under this key.
-std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream,
-                                            std::string* mismatch) {
+std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int persistent_id,
+                                            const PersistentRef* lane, cudaStream_t stream, std::string* mismatch) {
   std::lock_guard<std::mutex> lk(c->mu);
   Submitting submitting(c);
   const TransportParams& tp = c->engine->transport();
@@ -600,7 +604,7 @@ std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int pers
     d.turn = c->next_key / tp.seq_lanes;
   } else {
     key = {persistent_id, c->persistent_turn[persistent_id]};
-    d.lane = tp.seq_lanes + uint32_t(persistent_id);
+    d.lane = lane->lane;
     d.turn = c->persistent_turn[persistent_id];
   }
   *mismatch = c->board->post(key, d);
@@ -608,7 +612,7 @@ std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int pers
   mirror_post(c, key, d);
   core::set_channels(d, core::data_channels(d.count * core::dtype_size(d.dtype), c->geometry.nchan,
                                             c->engine->params().min_chan_bytes));
-  d.cs = c->host_dev.s;
+  d.cs = persistent_id < 0 ? c->host_dev.s : lane->cs;
   auto req = c->engine->submit(d, c->index, stream);
   if (persistent_id < 0) c->next_key += 1;  // only once queued: a refused submission must not shift the matching
   else c->persistent_turn[persistent_id] += 1;
@@ -655,9 +659,19 @@ std::vector<std::shared_ptr<RequestState>> submit_p2p_locked(dfcclComm* c, std::
 
 }  // namespace
 
+void comm_prepare(dfcclComm* c, int id) {
+  Submitting submitting(c);  // an abort waits for the allocation
+  persistent_prepare(c, id);
+}
+
 std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream) {
   std::string mismatch;
-  auto req = submit_locked(c, d, persistent_id, stream, &mismatch);
+  PersistentRef lane{};
+  if (persistent_id >= 0) {
+    Submitting submitting(c);  // an abort waits for the mapping, which gives up once it sees the abort
+    lane = persistent_lane(c, persistent_id);
+  }
+  auto req = submit_locked(c, d, persistent_id, &lane, stream, &mismatch);
   if (!req) fail_mismatch(c, mismatch);
   return req;
 }

@@ -12,6 +12,7 @@
 #include "match_board.h"
 #include "net/links.h"
 #include "p2p.h"
+#include "persistent.h"
 
 namespace dfccl {
 struct BoardMirror;  // board_mirror.cpp
@@ -51,6 +52,7 @@ struct dfcclComm {
   // The connections' shape: the engine's transport, or, with network connections, their own (net_geometry).
   dfccl::TransportParams geometry{};
   uint32_t persistent_lanes = 0;  // DFCCL_PERSISTENT_LANES at init: ids 0 .. persistent_lanes - 1
+  dfccl::PersistentLanes persistent;  // their lanes, made on first use (persistent.h)
   uint64_t persistent_turn[DFCCL_MAX_PERSISTENT_IDS] = {};
   bool persistent_prepared[DFCCL_MAX_PERSISTENT_IDS] = {};
   std::atomic<int> async_error{dfcclSuccess};
@@ -94,6 +96,8 @@ void comm_fail_mismatch(dfcclComm* comm, const std::string& message);
 bool credits_returned(Executor& ex, const core::CommStatic& s);
 // The communicator's engine, kept alive for the caller's use; null once released (aborted or destroyed).
 std::shared_ptr<Engine> engine_ref(dfcclComm* comm);
+// Caller: a prepare of persistent id `id` (not holding c->mu): makes this rank's lane for it (persistent.h).
+void comm_prepare(dfcclComm* comm, int id);
 // persistent_id < 0: matched by order (sequence lanes); else by id (its own lane).
 std::shared_ptr<RequestState> comm_submit(dfcclComm* comm, core::Desc d, int persistent_id, cudaStream_t stream);
 // Point-to-point transfers (Send/Recv descriptors, root = the peer) on `lane` (kP2pUser or kP2pAllToAll), queued

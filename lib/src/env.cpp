@@ -79,7 +79,8 @@ const std::vector<EnvVar>& env_table() {
       integer("DFCCL_LANES", "4", 1, core::kMaxLanes - DFCCL_MAX_PERSISTENT_IDS,
               "sequence lanes per communicator: collectives of one communicator in flight at once"),
       integer("DFCCL_PERSISTENT_LANES", "8", 0, DFCCL_MAX_PERSISTENT_IDS,
-              "persistent collective ids a communicator takes, a lane each: 64 MiB per lane with the CUDA defaults"),
+              "persistent collective ids a communicator takes; each id's lane (64 MiB with the CUDA defaults) is "
+              "allocated by its first prepare"),
       integer("DFCCL_MIN_CHAN_BYTES", "32768", 1, 1 << 30,
               "CUDA executor: bytes per data channel below which fewer channels carry data"),
       integer("DFCCL_SPIN_MIN_NS", "2000", 0, kNsMax, "CUDA executor: lowest spin budget of a primitive"),

@@ -18,6 +18,7 @@ namespace {
 
 constexpr size_t kCount = 1 << 20;
 constexpr double kMiB = 1024.0 * 1024.0;
+constexpr long kDefaultLanes = 4;  // DFCCL_LANES's default (lib/src/env.cpp)
 
 long env_or(const char* name, long fallback) {
   const char* v = std::getenv(name);
@@ -25,17 +26,36 @@ long env_or(const char* name, long fallback) {
 }
 
 // docs/design.md: the ring's region nchan x nlanes x (128 + nslots x (slot_bytes + 8)) + nlanes x nslots x 16 KiB
-// (LL) + nchan x nlanes x 32, and the point-to-point region of 2 ranks: 2 x round_up(p2p x 2 x (128 + nslots x
-// (slot_bytes + 8)) + 2 x nslots x 16 KiB, 4 KiB) + 2 x 2 x nchan x 2 x 32.
+// (LL) + nchan x nlanes x 32 for the sequence lanes (a persistent id's lane, the same with nlanes = 1, comes with its
+// first prepare), and the point-to-point region of 2 ranks: 2 x round_up(p2p x 2 x (128 + nslots x (slot_bytes +
+// 8)) + 2 x nslots x 16 KiB, 4 KiB) + 2 x 2 x nchan x 2 x 32.
+double lane_mib(int nchan, double nlanes) {
+  const double nslots = double(env_or("DFCCL_SLOTS", 4)), slot = double(env_or("DFCCL_SLOT_BYTES", 131072));
+  return (nchan * nlanes * (128 + nslots * (slot + 8)) + nlanes * nslots * 16384 + nchan * nlanes * 32) / kMiB;
+}
 double formula_mib(int nchan) {
-  const double nlanes = double(env_or("DFCCL_LANES", 4) + env_or("DFCCL_PERSISTENT_LANES", 8));
+  const double nlanes = double(env_or("DFCCL_LANES", kDefaultLanes));
   const double nslots = double(env_or("DFCCL_SLOTS", 4)), slot = double(env_or("DFCCL_SLOT_BYTES", 131072));
   const double p2p = double(std::min<long>(env_or("DFCCL_P2P_CHANNELS", 8), nchan));
   const double conn =
       p2p > 0 ? std::ceil((p2p * 2 * (128 + nslots * (slot + 8)) + 2 * nslots * 16384) / 4096) * 4096 : 0;
   const double p2p_bytes = p2p > 0 ? 2 * conn + 2 * 2 * nchan * 2 * 32 : 0;
-  return (nchan * nlanes * (128 + nslots * (slot + 8)) + nlanes * nslots * 16384 + nchan * nlanes * 32 + p2p_bytes) /
-         kMiB;
+  return lane_mib(nchan, nlanes) + p2p_bytes / kMiB;
+}
+
+// Prepares persistent id 0 on c and starts it once (its lane is made then), exactly.
+void persistent_exact(dfcclComm_t c, float* in, float* out) {
+  dfcclPersistent_t p = nullptr;
+  ok(dfcclPrepareAllReduce(kCount, dfcclFloat32, dfcclSum, c, 0, &p), "dfcclPrepareAllReduce");
+  dfcclRequest_t q = nullptr;
+  ok(dfcclStart(p, in, out, 0, DFCCL_NO_STREAM, &q), "dfcclStart");
+  ok(dfcclSynchronize(q, 60000), "dfcclSynchronize");
+  dfcclRequestFree(q);
+  ok(dfcclPersistentFree(p), "dfcclPersistentFree");
+  std::vector<float> h(kCount);
+  cuda_ok(cudaMemcpy(h.data(), out, kCount * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  for (size_t i = 0; i < kCount; ++i)
+    if (h[i] != 1.0f) fail("persistent all-reduce: wrong element " + std::to_string(i));
 }
 
 size_t free_bytes() {
@@ -94,14 +114,25 @@ int main(int argc, char** argv) {
   const double first = double(before - after[0]) / sharing / kMiB;
   const int blocks = int(env_or("DFCCL_BLOCKS", 128));  // the default where the GPU holds 128 daemon blocks
   const double expect = formula_mib(blocks);
+  // A persistent collective on the last communicator: its lane comes with it.
+  std::fill(h.begin(), h.end(), float(g_rank));
+  cuda_ok(cudaMemcpy(in, h.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  MPI_Barrier(MPI_COMM_WORLD);  // both ranks measure before either allocates
+  const size_t before_lane = free_bytes();
+  persistent_exact(comms.back(), in, out);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double lane = double(before_lane - free_bytes()) / sharing / kMiB, lane_expect = lane_mib(blocks, 1);
   for (auto c : comms) ok(dfcclCommDestroy(c), "dfcclCommDestroy");
   if (g_rank == 0)
     std::printf("%d communicators, each exact; GPU memory per communicator %.1f MiB (formula %.1f MiB at %d blocks); "
-                "the first with the engine %.1f MiB\n",
-                n, per_comm, expect, blocks, first);
+                "the first with the engine %.1f MiB; a persistent id's lane %.1f MiB (formula %.1f)\n",
+                n, per_comm, expect, blocks, first, lane, lane_expect);
   if (std::fabs(per_comm - expect) > 8.0 + 0.02 * expect)
     fail("GPU memory per communicator " + std::to_string(per_comm) + " MiB against the formula's " +
          std::to_string(expect));
+  if (std::fabs(lane - lane_expect) > 4.0 + 0.02 * lane_expect)
+    fail("GPU memory of a persistent lane " + std::to_string(lane) + " MiB against the formula's " +
+         std::to_string(lane_expect));
   if (g_rank == 0) std::printf("PASSED\n");
   MPI_Finalize();
   return 0;

@@ -225,7 +225,8 @@ TEST(ApiErrors, HostWaitIsBoundedAndReturnsTheStatus) {
 }
 
 // dfcclCommGetInfo reports what init resolved: the host executor's defaults, the ring, and connection memory as
-// docs/design.md's formula gives it (1 channel x 12 lanes x (128 + 8 x 32 KiB) + 12 x 8 x 16 KiB + 12 x 32 B).
+// docs/design.md's formula gives it: per lane 1 channel x (128 + 8 x (32 KiB + 8)) + 8 x 16 KiB + 32 B of lane state,
+// for the sequence lanes at init, and for a persistent id's lane once it is prepared (not before).
 TEST(ApiErrors, CommInfoReportsTheResolvedSettings) {
   dfcclComm_t comms[3] = {};
   dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
@@ -247,8 +248,16 @@ TEST(ApiErrors, CommInfoReportsTheResolvedSettings) {
   EXPECT_EQ(info.lanes, 4);
   EXPECT_EQ(info.persistentLanes, 8);
   EXPECT_EQ(info.slotBytes, 32768u);
-  EXPECT_EQ(info.connectionBytes, 12u * (128 + 8 * (32768 + 8)) + 12u * 8 * 16384 + 12u * 32);
+  const size_t lane_bytes = (128 + 8 * (32768 + 8)) + 8 * 16384 + 32;
+  EXPECT_EQ(info.connectionBytes, size_t(info.lanes) * lane_bytes);
+  dfcclPersistent_t p[3] = {};
+  for (int r = 0; r < 3; ++r)
+    ASSERT_EQ(dfcclPrepareAllReduce(64, dfcclFloat32, dfcclSum, comms[r], 5, &p[r]), dfcclSuccess)
+        << dfcclGetLastError(nullptr);
+  ASSERT_EQ(dfcclCommGetInfo(comms[1], &info), dfcclSuccess) << dfcclGetLastError(nullptr);
+  EXPECT_EQ(info.connectionBytes, size_t(info.lanes + 1) * lane_bytes);
   EXPECT_REJECTS(dfcclCommGetInfo(comms[0], nullptr), dfcclInvalidArgument, "'info'");
+  for (auto q : p) ASSERT_EQ(dfcclPersistentFree(q), dfcclSuccess);
   for (auto c : comms) ASSERT_EQ(dfcclCommDestroy(c), dfcclSuccess);
 }
 

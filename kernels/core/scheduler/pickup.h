@@ -10,7 +10,9 @@
 namespace dfccl::core {
 
 // Returns block b's lane state for collective d (row b of its communicator's lane array).
-DFCCL_HD inline LaneState* lane_state(const Desc& d, u32 b) { return &d.cs.lanes[u64(b) * d.cs.nlanes + d.lane]; }
+DFCCL_HD inline LaneState* lane_state(const Desc& d, u32 b) {
+  return &d.cs.lanes[u64(b) * d.cs.nlanes + conn_lane(d.cs, d.lane)];
+}
 
 // Caller: thread 0. Inserts slot into the active list at its place in scheduling order, with its key (priority, seq)
 // and lane state beside it in BlockShared, so that neither the insertion nor an attempt's first loads wait for the
