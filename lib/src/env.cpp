@@ -76,7 +76,7 @@ const std::vector<EnvVar>& env_table() {
       integer("DFCCL_SLOTS", "4", 2, 64,
               "CUDA executor: slots per lane: a sender runs up to this many ahead; a ring step streams half"),
       integer("DFCCL_HOST_SLOTS", "8", 2, 64, "host executor: slots per lane"),
-      integer("DFCCL_LANES", "4", 1, core::kMaxLanes - DFCCL_MAX_PERSISTENT_IDS,
+      integer("DFCCL_LANES", "1", 1, core::kMaxLanes - DFCCL_MAX_PERSISTENT_IDS,
               "sequence lanes per communicator: collectives of one communicator in flight at once"),
       integer("DFCCL_PERSISTENT_LANES", "8", 0, DFCCL_MAX_PERSISTENT_IDS,
               "persistent collective ids a communicator takes; each id's lane (64 MiB with the CUDA defaults) is "

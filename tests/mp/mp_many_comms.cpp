@@ -18,7 +18,7 @@ namespace {
 
 constexpr size_t kCount = 1 << 20;
 constexpr double kMiB = 1024.0 * 1024.0;
-constexpr long kDefaultLanes = 4;  // DFCCL_LANES's default (lib/src/env.cpp)
+constexpr long kDefaultLanes = 1;  // DFCCL_LANES's default (lib/src/env.cpp)
 
 long env_or(const char* name, long fallback) {
   const char* v = std::getenv(name);

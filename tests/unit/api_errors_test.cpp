@@ -245,7 +245,7 @@ TEST(ApiErrors, CommInfoReportsTheResolvedSettings) {
   EXPECT_EQ(info.next, 2);
   EXPECT_EQ(info.blocks, 1);
   EXPECT_EQ(info.slots, 8);
-  EXPECT_EQ(info.lanes, 4);
+  EXPECT_EQ(info.lanes, 1);
   EXPECT_EQ(info.persistentLanes, 8);
   EXPECT_EQ(info.slotBytes, 32768u);
   const size_t lane_bytes = (128 + 8 * (32768 + 8)) + 8 * 16384 + 32;

@@ -546,7 +546,7 @@ TEST_F(HostEngine, PersistentLanesFromTheEnvironmentBoundTheIds) {
 
 TEST_F(HostEngine, MoreCollectivesInFlightThanLanes) {
   Group g(2, dfcclExecutorHost);
-  const int k = 40;  // DFCCL_LANES is 4: ten collectives share each lane, in order
+  const int k = 40;  // more than DFCCL_LANES (1 by default, at most 56): they share the lanes, in order
   std::vector<std::vector<int32_t>> in(2 * k), out(2 * k);
   std::vector<dfcclRequest_t> reqs;
   for (int i = 0; i < k; ++i)
