@@ -125,7 +125,7 @@ Engine::~Engine() {
 
 std::vector<std::shared_ptr<net::Proxy>> Engine::net_proxies() {
   std::lock_guard<std::mutex> lk(net_mu_);
-  const int want = net::proxy_threads();
+  const int want = net::proxy_threads(exec_->kind() == dfcclExecutorHost);
   while (int(net_.size()) < want) {
     auto p = net::Proxy::create();
     if (!p.ok())

@@ -130,9 +130,11 @@ const std::vector<EnvVar>& env_table() {
       integer("DFCCL_NET_SLOT_BYTES", "524288", core::kLLSlotBytes, 64 << 20,
               "bytes per connection slot of a communicator with network connections (multiple of 16): each slot "
               "travels as one network message"),
-      integer("DFCCL_NET_THREADS", "1", 1, 16,
-              "net proxies per engine, each a thread with its own network worker; a communicator splits its network "
-              "channels among them (channel c to proxy c mod n, n the smallest value among its ranks)"),
+      integer("DFCCL_NET_THREADS", "4", 1, 16,
+              "CUDA executor: net proxies per engine, each a thread with its own network worker; a communicator "
+              "splits its network channels among them (channel c to proxy c mod n, n the smallest value among its "
+              "ranks)"),
+      integer("DFCCL_HOST_NET_THREADS", "1", 1, 16, "host executor: net proxies per engine (as DFCCL_NET_THREADS)"),
       integer("DFCCL_NET_HEARTBEAT_MS", "100", 1, 60000,
               "how often the net proxy sends each peer proxy a heartbeat, whatever the collectives do"),
       integer("DFCCL_NET_TIMEOUT_MS", "20000", 0, kMsMax,

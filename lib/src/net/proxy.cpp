@@ -76,7 +76,9 @@ struct Proxy::Hop {
   }
 };
 
-int proxy_threads() { return int(env_int("DFCCL_NET_THREADS")); }
+int proxy_threads(bool host_executor) {
+  return int(env_int(host_executor ? "DFCCL_HOST_NET_THREADS" : "DFCCL_NET_THREADS"));
+}
 
 Result<std::shared_ptr<Proxy>> Proxy::create(const Options& options) {
   auto t = make_transport(options);

@@ -63,8 +63,8 @@ struct HopSpec {
   uint64_t peer_engine = 0;  // the peer proxy's engine_id()
 };
 
-// How many proxies an engine runs: DFCCL_NET_THREADS.
-int proxy_threads();
+// How many proxies an engine runs: DFCCL_NET_THREADS (CUDA executor) or DFCCL_HOST_NET_THREADS.
+int proxy_threads(bool host_executor);
 
 class Proxy {
  public:
