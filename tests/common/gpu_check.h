@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cuda_runtime_api.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +31,15 @@ inline int gpus_or_skip(int needed, bool quiet = false) {
   }
   if (!quiet) std::printf("skipped: %d GPU(s) present, %d needed\n", n, needed);
   return 77;
+}
+
+// gpus_or_skip asked in a forked child, so that the caller makes no CUDA call (it forks ranks after): 0, 77 or 1.
+inline int gpus_or_skip_in_child(int needed) {
+  const pid_t probe = fork();
+  if (probe == 0) _exit(gpus_or_skip(needed));
+  int status = 0;
+  if (probe < 0 || waitpid(probe, &status, 0) != probe) return 1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
 }  // namespace dfccl::test

@@ -131,13 +131,22 @@ TEST(CudaOneGpu, LegacyStreamDuringAGlobalCaptureIsRefused) {
 
 // An error the application left on its thread (a failed cudaFree) is not taken for the daemon's launch or a stream
 // waiter's: the collectives submitted after it, each relaunching the daemon once it has gone idle, succeed exactly.
+// n int32 elements of device memory on the current GPU, freed with the object.
+struct DeviceInts {
+  explicit DeviceInts(size_t n) { cudaMalloc(&p, n * sizeof(int32_t)); }
+  ~DeviceInts() { cudaFree(p); }
+  DeviceInts(const DeviceInts &) = delete;
+  DeviceInts &operator=(const DeviceInts &) = delete;
+  int32_t *p = nullptr;
+};
+
 TEST(CudaOneGpu, AnApplicationsStaleErrorDoesNotFailASubmission) {
   cudaSetDevice(0);
   Group g(1, dfcclExecutorCuda);
   const size_t n = 1024;
-  int32_t *in = nullptr, *out = nullptr;
-  CUDA_OK(cudaMalloc(&in, n * 4));
-  CUDA_OK(cudaMalloc(&out, n * 4));
+  DeviceInts in_buf(n), out_buf(n);
+  int32_t *in = in_buf.p, *out = out_buf.p;
+  ASSERT_TRUE(in && out);
   CUDA_OK(cudaMemset(in, 1, n * 4));
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -156,8 +165,6 @@ TEST(CudaOneGpu, AnApplicationsStaleErrorDoesNotFailASubmission) {
   }
   cudaGetLastError();
   cudaStreamDestroy(s);
-  cudaFree(in);
-  cudaFree(out);
 }
 
 // udiv / umod on the GPU (kernels/core/exec.h: a shift for powers of two, the 32-bit division for operands that fit,

@@ -189,11 +189,7 @@ TEST(Mismatch, PersistentCollectivesAreComparedById) {
 // and an all-gather against the others' all-reduce, fail on every rank with dfcclInvalidUsage. The GPU check runs in
 // a child, so that this process forks its ranks before any CUDA call.
 TEST(Mismatch, OnTheCudaExecutor) {
-  const pid_t probe = fork();
-  if (probe == 0) _exit(dfccl::test::gpus_or_skip(1));
-  int status = 0;
-  waitpid(probe, &status, 0);
-  const int verdict = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  const int verdict = dfccl::test::gpus_or_skip_in_child(1);
   if (verdict == 77) GTEST_SKIP() << "no GPU";
   ASSERT_EQ(verdict, 0) << "DFCCL_REQUIRE_GPUS: no usable GPU";
   for (const bool kind : {false, true}) {

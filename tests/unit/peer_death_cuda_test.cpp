@@ -97,11 +97,7 @@ void run_case(const char* host0, const char* host1) {
 }
 
 bool have_gpu() {
-  const pid_t probe = fork();
-  if (probe == 0) _exit(dfccl::test::gpus_or_skip(1));
-  int status = 0;
-  waitpid(probe, &status, 0);
-  const int verdict = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  const int verdict = dfccl::test::gpus_or_skip_in_child(1);
   if (verdict != 77) {
     EXPECT_EQ(verdict, 0) << "DFCCL_REQUIRE_GPUS: no usable GPU";
   }

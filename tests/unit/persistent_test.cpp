@@ -166,40 +166,47 @@ struct Buffer {
   void* dev = nullptr;
 };
 
+constexpr int kAnyOrderRanks = 3, kAnyOrderIds = 3;
+constexpr size_t kAnyOrderSizes[kAnyOrderIds] = {7, 3000, 70000};
+
+// One round of any_order_rank: starts ids 0-2 in this rank's order and checks each result. 0 when all held.
+int any_order_round(dfcclPersistent_t* p, int rank, bool cuda, int iter) {
+  std::deque<Buffer> in, out;  // never moved: each owns its device memory
+  for (int id = 0; id < kAnyOrderIds; ++id) {
+    in.emplace_back(kAnyOrderSizes[id], cuda);
+    out.emplace_back(kAnyOrderSizes[id], cuda);
+    in.back().host = input(kAnyOrderSizes[id], rank);
+    if (!in.back().put() || !out.back().put()) return 5;
+  }
+  dfcclRequest_t q[kAnyOrderIds] = {};
+  for (int k = 0; k < kAnyOrderIds; ++k) {
+    const int id = (kAnyOrderIds - 1 - k + 2 * rank) % kAnyOrderIds;
+    if (dfcclStart(p[id], in[id].ptr(), out[id].ptr(), 0, nullptr, &q[id]) != dfcclSuccess) {
+      std::fprintf(stderr, "rank %d: start %d: %s\n", rank, id, dfcclGetLastError(nullptr));
+      return 1;
+    }
+  }
+  for (int id = 0; id < kAnyOrderIds; ++id) {
+    if (dfcclSynchronize(q[id], 10000) != dfcclSuccess || !out[id].get() || wrong(out[id].host, kAnyOrderRanks) != 0) {
+      std::fprintf(stderr, "rank %d: id %d iteration %d: %s\n", rank, id, iter, dfcclGetLastError(nullptr));
+      return 1;
+    }
+    dfcclRequestFree(q[id]);
+  }
+  return 0;
+}
+
 // One of three forked ranks: prepares ids 0-2 in an order of its own and starts them in another order of its own,
 // 20 times, checking each result; after the first round no name of its regions is left in /dev/shm (its neighbours
 // mapped its lanes). Returns 0 when all held.
 int any_order_rank(dfcclComm_t comm, int rank, bool cuda) {
-  constexpr int kRanks = 3, kIds = 3;
-  const size_t sizes[kIds] = {7, 3000, 70000};
-  dfcclPersistent_t p[kIds] = {};
-  for (int k = 0; k < kIds; ++k) {
-    const int id = (k + rank) % kIds;
-    if (dfcclPrepareAllReduce(sizes[id], dfcclInt32, dfcclSum, comm, id, &p[id]) != dfcclSuccess) return 1;
+  dfcclPersistent_t p[kAnyOrderIds] = {};
+  for (int k = 0; k < kAnyOrderIds; ++k) {
+    const int id = (k + rank) % kAnyOrderIds;
+    if (dfcclPrepareAllReduce(kAnyOrderSizes[id], dfcclInt32, dfcclSum, comm, id, &p[id]) != dfcclSuccess) return 1;
   }
   for (int iter = 0; iter < 20; ++iter) {
-    std::deque<Buffer> in, out;  // never moved: each owns its device memory
-    for (int id = 0; id < kIds; ++id) {
-      in.emplace_back(sizes[id], cuda);
-      out.emplace_back(sizes[id], cuda);
-      in.back().host = input(sizes[id], rank);
-      if (!in.back().put() || !out.back().put()) return 5;
-    }
-    dfcclRequest_t q[kIds] = {};
-    for (int k = 0; k < kIds; ++k) {
-      const int id = (kIds - 1 - k + 2 * rank) % kIds;
-      if (dfcclStart(p[id], in[id].ptr(), out[id].ptr(), 0, nullptr, &q[id]) != dfcclSuccess) {
-        std::fprintf(stderr, "rank %d: start %d: %s\n", rank, id, dfcclGetLastError(nullptr));
-        return 1;
-      }
-    }
-    for (int id = 0; id < kIds; ++id) {
-      if (dfcclSynchronize(q[id], 10000) != dfcclSuccess || !out[id].get() || wrong(out[id].host, kRanks) != 0) {
-        std::fprintf(stderr, "rank %d: id %d iteration %d: %s\n", rank, id, iter, dfcclGetLastError(nullptr));
-        return 1;
-      }
-      dfcclRequestFree(q[id]);
-    }
+    if (int rc = any_order_round(p, rank, cuda, iter); rc != 0) return rc;
     if (iter == 0 && own_region_names() != 0) {
       std::fprintf(stderr, "rank %d: %d region names left in /dev/shm\n", rank, own_region_names());
       return 1;
@@ -216,11 +223,7 @@ TEST(PersistentLanes, ProcessesPrepareAndStartIdsInAnyOrder) {
 // The same with three ranks on GPU 0 (CUDA IPC lanes). The GPU check runs in a child, so that this process forks its
 // ranks before any CUDA call.
 TEST(PersistentLanes, ProcessesPrepareAndStartIdsInAnyOrderOnTheCudaExecutor) {
-  const pid_t probe = fork();
-  if (probe == 0) _exit(dfccl::test::gpus_or_skip(1));
-  int status = 0;
-  waitpid(probe, &status, 0);
-  const int verdict = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  const int verdict = dfccl::test::gpus_or_skip_in_child(1);
   if (verdict == 77) GTEST_SKIP() << "no GPU";
   ASSERT_EQ(verdict, 0) << "DFCCL_REQUIRE_GPUS: no usable GPU";
   dfccl::test::run_forked_ranks(
