@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Why point-to-point transfers over the network path are slow at 1-4 MiB (run 209: 3-8 ms each, and 2.5x the
+# all-reduce's daemon launches per trial): sendrecv on the GPU (MPS, two "hosts") with 1 and 4 proxies, with
+# DFCCL_STUCK_NS=20 ms (are stuck exits and their relaunch back-off the cost?), with stream memory waits instead of
+# waiting kernels (do the waiters and two daemons under MPS crowd the SMs?) and with one point-to-point channel; and
+# the host executor with 8 channels and 4 proxies on the 16 cores (is it the CUDA side at all?). One tarball back
+# (a call returns at most 8 files).
+set -u
+FINAL=$OUT
+export OUT=/tmp/net_sendrecv
+rm -rf $OUT; mkdir -p $OUT
+. scripts/device/env.sh
+step build 400 make -j16 CMAKE_ARGS="-DDFCCL_DEPS_PREFIX=$PWD/.deps -DCMAKE_CUDA_ARCHITECTURES=90"
+B=build/bin
+export UCX_TLS=tcp UCX_NET_DEVICES=lo DFCCL_SOCKET_IFNAME=lo
+HOSTEACH='export DFCCL_HOSTID=node$OMPI_COMM_WORLD_RANK; exec "$0" "$@"'
+MX="mpirun --allow-run-as-root --bind-to none --oversubscribe -x LD_LIBRARY_PATH -x UCX_TLS -x UCX_NET_DEVICES -x DFCCL_SOCKET_IFNAME"
+H="--iters 20 --warmup 5 --quiet"
+step host-t4 120 $MX -x DFCCL_HOST_BLOCKS=8 -x DFCCL_HOST_P2P_CHANNELS=8 -x DFCCL_HOST_NET_THREADS=4 -x DFCCL_HOST_SLOT_BYTES=524288 -np 2 /bin/sh -c "$HOSTEACH" $B/dfccl-harness --backend host -b 1M -e 16M -f 4 $H --collectives sendrecv,all_reduce,broadcast --out $OUT/host-t4.h5
+mps_start
+for t in 1 4; do
+  step "gpu-t$t" 120 $MX -x DFCCL_NET_THREADS=$t -np 2 /bin/sh -c "$HOSTEACH" $B/dfccl-harness --backend dfccl -b 1M -e 16M -f 4 $H --collectives sendrecv,all_reduce --out $OUT/gpu-t$t.h5
+done
+step gpu-t4-stuck20ms 120 $MX -x DFCCL_STUCK_NS=20000000 -np 2 /bin/sh -c "$HOSTEACH" $B/dfccl-harness --backend dfccl -b 1M -e 16M -f 4 $H --collectives sendrecv --out $OUT/gpu-t4-stuck20ms.h5
+step gpu-t4-waitmem 120 $MX -x DFCCL_WAIT_KERNEL=0 -np 2 /bin/sh -c "$HOSTEACH" $B/dfccl-harness --backend dfccl -b 1M -e 16M -f 4 $H --collectives sendrecv --out $OUT/gpu-t4-waitmem.h5
+step gpu-t4-p2p1 120 $MX -x DFCCL_P2P_CHANNELS=1 -np 2 /bin/sh -c "$HOSTEACH" $B/dfccl-harness --backend dfccl -b 1M -e 16M -f 4 $H --collectives sendrecv --out $OUT/gpu-t4-p2p1.h5
+python3 - $OUT/*.h5 > $OUT/launches.txt 2>&1 <<'PY' || true
+import sys, h5py
+for f in sys.argv[1:]:
+    h = h5py.File(f)
+    for b in h['backends']:
+        t = h['backends'][b]['trials']
+        print(f.split('/')[-1], b, 'launches', list(t['daemon_launches'][:]), 'preemptions', list(t['preemptions'][:]))
+PY
+cat $OUT/launches.txt
+for f in $OUT/*.log; do echo "## $(basename $f)"; grep -E "^ +[0-9]" $f | awk '{print $1, $6, $8, $14, $19, $20}'; done
+tar czf "$FINAL/net_sendrecv.tgz" -C /tmp net_sendrecv
+steps_status
