@@ -566,6 +566,12 @@ void comm_fail_mismatch(dfcclComm* c, const std::string& message) {
             "the communicator's collectives fail with dfcclInvalidUsage");
 }
 
+void throw_comm_ended(const dfcclComm* c) {
+  const int code = c->fail_code.load(std::memory_order_acquire);
+  if (code != dfcclSuccess && !c->user_aborted) throw Error(dfcclResult_t(code), c->failure);
+  throw Error(dfcclInvalidUsage, "argument 'comm' was destroyed or aborted");
+}
+
 std::shared_ptr<Engine> engine_ref(dfcclComm* c) {
   std::lock_guard<std::mutex> lk(c->engine_mu);
   return c->engine;
@@ -579,11 +585,9 @@ namespace {
 struct Submitting {
   explicit Submitting(dfcclComm* c) : c(c) {
     c->submitting.fetch_add(1);
-    if (!c->alive) {  // as check_comm (api.cpp): a failure that ended the communicator is reported as such
+    if (!c->alive) {
       c->submitting.fetch_sub(1);
-      const int code = c->fail_code.load(std::memory_order_acquire);
-      if (code != dfcclSuccess && !c->user_aborted) throw Error(dfcclResult_t(code), c->failure);
-      throw Error(dfcclInvalidUsage, "argument 'comm' was destroyed or aborted");
+      throw_comm_ended(c);
     }
   }
   ~Submitting() { c->submitting.fetch_sub(1); }

@@ -94,6 +94,9 @@ void comm_fail_mismatch(dfcclComm* comm, const std::string& message);
 // True once the receiver of every slot sent through connection s (a communicator's ring, or one point-to-point
 // connection's sending side) has returned its credit: the heads in s.self equal the lane states' sent counts.
 bool credits_returned(Executor& ex, const core::CommStatic& s);
+// Caller: a call that found comm no longer alive. Throws the failure that ended it (as check_comm in api.cpp does),
+// or dfcclInvalidUsage when the application destroyed or aborted it.
+[[noreturn]] void throw_comm_ended(const dfcclComm* comm);
 // The communicator's engine, kept alive for the caller's use; null once released (aborted or destroyed).
 std::shared_ptr<Engine> engine_ref(dfcclComm* comm);
 // Caller: a prepare of persistent id `id` (not holding c->mu): makes this rank's lane for it (persistent.h).

@@ -12,6 +12,16 @@ namespace dfccl {
 
 namespace {
 
+// dfcclRemoteError when rank q destroyed or aborted the communicator; `when` ends the message.
+void throw_if_peer_gone(const dfcclComm* c, int q, int id, const char* when) {
+  const uint64_t state = c->bootstrap->peer_state(q);
+  if (state == Bootstrap::kLeft || state == Bootstrap::kAborted)
+    throw Error(dfcclRemoteError,
+                fmt::format("dfcclStart: persistent id {}: rank {} of {} {} {}", id, q, c->nranks,
+                            state == Bootstrap::kLeft ? "destroyed the communicator" : "aborted the communicator",
+                            when));
+}
+
 // Rank q's region for persistent id `id`, once q has prepared it (its note in the bootstrap segment). Throws when
 // c ends, q leaves or aborts, or the init timeout passes first.
 RegionBlob wait_for_lane(dfcclComm* c, int q, int id) {
@@ -20,16 +30,8 @@ RegionBlob wait_for_lane(dfcclComm* c, int q, int id) {
   auto sleep = std::chrono::microseconds(10);
   RegionBlob blob{};
   while (!c->bootstrap->read_note(q, id, &blob, sizeof(blob))) {
-    if (!c->alive) {
-      const int code = c->fail_code.load(std::memory_order_acquire);
-      if (code != dfcclSuccess && !c->user_aborted) throw Error(dfcclResult_t(code), c->failure);
-      throw Error(dfcclInvalidUsage, "argument 'comm' was destroyed or aborted");
-    }
-    const uint64_t state = c->bootstrap->peer_state(q);
-    if (state == Bootstrap::kLeft || state == Bootstrap::kAborted)
-      throw Error(dfcclRemoteError,
-                  fmt::format("dfcclStart: persistent id {}: rank {} of {} {} without preparing it", id, q, c->nranks,
-                              state == Bootstrap::kLeft ? "destroyed the communicator" : "aborted the communicator"));
+    if (!c->alive) throw_comm_ended(c);
+    throw_if_peer_gone(c, q, id, "without preparing it");
     if (std::chrono::steady_clock::now() - t0 > limit)
       throw Error(dfcclTimeout,
                   fmt::format("dfcclStart: persistent id {}: rank {} of {} has not prepared it after {} ms (every "
@@ -48,12 +50,7 @@ void throw_if_lane_gone(dfcclComm* c, int q, int id) {
   if (std::string m = c->board ? c->board->published() : std::string(); !m.empty()) throw Error(dfcclInvalidUsage, m);
   const int code = c->fail_code.load(std::memory_order_acquire);
   if (code != dfcclSuccess) throw Error(dfcclResult_t(code), c->failure);
-  const uint64_t state = c->bootstrap->peer_state(q);
-  if (state == Bootstrap::kLeft || state == Bootstrap::kAborted)
-    throw Error(dfcclRemoteError,
-                fmt::format("dfcclStart: persistent id {}: rank {} of {} {} before this rank mapped its lane", id, q,
-                            c->nranks,
-                            state == Bootstrap::kLeft ? "destroyed the communicator" : "aborted the communicator"));
+  throw_if_peer_gone(c, q, id, "before this rank mapped its lane");
 }
 
 // Maps rank q's lane region for `id`; the last of its readers (its ring neighbours) removes a shared-memory name.
