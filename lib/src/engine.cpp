@@ -319,10 +319,18 @@ void Engine::launch_locked(uint64_t now) {
   ev.p = params_;
   ev.p.epoch = ++epoch_;
   __atomic_store_n(&h_->exit_reason, uint64_t(core::kExitNone), __ATOMIC_RELEASE);
+  net_seen_ = net_deliveries();
   exec_->launch(ev);
   running_ = true;
   launches_ += 1;
   next_launch_ns_ = now;
+}
+
+uint64_t Engine::net_deliveries() {
+  std::lock_guard<std::mutex> lk(net_mu_);
+  uint64_t n = 0;
+  for (const auto& p : net_) n += p->deliveries();
+  return n;
 }
 
 // The completions the daemon queued since the last call: the slots' bookkeeping under one hold of the engine's lock
@@ -512,6 +520,10 @@ void Engine::progress_loop() {
       std::unique_lock<std::mutex> lk(mu_);
       if (running_ && query_due && daemon_gone_locked(now)) busy = true;
       warn_if_stuck_locked(now);
+      // A stuck exit's back-off waits for peers that have not arrived; data or credits from another host mean that
+      // one has (its daemon may be backing off too: waiting out both back-offs stalls a transfer for milliseconds).
+      if (!running_ && outstanding_ > 0 && now < next_launch_ns_ && net_deliveries() != net_seen_)
+        next_launch_ns_ = now;
       if (!running_ && outstanding_ > 0 && now >= next_launch_ns_) {
         launch_locked(now);
         busy = true;

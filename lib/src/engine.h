@@ -245,6 +245,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::thread progress_;
   std::mutex net_mu_;
   std::vector<std::shared_ptr<net::Proxy>> net_;
+  // The proxies' deliveries (tails and heads stored for the daemon) at the last launch: a daemon that left stuck is
+  // relaunched at once, without its back-off, when they have moved since (data or credits came from another host).
+  uint64_t net_deliveries();  // takes net_mu_
+  uint64_t net_seen_ = 0;     // under mu_
 };
 
 uint64_t host_now_ns();

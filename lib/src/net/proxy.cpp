@@ -414,7 +414,10 @@ bool Proxy::step_send(Hop& h) {
     if (forward(h, row)) moved = true;
     if (h.failed) return true;
     const uint64_t head = std::min(r.c, r.b);
-    if (head > r.d) store(&core::region_ctrl(h.s.self, h.geo, ch, lane)->head, r.d = head);
+    if (head > r.d) {
+      store(&core::region_ctrl(h.s.self, h.geo, ch, lane)->head, r.d = head);
+      deliveries_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   return moved;
 }
@@ -497,6 +500,7 @@ bool Proxy::step_recv(Hop& h) {
         copy_lines(core::region_ll(h.s.self, h.geo, lane, r.b), core::region_slot(h.s.self, h.geo, ch, lane, r.b),
                    c.bytes / 16);
       store(&core::region_ctrl(h.s.self, h.geo, ch, lane)->tail, r.b + 1);
+      deliveries_.fetch_add(1, std::memory_order_relaxed);
     }
     bool sent = false;
     std::string why;

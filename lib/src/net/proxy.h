@@ -101,6 +101,9 @@ class Proxy {
   Notice notice(uint64_t key) const;
   // The match board's messages to and from other hosts that this proxy carries (board_link.h).
   BoardLink& board_link() { return *board_link_; }
+  // How many times this thread has stored a tail (data arrived) or a head (credits arrived) for the daemon: the
+  // engine relaunches a daemon that left stuck as soon as this moves (Engine::net_moved). Any thread.
+  uint64_t deliveries() const { return deliveries_.load(std::memory_order_relaxed); }
 
  private:
   struct Hop;
@@ -187,6 +190,7 @@ class Proxy {
   std::list<Outgoing> notices_;
   // Destroyed after the transport (its requests use the link's buffers).
   std::unique_ptr<BoardLink> board_link_ = std::make_unique<BoardLink>();
+  std::atomic<uint64_t> deliveries_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
