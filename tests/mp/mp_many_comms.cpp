@@ -1,8 +1,8 @@
-// Many communicators on one GPU and one engine (DESIGN invariant 6): each rank creates N communicators over the same
-// two ranks, runs an exact all-reduce on each, and measures with cudaMemGetInfo what the engine and each
+// Many communicators on one GPU and one engine (DESIGN invariant 6): each of 2-8 ranks creates N communicators over
+// all the ranks, runs an exact all-reduce on each, and measures with cudaMemGetInfo what the engine and each
 // communicator cost. The cost per communicator must match docs/design.md's formula ("Transport and memory") for the
 // settings in force, read from the same DFCCL_* variables with the library's defaults.
-//   mpirun -np 2 [-x DFCCL_BLOCKS=.. -x DFCCL_PERSISTENT_LANES=..] mp_many_comms <communicators>
+//   mpirun -np <2-8> [-x DFCCL_BLOCKS=.. -x DFCCL_PERSISTENT_LANES=..] mp_many_comms <communicators>
 #include <mpi.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@ namespace {
 
 constexpr size_t kCount = 1 << 20;
 constexpr double kMiB = 1024.0 * 1024.0;
+int g_size = 2;  // ranks of the run, each in every communicator
 constexpr long kDefaultLanes = 1;  // DFCCL_LANES's default (lib/src/env.cpp)
 
 long env_or(const char* name, long fallback) {
@@ -27,23 +28,23 @@ long env_or(const char* name, long fallback) {
 
 // docs/design.md: the ring's region nchan x nlanes x (128 + nslots x (slot_bytes + 8)) + nlanes x nslots x 16 KiB
 // (LL) + nchan x nlanes x 32 for the sequence lanes (a persistent id's lane, the same with nlanes = 1, comes with its
-// first prepare), and the point-to-point region of 2 ranks: 2 x round_up(p2p x 2 x (128 + nslots x (slot_bytes +
-// 8)) + 2 x nslots x 16 KiB, 4 KiB) + 2 x 2 x nchan x 2 x 32.
+// first prepare), and the point-to-point region of n ranks: n x round_up(p2p x 2 x (128 + nslots x (slot_bytes +
+// 8)) + 2 x nslots x 16 KiB, 4 KiB) + n x 2 x nchan x 2 x 32.
 double lane_mib(int nchan, double nlanes) {
   const double nslots = double(env_or("DFCCL_SLOTS", 4)), slot = double(env_or("DFCCL_SLOT_BYTES", 131072));
   return (nchan * nlanes * (128 + nslots * (slot + 8)) + nlanes * nslots * 16384 + nchan * nlanes * 32) / kMiB;
 }
-double formula_mib(int nchan) {
+double formula_mib(int nchan, int nranks) {
   const double nlanes = double(env_or("DFCCL_LANES", kDefaultLanes));
   const double nslots = double(env_or("DFCCL_SLOTS", 4)), slot = double(env_or("DFCCL_SLOT_BYTES", 131072));
   const double p2p = double(std::min<long>(env_or("DFCCL_P2P_CHANNELS", 8), nchan));
   const double conn =
       p2p > 0 ? std::ceil((p2p * 2 * (128 + nslots * (slot + 8)) + 2 * nslots * 16384) / 4096) * 4096 : 0;
-  const double p2p_bytes = p2p > 0 ? 2 * conn + 2 * 2 * nchan * 2 * 32 : 0;
+  const double p2p_bytes = p2p > 0 ? nranks * conn + nranks * 2 * nchan * 2 * 32 : 0;
   return lane_mib(nchan, nlanes) + p2p_bytes / kMiB;
 }
 
-// Prepares persistent id 0 on c and starts it once (its lane is made then), exactly.
+// Prepares persistent id 0 on c and starts it once (its lane is made then), exactly (rank r contributes r).
 void persistent_exact(dfcclComm_t c, float* in, float* out) {
   dfcclPersistent_t p = nullptr;
   ok(dfcclPrepareAllReduce(kCount, dfcclFloat32, dfcclSum, c, 0, &p), "dfcclPrepareAllReduce");
@@ -55,7 +56,7 @@ void persistent_exact(dfcclComm_t c, float* in, float* out) {
   std::vector<float> h(kCount);
   cuda_ok(cudaMemcpy(h.data(), out, kCount * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
   for (size_t i = 0; i < kCount; ++i)
-    if (h[i] != 1.0f) fail("persistent all-reduce: wrong element " + std::to_string(i));
+    if (h[i] != float(g_size * (g_size - 1) / 2)) fail("persistent all-reduce: wrong element " + std::to_string(i));
 }
 
 size_t free_bytes() {
@@ -69,10 +70,11 @@ dfcclComm_t make_comm(int rank) {
   if (rank == 0) ok(dfcclGetUniqueId(&id), "dfcclGetUniqueId");
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
   dfcclComm_t c = nullptr;
-  ok(dfcclCommInitRank(&c, 2, id, rank), "dfcclCommInitRank");
+  ok(dfcclCommInitRank(&c, g_size, id, rank), "dfcclCommInitRank");
   return c;
 }
 
+// Rank r contributes k + r on communicator k.
 void allreduce_exact(dfcclComm_t c, float* in, float* out, int k) {
   dfcclRequest_t q = nullptr;
   ok(dfcclAllReduce(in, out, kCount, dfcclFloat32, dfcclSum, c, 0, DFCCL_NO_STREAM, &q), "dfcclAllReduce");
@@ -81,14 +83,16 @@ void allreduce_exact(dfcclComm_t c, float* in, float* out, int k) {
   std::vector<float> h(kCount);
   cuda_ok(cudaMemcpy(h.data(), out, kCount * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
   for (size_t i = 0; i < kCount; ++i)
-    if (h[i] != float(2 * k + 1)) fail("communicator " + std::to_string(k) + ": wrong element " + std::to_string(i));
+    if (h[i] != float(g_size * k + g_size * (g_size - 1) / 2)) fail("communicator " + std::to_string(k) + ": wrong element " + std::to_string(i));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 0;
-  if (int rc = start(&argc, &argv, 2, n >= 2, "mpirun -np 2 mp_many_comms <communicators, >= 2>"); rc >= 0) return rc;
+  if (int rc = start_ranks(&argc, &argv, 2, 8, n >= 2, "mpirun -np <2-8> mp_many_comms <communicators, >= 2>"); rc >= 0)
+    return rc;
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   float *in = nullptr, *out = nullptr;
   cuda_ok(cudaMalloc(reinterpret_cast<void**>(&in), kCount * sizeof(float)), "cudaMalloc");
   cuda_ok(cudaMalloc(reinterpret_cast<void**>(&out), kCount * sizeof(float)), "cudaMalloc");
@@ -106,14 +110,14 @@ int main(int argc, char** argv) {
     cuda_ok(cudaMemcpy(in, h.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
     allreduce_exact(comms[size_t(k)], in, out, k);
   }
-  // Both ranks share the GPU here (or not: one GPU each), so the drop is divided by the processes on this GPU.
+  // The ranks share the GPUs (rank r on GPU r % gpus), so the drop is divided by the processes on this GPU.
   int gpus = 1;
   cudaGetDeviceCount(&gpus);
-  const int sharing = gpus >= 2 ? 1 : 2;
+  const int sharing = (g_size + gpus - 1 - g_rank % gpus) / gpus;
   const double per_comm = double(after[0] - after.back()) / (n - 1) / sharing / kMiB;
   const double first = double(before - after[0]) / sharing / kMiB;
   const int blocks = int(env_or("DFCCL_BLOCKS", 128));  // the default where the GPU holds 128 daemon blocks
-  const double expect = formula_mib(blocks);
+  const double expect = formula_mib(blocks, g_size);
   // A persistent collective on the last communicator: its lane comes with it.
   std::fill(h.begin(), h.end(), float(g_rank));
   cuda_ok(cudaMemcpy(in, h.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
@@ -124,9 +128,9 @@ int main(int argc, char** argv) {
   const double lane = double(before_lane - free_bytes()) / sharing / kMiB, lane_expect = lane_mib(blocks, 1);
   for (auto c : comms) ok(dfcclCommDestroy(c), "dfcclCommDestroy");
   if (g_rank == 0)
-    std::printf("%d communicators, each exact; GPU memory per communicator %.1f MiB (formula %.1f MiB at %d blocks); "
-                "the first with the engine %.1f MiB; a persistent id's lane %.1f MiB (formula %.1f)\n",
-                n, per_comm, expect, blocks, first, lane, lane_expect);
+    std::printf("%d communicators of %d ranks, each exact; GPU memory per communicator %.1f MiB (formula %.1f MiB at "
+                "%d blocks); the first with the engine %.1f MiB; a persistent id's lane %.1f MiB (formula %.1f)\n",
+                n, g_size, per_comm, expect, blocks, first, lane, lane_expect);
   if (std::fabs(per_comm - expect) > 8.0 + 0.02 * expect)
     fail("GPU memory per communicator " + std::to_string(per_comm) + " MiB against the formula's " +
          std::to_string(expect));

@@ -40,16 +40,16 @@ inline double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// MPI_Init, then checks: exactly `ranks` ranks and arguments_ok (else the usage on rank 0, exit 2), and a GPU
-// (exit 77, or 1 under DFCCL_REQUIRE_GPUS). Returns -1 to go on (rank r then runs on GPU r % n, set current), else
-// the exit status for main, after MPI_Finalize.
-inline int start(int* argc, char*** argv, int ranks, bool arguments_ok, const char* usage) {
+// MPI_Init, then checks: between min_ranks and max_ranks ranks and arguments_ok (else the usage on rank 0, exit 2),
+// and a GPU (exit 77, or 1 under DFCCL_REQUIRE_GPUS). Returns -1 to go on (rank r then runs on GPU r % n, set
+// current), else the exit status for main, after MPI_Finalize.
+inline int start_ranks(int* argc, char*** argv, int min_ranks, int max_ranks, bool arguments_ok, const char* usage) {
   MPI_Init(argc, argv);
   int size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   int rc = -1;
-  if (size != ranks || !arguments_ok) {
+  if (size < min_ranks || size > max_ranks || !arguments_ok) {
     if (g_rank == 0) std::fprintf(stderr, "usage: %s (got %d ranks)\n", usage, size);
     rc = 2;
   } else if (const int gpus = gpus_or_skip(1, g_rank != 0)) {
@@ -62,6 +62,11 @@ inline int start(int* argc, char*** argv, int ranks, bool arguments_ok, const ch
   }
   MPI_Finalize();
   return rc;
+}
+
+// start_ranks for exactly `ranks` ranks.
+inline int start(int* argc, char*** argv, int ranks, bool arguments_ok, const char* usage) {
+  return start_ranks(argc, argv, ranks, ranks, arguments_ok, usage);
 }
 
 }  // namespace dfccl::test::mp
