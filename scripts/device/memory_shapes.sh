@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# What issue 31 item 7 needs to choose the connection shapes (a communicator of 2-8 ranks at most 64 MiB of GPU
+# memory without losing bandwidth), on the one-GPU machine, in parts that each fit one call:
+#   memory  mp_many_comms at 2, 4 and 8 ranks: the defaults, and candidate shapes (ring slots of 96 KiB; 2 and 4
+#           point-to-point channels), GPU memory per communicator against the formula;
+#   p2p     sendrecv and all_to_all, 2 and 8 ranks under MPS, by point-to-point channels x slot size (the GPU's own
+#           memory, not NVLink: what one channel can move, i.e. how many a connection needs);
+#   ring    the all-reduce, all-gather and reduce-scatter sweeps with 128 KiB against 96 KiB slots, A/B rounds
+#           (scripts/device/ab.sh), one rank and two ranks under MPS.
+# Writes under $OUT and one tarball, memory_shapes.tgz (a call returns at most 8 files).
+#   scripts/device/memory_shapes.sh memory p2p      (default: all three)
+set -u
+cd "$(dirname "$0")/../.."
+FINAL=$OUT
+export OUT=/tmp/memory_shapes
+rm -rf $OUT; mkdir -p $OUT
+. scripts/device/env.sh
+{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv; git log --oneline -1; } > "$OUT/machine.txt"
+step build 400 make -j16 CMAKE_ARGS="-DDFCCL_DEPS_PREFIX=$PWD/.deps -DCMAKE_CUDA_ARCHITECTURES=90"
+B=$PWD/build/bin
+M="mpirun --allow-run-as-root --bind-to none --oversubscribe"
+parts=${*:-memory p2p ring}
+for part in $parts; do
+  case $part in
+    memory)
+      for np in 2 4 8; do
+        step "mem-np$np-defaults" 200 $M -np $np $B/mp_many_comms 8
+        step "mem-np$np-slot96k" 200 $M -np $np -x DFCCL_SLOT_BYTES=98304 $B/mp_many_comms 8
+      done
+      for ch in 2 4; do
+        step "mem-np8-slot96k-p2p$ch" 200 $M -np 8 -x DFCCL_SLOT_BYTES=98304 -x DFCCL_P2P_CHANNELS=$ch $B/mp_many_comms 8
+      done
+      grep -h "communicators of" $OUT/mem-*.log ;;
+    p2p)
+      ( mps_start
+        T="--timing batch --batch 20 --iters 60 --warmup 10"
+        for np in 2 8; do
+          for cfg in c8s131072 c8s98304 c4s98304 c2s98304 c1s98304 c8s32768 c4s32768; do
+            ch=${cfg#c}; ch=${ch%%s*}; sb=${cfg#*s}
+            step "p2p-np$np-$cfg" 120 $M -np $np -x DFCCL_P2P_CHANNELS=$ch -x DFCCL_SLOT_BYTES=$sb $B/dfccl-harness \
+              -b 1M -e 64M -f 4 $T --collectives sendrecv,all_to_all --backend dfccl --out "$OUT/p2p-np$np-$cfg.h5"
+          done
+        done )
+      for f in $OUT/p2p-*.log; do echo "## $(basename $f)"; grep -E "^ +[0-9]" $f | awk '{print $1, $6, $8, $14}'; done ;;
+    ring)
+      for s in 131072 98304; do
+        mkdir -p /tmp/slot$s
+        printf '#!/bin/sh\nexec env DFCCL_SLOT_BYTES=%s %s/dfccl-harness "$@"\n' $s $B > /tmp/slot$s/dfccl-harness
+        chmod +x /tmp/slot$s/dfccl-harness
+      done
+      export A=/tmp/slot131072 B=/tmp/slot98304 BEGIN=1M END=256M COLLECTIVES=all_reduce,all_gather,reduce_scatter
+      EXTRA="--timing batch --batch 20"
+      step ring-1rank 280 env NP=1 EXTRA="$EXTRA" ROUNDS=2 scripts/device/ab.sh
+      step ring-2ranks-mps 280 env MPS=1 EXTRA="$EXTRA" ROUNDS=2 scripts/device/ab.sh
+      tail -30 $OUT/ring-*.log ;;
+  esac
+done
+tar czf "$FINAL/memory_shapes.tgz" -C /tmp memory_shapes
+# The p2p part's steps ran in a subshell (MPS ends with it): count every step from the summary.
+! grep -vE "rc=(0|77) " "$OUT/summary.txt" | grep -q "^== "
