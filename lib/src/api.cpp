@@ -290,15 +290,17 @@ dfcclResult_t prepare(core::Kind kind, size_t count, dfcclDataType_t t, dfcclRed
     bad(fn, fmt::format("argument 'id' = {} is outside 0..{} (DFCCL_PERSISTENT_LANES={}; at most "
                         "DFCCL_MAX_PERSISTENT_IDS={})",
                         id, lanes - 1, lanes, DFCCL_MAX_PERSISTENT_IDS));
-  {
-    std::lock_guard<std::mutex> lk(c->mu);
+  const auto refuse_if_prepared = [&] {  // caller holds c->mu
     if (c->persistent_prepared[id])
       throw Error(dfcclInvalidUsage, fmt::format("{}: id {} is already prepared on this communicator", fn, id));
+  };
+  {
+    std::lock_guard<std::mutex> lk(c->mu);
+    refuse_if_prepared();
   }
   comm_prepare(c, id);  // the id's lane, the first time (not under c->mu: it allocates)
   std::lock_guard<std::mutex> lk(c->mu);
-  if (c->persistent_prepared[id])  // another thread prepared it meanwhile
-    throw Error(dfcclInvalidUsage, fmt::format("{}: id {} is already prepared on this communicator", fn, id));
+  refuse_if_prepared();  // another thread may have prepared it meanwhile
   c->persistent_prepared[id] = true;
   auto* p = new dfcclPersistent;
   p->comm = c;
