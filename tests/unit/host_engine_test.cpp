@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "group.h"
+#include "sum_inputs.h"
 
 namespace dfccl::test {
 namespace {
@@ -34,23 +35,6 @@ class HostEngine : public ::testing::Test {
     setenv("DFCCL_HOST_IDLE_NS", "2000000", 1);
   }
 };
-
-std::vector<int32_t> iota_input(size_t n, int rank) {
-  std::vector<int32_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = int32_t(i % 1000) + rank * 1000;
-  return v;
-}
-
-// Elements of out that are not the sum of iota_input(n, first + r) over ranks r < nranks.
-size_t wrong_sum(const std::vector<int32_t>& out, int nranks, int first = 0) {
-  size_t bad = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    int32_t want = 0;
-    for (int r = 0; r < nranks; ++r) want += int32_t(i % 1000) + (first + r) * 1000;
-    bad += out[i] != want;
-  }
-  return bad;
-}
 
 TEST_F(HostEngine, CollectiveSurvivesDaemonExitsUntilItsPeerArrives) {
   Group g(2, dfcclExecutorHost);

@@ -16,27 +16,18 @@
 #include "dfccl.h"
 #include "forked_rank.h"
 #include "gpu_check.h"
+#include "sum_inputs.h"
 
 namespace {
+
+using dfccl::test::iota_input;
+using dfccl::test::wrong_sum;
 
 dfcclConfig_t host_config(int init_timeout_ms = -1) {
   dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
   cfg.executor = dfcclExecutorHost;
   cfg.initTimeoutMs = init_timeout_ms;
   return cfg;
-}
-
-// Elements of rank r's input: i * 3 + r, so that the sum over n ranks is n * i * 3 + n(n-1)/2.
-std::vector<int32_t> input(size_t count, int rank) {
-  std::vector<int32_t> v(count);
-  for (size_t i = 0; i < count; ++i) v[i] = int32_t(i * 3) + rank;
-  return v;
-}
-size_t wrong(const std::vector<int32_t>& out, int nranks) {
-  size_t bad = 0;
-  for (size_t i = 0; i < out.size(); ++i)
-    bad += out[i] != int32_t(nranks * int32_t(i * 3)) + nranks * (nranks - 1) / 2;
-  return bad;
 }
 
 // Shared-memory names of this process's regions still in /dev/shm.
@@ -57,7 +48,7 @@ TEST(PersistentLanes, AFirstStartWaitsForTheNeighboursPrepare) {
   const dfcclConfig_t cfg = host_config();
   ASSERT_EQ(dfcclCommInitAllConfig(comms, 2, nullptr, &cfg), dfcclSuccess) << dfcclGetLastError(nullptr);
   const size_t n = 5000;
-  std::vector<int32_t> in0 = input(n, 0), in1 = input(n, 1), out0(n, -1), out1(n, -1);
+  std::vector<int32_t> in0 = iota_input(n, 0), in1 = iota_input(n, 1), out0(n, -1), out1(n, -1);
   dfcclPersistent_t p0 = nullptr, p1 = nullptr;
   dfcclRequest_t q0 = nullptr, q1 = nullptr;
   double start_ms = 0;
@@ -74,8 +65,8 @@ TEST(PersistentLanes, AFirstStartWaitsForTheNeighboursPrepare) {
   ASSERT_EQ(dfcclSynchronize(q0, 10000), dfcclSuccess) << dfcclGetLastError(nullptr);
   ASSERT_EQ(dfcclSynchronize(q1, 10000), dfcclSuccess) << dfcclGetLastError(nullptr);
   EXPECT_GE(start_ms, 200) << "rank 0's start did not wait for rank 1's lane";
-  EXPECT_EQ(wrong(out0, 2), 0u);
-  EXPECT_EQ(wrong(out1, 2), 0u);
+  EXPECT_EQ(wrong_sum(out0, 2), 0u);
+  EXPECT_EQ(wrong_sum(out1, 2), 0u);
   for (auto q : {q0, q1}) dfcclRequestFree(q);
   for (auto p : {p0, p1}) ASSERT_EQ(dfcclPersistentFree(p), dfcclSuccess);
   for (auto c : comms) ASSERT_EQ(dfcclCommDestroy(c), dfcclSuccess);
@@ -88,7 +79,7 @@ TEST(PersistentLanes, AnIdAPeerNeverPreparesTimesOutNamingIt) {
   const dfcclConfig_t cfg = host_config(400);
   ASSERT_EQ(dfcclCommInitAllConfig(comms, 3, nullptr, &cfg), dfcclSuccess) << dfcclGetLastError(nullptr);
   const size_t n = 1000;
-  std::vector<int32_t> in = input(n, 0), out(n);
+  std::vector<int32_t> in = iota_input(n, 0), out(n);
   dfcclPersistent_t p = nullptr;
   ASSERT_EQ(dfcclPrepareAllReduce(n, dfcclInt32, dfcclSum, comms[0], 1, &p), dfcclSuccess);
   dfcclRequest_t q = nullptr;
@@ -102,13 +93,13 @@ TEST(PersistentLanes, AnIdAPeerNeverPreparesTimesOutNamingIt) {
   EXPECT_LT(ms, 3000);
   std::vector<std::vector<int32_t>> ins, outs(3, std::vector<int32_t>(n, -1));
   std::vector<dfcclRequest_t> reqs(3);
-  for (int r = 0; r < 3; ++r) ins.push_back(input(n, r));
+  for (int r = 0; r < 3; ++r) ins.push_back(iota_input(n, r));
   for (int r = 0; r < 3; ++r)
     ASSERT_EQ(dfcclAllReduce(ins[r].data(), outs[r].data(), n, dfcclInt32, dfcclSum, comms[r], 0, nullptr, &reqs[r]),
               dfcclSuccess);
   for (int r = 0; r < 3; ++r) {
     ASSERT_EQ(dfcclSynchronize(reqs[r], 10000), dfcclSuccess) << dfcclGetLastError(nullptr);
-    EXPECT_EQ(wrong(outs[r], 3), 0u) << "rank " << r;
+    EXPECT_EQ(wrong_sum(outs[r], 3), 0u) << "rank " << r;
     dfcclRequestFree(reqs[r]);
   }
   ASSERT_EQ(dfcclPersistentFree(p), dfcclSuccess);
@@ -122,7 +113,7 @@ TEST(PersistentLanes, APendingStartNamesTheRankThatHasNotStartedIt) {
   const dfcclConfig_t cfg = host_config();
   ASSERT_EQ(dfcclCommInitAllConfig(comms, 2, nullptr, &cfg), dfcclSuccess) << dfcclGetLastError(nullptr);
   const size_t n = 256;
-  std::vector<int32_t> in = input(n, 0), out(n), out1(n);
+  std::vector<int32_t> in = iota_input(n, 0), out(n), out1(n);
   dfcclRequest_t q[2] = {};
   for (int r = 0; r < 2; ++r)
     ASSERT_EQ(dfcclAllReduce(in.data(), r ? out1.data() : out.data(), n, dfcclInt32, dfcclSum, comms[r], 0, nullptr,
@@ -175,7 +166,7 @@ int any_order_round(dfcclPersistent_t* p, int rank, bool cuda, int iter) {
   for (int id = 0; id < kAnyOrderIds; ++id) {
     in.emplace_back(kAnyOrderSizes[id], cuda);
     out.emplace_back(kAnyOrderSizes[id], cuda);
-    in.back().host = input(kAnyOrderSizes[id], rank);
+    in.back().host = iota_input(kAnyOrderSizes[id], rank);
     if (!in.back().put() || !out.back().put()) return 5;
   }
   dfcclRequest_t q[kAnyOrderIds] = {};
@@ -187,7 +178,7 @@ int any_order_round(dfcclPersistent_t* p, int rank, bool cuda, int iter) {
     }
   }
   for (int id = 0; id < kAnyOrderIds; ++id) {
-    if (dfcclSynchronize(q[id], 10000) != dfcclSuccess || !out[id].get() || wrong(out[id].host, kAnyOrderRanks) != 0) {
+    if (dfcclSynchronize(q[id], 10000) != dfcclSuccess || !out[id].get() || wrong_sum(out[id].host, kAnyOrderRanks) != 0) {
       std::fprintf(stderr, "rank %d: id %d iteration %d: %s\n", rank, id, iter, dfcclGetLastError(nullptr));
       return 1;
     }
