@@ -326,6 +326,14 @@ void Engine::launch_locked(uint64_t now) {
   next_launch_ns_ = now;
 }
 
+// A stuck exit's back-off waits for peers that have not arrived; data or credits from another host mean that one
+// has (its daemon may be backing off too: waiting out both back-offs stalls a transfer for milliseconds).
+bool Engine::relaunch_due_locked(uint64_t now) {
+  if (running_ || outstanding_ == 0) return false;
+  if (now < next_launch_ns_ && net_deliveries() != net_seen_) next_launch_ns_ = now;
+  return now >= next_launch_ns_;
+}
+
 uint64_t Engine::net_deliveries() {
   std::lock_guard<std::mutex> lk(net_mu_);
   uint64_t n = 0;
@@ -520,11 +528,7 @@ void Engine::progress_loop() {
       std::unique_lock<std::mutex> lk(mu_);
       if (running_ && query_due && daemon_gone_locked(now)) busy = true;
       warn_if_stuck_locked(now);
-      // A stuck exit's back-off waits for peers that have not arrived; data or credits from another host mean that
-      // one has (its daemon may be backing off too: waiting out both back-offs stalls a transfer for milliseconds).
-      if (!running_ && outstanding_ > 0 && now < next_launch_ns_ && net_deliveries() != net_seen_)
-        next_launch_ns_ = now;
-      if (!running_ && outstanding_ > 0 && now >= next_launch_ns_) {
+      if (relaunch_due_locked(now)) {
         launch_locked(now);
         busy = true;
       }

@@ -248,6 +248,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // The proxies' deliveries (tails and heads stored for the daemon) at the last launch: a daemon that left stuck is
   // relaunched at once, without its back-off, when they have moved since (data or credits came from another host).
   uint64_t net_deliveries();  // takes net_mu_
+  // Caller: the progress thread, holding mu_. Whether the daemon is to be launched now: work is outstanding and its
+  // back-off has passed or the proxies delivered something since the last launch.
+  bool relaunch_due_locked(uint64_t now);
   uint64_t net_seen_ = 0;     // under mu_
 };
 

@@ -23,6 +23,22 @@ constexpr size_t kCount = size_t(1) << 18;  // 1 MiB of int32: 32 slots of 32 Ki
 // Rank r's value at i in transfer t: distinct per rank, element and transfer.
 int32_t value(int rank, size_t i, int t) { return int32_t(rank * 1000003 + int(i) * 7 + t * 13); }
 
+// Queues the send/recv with the other rank and the all-reduce, and waits for the three (20 s each at most); false
+// (after saying why) if any fails.
+bool transfer_and_reduce(dfcclComm_t comm, int rank, std::vector<int32_t>& send, std::vector<int32_t>& recv,
+                         std::vector<int32_t>& in, std::vector<int32_t>& sum) {
+  const int peer = 1 - rank;
+  dfcclRequest_t q[3] = {};
+  bool ok = dfcclSend(send.data(), kCount, dfcclInt32, peer, comm, 0, nullptr, &q[0]) == dfcclSuccess &&
+            dfcclRecv(recv.data(), kCount, dfcclInt32, peer, comm, 0, nullptr, &q[1]) == dfcclSuccess &&
+            dfcclAllReduce(in.data(), sum.data(), kCount, dfcclInt32, dfcclSum, comm, 0, nullptr, &q[2]) == dfcclSuccess;
+  for (dfcclRequest_t r : q) ok = ok && dfcclSynchronize(r, 20000) == dfcclSuccess;
+  if (!ok) std::fprintf(stderr, "rank %d: %s\n", rank, dfcclGetLastError(nullptr));
+  for (dfcclRequest_t r : q)
+    if (r) dfcclRequestFree(r);
+  return ok;
+}
+
 int run(dfcclComm_t comm, int rank) {
   if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const int peer = 1 - rank;
@@ -31,20 +47,7 @@ int run(dfcclComm_t comm, int rank) {
     send[i] = value(rank, i, 0);
     in[i] = value(rank, i, 1);
   }
-  dfcclRequest_t q[3] = {};
-  if (dfcclSend(send.data(), kCount, dfcclInt32, peer, comm, 0, nullptr, &q[0]) != dfcclSuccess ||
-      dfcclRecv(recv.data(), kCount, dfcclInt32, peer, comm, 0, nullptr, &q[1]) != dfcclSuccess ||
-      dfcclAllReduce(in.data(), sum.data(), kCount, dfcclInt32, dfcclSum, comm, 0, nullptr, &q[2]) != dfcclSuccess) {
-    std::fprintf(stderr, "rank %d: submit: %s\n", rank, dfcclGetLastError(nullptr));
-    return 1;
-  }
-  for (dfcclRequest_t r : q) {
-    const dfcclResult_t res = dfcclSynchronize(r, 20000);
-    if (res != dfcclSuccess) {
-      std::fprintf(stderr, "rank %d: %s: %s\n", rank, dfcclGetErrorString(res), dfcclGetLastError(nullptr));
-      return 1;
-    }
-  }
+  if (!transfer_and_reduce(comm, rank, send, recv, in, sum)) return 1;
   for (size_t i = 0; i < kCount; ++i)
     if (recv[i] != value(peer, i, 0) || sum[i] != value(0, i, 1) + value(1, i, 1)) {
       std::fprintf(stderr, "rank %d: element %zu wrong\n", rank, i);
@@ -58,7 +61,6 @@ int run(dfcclComm_t comm, int rank) {
     std::fprintf(stderr, "rank 0: no stuck exit: the case did not test the relaunch\n");
     return 1;
   }
-  for (dfcclRequest_t r : q) dfcclRequestFree(r);
   return dfcclCommDestroy(comm) == dfcclSuccess ? 0 : 1;
 }
 
