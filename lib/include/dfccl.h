@@ -158,10 +158,11 @@ typedef struct {
   size_t slotBytes;
   size_t connectionBytes;        /* this rank's connection memory for this communicator (docs/design.md formula) */
   int transport;                 /* dfcclTransport_t: dfcclTransportNetwork if either ring hop is, else theirs */
-  int p2pChannels;               /* channels of each point-to-point connection (DFCCL_P2P_CHANNELS; 0: none) */
-  size_t p2pBytes;               /* this rank's point-to-point connection memory, every peer and itself together */
+  int p2pChannels;               /* channels of a full point-to-point connection (DFCCL_P2P_CHANNELS; 0: none) */
+  size_t p2pBytes;               /* this rank's point-to-point connection memory (its arena and lane states) */
   int transportPrev;             /* dfcclTransport_t of the ring hop from prev to this rank */
   int transportNext;             /* dfcclTransport_t of the ring hop from this rank to next */
+  int p2pConnections;            /* ranks (itself included) this rank has a point-to-point connection with so far */
 } dfcclCommInfo_t;
 dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info);
 
@@ -213,8 +214,9 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
 /*   arrays are read during the call only. All-to-alls are collectives: every rank calls them in the same order on */
 /*   a communicator; their transfers never match a dfcclSend or dfcclRecv. Not in place (sendbuff and recvbuff must */
 /*   not overlap), as in NCCL. The request completes when every transfer of the call has.                           */
-/* Connections to every rank are made at init (their memory: dfcclCommInfo_t.p2pBytes); DFCCL_P2P_CHANNELS=0 makes   */
-/* none, and these calls then return dfcclInvalidUsage.                                                              */
+/* Each rank's memory for its connections is reserved at init (dfcclCommInfo_t.p2pBytes, DFCCL_P2P_ARENA_BYTES); a   */
+/* connection with a rank is carved from it by the first call with that rank, without waiting for it.             */
+/* DFCCL_P2P_CHANNELS=0 makes none, and these calls then return dfcclInvalidUsage.                                  */
 dfcclResult_t dfcclSend(const void* sendbuff, size_t count, dfcclDataType_t datatype, int peer, dfcclComm_t comm,
                         int priority, cudaStream_t stream, dfcclRequest_t* request);
 dfcclResult_t dfcclRecv(void* recvbuff, size_t count, dfcclDataType_t datatype, int peer, dfcclComm_t comm,

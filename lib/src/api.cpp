@@ -534,6 +534,7 @@ dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info) {
     out.connectionBytes = c->region.bytes + sizeof(core::LaneState) * tp.nchan * s.nlanes + c->net.shadow_bytes[0] +
                           persistent_bytes(c);
     out.p2pChannels = int(c->p2p.nchan);
+    out.p2pConnections = p2p_connections(c);
     out.p2pBytes = c->p2p.region.bytes +
                    (c->p2p.nchan ? sizeof(core::LaneState) * tp.nchan * kP2pLanes * 2 * size_t(c->nranks) : 0) +
                    c->net.shadow_bytes[1];

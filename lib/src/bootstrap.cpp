@@ -22,6 +22,7 @@
 #include "log.h"
 #include "match_board.h"
 #include "net/rendezvous.h"
+#include "p2p.h"
 
 namespace dfccl {
 namespace {
@@ -151,7 +152,7 @@ Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_
 void Bootstrap::open_segment() {
   name_ = fmt::format("/dfccl-bs-{:016x}-{:016x}", token_, host_hash_);
   bytes_ = sizeof(Header) + sizeof(RankWord) * nranks_ + 2 * kSlotBytes * nranks_ + MatchBoard::bytes(nranks_) +
-           sizeof(Note) * kNoteSlots * nranks_;
+           sizeof(Note) * kNoteSlots * nranks_ + p2p_table_bytes(nranks_);
   int fd = shm_open(name_.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0) throw_system("bootstrap: shm_open " + name_);
   struct stat st;
@@ -203,6 +204,10 @@ void Bootstrap::beat(uint64_t now) { __atomic_store_n(&words()[rank_].heartbeat,
 void* Bootstrap::board_area() const {
   return static_cast<char*>(base_) + sizeof(Header) + sizeof(RankWord) * size_t(nranks_) +
          2 * kSlotBytes * size_t(nranks_);
+}
+
+void* Bootstrap::p2p_area() const {
+  return static_cast<char*>(board_area()) + MatchBoard::bytes(nranks_) + sizeof(Note) * kNoteSlots * size_t(nranks_);
 }
 
 Bootstrap::Note* Bootstrap::note(int rank, int slot) const {

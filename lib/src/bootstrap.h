@@ -80,6 +80,8 @@ class Bootstrap {
   // its lanes' region handles). Each rank has kNoteSlots of at most kNoteBytes, each posted at most once.
   // read_note copies rank's note `slot` into out and returns true once it is posted. take_note counts the readers
   // that are done with a note and returns the count with this one.
+  // The point-to-point connections' carving table (p2p.h): p2p_table_bytes(nranks) bytes after the notes, zeroed.
+  void* p2p_area() const;
   static constexpr int kNoteSlots = 8;
   static constexpr size_t kNoteBytes = 128;
   void post_note(int slot, const void* data, size_t bytes);

@@ -634,6 +634,9 @@ std::vector<std::shared_ptr<RequestState>> submit_p2p_locked(dfcclComm* c, std::
   if (p.nchan == 0)
     throw Error(dfcclInvalidUsage, "this communicator has no point-to-point connections (DFCCL_P2P_CHANNELS=0 or "
                                    "DFCCL_HOST_P2P_CHANNELS=0 at its init)");
+  std::vector<int> peers;
+  for (const core::Desc& d : parts) peers.push_back(d.root);
+  p2p_claim(c, peers);
   std::vector<uint64_t> next = p.next;  // taken only once every part is queued
   const uint32_t min_chan = c->engine->params().min_chan_bytes;
   for (core::Desc& d : parts) {
@@ -644,8 +647,8 @@ std::vector<std::shared_ptr<RequestState>> submit_p2p_locked(dfcclComm* c, std::
     *mismatch = c->board->post_p2p(key, d);
     if (!mismatch->empty()) return {};
     mirror_post_p2p(c, key, d);
-    core::set_channels(d, core::data_channels(d.count * core::dtype_size(d.dtype), p.nchan, min_chan));
-    d.cs = p2p_static(c, peer, dir);
+    d.cs = p2p_static(c, peer, dir);  // its connection's channels: both sides split the transfer alike
+    core::set_channels(d, core::data_channels(d.count * core::dtype_size(d.dtype), d.cs.nchan, min_chan));
   }
   auto reqs = c->engine->submit_many(parts, c->index, stream);
   p.next = std::move(next);

@@ -18,7 +18,8 @@ struct TransportParams {
   uint32_t nslots;
   uint32_t seq_lanes;  // lanes for collectives matched by order
   uint32_t persistent_lanes;
-  uint32_t p2p_chan;  // channels of each point-to-point connection (0: none)
+  uint32_t p2p_chan;  // channels of a full point-to-point connection (0: none)
+  uint64_t p2p_arena;  // bytes for a communicator's point-to-point connections per rank (p2p.h)
 };
 
 struct EngineConfig {

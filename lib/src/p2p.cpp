@@ -1,13 +1,146 @@
 #include "p2p.h"
 
+#include <fmt/format.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+
 #include "comm.h"
+#include "error.h"
+#include "net/links.h"
 
 namespace dfccl {
 
-uint64_t p2p_region_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes, int nranks) {
+namespace {
+
+// The carving bookkeeping in the bootstrap segment (zeroed at creation), shared by the ranks of this host.
+struct TableHeader {
+  uint64_t lock;  // 0: free; else the holder's rank + 1
+  uint64_t pad[7];
+};
+struct ArenaUse {      // one per rank
+  uint64_t capacity;   // its arena's bytes (written at init, before the barrier that precedes any claim)
+  uint64_t used;       // bytes carved
+  uint64_t connected;  // connections carved (its connection with itself counts once)
+  uint64_t pad;
+};
+struct PairEntry {  // the connection of ranks lo <= hi
+  uint64_t ready;   // 1 once carved (release: the fields below first)
+  uint32_t nchan, pad;
+  uint64_t off_lo, off_hi;  // its slice in lo's arena and in hi's
+};
+
+struct Table {
+  TableHeader* header;
+  ArenaUse* use;
+  PairEntry* pairs;
+  int n;
+  PairEntry& pair(int a, int b) const { return pairs[size_t(std::min(a, b)) * size_t(n) + size_t(std::max(a, b))]; }
+};
+
+Table table(const dfcclComm* c) {
+  auto* base = static_cast<char*>(c->bootstrap->p2p_area());
+  Table t{};
+  t.header = reinterpret_cast<TableHeader*>(base);
+  t.use = reinterpret_cast<ArenaUse*>(t.header + 1);
+  t.pairs = reinterpret_cast<PairEntry*>(t.use + c->nranks);
+  t.n = c->nranks;
+  return t;
+}
+
+// Holds the table's lock for one claim; gives up after the init timeout, naming the holder.
+class TableLock {
+ public:
+  TableLock(const dfcclComm* c, const Table& t) : word_(&t.header->lock) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto limit = std::chrono::milliseconds(c->config.initTimeoutMs);
+    for (uint64_t expect = 0;
+         !__atomic_compare_exchange_n(word_, &expect, uint64_t(c->rank) + 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+         expect = 0) {
+      if (std::chrono::steady_clock::now() - t0 > limit)
+        throw Error(dfcclTimeout,
+                    fmt::format("point-to-point: rank {} has held the communicator's connection table for {} ms "
+                                "(it died while connecting?); nothing was queued",
+                                expect - 1, c->config.initTimeoutMs));
+      sched_yield();
+    }
+  }
+  ~TableLock() { __atomic_store_n(word_, uint64_t(0), __ATOMIC_RELEASE); }
+  TableLock(const TableLock&) = delete;
+  TableLock& operator=(const TableLock&) = delete;
+
+ private:
+  uint64_t* word_;
+};
+
+// What arena `r` can give each of k connections carved now: an equal share of what is left once one-channel
+// connections are kept for its other ranks not yet connected (at least min_conn: the invariant
+// used + (nranks - connected) * min_conn <= capacity holds from init on).
+uint64_t share(const Table& t, int r, uint64_t k, uint64_t min_conn) {
+  const ArenaUse& u = t.use[r];
+  const uint64_t keep = (uint64_t(t.n) - u.connected - k) * min_conn;
+  return (u.capacity - u.used - keep) / k;
+}
+
+// The most channels, up to nchan, whose connection fits `bytes` (at least 1).
+uint32_t channels_within(uint64_t bytes, uint32_t nchan, uint32_t nslots, uint32_t slot_bytes) {
+  uint32_t k = nchan;
+  while (k > 1 && p2p_conn_bytes(k, nslots, slot_bytes) > bytes) --k;
+  return k;
+}
+
+// Fills the descriptors' fixed parts of the connection with q: my slice, q's slice (mapped or its shadow), nchan.
+void fill(dfcclComm* c, int q, uint32_t nchan, char* mine, char* theirs) {
+  P2pConnections& p = c->p2p;
+  const TransportParams& g = c->geometry;
+  const size_t per_direction = size_t(c->engine->transport().nchan) * kP2pLanes;
+  for (int dir = 0; dir < 2; ++dir) {
+    core::CommStatic& s = p.cs[size_t(q) * 2 + size_t(dir)];
+    s.rank = c->rank;
+    s.nranks = c->nranks;
+    s.prev = s.next = q;
+    s.nchan = nchan;
+    s.nlanes = kP2pLanes;
+    s.nslots = g.nslots;
+    s.slot_bytes = g.slot_bytes;
+    s.self = mine;
+    s.next_region = s.prev_region = theirs;
+    s.lanes = p.lanes + (size_t(q) * 2 + size_t(dir)) * per_direction;
+  }
+  p.connected[size_t(q)] = 1;
+}
+
+// Network connections: every connection carved at init, full, at q's index in my arena and mine in q's (a remote
+// q's: a shadow, net/links.h).
+void connect_all(dfcclComm* c) {
+  P2pConnections& p = c->p2p;
+  const TransportParams& g = c->geometry;
+  const uint64_t conn = p2p_conn_bytes(p.nchan, g.nslots, g.slot_bytes);
+  char* mine = reinterpret_cast<char*>(p.region.ptr);
+  for (int q = 0; q < c->nranks; ++q) {
+    char* theirs = c->net.remote[size_t(q)] ? static_cast<char*>(net_shadow(c, conn, false))
+                                            : static_cast<char*>(p.mapped[size_t(q)]) + uint64_t(c->rank) * conn;
+    fill(c, q, p.nchan, mine + uint64_t(q) * conn, theirs);
+  }
+}
+
+}  // namespace
+
+uint64_t p2p_conn_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes) {
+  return core::round_up(core::region_bytes(nchan, kP2pLanes, nslots, slot_bytes), uint64_t(4096));
+}
+
+uint64_t p2p_arena_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes, int nranks, uint64_t arena_bytes,
+                         bool all_at_init) {
   if (nchan == 0) return 0;
-  const uint64_t conn = core::region_bytes(nchan, kP2pLanes, nslots, slot_bytes);
-  return core::round_up(conn, uint64_t(4096)) * uint64_t(nranks);
+  if (all_at_init) return p2p_conn_bytes(nchan, nslots, slot_bytes) * uint64_t(nranks);
+  const uint64_t least = p2p_conn_bytes(1, nslots, slot_bytes) * uint64_t(nranks);
+  return std::max(least, core::round_up(arena_bytes, uint64_t(4096)));
+}
+
+size_t p2p_table_bytes(int nranks) {
+  return sizeof(TableHeader) + sizeof(ArenaUse) * size_t(nranks) + sizeof(PairEntry) * size_t(nranks) * size_t(nranks);
 }
 
 void p2p_connect(dfcclComm* c, bool host_memory) {
@@ -19,20 +152,16 @@ void p2p_connect(dfcclComm* c, bool host_memory) {
   p.nchan = g.p2p_chan;
   if (p.nchan == 0) return;  // every rank agrees (check_agreement)
   const int n = c->nranks;
-  p.conn_bytes = p2p_region_bytes(p.nchan, g.nslots, g.slot_bytes, n) / uint64_t(n);
-  p.region = ex.alloc_region(p.conn_bytes * uint64_t(n), host_memory);
+  p.on_first_use = !c->net.any;
+  p.region = ex.alloc_region(p2p_arena_bytes(p.nchan, g.nslots, g.slot_bytes, n, g.p2p_arena, !p.on_first_use),
+                             host_memory);
+  if (p.on_first_use) table(c).use[c->rank].capacity = p.region.bytes;  // before the barrier below
   p.blobs.resize(size_t(n));
   c->bootstrap->allgather(&p.region, sizeof(RegionBlob), p.blobs.data());
-  // peer[q]: q's connection for this rank, mapped (a remote q's: a shadow, net/links.h).
   p.mapped.assign(size_t(n), nullptr);
-  std::vector<char*> peer(static_cast<size_t>(n));
   for (int q = 0; q < n; ++q) {
-    if (c->net.remote[size_t(q)]) {
-      peer[size_t(q)] = static_cast<char*>(net_shadow(c, p.conn_bytes, false));
-      continue;
-    }
+    if (c->net.remote[size_t(q)]) continue;
     p.mapped[size_t(q)] = q == c->rank ? reinterpret_cast<void*>(p.region.ptr) : ex.map_region(p.blobs[size_t(q)]);
-    peer[size_t(q)] = static_cast<char*>(p.mapped[size_t(q)]) + uint64_t(c->rank) * p.conn_bytes;
   }
   c->bootstrap->barrier();
   ex.region_mapped_by_all(p.region);
@@ -40,34 +169,67 @@ void p2p_connect(dfcclComm* c, bool host_memory) {
   // Lane states for every engine block (a descriptor's blocks past its channels still take their turn).
   const size_t per_direction = size_t(tp.nchan) * kP2pLanes;
   p.lanes = static_cast<core::LaneState*>(ex.alloc_device(sizeof(core::LaneState) * per_direction * 2 * size_t(n)));
-  p.cs.resize(2 * size_t(n));
-  char* mine = reinterpret_cast<char*>(p.region.ptr);
-  for (int q = 0; q < n; ++q) {
-    for (int dir = 0; dir < 2; ++dir) {
-      core::CommStatic& s = p.cs[size_t(q) * 2 + size_t(dir)];
-      s.rank = c->rank;
-      s.nranks = n;
-      s.prev = s.next = q;
-      s.nchan = p.nchan;
-      s.nlanes = kP2pLanes;
-      s.nslots = g.nslots;
-      s.slot_bytes = g.slot_bytes;
-      s.self = mine + uint64_t(q) * p.conn_bytes;
-      s.next_region = s.prev_region = peer[size_t(q)];
-      s.lanes = p.lanes + (size_t(q) * 2 + size_t(dir)) * per_direction;
+  p.cs.assign(2 * size_t(n), core::CommStatic{});
+  p.connected.assign(size_t(n), 0);
+  p.next.assign(size_t(kP2pLanes) * 2 * size_t(n), 0);
+  if (!p.on_first_use) connect_all(c);
+}
+
+void p2p_claim(dfcclComm* c, const std::vector<int>& peers) {
+  P2pConnections& p = c->p2p;
+  std::vector<int> todo;
+  for (int q : peers)
+    if (!p.connected[size_t(q)] && std::find(todo.begin(), todo.end(), q) == todo.end()) todo.push_back(q);
+  if (todo.empty()) return;
+  const TransportParams& g = c->geometry;
+  const Table t = table(c);
+  const int me = c->rank;
+  {
+    TableLock lock(c, t);
+    std::vector<int> fresh;  // connections no rank has carved yet
+    for (int q : todo)
+      if (!__atomic_load_n(&t.pair(me, q).ready, __ATOMIC_ACQUIRE)) fresh.push_back(q);
+    const uint64_t min_conn = p2p_conn_bytes(1, g.nslots, g.slot_bytes);
+    const uint64_t mine = fresh.empty() ? 0 : share(t, me, fresh.size(), min_conn);
+    for (int q : fresh) {
+      const uint64_t fits = q == me ? mine : std::min(mine, share(t, q, 1, min_conn));
+      const uint32_t nchan = channels_within(fits, p.nchan, g.nslots, g.slot_bytes);
+      const uint64_t bytes = p2p_conn_bytes(nchan, g.nslots, g.slot_bytes);
+      PairEntry& e = t.pair(me, q);
+      e.nchan = nchan;
+      e.off_lo = t.use[std::min(me, q)].used;
+      t.use[std::min(me, q)].used += bytes;
+      t.use[std::min(me, q)].connected += 1;
+      e.off_hi = e.off_lo;
+      if (q != me) {
+        e.off_hi = t.use[std::max(me, q)].used;
+        t.use[std::max(me, q)].used += bytes;
+        t.use[std::max(me, q)].connected += 1;
+      }
+      __atomic_store_n(&e.ready, uint64_t(1), __ATOMIC_RELEASE);
     }
   }
-  p.next.assign(size_t(kP2pLanes) * 2 * size_t(n), 0);
+  for (int q : todo) {
+    const PairEntry& e = t.pair(me, q);
+    const uint64_t off_mine = me <= q ? e.off_lo : e.off_hi, off_theirs = me <= q ? e.off_hi : e.off_lo;
+    fill(c, q, e.nchan, reinterpret_cast<char*>(p.region.ptr) + off_mine,
+         static_cast<char*>(p.mapped[size_t(q)]) + off_theirs);
+  }
 }
 
 const core::CommStatic& p2p_static(const dfcclComm* c, int peer, int direction) {
   return c->p2p.cs[size_t(peer) * 2 + size_t(direction)];
 }
 
+int p2p_connections(const dfcclComm* c) {
+  return int(std::count(c->p2p.connected.begin(), c->p2p.connected.end(), uint8_t(1)));
+}
+
 bool p2p_caught_up(dfcclComm* c) {
   const P2pConnections& p = c->p2p;
   if (p.nchan == 0) return true;
   for (int q = 0; q < c->nranks; ++q) {
+    if (!p.connected[size_t(q)]) continue;  // never used: nothing sent
     if (q != c->rank && c->bootstrap->peer_state(q) == Bootstrap::kLeft) continue;  // it writes no more credits
     if (!credits_returned(c->engine->exec(), p2p_static(c, q, 0))) return false;    // heads: q's credits for my sends
   }

@@ -1,11 +1,23 @@
 // Point-to-point connections of a communicator (send/recv and all-to-all; core: collectives/sendrecv.h).
 //
-// Each rank owns one region of nranks connections; connection q of rank r's region receives what rank q sends to r
-// (slots, LL lines, tail) and holds the credits (head) for what r sends to q. Every rank maps every peer's region at
-// init: after init no transfer needs a CUDA call (docs/design.md, "Point-to-point"). A connection has two lanes
-// (kP2pUser: dfcclSend/dfcclRecv; kP2pAllToAll: all-to-alls), each a FIFO of nslots slots per channel, and each
-// direction of a lane keeps its own private lane state (turn and position), so that a rank's send to itself and its
-// receive from itself take turns independently.
+// The connection of ranks r and q (q == r: a rank with itself) is a slice of r's memory and a slice of q's, of one
+// geometry: r's slice receives what q sends to r (slots, LL lines, tail) and holds the credits (head) for what r
+// sends to q. A connection has two lanes (kP2pUser: dfcclSend/dfcclRecv; kP2pAllToAll: all-to-alls), each a FIFO of
+// nslots slots per channel, and each direction of a lane keeps its own private lane state (turn and position), so
+// that a rank's send to itself and its receive from itself take turns independently.
+//
+// Where the slices come from (docs/design.md, "Point-to-point"):
+//  - Every rank allocates one arena at init and maps every peer's: after init no transfer needs a CUDA call.
+//  - On one host, a connection is carved out of the two arenas the first time either rank submits a transfer with
+//    the other (p2p_claim): host bookkeeping in the bootstrap segment under a lock held for a few loads and stores,
+//    with no CUDA call and no wait for the peer, so it cannot wait in a cycle (DESIGN section 5). The peer finds the
+//    carved connection there at its own first transfer.
+//  - Sizes: a claim for k connections at once (an all-to-all's new peers, or one send/recv peer) gives each an equal
+//    share of what both arenas have left after keeping one-channel connections for their other ranks not yet
+//    connected, up to DFCCL_P2P_CHANNELS channels: a pipeline's first peers get full connections, an all-to-all's
+//    peers equal ones, and every rank can always be connected.
+//  - A communicator with network connections carves every connection at init with DFCCL_P2P_CHANNELS channels (the
+//    proxies' hops are made at init), its arena holding nranks of them.
 #pragma once
 
 #include <cstdint>
@@ -19,25 +31,38 @@ struct dfcclComm;
 namespace dfccl {
 
 struct P2pConnections {
-  uint32_t nchan = 0;                // channels per connection (0: no point-to-point)
-  uint64_t conn_bytes = 0;           // one connection's share of a region
-  RegionBlob region{};               // mine: nranks connections
-  std::vector<RegionBlob> blobs;     // every rank's region
-  std::vector<void*> mapped;         // every rank's region as mapped here (mine: region.ptr)
+  uint32_t nchan = 0;                // channels of a full connection (DFCCL_P2P_CHANNELS; 0: no point-to-point)
+  bool on_first_use = false;         // connections carved by p2p_claim (false: all at init)
+  RegionBlob region{};               // mine: the arena
+  std::vector<RegionBlob> blobs;     // every rank's arena
+  std::vector<void*> mapped;         // every rank's arena as mapped here (mine: region.ptr)
   core::LaneState* lanes = nullptr;  // [peer][direction][engine blocks][lanes], device memory
+  std::vector<uint8_t> connected;    // [peer]: cs[peer * 2 + 0 .. 1] are filled
   std::vector<core::CommStatic> cs;  // [peer * 2 + direction]: what a Send (0) or Recv (1) descriptor carries
   std::vector<uint64_t> next;        // [(lane * 2 + direction) * nranks + peer]: the next transfer's key
 };
 
-// Caller: comm_init, every rank together, after the ring's regions (bootstrap rounds). Allocates this rank's region,
-// maps every peer's, and fills c->p2p. host_memory: regions in shared host memory (as the ring's).
+// Caller: comm_init, every rank together, after the ring's regions (bootstrap rounds). Allocates this rank's arena,
+// maps every peer's, and fills c->p2p. host_memory: arenas in shared host memory (as the ring's).
 void p2p_connect(dfcclComm* c, bool host_memory);
-// The descriptor fixed part for a transfer with `peer` in one direction (0: send, 1: receive).
+// Caller: a submission, under c->mu, before it reads p2p_static for these peers. Connects this rank with each of
+// them that it is not connected with yet: carves the connections no peer has carved (see above), reads the others.
+// Throws dfcclTimeout naming the rank that holds the segment's lock past the init timeout (a process that died
+// inside its claim).
+void p2p_claim(dfcclComm* c, const std::vector<int>& peers);
+// The descriptor fixed part for a transfer with `peer` in one direction (0: send, 1: receive); peer connected.
 const core::CommStatic& p2p_static(const dfcclComm* c, int peer, int direction);
-// True once every peer still in the communicator has consumed every slot this rank sent it (destroy: no peer writes
-// into the region after). A send that its peer never receives keeps it false until that peer leaves.
+// True once every connected peer still in the communicator has consumed every slot this rank sent it (destroy: no
+// peer writes into the region after). A send that its peer never receives keeps it false until that peer leaves.
 bool p2p_caught_up(dfcclComm* c);
-// This rank's point-to-point memory for one communicator: the region, at the engine's transport parameters.
-uint64_t p2p_region_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes, int nranks);
+// Bytes of a connection of nchan channels (rounded to 4 KiB) and of the arena of a rank of nranks: at init with
+// network connections, nranks full connections; else max(arena_bytes, nranks one-channel connections).
+uint64_t p2p_conn_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes);
+uint64_t p2p_arena_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes, int nranks, uint64_t arena_bytes,
+                         bool all_at_init);
+// The carving bookkeeping's share of the bootstrap segment (bootstrap.cpp places it after the notes).
+size_t p2p_table_bytes(int nranks);
+// Connections of this rank carved so far (dfcclCommGetInfo).
+int p2p_connections(const dfcclComm* c);
 
 }  // namespace dfccl

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # What issue 31 item 7 needs to choose the connection shapes (a communicator of 2-8 ranks at most 64 MiB of GPU
 # memory without losing bandwidth), on the one-GPU machine, in parts that each fit one call:
-#   memory  mp_many_comms at 2, 4 and 8 ranks: the defaults, and candidate shapes (ring slots of 96 KiB; 2 and 4
-#           point-to-point channels), GPU memory per communicator against the formula;
-#   p2p     sendrecv and all_to_all, 2 and 8 ranks under MPS, by point-to-point channels x slot size (the GPU's own
-#           memory, not NVLink: what one channel can move, i.e. how many a connection needs);
+#   memory  mp_many_comms at 2, 4 and 8 ranks: the defaults, and the candidate (ring slots of 96 KiB, a 12 MiB
+#           point-to-point arena), GPU memory per communicator against the formula;
+#   p2p     sendrecv and all_to_all, 2 and 8 ranks under MPS: the arena's shares (defaults, candidate), and fixed
+#           channels x slot size with an arena that holds them all (the GPU's own memory, not NVLink: what one
+#           channel can move, i.e. how many a connection needs);
 #   ring    the all-reduce, all-gather and reduce-scatter sweeps with 128 KiB against 96 KiB slots, A/B rounds
 #           (scripts/device/ab.sh), one rank and two ranks under MPS.
 # Writes under $OUT and one tarball, memory_shapes.tgz (a call returns at most 8 files).
@@ -25,20 +26,27 @@ for part in $parts; do
     memory)
       for np in 2 4 8; do
         step "mem-np$np-defaults" 200 $M -np $np $B/mp_many_comms 8
-        step "mem-np$np-slot96k" 200 $M -np $np -x DFCCL_SLOT_BYTES=98304 $B/mp_many_comms 8
-      done
-      for ch in 2 4; do
-        step "mem-np8-slot96k-p2p$ch" 200 $M -np 8 -x DFCCL_SLOT_BYTES=98304 -x DFCCL_P2P_CHANNELS=$ch $B/mp_many_comms 8
+        step "mem-np$np-slot96k-arena12m" 200 $M -np $np -x DFCCL_SLOT_BYTES=98304 -x DFCCL_P2P_ARENA_BYTES=12582912 \
+          $B/mp_many_comms 8
       done
       grep -h "communicators of" $OUT/mem-*.log ;;
     p2p)
+      # name: the point-to-point settings (channels of a full connection, slot bytes, arena bytes). c<k>: every
+      # connection gets k channels (an arena large enough for all); "default" and "cand": the arena's shares.
       ( mps_start
         T="--timing batch --batch 20 --iters 60 --warmup 10"
+        big=1073741824
         for np in 2 8; do
-          for cfg in c8s131072 c8s98304 c4s98304 c2s98304 c1s98304 c8s32768 c4s32768; do
-            ch=${cfg#c}; ch=${ch%%s*}; sb=${cfg#*s}
-            step "p2p-np$np-$cfg" 120 $M -np $np -x DFCCL_P2P_CHANNELS=$ch -x DFCCL_SLOT_BYTES=$sb $B/dfccl-harness \
-              -b 1M -e 64M -f 4 $T --collectives sendrecv,all_to_all --backend dfccl --out "$OUT/p2p-np$np-$cfg.h5"
+          for cfg in "default::" "cand:98304:12582912" "c8s131072:131072:$big:8" "c8s98304:98304:$big:8" \
+                     "c4s98304:98304:$big:4" "c2s98304:98304:$big:2" "c1s98304:98304:$big:1" \
+                     "c8s32768:32768:$big:8" "c4s32768:32768:$big:4"; do
+            IFS=: read -r name sb arena ch <<< "$cfg"
+            X=""
+            [ -n "$sb" ] && X="$X -x DFCCL_SLOT_BYTES=$sb"
+            [ -n "$arena" ] && X="$X -x DFCCL_P2P_ARENA_BYTES=$arena"
+            [ -n "${ch:-}" ] && X="$X -x DFCCL_P2P_CHANNELS=$ch"
+            step "p2p-np$np-$name" 120 $M -np $np $X $B/dfccl-harness -b 1M -e 64M -f 4 $T \
+              --collectives sendrecv,all_to_all --backend dfccl --out "$OUT/p2p-np$np-$name.h5"
           done
         done )
       for f in $OUT/p2p-*.log; do echo "## $(basename $f)"; grep -E "^ +[0-9]" $f | awk '{print $1, $6, $8, $14}'; done ;;

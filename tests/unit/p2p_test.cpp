@@ -324,6 +324,100 @@ TEST(P2pStuck, TheWarningNamesTheMissingReceive) {
   std::remove(log.c_str());
 }
 
+// Whether c's connections go through the network (DFCCL_NET_FORCE=1): those are all made at init, full.
+bool on_network(dfcclComm_t c) {
+  dfcclCommInfo_t info{};
+  EXPECT_EQ(dfcclCommGetInfo(c, &info), dfcclSuccess);
+  return info.transport == dfcclTransportNetwork;
+}
+
+int connections(dfcclComm_t c) {
+  dfcclCommInfo_t info{};
+  EXPECT_EQ(dfcclCommGetInfo(c, &info), dfcclSuccess);
+  return info.p2pConnections;
+}
+
+// Every rank sends count int32 to every rank (itself included) at once, all ranks' transfers in flight together, and
+// checks what it received; returns the first failure ("" if none).
+std::string all_pairs_exact(Group& g, size_t count, uint64_t tag) {
+  const int n = g.size();
+  std::vector<std::vector<uint8_t>> send(static_cast<size_t>(n)), recv(send);
+  std::vector<dfcclRequest_t> reqs(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    send[size_t(r)] = payload(dfcclInt32, count * size_t(n), r, tag);
+    recv[size_t(r)].assign(send[size_t(r)].size(), 0xee);
+    if (dfcclAllToAll(send[size_t(r)].data(), recv[size_t(r)].data(), count, dfcclInt32, g[r], 0, nullptr,
+                      &reqs[size_t(r)]) != dfcclSuccess)
+      return dfcclGetLastError(nullptr);
+  }
+  if (std::string err = finish(reqs, 60000); !err.empty()) return err;
+  for (int r = 0; r < n; ++r)
+    for (int p = 0; p < n; ++p)
+      if (std::memcmp(recv[size_t(r)].data() + size_t(p) * count * 4, send[size_t(p)].data() + size_t(r) * count * 4,
+                      count * 4) != 0)
+        return "rank " + std::to_string(r) + ": the block from rank " + std::to_string(p) + " is wrong";
+  return "";
+}
+
+// A connection is made by the first call with a rank, on the calling side alone: rank 0 of 4 is connected with
+// rank 1 once its send is queued, before rank 1 has called anything; rank 1's receive finds it; ranks 2 and 3,
+// which have not communicated, have no connection until the all-to-all.
+TEST(P2pArena, AConnectionIsMadeByTheFirstCallWithARank) {
+  Group g(4, dfcclExecutorHost);
+  if (on_network(g[0])) GTEST_SKIP() << "network connections are all made at init";
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(connections(g[r]), 0) << "rank " << r << " before any transfer";
+  const size_t count = size_t(1) << 18;  // several FIFOs' worth: the send cannot finish before the receive
+  std::vector<uint8_t> in = payload(dfcclInt32, count, 0, 1), out(in.size(), 0);
+  std::vector<dfcclRequest_t> reqs(2);
+  DFCCL_ASSERT_OK(dfcclSend(in.data(), count, dfcclInt32, 1, g[0], 0, nullptr, &reqs[0]));
+  EXPECT_EQ(connections(g[0]), 1);
+  EXPECT_EQ(connections(g[1]), 0);
+  DFCCL_ASSERT_OK(dfcclRecv(out.data(), count, dfcclInt32, 0, g[1], 0, nullptr, &reqs[1]));
+  EXPECT_EQ(connections(g[1]), 1);
+  ASSERT_EQ(finish(reqs, 60000), "");
+  EXPECT_EQ(out, in);
+  EXPECT_EQ(connections(g[2]), 0);
+  EXPECT_EQ(connections(g[3]), 0);
+  ASSERT_EQ(all_pairs_exact(g, 4099, 2), "");
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(connections(g[r]), 4) << "rank " << r << " after the all-to-all";
+}
+
+// 8 ranks, connections of 4 channels, and an arena of 8 MiB per rank where all eight full connections would need
+// 18 MiB: the first connection (0 with 1) is full, the all-to-all's connections share what is left, each rank keeps
+// a one-channel connection for every rank not yet connected. Transfers over connections of every size, all in
+// flight together, are exact, and each rank's memory for them stays the arena.
+TEST(P2pArena, ConnectionsOfDifferentSizesInOneArenaAreExact) {
+  struct Settings {  // for this test's engine only
+    Settings() {
+      setenv("DFCCL_HOST_BLOCKS", "4", 1);
+      setenv("DFCCL_HOST_P2P_CHANNELS", "4", 1);
+      setenv("DFCCL_HOST_P2P_ARENA_BYTES", "8388608", 1);
+      setenv("DFCCL_MIN_CHAN_BYTES", "4096", 1);
+    }
+    ~Settings() {
+      for (const char* v : {"DFCCL_HOST_BLOCKS", "DFCCL_HOST_P2P_CHANNELS", "DFCCL_HOST_P2P_ARENA_BYTES",
+                            "DFCCL_MIN_CHAN_BYTES"})
+        unsetenv(v);
+    }
+  } settings;
+  {
+    Group g(8, dfcclExecutorHost);
+    if (on_network(g[0])) GTEST_SKIP() << "network connections are all made at init";
+    dfcclCommInfo_t info{};
+    DFCCL_ASSERT_OK(dfcclCommGetInfo(g[0], &info));
+    EXPECT_GE(info.p2pBytes, size_t(8) << 20);
+    EXPECT_LT(info.p2pBytes, (size_t(8) << 20) + (size_t(64) << 10)) << "the arena and the lane states only";
+    const size_t count = size_t(1) << 18;
+    std::vector<uint8_t> in = payload(dfcclInt32, count, 0, 3), out(in.size(), 0);
+    std::vector<dfcclRequest_t> reqs(2);
+    DFCCL_ASSERT_OK(dfcclSend(in.data(), count, dfcclInt32, 1, g[0], 0, nullptr, &reqs[0]));
+    DFCCL_ASSERT_OK(dfcclRecv(out.data(), count, dfcclInt32, 0, g[1], 0, nullptr, &reqs[1]));
+    ASSERT_EQ(finish(reqs, 60000), "");
+    EXPECT_EQ(out, in);
+    for (int round = 0; round < 3; ++round) ASSERT_EQ(all_pairs_exact(g, count / 8 + 17 * size_t(round), 4), "");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, P2p, ::testing::Values(1, 2, 3, 4, 8),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
