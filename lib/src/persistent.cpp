@@ -90,17 +90,21 @@ PersistentRef persistent_lane(dfcclComm* c, int id) {
   if (persistent_in_region(c)) return {c->host_dev.s, lane};
   PersistentLane& l = c->persistent.lane[id];
   if (!l.mapped.load(std::memory_order_acquire)) {
+    // The neighbours' notes first, without the lock (they are only read): a thread waiting here for a neighbour's
+    // prepare holds up no other id's first start.
+    const int next = (c->rank + 1) % c->nranks, prev = (c->rank - 1 + c->nranks) % c->nranks;
+    const RegionBlob next_blob = wait_for_lane(c, next, id);
+    const RegionBlob prev_blob = prev == next ? next_blob : wait_for_lane(c, prev, id);
     std::lock_guard<std::mutex> lk(c->persistent.mu);
     if (!l.mapped.load(std::memory_order_relaxed)) {
-      const int next = (c->rank + 1) % c->nranks, prev = (c->rank - 1 + c->nranks) % c->nranks;
       if (!l.next) {
-        l.next_blob = wait_for_lane(c, next, id);
+        l.next_blob = next_blob;
         l.next = map_lane(c, next, id, l.next_blob);
       }
       if (!l.prev && prev == next) {
         l.prev = l.next;
       } else if (!l.prev) {
-        l.prev_blob = wait_for_lane(c, prev, id);
+        l.prev_blob = prev_blob;
         l.prev = map_lane(c, prev, id, l.prev_blob);
       }
       l.cs = c->host_dev.s;
