@@ -109,6 +109,7 @@ void fill(dfcclComm* c, int q, uint32_t nchan, char* mine, char* theirs) {
     s.lanes = p.lanes + (size_t(q) * 2 + size_t(dir)) * per_direction;
   }
   p.connected[size_t(q)] = 1;
+  __atomic_fetch_add(&p.connections, 1, __ATOMIC_RELAXED);
 }
 
 // Network connections: every connection carved at init, full, at q's index in my arena and mine in q's (a remote
@@ -221,9 +222,7 @@ const core::CommStatic& p2p_static(const dfcclComm* c, int peer, int direction) 
   return c->p2p.cs[size_t(peer) * 2 + size_t(direction)];
 }
 
-int p2p_connections(const dfcclComm* c) {
-  return int(std::count(c->p2p.connected.begin(), c->p2p.connected.end(), uint8_t(1)));
-}
+int p2p_connections(const dfcclComm* c) { return __atomic_load_n(&c->p2p.connections, __ATOMIC_RELAXED); }
 
 bool p2p_caught_up(dfcclComm* c) {
   const P2pConnections& p = c->p2p;

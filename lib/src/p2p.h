@@ -37,7 +37,8 @@ struct P2pConnections {
   std::vector<RegionBlob> blobs;     // every rank's arena
   std::vector<void*> mapped;         // every rank's arena as mapped here (mine: region.ptr)
   core::LaneState* lanes = nullptr;  // [peer][direction][engine blocks][lanes], device memory
-  std::vector<uint8_t> connected;    // [peer]: cs[peer * 2 + 0 .. 1] are filled
+  std::vector<uint8_t> connected;    // [peer]: cs[peer * 2 + 0 .. 1] are filled (under the communicator's mu)
+  int connections = 0;               // how many are (atomic accesses: dfcclCommGetInfo reads it without the lock)
   std::vector<core::CommStatic> cs;  // [peer * 2 + direction]: what a Send (0) or Recv (1) descriptor carries
   std::vector<uint64_t> next;        // [(lane * 2 + direction) * nranks + peer]: the next transfer's key
 };
