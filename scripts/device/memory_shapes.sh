@@ -3,13 +3,14 @@
 # memory without losing bandwidth), on the one-GPU machine, in parts that each fit one call:
 #   memory  mp_many_comms at 2, 4 and 8 ranks: the defaults, and the candidate (ring slots of 96 KiB, a 12 MiB
 #           point-to-point arena), GPU memory per communicator against the formula;
-#   p2p     sendrecv and all_to_all, 2 and 8 ranks under MPS: the arena's shares (defaults, candidate), and fixed
+#   p2p-2ranks, p2p-8ranks
+#           sendrecv and all_to_all, 2 or 8 ranks under MPS: the arena's shares (defaults, candidate), and fixed
 #           channels x slot size with an arena that holds them all (the GPU's own memory, not NVLink: what one
 #           channel can move, i.e. how many a connection needs);
 #   ring    the all-reduce, all-gather and reduce-scatter sweeps with 128 KiB against 96 KiB slots, A/B rounds
 #           (scripts/device/ab.sh), one rank and two ranks under MPS.
 # Writes under $OUT and one tarball, memory_shapes.tgz (a call returns at most 8 files).
-#   scripts/device/memory_shapes.sh memory p2p      (default: all three)
+#   scripts/device/memory_shapes.sh memory p2p-2ranks      (default: all four; each takes several minutes)
 set -u
 cd "$(dirname "$0")/../.."
 FINAL=$OUT
@@ -20,7 +21,7 @@ rm -rf $OUT; mkdir -p $OUT
 step build 400 make -j16 CMAKE_ARGS="-DDFCCL_DEPS_PREFIX=$PWD/.deps -DCMAKE_CUDA_ARCHITECTURES=90"
 B=$PWD/build/bin
 M="mpirun --allow-run-as-root --bind-to none --oversubscribe"
-parts=${*:-memory p2p ring}
+parts=${*:-memory p2p-2ranks p2p-8ranks ring}
 for part in $parts; do
   case $part in
     memory)
@@ -30,14 +31,14 @@ for part in $parts; do
           $B/mp_many_comms 8
       done
       grep -h "communicators of" $OUT/mem-*.log ;;
-    p2p)
+    p2p-2ranks|p2p-8ranks)
+      np=${part#p2p-}; np=${np%ranks}
       # name: the point-to-point settings (channels of a full connection, slot bytes, arena bytes). c<k>: every
       # connection gets k channels (an arena large enough for all); "default" and "cand": the arena's shares.
       ( mps_start
         T="--timing batch --batch 20 --iters 60 --warmup 10"
         big=1073741824
-        for np in 2 8; do
-          for cfg in "default::" "cand:98304:12582912" "c8s131072:131072:$big:8" "c8s98304:98304:$big:8" \
+        for cfg in "default::" "cand:98304:12582912" "c8s131072:131072:$big:8" "c8s98304:98304:$big:8" \
                      "c4s98304:98304:$big:4" "c2s98304:98304:$big:2" "c1s98304:98304:$big:1" \
                      "c8s32768:32768:$big:8" "c4s32768:32768:$big:4"; do
             IFS=: read -r name sb arena ch <<< "$cfg"
@@ -47,7 +48,6 @@ for part in $parts; do
             [ -n "${ch:-}" ] && X="$X -x DFCCL_P2P_CHANNELS=$ch"
             step "p2p-np$np-$name" 120 $M -np $np $X $B/dfccl-harness -b 1M -e 64M -f 4 $T \
               --collectives sendrecv,all_to_all --backend dfccl --out "$OUT/p2p-np$np-$name.h5"
-          done
         done )
       for f in $OUT/p2p-*.log; do echo "## $(basename $f)"; grep -E "^ +[0-9]" $f | awk '{print $1, $6, $8, $14}'; done ;;
     ring)
