@@ -121,7 +121,7 @@ const std::vector<EnvVar>& env_table() {
               "host executor: channels of each point-to-point connection (DFCCL_HOST_BLOCKS if fewer)"),
       integer("DFCCL_P2P_ARENA_BYTES", "16777216", 0, int64_t(1) << 40,
               "CUDA executor: each rank's memory for the point-to-point connections of a communicator, carved on "
-              "first use (at least one one-channel connection per rank; all at init with network connections)"),
+              "first use (at least the smallest connection per rank; all at init with network connections)"),
       integer("DFCCL_HOST_P2P_ARENA_BYTES", "0", 0, int64_t(1) << 40,
               "host executor: the same (0: one connection per rank)"),
       integer("DFCCL_P2P_DISABLE", "0", 0, 1,

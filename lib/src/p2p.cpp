@@ -27,7 +27,7 @@ struct ArenaUse {      // one per rank
 };
 struct PairEntry {  // the connection of ranks lo <= hi
   uint64_t ready;   // 1 once carved (release: the fields below first)
-  uint32_t nchan, pad;
+  uint32_t nchan, slot_bytes;
   uint64_t off_lo, off_hi;  // its slice in lo's arena and in hi's
 };
 
@@ -83,15 +83,36 @@ uint64_t share(const Table& t, int r, uint64_t k, uint64_t min_conn) {
   return (u.capacity - u.used - keep) / k;
 }
 
-// The most channels, up to nchan, whose connection fits `bytes` (at least 1).
-uint32_t channels_within(uint64_t bytes, uint32_t nchan, uint32_t nslots, uint32_t slot_bytes) {
-  uint32_t k = nchan;
-  while (k > 1 && p2p_conn_bytes(k, nslots, slot_bytes) > bytes) --k;
-  return k;
+// A connection's channels and slot size.
+struct Shape {
+  uint32_t nchan, slot_bytes;
+};
+
+// The slot sizes a connection may take, largest first: the configured one, then halves down to kMinSlotBytes.
+constexpr uint32_t kMinSlotBytes = 32768;
+std::vector<uint32_t> slot_sizes(uint32_t slot_bytes) {
+  std::vector<uint32_t> s{slot_bytes};
+  while (s.back() / 2 >= kMinSlotBytes && s.back() % 32 == 0) s.push_back(s.back() / 2);
+  return s;
 }
 
-// Fills the descriptors' fixed parts of the connection with q: my slice, q's slice (mapped or its shadow), nchan.
-void fill(dfcclComm* c, int q, uint32_t nchan, char* mine, char* theirs) {
+// The largest shape that fits `bytes`: up to nchan channels of the largest slots that still give it min(4, nchan)
+// channels (more channels move more at once than larger slots do), else as many channels of the smallest slots as
+// fit (at least 1: the arena's invariant keeps that much).
+Shape shape_within(uint64_t bytes, uint32_t nchan, uint32_t nslots, uint32_t slot_bytes) {
+  const std::vector<uint32_t> sizes = slot_sizes(slot_bytes);
+  Shape best{1, sizes.back()};
+  for (uint32_t s : sizes) {
+    uint32_t k = nchan;
+    while (k > 1 && p2p_conn_bytes(k, nslots, s) > bytes) --k;
+    best = {k, s};
+    if (k >= std::min<uint32_t>(4, nchan)) break;
+  }
+  return best;
+}
+
+// Fills the descriptors' fixed parts of the connection with q: my slice, q's slice (mapped or its shadow), shape.
+void fill(dfcclComm* c, int q, Shape shape, char* mine, char* theirs) {
   P2pConnections& p = c->p2p;
   const TransportParams& g = c->geometry;
   const size_t per_direction = size_t(c->engine->transport().nchan) * kP2pLanes;
@@ -100,10 +121,10 @@ void fill(dfcclComm* c, int q, uint32_t nchan, char* mine, char* theirs) {
     s.rank = c->rank;
     s.nranks = c->nranks;
     s.prev = s.next = q;
-    s.nchan = nchan;
+    s.nchan = shape.nchan;
     s.nlanes = kP2pLanes;
     s.nslots = g.nslots;
-    s.slot_bytes = g.slot_bytes;
+    s.slot_bytes = shape.slot_bytes;
     s.self = mine;
     s.next_region = s.prev_region = theirs;
     s.lanes = p.lanes + (size_t(q) * 2 + size_t(dir)) * per_direction;
@@ -122,7 +143,7 @@ void connect_all(dfcclComm* c) {
   for (int q = 0; q < c->nranks; ++q) {
     char* theirs = c->net.remote[size_t(q)] ? static_cast<char*>(net_shadow(c, conn, false))
                                             : static_cast<char*>(p.mapped[size_t(q)]) + uint64_t(c->rank) * conn;
-    fill(c, q, p.nchan, mine + uint64_t(q) * conn, theirs);
+    fill(c, q, {p.nchan, g.slot_bytes}, mine + uint64_t(q) * conn, theirs);
   }
 }
 
@@ -132,11 +153,15 @@ uint64_t p2p_conn_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes) {
   return core::round_up(core::region_bytes(nchan, kP2pLanes, nslots, slot_bytes), uint64_t(4096));
 }
 
+uint64_t p2p_min_conn_bytes(uint32_t nslots, uint32_t slot_bytes) {
+  return p2p_conn_bytes(1, nslots, slot_sizes(slot_bytes).back());
+}
+
 uint64_t p2p_arena_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes, int nranks, uint64_t arena_bytes,
                          bool all_at_init) {
   if (nchan == 0) return 0;
   if (all_at_init) return p2p_conn_bytes(nchan, nslots, slot_bytes) * uint64_t(nranks);
-  const uint64_t least = p2p_conn_bytes(1, nslots, slot_bytes) * uint64_t(nranks);
+  const uint64_t least = p2p_min_conn_bytes(nslots, slot_bytes) * uint64_t(nranks);
   return std::max(least, core::round_up(arena_bytes, uint64_t(4096)));
 }
 
@@ -190,14 +215,15 @@ void p2p_claim(dfcclComm* c, const std::vector<int>& peers) {
     std::vector<int> fresh;  // connections no rank has carved yet
     for (int q : todo)
       if (!__atomic_load_n(&t.pair(me, q).ready, __ATOMIC_ACQUIRE)) fresh.push_back(q);
-    const uint64_t min_conn = p2p_conn_bytes(1, g.nslots, g.slot_bytes);
+    const uint64_t min_conn = p2p_min_conn_bytes(g.nslots, g.slot_bytes);
     const uint64_t mine = fresh.empty() ? 0 : share(t, me, fresh.size(), min_conn);
     for (int q : fresh) {
       const uint64_t fits = q == me ? mine : std::min(mine, share(t, q, 1, min_conn));
-      const uint32_t nchan = channels_within(fits, p.nchan, g.nslots, g.slot_bytes);
-      const uint64_t bytes = p2p_conn_bytes(nchan, g.nslots, g.slot_bytes);
+      const Shape shape = shape_within(fits, p.nchan, g.nslots, g.slot_bytes);
+      const uint64_t bytes = p2p_conn_bytes(shape.nchan, g.nslots, shape.slot_bytes);
       PairEntry& e = t.pair(me, q);
-      e.nchan = nchan;
+      e.nchan = shape.nchan;
+      e.slot_bytes = shape.slot_bytes;
       e.off_lo = t.use[std::min(me, q)].used;
       t.use[std::min(me, q)].used += bytes;
       t.use[std::min(me, q)].connected += 1;
@@ -213,7 +239,7 @@ void p2p_claim(dfcclComm* c, const std::vector<int>& peers) {
   for (int q : todo) {
     const PairEntry& e = t.pair(me, q);
     const uint64_t off_mine = me <= q ? e.off_lo : e.off_hi, off_theirs = me <= q ? e.off_hi : e.off_lo;
-    fill(c, q, e.nchan, reinterpret_cast<char*>(p.region.ptr) + off_mine,
+    fill(c, q, {e.nchan, e.slot_bytes}, reinterpret_cast<char*>(p.region.ptr) + off_mine,
          static_cast<char*>(p.mapped[size_t(q)]) + off_theirs);
   }
 }

@@ -13,9 +13,11 @@
 //    with no CUDA call and no wait for the peer, so it cannot wait in a cycle (DESIGN section 5). The peer finds the
 //    carved connection there at its own first transfer.
 //  - Sizes: a claim for k connections at once (an all-to-all's new peers, or one send/recv peer) gives each an equal
-//    share of what both arenas have left after keeping one-channel connections for their other ranks not yet
-//    connected, up to DFCCL_P2P_CHANNELS channels: a pipeline's first peers get full connections, an all-to-all's
-//    peers equal ones, and every rank can always be connected.
+//    share of what both arenas have left after keeping the smallest connection for each of their other ranks not
+//    yet connected. A connection takes up to DFCCL_P2P_CHANNELS channels of the configured slots; where those do
+//    not give it 4 channels, slots of half and a quarter the size (not below 32 KiB) first, then fewer channels. A
+//    pipeline's first peers get full connections, an all-to-all's peers equal ones, and every rank can always be
+//    connected.
 //  - A communicator with network connections carves every connection at init with DFCCL_P2P_CHANNELS channels (the
 //    proxies' hops are made at init), its arena holding nranks of them.
 #pragma once
@@ -56,9 +58,11 @@ const core::CommStatic& p2p_static(const dfcclComm* c, int peer, int direction);
 // True once every connected peer still in the communicator has consumed every slot this rank sent it (destroy: no
 // peer writes into the region after). A send that its peer never receives keeps it false until that peer leaves.
 bool p2p_caught_up(dfcclComm* c);
-// Bytes of a connection of nchan channels (rounded to 4 KiB) and of the arena of a rank of nranks: at init with
-// network connections, nranks full connections; else max(arena_bytes, nranks one-channel connections).
+// Bytes of a connection of nchan channels of slot_bytes slots (rounded to 4 KiB), of the smallest connection (one
+// channel of the smallest slots a connection takes), and of the arena of a rank of nranks: at init with network
+// connections, nranks full connections; else max(arena_bytes, nranks smallest connections).
 uint64_t p2p_conn_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes);
+uint64_t p2p_min_conn_bytes(uint32_t nslots, uint32_t slot_bytes);
 uint64_t p2p_arena_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes, int nranks, uint64_t arena_bytes,
                          bool all_at_init);
 // The carving bookkeeping's share of the bootstrap segment (bootstrap.cpp places it after the notes).

@@ -382,21 +382,24 @@ TEST(P2pArena, AConnectionIsMadeByTheFirstCallWithARank) {
   for (int r = 0; r < 4; ++r) EXPECT_EQ(connections(g[r]), 4) << "rank " << r << " after the all-to-all";
 }
 
-// 8 ranks, connections of 4 channels, and an arena of 8 MiB per rank where all eight full connections would need
-// 18 MiB: the first connection (0 with 1) is full, the all-to-all's connections share what is left, each rank keeps
-// a one-channel connection for every rank not yet connected. Transfers over connections of every size, all in
-// flight together, are exact, and each rank's memory for them stays the arena.
+// 8 ranks, connections of 4 channels of 4 x 128 KiB slots, and an arena of 12 MiB per rank where all eight full
+// connections would need 33 MiB: the first connection (0 with 1) is full, the all-to-all's connections share what
+// is left (fewer channels of 32 KiB slots), each rank keeps the smallest connection for every rank not yet
+// connected. Transfers over connections of every shape, all in flight together, are exact, and each rank's memory
+// for them stays the arena.
 TEST(P2pArena, ConnectionsOfDifferentSizesInOneArenaAreExact) {
   struct Settings {  // for this test's engine only
     Settings() {
       setenv("DFCCL_HOST_BLOCKS", "4", 1);
       setenv("DFCCL_HOST_P2P_CHANNELS", "4", 1);
-      setenv("DFCCL_HOST_P2P_ARENA_BYTES", "8388608", 1);
+      setenv("DFCCL_HOST_P2P_ARENA_BYTES", "12582912", 1);
+      setenv("DFCCL_HOST_SLOT_BYTES", "131072", 1);
+      setenv("DFCCL_HOST_SLOTS", "4", 1);
       setenv("DFCCL_MIN_CHAN_BYTES", "4096", 1);
     }
     ~Settings() {
       for (const char* v : {"DFCCL_HOST_BLOCKS", "DFCCL_HOST_P2P_CHANNELS", "DFCCL_HOST_P2P_ARENA_BYTES",
-                            "DFCCL_MIN_CHAN_BYTES"})
+                            "DFCCL_HOST_SLOT_BYTES", "DFCCL_HOST_SLOTS", "DFCCL_MIN_CHAN_BYTES"})
         unsetenv(v);
     }
   } settings;
@@ -405,8 +408,8 @@ TEST(P2pArena, ConnectionsOfDifferentSizesInOneArenaAreExact) {
     if (on_network(g[0])) GTEST_SKIP() << "network connections are all made at init";
     dfcclCommInfo_t info{};
     DFCCL_ASSERT_OK(dfcclCommGetInfo(g[0], &info));
-    EXPECT_GE(info.p2pBytes, size_t(8) << 20);
-    EXPECT_LT(info.p2pBytes, (size_t(8) << 20) + (size_t(64) << 10)) << "the arena and the lane states only";
+    EXPECT_GE(info.p2pBytes, size_t(12) << 20);
+    EXPECT_LT(info.p2pBytes, (size_t(12) << 20) + (size_t(64) << 10)) << "the arena and the lane states only";
     const size_t count = size_t(1) << 18;
     std::vector<uint8_t> in = payload(dfcclInt32, count, 0, 3), out(in.size(), 0);
     std::vector<dfcclRequest_t> reqs(2);
