@@ -74,9 +74,9 @@ class TableLock {
   uint64_t* word_;
 };
 
-// What arena `r` can give each of k connections carved now: an equal share of what is left once one-channel
-// connections are kept for its other ranks not yet connected (at least min_conn: the invariant
-// used + (nranks - connected) * min_conn <= capacity holds from init on).
+// What arena `r` can give each of k connections carved now: an equal share of what is left once the smallest
+// connection (min_conn) is kept for each of its other ranks not yet connected. At least min_conn: the invariant
+// used + (nranks - connected) * min_conn <= capacity holds from init on (capacity >= nranks * min_conn).
 uint64_t share(const Table& t, int r, uint64_t k, uint64_t min_conn) {
   const ArenaUse& u = t.use[r];
   const uint64_t keep = (uint64_t(t.n) - u.connected - k) * min_conn;
