@@ -322,6 +322,7 @@ dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats);
 /* with deviceState != 0 also what each block holds for each pending                                                 */
 /* collective, the doorbells and the lanes of the communicators involved (device memory, read on a helper thread:    */
 /* while an implicit synchronization of another thread holds the device, the call says so after 2 s and returns).    */
+/* Then comm's point-to-point arena and the channels and slot size of each connection made so far.                   */
 dfcclResult_t dfcclDebugDump(dfcclComm_t comm, int deviceState);
 
 /* Synchronizes comm's device: cudaDeviceSynchronize for the CUDA executor; for the host executor, an emulation that */

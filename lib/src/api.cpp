@@ -824,6 +824,7 @@ dfcclResult_t dfcclDebugDump(dfcclComm_t comm, int deviceState) {
   return guard([&] {
     dfcclComm* c = check_comm(comm, "dfcclDebugDump");
     live_engine(c, "dfcclDebugDump")->debug_dump(stderr, deviceState != 0);
+    std::fprintf(stderr, "%s\n", p2p_describe(c).c_str());
     return dfcclSuccess;
   });
 }

@@ -248,6 +248,23 @@ const core::CommStatic& p2p_static(const dfcclComm* c, int peer, int direction) 
   return c->p2p.cs[size_t(peer) * 2 + size_t(direction)];
 }
 
+std::string p2p_describe(dfcclComm* c) {
+  const P2pConnections& p = c->p2p;
+  std::string s = fmt::format("rank {} of {}: point-to-point ", c->rank, c->nranks);
+  if (p.nchan == 0) return s + "off (DFCCL_P2P_CHANNELS=0)";
+  s += fmt::format("arena {:.1f} MiB{}", double(p.region.bytes) / (1 << 20), p.on_first_use ? "" : " (all at init)");
+  std::unique_lock<std::mutex> lk(c->mu, std::try_to_lock);
+  if (!lk.owns_lock()) return s + ", connections not read (a submission holds the communicator)";
+  const char* sep = ", connected with ";
+  for (int q = 0; q < c->nranks; ++q) {
+    if (!p.connected[size_t(q)]) continue;
+    const core::CommStatic& cs = p2p_static(c, q, 0);
+    s += fmt::format("{}{} ({} x {} KiB)", sep, q, cs.nchan, cs.slot_bytes / 1024);
+    sep = ", ";
+  }
+  return s;
+}
+
 int p2p_connections(const dfcclComm* c) { return __atomic_load_n(&c->p2p.connections, __ATOMIC_RELAXED); }
 
 bool p2p_caught_up(dfcclComm* c) {

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/region.h"
@@ -69,5 +70,9 @@ uint64_t p2p_arena_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes, i
 size_t p2p_table_bytes(int nranks);
 // Connections of this rank carved so far (dfcclCommGetInfo).
 int p2p_connections(const dfcclComm* c);
+// One line for dfcclDebugDump: this rank's arena and each connection's shape, e.g. "rank 0 of 4: point-to-point
+// arena 16.0 MiB, connected with 1 (8 x 128 KiB), 3 (5 x 128 KiB)". Does not wait for a submission that holds the
+// communicator's lock (says so instead).
+std::string p2p_describe(dfcclComm* c);
 
 }  // namespace dfccl

@@ -331,6 +331,25 @@ bool on_network(dfcclComm_t c) {
   return info.transport == dfcclTransportNetwork;
 }
 
+// What dfcclDebugDump(c, 0) writes to stderr.
+std::string debug_dump_of(dfcclComm_t c) {
+  const std::string path = testing::TempDir() + "dfccl-p2p-dump-" + std::to_string(getpid()) + ".txt";
+  std::fflush(stderr);
+  const int saved = dup(2);
+  std::FILE* sink = std::fopen(path.c_str(), "w");
+  if (!sink) return "";
+  dup2(fileno(sink), 2);
+  EXPECT_EQ(dfcclDebugDump(c, 0), dfcclSuccess);
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::fclose(sink);
+  std::ifstream f(path);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::remove(path.c_str());
+  return text;
+}
+
 int connections(dfcclComm_t c) {
   dfcclCommInfo_t info{};
   EXPECT_EQ(dfcclCommGetInfo(c, &info), dfcclSuccess);
@@ -372,6 +391,9 @@ TEST(P2pArena, AConnectionIsMadeByTheFirstCallWithARank) {
   DFCCL_ASSERT_OK(dfcclSend(in.data(), count, dfcclInt32, 1, g[0], 0, nullptr, &reqs[0]));
   EXPECT_EQ(connections(g[0]), 1);
   EXPECT_EQ(connections(g[1]), 0);
+  const std::string dump = debug_dump_of(g[0]);  // the shape, as the dump tells it (1 channel of 32 KiB slots)
+  EXPECT_NE(dump.find("rank 0 of 4: point-to-point arena"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("connected with 1 (1 x 32 KiB)"), std::string::npos) << dump;
   DFCCL_ASSERT_OK(dfcclRecv(out.data(), count, dfcclInt32, 0, g[1], 0, nullptr, &reqs[1]));
   EXPECT_EQ(connections(g[1]), 1);
   ASSERT_EQ(finish(reqs, 60000), "");
