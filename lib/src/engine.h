@@ -245,13 +245,13 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::thread progress_;
   std::mutex net_mu_;
   std::vector<std::shared_ptr<net::Proxy>> net_;
-  // The proxies' deliveries (tails and heads stored for the daemon) at the last launch: a daemon that left stuck is
-  // relaunched at once, without its back-off, when they have moved since (data or credits came from another host).
-  uint64_t net_deliveries();  // takes net_mu_
+  // The proxies' deliveries so far: the tails and heads they stored for the daemon. Takes net_mu_.
+  uint64_t net_deliveries();
   // Caller: the progress thread, holding mu_. Whether the daemon is to be launched now: work is outstanding and its
-  // back-off has passed or the proxies delivered something since the last launch.
+  // back-off has passed, or the proxies delivered something since the last launch (data or credits came from
+  // another host), which ends the back-off of a daemon that left stuck.
   bool relaunch_due_locked(uint64_t now);
-  uint64_t net_seen_ = 0;     // under mu_
+  uint64_t net_seen_ = 0;  // net_deliveries() at the last launch (under mu_)
 };
 
 uint64_t host_now_ns();

@@ -123,7 +123,7 @@ const std::vector<EnvVar>& env_table() {
               "CUDA executor: each rank's memory for the point-to-point connections of a communicator, carved on "
               "first use (at least the smallest connection per rank; all at init with network connections)"),
       integer("DFCCL_HOST_P2P_ARENA_BYTES", "0", 0, int64_t(1) << 40,
-              "host executor: the same (0: one connection per rank)"),
+              "host executor: the same (0: the smallest connection per rank)"),
       integer("DFCCL_P2P_DISABLE", "0", 0, 1,
               "1: connection regions in shared host memory even where GPUs reach each other directly"),
       integer("DFCCL_NET_FORCE", "0", 0, 1,

@@ -179,8 +179,8 @@ void p2p_connect(dfcclComm* c, bool host_memory) {
   if (p.nchan == 0) return;  // every rank agrees (check_agreement)
   const int n = c->nranks;
   p.on_first_use = !c->net.any;
-  p.region = ex.alloc_region(p2p_arena_bytes(p.nchan, g.nslots, g.slot_bytes, n, g.p2p_arena, !p.on_first_use),
-                             host_memory);
+  p.region =
+      ex.alloc_region(p2p_arena_bytes(p.nchan, g.nslots, g.slot_bytes, n, g.p2p_arena, !p.on_first_use), host_memory);
   if (p.on_first_use) table(c).use[c->rank].capacity = p.region.bytes;  // before the barrier below
   p.blobs.resize(size_t(n));
   c->bootstrap->allgather(&p.region, sizeof(RegionBlob), p.blobs.data());
@@ -221,18 +221,17 @@ void p2p_claim(dfcclComm* c, const std::vector<int>& peers) {
       const uint64_t fits = q == me ? mine : std::min(mine, share(t, q, 1, min_conn));
       const Shape shape = shape_within(fits, p.nchan, g.nslots, g.slot_bytes);
       const uint64_t bytes = p2p_conn_bytes(shape.nchan, g.nslots, shape.slot_bytes);
+      const auto carve = [&](int r) {  // the slice's offset in r's arena
+        ArenaUse& u = t.use[r];
+        u.used += bytes;
+        u.connected += 1;
+        return u.used - bytes;
+      };
       PairEntry& e = t.pair(me, q);
       e.nchan = shape.nchan;
       e.slot_bytes = shape.slot_bytes;
-      e.off_lo = t.use[std::min(me, q)].used;
-      t.use[std::min(me, q)].used += bytes;
-      t.use[std::min(me, q)].connected += 1;
-      e.off_hi = e.off_lo;
-      if (q != me) {
-        e.off_hi = t.use[std::max(me, q)].used;
-        t.use[std::max(me, q)].used += bytes;
-        t.use[std::max(me, q)].connected += 1;
-      }
+      e.off_lo = carve(std::min(me, q));
+      e.off_hi = q == me ? e.off_lo : carve(std::max(me, q));
       __atomic_store_n(&e.ready, uint64_t(1), __ATOMIC_RELEASE);
     }
   }
@@ -271,7 +270,7 @@ bool p2p_caught_up(dfcclComm* c) {
   const P2pConnections& p = c->p2p;
   if (p.nchan == 0) return true;
   for (int q = 0; q < c->nranks; ++q) {
-    if (!p.connected[size_t(q)]) continue;  // never used: nothing sent
+    if (!p.connected[size_t(q)]) continue;                                          // never used: nothing sent
     if (q != c->rank && c->bootstrap->peer_state(q) == Bootstrap::kLeft) continue;  // it writes no more credits
     if (!credits_returned(c->engine->exec(), p2p_static(c, q, 0))) return false;    // heads: q's credits for my sends
   }

@@ -102,7 +102,7 @@ class Proxy {
   // The match board's messages to and from other hosts that this proxy carries (board_link.h).
   BoardLink& board_link() { return *board_link_; }
   // How many times this thread has stored a tail (data arrived) or a head (credits arrived) for the daemon: the
-  // engine relaunches a daemon that left stuck as soon as this moves (Engine::net_moved). Any thread.
+  // engine relaunches a daemon that left stuck as soon as this moves (Engine::relaunch_due_locked). Any thread.
   uint64_t deliveries() const { return deliveries_.load(std::memory_order_relaxed); }
 
  private:
