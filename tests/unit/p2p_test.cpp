@@ -87,30 +87,37 @@ TEST_P(P2p, RingAndSelfExact) {
     }
 }
 
+// dfcclAllToAll of count elements of type t per pair on every rank at once, all ranks' transfers in flight together
+// (payloads tagged `tag`); checks every block that each rank received and returns the first failure ("" if none).
+std::string all_to_all_exact(Group& g, dfcclDataType_t t, size_t count, uint64_t tag) {
+  const int n = g.size();
+  const size_t es = type_size(t);
+  std::vector<std::vector<uint8_t>> send(static_cast<size_t>(n)), recv(send);
+  std::vector<dfcclRequest_t> reqs(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    send[size_t(r)] = payload(t, count * size_t(n), r, tag);
+    recv[size_t(r)].assign(send[size_t(r)].size(), 0xee);
+    if (dfcclAllToAll(send[size_t(r)].data(), recv[size_t(r)].data(), count, t, g[r], 0, nullptr, &reqs[size_t(r)]) !=
+        dfcclSuccess)
+      return dfcclGetLastError(nullptr);
+  }
+  if (std::string err = finish(reqs, 60000); !err.empty()) return err;
+  for (int r = 0; r < n; ++r)
+    for (int p = 0; p < n; ++p)
+      if (std::memcmp(recv[size_t(r)].data() + size_t(p) * count * es, send[size_t(p)].data() + size_t(r) * count * es,
+                      count * es) != 0)
+        return "rank " + std::to_string(r) + ": the block from rank " + std::to_string(p) + " is wrong";
+  return "";
+}
+
 // dfcclAllToAll, and dfcclAllToAllv with uneven blocks (some empty): block p of rank r's output is rank p's block r.
 TEST_P(P2p, AllToAllExact) {
   const int n = GetParam();
   Group g(n, dfcclExecutorHost);
   for (int t = 0; t < dfcclNumTypes; ++t)
-    for (size_t count : kCounts) {
-      const dfcclDataType_t type = dfcclDataType_t(t);
-      const size_t es = type_size(type);
-      std::vector<std::vector<uint8_t>> send(static_cast<size_t>(n)), recv(send);
-      std::vector<dfcclRequest_t> reqs(static_cast<size_t>(n));
-      for (int r = 0; r < n; ++r) {
-        send[size_t(r)] = payload(type, count * size_t(n), r, count);
-        recv[size_t(r)].assign(send[size_t(r)].size(), 0xee);
-        DFCCL_ASSERT_OK(dfcclAllToAll(send[size_t(r)].data(), recv[size_t(r)].data(), count, type, g[r], 0, nullptr,
-                                      &reqs[size_t(r)]));
-      }
-      const std::string err = finish(reqs, 60000);
-      ASSERT_TRUE(err.empty()) << type_name(type) << " x " << count << ": " << err;
-      for (int r = 0; r < n; ++r)
-        for (int p = 0; p < n; ++p)
-          EXPECT_EQ(0, std::memcmp(recv[size_t(r)].data() + size_t(p) * count * es,
-                                   send[size_t(p)].data() + size_t(r) * count * es, count * es))
-              << "rank " << r << " block from " << p << ", " << type_name(type) << " x " << count;
-    }
+    for (size_t count : kCounts)
+      ASSERT_EQ(all_to_all_exact(g, dfcclDataType_t(t), count, count), "")
+          << type_name(dfcclDataType_t(t)) << " x " << count;
 }
 
 // Rank s sends (s * 5 + d * 3) % 7 * 301 elements to rank d (0 for some pairs), packed in rank order with a gap.
@@ -281,16 +288,44 @@ TEST(P2pErrors, BadArgumentsNamed) {
   EXPECT_EQ(finish(reqs, 10000), "");
 }
 
+// Stderr into a file while it lives (the library's warnings and dumps go to stderr); text() reads what came so far.
+class StderrToFile {
+ public:
+  explicit StderrToFile(const std::string& name)
+      : path_(testing::TempDir() + "dfccl-p2p-" + name + "-" + std::to_string(getpid()) + ".txt") {
+    std::fflush(stderr);
+    saved_ = dup(2);
+    sink_ = std::fopen(path_.c_str(), "w");
+    if (sink_) dup2(fileno(sink_), 2);
+  }
+  ~StderrToFile() {
+    std::fflush(stderr);
+    dup2(saved_, 2);
+    close(saved_);
+    if (sink_) std::fclose(sink_);
+    std::remove(path_.c_str());
+  }
+  StderrToFile(const StderrToFile&) = delete;
+  StderrToFile& operator=(const StderrToFile&) = delete;
+  bool ok() const { return sink_ != nullptr; }
+  std::string text() const {
+    std::fflush(stderr);
+    std::ifstream f(path_);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+
+ private:
+  std::string path_;
+  int saved_ = -1;
+  std::FILE* sink_ = nullptr;
+};
+
 // A send whose receiver has not posted its receive is named by the stuck warning, with the missing side; once the
 // receive comes, both complete.
 TEST(P2pStuck, TheWarningNamesTheMissingReceive) {
   // The warning goes to stderr (where the log of this process already goes, or will): stderr into a file for the test.
-  const std::string log = testing::TempDir() + "dfccl-p2p-stuck-" + std::to_string(getpid()) + ".log";
-  std::fflush(stderr);
-  const int saved = dup(2);
-  std::FILE* sink = std::fopen(log.c_str(), "w");
-  ASSERT_NE(sink, nullptr);
-  dup2(fileno(sink), 2);
+  StderrToFile log("stuck");
+  ASSERT_TRUE(log.ok());
   setenv("DFCCL_STUCK_WARN_S", "1", 1);
   {
     Group g(2, dfcclExecutorHost);
@@ -301,8 +336,7 @@ TEST(P2pStuck, TheWarningNamesTheMissingReceive) {
     std::string text;
     for (int i = 0; i < 80 && text.find("pending for") == std::string::npos; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      std::ifstream f(log);
-      text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+      text = log.text();
     }
     EXPECT_NE(text.find("dfcclSend #0 to rank 1, not posted yet by rank 1 (its receive)"), std::string::npos) << text;
     int missing[4] = {-1, -1, -1, -1}, n = -1;
@@ -317,11 +351,6 @@ TEST(P2pStuck, TheWarningNamesTheMissingReceive) {
     EXPECT_EQ(out, in);
   }
   unsetenv("DFCCL_STUCK_WARN_S");
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  std::fclose(sink);
-  std::remove(log.c_str());
 }
 
 // Whether c's connections go through the network (DFCCL_NET_FORCE=1): those are all made at init, full.
@@ -333,49 +362,16 @@ bool on_network(dfcclComm_t c) {
 
 // What dfcclDebugDump(c, 0) writes to stderr.
 std::string debug_dump_of(dfcclComm_t c) {
-  const std::string path = testing::TempDir() + "dfccl-p2p-dump-" + std::to_string(getpid()) + ".txt";
-  std::fflush(stderr);
-  const int saved = dup(2);
-  std::FILE* sink = std::fopen(path.c_str(), "w");
-  if (!sink) return "";
-  dup2(fileno(sink), 2);
+  StderrToFile out("dump");
+  EXPECT_TRUE(out.ok());
   EXPECT_EQ(dfcclDebugDump(c, 0), dfcclSuccess);
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  std::fclose(sink);
-  std::ifstream f(path);
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::remove(path.c_str());
-  return text;
+  return out.text();
 }
 
 int connections(dfcclComm_t c) {
   dfcclCommInfo_t info{};
   EXPECT_EQ(dfcclCommGetInfo(c, &info), dfcclSuccess);
   return info.p2pConnections;
-}
-
-// Every rank sends count int32 to every rank (itself included) at once, all ranks' transfers in flight together, and
-// checks what it received; returns the first failure ("" if none).
-std::string all_pairs_exact(Group& g, size_t count, uint64_t tag) {
-  const int n = g.size();
-  std::vector<std::vector<uint8_t>> send(static_cast<size_t>(n)), recv(send);
-  std::vector<dfcclRequest_t> reqs(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    send[size_t(r)] = payload(dfcclInt32, count * size_t(n), r, tag);
-    recv[size_t(r)].assign(send[size_t(r)].size(), 0xee);
-    if (dfcclAllToAll(send[size_t(r)].data(), recv[size_t(r)].data(), count, dfcclInt32, g[r], 0, nullptr,
-                      &reqs[size_t(r)]) != dfcclSuccess)
-      return dfcclGetLastError(nullptr);
-  }
-  if (std::string err = finish(reqs, 60000); !err.empty()) return err;
-  for (int r = 0; r < n; ++r)
-    for (int p = 0; p < n; ++p)
-      if (std::memcmp(recv[size_t(r)].data() + size_t(p) * count * 4, send[size_t(p)].data() + size_t(r) * count * 4,
-                      count * 4) != 0)
-        return "rank " + std::to_string(r) + ": the block from rank " + std::to_string(p) + " is wrong";
-  return "";
 }
 
 // A connection is made by the first call with a rank, on the calling side alone: rank 0 of 4 is connected with
@@ -400,7 +396,7 @@ TEST(P2pArena, AConnectionIsMadeByTheFirstCallWithARank) {
   EXPECT_EQ(out, in);
   EXPECT_EQ(connections(g[2]), 0);
   EXPECT_EQ(connections(g[3]), 0);
-  ASSERT_EQ(all_pairs_exact(g, 4099, 2), "");
+  ASSERT_EQ(all_to_all_exact(g, dfcclInt32, 4099, 2), "");
   for (int r = 0; r < 4; ++r) EXPECT_EQ(connections(g[r]), 4) << "rank " << r << " after the all-to-all";
 }
 
@@ -439,7 +435,8 @@ TEST(P2pArena, ConnectionsOfDifferentSizesInOneArenaAreExact) {
     DFCCL_ASSERT_OK(dfcclRecv(out.data(), count, dfcclInt32, 0, g[1], 0, nullptr, &reqs[1]));
     ASSERT_EQ(finish(reqs, 60000), "");
     EXPECT_EQ(out, in);
-    for (int round = 0; round < 3; ++round) ASSERT_EQ(all_pairs_exact(g, count / 8 + 17 * size_t(round), 4), "");
+    for (int round = 0; round < 3; ++round)
+      ASSERT_EQ(all_to_all_exact(g, dfcclInt32, count / 8 + 17 * size_t(round), 4), "");
   }
 }
 
