@@ -11,6 +11,8 @@
 #           (scripts/device/ab.sh), one rank and two ranks under MPS.
 # Writes under $OUT and one tarball, memory_shapes.tgz (a call returns at most 8 files).
 #   scripts/device/memory_shapes.sh memory p2p-2ranks      (default: all four; each takes several minutes)
+# P2P_CONFIGS (name:slot bytes:arena bytes[:channels], space-separated; arena "big" is 1 GiB) narrows the p2p
+# parts; ROUNDS sets the ring part's A/B rounds of two ranks (default 2), RING_1RANK=0 skips its one-rank rounds.
 set -u
 cd "$(dirname "$0")/../.."
 FINAL=$OUT
@@ -38,10 +40,11 @@ for part in $parts; do
       ( mps_start
         T="--timing batch --batch 20 --iters 60 --warmup 10"
         big=1073741824
-        for cfg in "default::" "cand:98304:12582912" "c8s131072:131072:$big:8" "c8s98304:98304:$big:8" \
+        for cfg in ${P2P_CONFIGS:-"default::" "cand:98304:12582912" "c8s131072:131072:$big:8" "c8s98304:98304:$big:8" \
                      "c4s98304:98304:$big:4" "c2s98304:98304:$big:2" "c1s98304:98304:$big:1" \
-                     "c8s32768:32768:$big:8" "c4s32768:32768:$big:4"; do
+                     "c8s32768:32768:$big:8" "c4s32768:32768:$big:4"}; do
             IFS=: read -r name sb arena ch <<< "$cfg"
+            [ "$arena" = big ] && arena=$big
             X=""
             [ -n "$sb" ] && X="$X -x DFCCL_SLOT_BYTES=$sb"
             [ -n "$arena" ] && X="$X -x DFCCL_P2P_ARENA_BYTES=$arena"
@@ -58,8 +61,8 @@ for part in $parts; do
       done
       export A=/tmp/slot131072 B=/tmp/slot98304 BEGIN=1M END=256M COLLECTIVES=all_reduce,all_gather,reduce_scatter
       EXTRA="--timing batch --batch 20"
-      step ring-1rank 280 env NP=1 EXTRA="$EXTRA" ROUNDS=2 scripts/device/ab.sh
-      step ring-2ranks-mps 280 env MPS=1 EXTRA="$EXTRA" ROUNDS=2 scripts/device/ab.sh
+      step ring-2ranks-mps 280 env MPS=1 EXTRA="$EXTRA" ROUNDS=${ROUNDS:-2} scripts/device/ab.sh
+      [ "${RING_1RANK:-1}" = 1 ] && step ring-1rank 280 env NP=1 EXTRA="$EXTRA" ROUNDS=2 scripts/device/ab.sh
       tail -30 $OUT/ring-*.log ;;
   esac
 done
