@@ -74,6 +74,18 @@ struct Heartbeat {  // written by each block about once a millisecond while the 
   u32 first_slot;   // the first of them in scheduling order (~0u if none)
 };
 
+// What a stream waits for (dfcclWait, the CUDA executor's waiting kernel): *word >= value, then, when settle_word is
+// set, *settle_word >= value for at most settle_ns more (the signatures across hosts: Engine::wait_on_stream); it
+// goes on at once when *abort_word == abort_value.
+struct StreamWait {
+  const u64* word;
+  u64 value;
+  const u64* abort_word;
+  u64 abort_value;
+  const u64* settle_word;
+  u64 settle_ns;
+};
+
 struct WaitEntry {  // a stream waits until complete[slot] >= seq; probe: the barrier probe issued with the wait
   u64 slot;
   u64 seq;
@@ -126,6 +138,9 @@ struct EngineHost {  // pinned host memory
   // waits for the aborted collective itself (docs/design.md, "Abort").
   u64 aborts;
   u64 abort_gen[kMaxComms];
+  // host (the progress thread): per slot, the sequence number of its last collective whose request has its final
+  // status. Written only for communicators across hosts, whose slots stay taken until then (Engine::settle).
+  u64 settled[kMaxSlots];
 };
 
 // Tunables of the daemon, passed by value at each launch (docs/environment.md).

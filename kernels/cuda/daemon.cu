@@ -21,28 +21,36 @@ cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool pre
 }
 
 // See launch_stream_waiter in daemon.h. Thread 0 polls; the others return.
-__global__ void __launch_bounds__(32)
-    stream_waiter(const uint64_t* word, uint64_t value, const uint64_t* abort_word, uint64_t abort_value) {
+__global__ void __launch_bounds__(32) stream_waiter(const core::StreamWait w) {
   if (threadIdx.x != 0) return;
-  uint64_t look_at = 0;
+  const uint64_t* word = w.word;
+  uint64_t look_at = 0, settle_until = 0;
   for (;;) {
     uint64_t v, now;
     asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(word) : "memory");
-    if (v >= value) return;
+    if (v >= w.value && (w.settle_word == nullptr || word == w.settle_word)) return;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (v >= w.value) {  // the collective is done: now its request's final status
+      word = w.settle_word;
+      settle_until = now + w.settle_ns;
+      continue;
+    }
+    if (settle_until != 0) {  // a host word, written by a host thread: look about every microsecond
+      if (now >= settle_until) return;
+      asm volatile("nanosleep.u32 1000;");
+    }
     if (now >= look_at) {  // about every kAbortLookNs: a read over PCIe, off the path of the completion word
       if (look_at != 0) {
-        asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(abort_word) : "memory");
-        if (v == abort_value) return;
+        asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(w.abort_word) : "memory");
+        if (v == w.abort_value) return;
       }
       look_at = now + core::kAbortLookNs;
     }
   }
 }
 
-cudaError_t launch_stream_waiter(const uint64_t* word, uint64_t value, const uint64_t* abort_word, uint64_t abort_value,
-                                 cudaStream_t stream) {
-  void* args[] = {&word, &value, &abort_word, &abort_value};
+cudaError_t launch_stream_waiter(const core::StreamWait& w, cudaStream_t stream) {
+  void* args[] = {const_cast<core::StreamWait*>(&w)};
   return cudaLaunchKernel(reinterpret_cast<const void*>(&stream_waiter), dim3(1), dim3(32), args, 0, stream);
 }
 

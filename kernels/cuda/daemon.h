@@ -18,12 +18,12 @@ inline constexpr unsigned kDaemonThreads = DFCCL_MAX_THREADS;
 // once (it loads the module at engine creation, so that no later launch is a lazy-loading implicit synchronization).
 cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool preload, cudaStream_t stream);
 
-// Caller: dfcclWait on a stream. Makes `stream` wait until *word >= value (a completion word): one thread polls it
-// with system-scope acquire loads, holding a slot of one SM meanwhile, and wakes sooner after the write than a
-// stream memory wait. It also ends once *abort_word == abort_value (pinned memory, read about every kAbortLookNs):
-// after an abort no daemon may run to finish the collective (DESIGN invariant 4; docs/design.md, "Abort").
-cudaError_t launch_stream_waiter(const uint64_t* word, uint64_t value, const uint64_t* abort_word, uint64_t abort_value,
-                                 cudaStream_t stream);
+// Caller: dfcclWait on a stream. Makes `stream` wait as `w` says (core::StreamWait: a completion word, then maybe
+// the request's settled word for a bounded time): one thread polls with system-scope acquire loads, holding a slot
+// of one SM meanwhile, and wakes sooner after the write than a stream memory wait. It also ends once
+// *w.abort_word == w.abort_value (pinned memory, read about every kAbortLookNs): after an abort no daemon may run to
+// finish the collective (DESIGN invariant 4; docs/design.md, "Abort").
+cudaError_t launch_stream_waiter(const core::StreamWait& w, cudaStream_t stream);
 
 // Caller: the engine at creation. *blocks receives how many daemon blocks of `threads` threads the current device
 // holds at once; returns the error of the queries.

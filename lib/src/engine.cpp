@@ -140,6 +140,7 @@ uint32_t Engine::attach(core::CommDev* dev_comm, std::shared_ptr<const ArrivalSo
   std::lock_guard<std::mutex> lk(mu_);
   for (uint32_t i = 0; i < core::kMaxComms; ++i) {
     if (!__atomic_load_n(&comm_dev_[i], __ATOMIC_ACQUIRE)) {
+      comm_settles_[i] = arrivals && arrivals->across_hosts();
       {
         std::lock_guard<std::mutex> fl(failure_mu_);
         failure_[i] = {dfcclSuccess, std::string()};
@@ -257,6 +258,7 @@ std::shared_ptr<RequestState> Engine::submit_locked(core::Desc d, uint32_t comm_
   auto req = std::make_shared<RequestState>();
   req->seq = d.seq;
   req->slot = slot;
+  req->settles = comm_settles_[comm_index];
   req->engine = shared_from_this();
   req->info.status = dfcclInProgress;
   req->info.submitNs = host_now_ns();
@@ -371,13 +373,13 @@ bool Engine::drain_completions() {
         std::lock_guard<std::mutex> fl(failure_mu_);
         done[n].failure = failure_[use.comm];
       }
+      if (!use.req || !use.req->settles) free_slots_.push_back(slot);  // else once it settles (release_settled)
       done[n++].req = std::move(use.req);
       rings_[use.ring].outstanding -= 1;
       use.waited = false;  // its entry in EngineHost::waits is removed below
       comm_outstanding_[use.comm].fetch_sub(1);
       outstanding_ -= 1;
       completed_ += 1;
-      free_slots_.push_back(slot);
       backoff_ns_ = relaunch_min_ns_;  // progress: the next stuck exit starts a new back-off
     } while (n < done.size() && next_entry());
     compact_waits_locked();
@@ -415,6 +417,7 @@ void Engine::complete_or_hold(const std::shared_ptr<RequestState>& req, int stat
     }
   }
   complete_request(req, status, error);
+  if (req->settles) release_settled(*req);
 }
 
 bool Engine::settle(const Unsettled& u, bool final) {
@@ -422,7 +425,16 @@ bool Engine::settle(const Unsettled& u, bool final) {
   const std::string mismatch = u.arrivals->settled(u.desc, &pending);
   if (pending && !final) return false;
   complete_request(u.req, mismatch.empty() ? dfcclSuccess : dfcclInvalidUsage, mismatch);
+  if (u.req->settles) release_settled(*u.req);
   return true;
+}
+
+// The status first (complete_request), then the word: a stream that goes on finds the request final.
+void Engine::release_settled(const RequestState& req) {
+  std::lock_guard<std::mutex> lk(mu_);
+  __atomic_store_n(&h_->settled[req.slot], req.seq, __ATOMIC_RELEASE);
+  free_slots_.push_back(req.slot);
+  cv_.notify_all();
 }
 
 bool Engine::settle_unsettled(uint64_t now) {
@@ -631,8 +643,13 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
     }
   }
   // The stream's wait first: its host call (a kernel launch) overlaps the probe's round trip through the GPU. Both
-  // run only after any pending barrier, whichever is issued first.
-  exec_->stream_wait(stream, &g_->complete[r->slot], r->seq, abort_word, abort_value, wait_kernel_);
+  // run only after any pending barrier, whichever is issued first. Across hosts the stream then waits for the
+  // request's final status too (the signatures: complete_or_hold), so that a mismatch found after the collective
+  // finished is reported before the work behind the wait runs.
+  const core::StreamWait w{
+      &g_->complete[r->slot], r->seq, abort_word, abort_value, r->settles ? &h_->settled[r->slot] : nullptr,
+      kSettleWaitNs};
+  exec_->stream_wait(stream, w, wait_kernel_);
   if (probe != 0) confirm_wait(probe);
 }
 

@@ -32,6 +32,9 @@ class Proxy;
 struct RequestState {
   uint64_t seq = 0;
   uint32_t slot = 0;
+  // Its communicator spans hosts (ArrivalSource::across_hosts): its slot stays taken until the request has its final
+  // status, which then goes into EngineHost::settled[slot], and a stream waits for that (Engine::wait_on_stream).
+  bool settles = false;
   std::weak_ptr<Engine> engine;  // alive while the request is pending (its communicator holds the engine)
   std::atomic<int> status{dfcclInProgress};
   dfcclRequestInfo_t info{};
@@ -70,6 +73,8 @@ class ArrivalSource {
   // Caller: the progress thread, for d's collective that finished on this rank, before its request reports success.
   // "" when every rank's signature of d known here agrees with this rank's; the mismatch's text when one differs;
   // *pending when some rank's is not known here yet (on its way from another host). Default: nothing to check.
+  // Whether settled() can hold a request back (the communicator spans hosts); fixed once the engine has it.
+  virtual bool across_hosts() const { return false; }
   virtual std::string settled(const core::Desc& d, bool* pending) const {
     *pending = false;
     (void)d;
@@ -162,12 +167,19 @@ class Engine : public std::enable_shared_from_this<Engine> {
     uint64_t deadline = 0;
   };
   static constexpr uint64_t kSettleNs = 200000000;
+  // How long a stream waits for a finished collective's settled word (EngineHost::settled) at most: longer than
+  // kSettleNs, which counts from the progress thread's drain, yet bounded, since that thread can be held in a launch
+  // by an implicit synchronization that waits for the stream.
+  static constexpr uint64_t kSettleWaitNs = kSettleNs + 100000000;
   // A finished collective's request: completed now, or, when it succeeded and some rank's signature of d is not known
   // here yet, held in unsettled_.
   void complete_or_hold(const std::shared_ptr<RequestState>& req, int status, const std::string& error,
                         const core::Desc& d);
   // Completes u's request unless its signatures are still pending and !final; true when it did.
   bool settle(const Unsettled& u, bool final);
+  // Caller: the progress thread, after a request with `settles` got its final status: publishes it to the streams
+  // that wait (EngineHost::settled) and frees its slot.
+  void release_settled(const RequestState& req);
   bool settle_unsettled(uint64_t now);  // the progress thread's turn over unsettled_; true when one completed
   std::vector<Unsettled> unsettled_;    // the progress thread's only
   void launch_locked(uint64_t now);
@@ -220,6 +232,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::mutex failure_mu_;
   std::array<std::pair<dfcclResult_t, std::string>, core::kMaxComms> failure_{};
   std::array<std::shared_ptr<const ArrivalSource>, core::kMaxComms> arrivals_{};  // guarded by failure_mu_ too
+  std::array<bool, core::kMaxComms> comm_settles_{};  // under mu_: its arrivals are across hosts (RequestState)
   // "; <who has not called it>" for a pending collective of comm (empty if unknown).
   std::shared_ptr<const ArrivalSource> arrivals_of(uint32_t comm);  // takes failure_mu_
   std::string arrivals_text(uint32_t comm, const core::Desc& d);

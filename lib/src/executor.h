@@ -54,12 +54,11 @@ class Executor {
   virtual void post_word(uint64_t* dev, uint64_t value) = 0;
   // Stream-ordered: dev = value once the work queued on `stream` before it is done (host executor: now).
   virtual void stream_write(cudaStream_t stream, uint64_t* dev, uint64_t value) = 0;
-  // Stream-ordered wait: work queued on `stream` after it waits until *dev >= value (CUDA only). by_kernel: a
-  // one-thread kernel polls the word (goes on ~1.8 us after the write) instead of a stream memory wait (4.6-12.5 us).
-  // The kernel also goes on once *abort_word == abort_value (pinned: the collective's communicator was aborted); a
-  // stream memory wait cannot watch a second word.
-  virtual void stream_wait(cudaStream_t stream, const uint64_t* dev, uint64_t value, const uint64_t* abort_word,
-                           uint64_t abort_value, bool by_kernel) = 0;
+  // Stream-ordered wait: work queued on `stream` after it waits as `w` says (core::StreamWait; CUDA only). by_kernel:
+  // a one-thread kernel polls the words (goes on ~1.8 us after the write) instead of a stream memory wait (4.6-12.5
+  // us). The kernel also goes on once *abort_word == abort_value (pinned: the collective's communicator was aborted);
+  // a stream memory wait cannot watch a second word, so a wait with a settle word always takes the kernel.
+  virtual void stream_wait(cudaStream_t stream, const core::StreamWait& w, bool by_kernel) = 0;
   // Barrier probe: *host_word = value (pinned memory) as soon as the device runs new work, i.e. once no device-wide
   // barrier issued before this call (a lazy module load) holds it back. Host executor: at once.
   virtual void probe(uint64_t* host_word, uint64_t value) = 0;

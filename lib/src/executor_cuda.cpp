@@ -75,7 +75,7 @@ class CudaExecutor final : public Executor {
     DFCCL_CUDA(cudaMalloc(reinterpret_cast<void**>(&zero_word_), sizeof(uint64_t)));
     DFCCL_CUDA(cudaMemsetAsync(zero_word_, 0, sizeof(uint64_t), daemon_stream_));
     // Loads the stream waiter too.
-    DFCCL_CUDA(cuda::launch_stream_waiter(zero_word_, 0, zero_word_, 0, daemon_stream_));
+    DFCCL_CUDA(cuda::launch_stream_waiter(core::StreamWait{zero_word_, 0, zero_word_, 0, nullptr, 0}, daemon_stream_));
     DFCCL_CUDA(cudaStreamSynchronize(daemon_stream_));
     DFCCL_CUDA(cuda::resident_blocks(threads_, &resident_));
   }
@@ -138,13 +138,12 @@ class CudaExecutor final : public Executor {
     check_cu(write_value_(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(dev), value, 0),
              "cuStreamWriteValue64 (doorbell)");
   }
-  void stream_wait(cudaStream_t stream, const uint64_t* dev, uint64_t value, const uint64_t* abort_word,
-                   uint64_t abort_value, bool by_kernel) override {
-    if (by_kernel) {
-      DFCCL_CUDA(cuda::launch_stream_waiter(dev, value, abort_word, abort_value, stream));
+  void stream_wait(cudaStream_t stream, const core::StreamWait& w, bool by_kernel) override {
+    if (by_kernel || w.settle_word != nullptr) {
+      DFCCL_CUDA(cuda::launch_stream_waiter(w, stream));
       return;
     }
-    check_cu(wait_value_(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(dev), value,
+    check_cu(wait_value_(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(w.word), w.value,
                          CU_STREAM_WAIT_VALUE_GEQ),
              "cuStreamWaitValue64 (completion)");
   }

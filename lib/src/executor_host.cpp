@@ -60,7 +60,7 @@ class HostExecutor final : public Executor {
     __atomic_store_n(dev, value, __ATOMIC_RELEASE);
   }
   void probe(uint64_t* host_word, uint64_t value) override { __atomic_store_n(host_word, value, __ATOMIC_RELEASE); }
-  void stream_wait(cudaStream_t, const uint64_t*, uint64_t, const uint64_t*, uint64_t, bool) override {
+  void stream_wait(cudaStream_t, const core::StreamWait&, bool) override {
     throw Error(dfcclInternalError, "host executor: stream waits are done on the host");
   }
 

@@ -81,6 +81,7 @@ class MatchBoard final : public ArrivalSource {
   void publish(const std::string& message);
   // Caller: board_mirror's connect, before the engine sees the board. From then on settled() checks d's signatures.
   void set_across_hosts() { across_hosts_ = true; }
+  bool across_hosts() const override { return across_hosts_; }
   // ArrivalSource: across hosts, whether every rank's entry for d's key is here and agrees with this rank's (a
   // collective whose ranks submitted within the mirror's latency of each other may finish before the mismatch is
   // found: its request reports it instead of success). On one host: nothing to check (post() did).

@@ -6,8 +6,9 @@
 // needed nothing from host B (a broadcast's root side), success with its data intact and dfcclCommGetAsyncError
 // reporting dfcclInvalidUsage — with the last error naming the field and a rank of each host. The same for a
 // dfcclSend from rank 0 whose dfcclRecv on rank 2 has another count (ranks 1 and 3 learn it from the asynchronous
-// error); and a persistent collective prepared with another count on host B. Ranks that agree run 500 random
-// collectives and transfers undisturbed, and the stuck diagnosis names a rank of the other host that has not called
+// error); and a persistent collective prepared with another count on host B. Ranks that agree run 2500 random
+// collectives and transfers undisturbed (more than twice an engine's 1024 slots, which across hosts stay taken until
+// each request settles), and the stuck diagnosis names a rank of the other host that has not called
 // (and not one that has). When host B's lowest rank has destroyed its communicator, posts and mismatches still reach
 // host B's other rank.
 #include <gtest/gtest.h>
@@ -217,14 +218,15 @@ int stress_step(dfcclComm_t comm, int rank, std::mt19937& rng, std::vector<int64
   return st == dfcclSuccess ? 0 : 1;
 }
 
-// Agreeing ranks on two hosts are not disturbed: 500 random collectives and transfers, in one order on every rank,
-// all succeed and leave the communicator without an error.
+// Agreeing ranks on two hosts are not disturbed: 2500 random collectives and transfers, in one order on every rank,
+// all succeed and leave the communicator without an error (and a slot that stayed taken after its request settled
+// would run the engine's 1024 out).
 TEST(MismatchAcrossHosts, AgreeingRanksRunUndisturbed) {
   run_two_hosts([](dfcclComm_t comm, int rank) {
     std::mt19937 rng(20261204);
     std::vector<int64_t> in(3000 * kRanks, rank + 1), out(3000 * kRanks);
     const auto t0 = Clock::now();
-    for (int i = 0; i < 500; ++i) {
+    for (int i = 0; i < 2500; ++i) {
       if (stress_step(comm, rank, rng, in, out) != 0) {
         std::fprintf(stderr, "rank %d: step %d: %s\n", rank, i, dfcclGetLastError(nullptr));
         return 1;
@@ -237,7 +239,7 @@ TEST(MismatchAcrossHosts, AgreeingRanksRunUndisturbed) {
                    dfcclGetLastError(nullptr));
       return 1;
     }
-    if (rank == 0) std::printf("[ stress   ] 500 steps across two hosts in %.0f ms\n", ms_since(t0));
+    if (rank == 0) std::printf("[ stress   ] 2500 steps across two hosts in %.0f ms\n", ms_since(t0));
     return dfcclCommDestroy(comm) == dfcclSuccess ? 0 : 1;
   });
 }
