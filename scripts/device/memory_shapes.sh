@@ -11,8 +11,9 @@
 #           (scripts/device/ab.sh), one rank and two ranks under MPS.
 # Writes under $OUT and one tarball, memory_shapes.tgz (a call returns at most 8 files).
 #   scripts/device/memory_shapes.sh memory p2p-2ranks      (default: all four; each takes several minutes)
-# P2P_CONFIGS (name:slot bytes:arena bytes[:channels], space-separated; arena "big" is 1 GiB) narrows the p2p
-# parts; ROUNDS sets the ring part's A/B rounds of two ranks (default 2), RING_1RANK=0 skips its one-rank rounds.
+# MEM_RANKS and MEM_CONFIGS (name:slot bytes:arena bytes) narrow the memory part, P2P_CONFIGS (name:slot bytes:arena
+# bytes[:channels], space-separated; arena "big" is 1 GiB) the p2p parts; ROUNDS sets the ring part's A/B rounds
+# of two ranks (default 2), RING_1RANK=0 skips its one-rank rounds.
 set -u
 cd "$(dirname "$0")/../.."
 FINAL=$OUT
@@ -27,10 +28,14 @@ parts=${*:-memory p2p-2ranks p2p-8ranks ring}
 for part in $parts; do
   case $part in
     memory)
-      for np in 2 4 8; do
-        step "mem-np$np-defaults" 200 $M -np $np $B/mp_many_comms 8
-        step "mem-np$np-slot96k-arena12m" 200 $M -np $np -x DFCCL_SLOT_BYTES=98304 -x DFCCL_P2P_ARENA_BYTES=12582912 \
-          $B/mp_many_comms 8
+      for np in ${MEM_RANKS:-2 4 8}; do
+        for cfg in ${MEM_CONFIGS:-defaults:: slot96k-arena12m:98304:12582912}; do
+          IFS=: read -r name sb arena <<< "$cfg"
+          X=""
+          [ -n "$sb" ] && X="$X -x DFCCL_SLOT_BYTES=$sb"
+          [ -n "$arena" ] && X="$X -x DFCCL_P2P_ARENA_BYTES=$arena"
+          step "mem-np$np-$name" 200 $M -np $np $X $B/mp_many_comms 8
+        done
       done
       grep -h "communicators of" $OUT/mem-*.log ;;
     p2p-2ranks|p2p-8ranks)
