@@ -3,16 +3,20 @@
 // CUDA executor. Two forked ranks on GPU 0 on two "hosts" by DFCCL_HOSTID (the network transport; builds with UCX).
 // - Agreeing all-reduces: after dfcclWait on a stream and cudaStreamSynchronize, dfcclTest reports each one done with
 //   dfcclSuccess, and the data is exact.
-// - Differing operators submitted at the same time (an all-barrier first): each rank's submission is refused or,
-//   once its stream has gone on, its request reports dfcclInvalidUsage naming argument 'op'; never success.
+// - Differing operators submitted at the same time (an agreeing all-reduce first): each rank's submission is refused,
+//   or, when its stream has gone on, its request has failed with dfcclInvalidUsage naming argument 'op' or its
+//   communicator has (the mismatch found before the collective ran aborts it, and the abort releases the stream);
+//   never success.
 // Skipped without a GPU; the GPU check runs in a child, so that this process forks its ranks before any CUDA call.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dfccl.h"
@@ -39,22 +43,35 @@ int fail(int rank, const std::string& why) {
   return 1;
 }
 
-// Submits an all-reduce with op on g's stream, makes the stream wait for it and synchronizes the stream; then asks
-// dfcclTest at once. *submitted: the submission's result; *done, *status: dfcclTest's.
-void run_on_stream(dfcclComm_t comm, Gpu& g, dfcclRedOp_t op, dfcclResult_t* submitted, int* done,
-                   dfcclResult_t* status) {
+// What one all-reduce on a stream showed: the submission's result; then, right after the stream went on
+// (dfcclWait, cudaStreamSynchronize), dfcclTest's done and status and whether the communicator had already failed
+// (its asynchronous error dfcclInvalidUsage within 5 ms: an abort, not the collective, released the stream); and the
+// request's final status (dfcclSynchronize).
+struct Outcome {
+  dfcclResult_t submitted = dfcclInProgress, status = dfcclInProgress, final_status = dfcclInProgress;
+  int done = 0;
+  bool comm_failed = false;
+};
+
+Outcome run_on_stream(dfcclComm_t comm, Gpu& g, dfcclRedOp_t op) {
+  Outcome o;
   dfcclRequest_t q = nullptr;
-  *done = 0;
-  *status = dfcclInProgress;
-  *submitted = dfcclAllReduce(g.in, g.out, kCount, dfcclInt32, op, comm, 0, g.s, &q);
-  if (*submitted != dfcclSuccess) return;
+  o.submitted = dfcclAllReduce(g.in, g.out, kCount, dfcclInt32, op, comm, 0, g.s, &q);
+  if (o.submitted != dfcclSuccess) return o;
   if (dfcclWait(q, g.s) != dfcclSuccess || cudaStreamSynchronize(g.s) != cudaSuccess) {
-    *status = dfcclInternalError;
+    o.status = dfcclInternalError;
   } else {
-    *status = dfcclTest(q, done);
+    o.status = dfcclTest(q, &o.done);
+    for (int i = 0; i < 50 && !o.done && !o.comm_failed; ++i) {
+      dfcclResult_t async = dfcclSuccess;
+      dfcclCommGetAsyncError(comm, &async);
+      o.comm_failed = async == dfcclInvalidUsage;
+      if (!o.comm_failed) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
-  dfcclSynchronize(q, 5000);
+  o.final_status = dfcclSynchronize(q, 5000);
   dfcclRequestFree(q);
+  return o;
 }
 
 int agreeing(dfcclComm_t comm, int rank) {
@@ -64,14 +81,12 @@ int agreeing(dfcclComm_t comm, int rank) {
     return fail(rank, "CUDA set-up failed");
   int not_final = 0;
   for (int i = 0; i < kAgreeing; ++i) {
-    dfcclResult_t submitted, status;
-    int done = 0;
-    run_on_stream(comm, g, dfcclSum, &submitted, &done, &status);
-    if (submitted != dfcclSuccess) return fail(rank, std::string("submission: ") + dfcclGetLastError(nullptr));
-    if (!done) {
+    const Outcome o = run_on_stream(comm, g, dfcclSum);
+    if (o.submitted != dfcclSuccess) return fail(rank, std::string("submission: ") + dfcclGetLastError(nullptr));
+    if (!o.done) {
       ++not_final;
-    } else if (status != dfcclSuccess) {
-      return fail(rank, std::string("all-reduce ") + std::to_string(i) + ": " + dfcclGetErrorString(status));
+    } else if (o.status != dfcclSuccess) {
+      return fail(rank, std::string("all-reduce ") + std::to_string(i) + ": " + dfcclGetErrorString(o.status));
     }
     if (cudaMemcpy(host.data(), g.out, kCount * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
       return fail(rank, "copy back failed");
@@ -89,22 +104,23 @@ int agreeing(dfcclComm_t comm, int rank) {
 int differing(dfcclComm_t comm, int rank) {
   Gpu g;
   if (!g.ok) return fail(rank, "CUDA set-up failed");
-  dfcclResult_t submitted, status;
-  int done = 0;
-  run_on_stream(comm, g, dfcclSum, &submitted, &done, &status);  // both ranks leave it within a network round
-  if (submitted != dfcclSuccess || status != dfcclSuccess)
+  const Outcome first = run_on_stream(comm, g, dfcclSum);  // both ranks leave it within a network round
+  if (first.submitted != dfcclSuccess || first.final_status != dfcclSuccess)
     return fail(rank, std::string("the first all-reduce: ") + dfcclGetLastError(nullptr));
-  run_on_stream(comm, g, rank == 0 ? dfcclSum : dfcclMax, &submitted, &done, &status);
+  const Outcome o = run_on_stream(comm, g, rank == 0 ? dfcclSum : dfcclMax);
   const std::string err = dfcclGetLastError(nullptr);
-  if (submitted == dfcclInvalidUsage) {
+  if (o.submitted == dfcclInvalidUsage) {
     std::printf("[ differing ] rank %d: submission refused: %s\n", rank, err.c_str());
-  } else if (submitted != dfcclSuccess) {
-    return fail(rank, std::string("submission: ") + dfcclGetErrorString(submitted));
-  } else if (!done || status != dfcclInvalidUsage) {
-    return fail(rank, std::string("after the stream went on: done ") + std::to_string(done) + ", " +
-                          dfcclGetErrorString(status));
+  } else if (o.submitted != dfcclSuccess) {
+    return fail(rank, std::string("submission: ") + dfcclGetErrorString(o.submitted));
+  } else if (o.done ? o.status != dfcclInvalidUsage : !o.comm_failed) {
+    return fail(rank, std::string("when the stream went on: done ") + std::to_string(o.done) + ", " +
+                          dfcclGetErrorString(o.status) + ", communicator failed " + std::to_string(o.comm_failed));
+  } else if (o.final_status != dfcclInvalidUsage) {
+    return fail(rank, std::string("the request ended with ") + dfcclGetErrorString(o.final_status));
   } else {
-    std::printf("[ differing ] rank %d: the stream went on with the request failed: %s\n", rank, err.c_str());
+    std::printf("[ differing ] rank %d: the stream went on with %s: %s\n", rank,
+                o.done ? "the request failed" : "the communicator failed (abort)", err.c_str());
   }
   if (err.find("argument 'op'") == std::string::npos)
     return fail(rank, "the error does not name argument 'op': " + err);
