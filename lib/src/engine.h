@@ -73,13 +73,13 @@ class ArrivalSource {
   // Caller: the progress thread, for d's collective that finished on this rank, before its request reports success.
   // "" when every rank's signature of d known here agrees with this rank's; the mismatch's text when one differs;
   // *pending when some rank's is not known here yet (on its way from another host). Default: nothing to check.
-  // Whether settled() can hold a request back (the communicator spans hosts); fixed once the engine has it.
-  virtual bool across_hosts() const { return false; }
   virtual std::string settled(const core::Desc& d, bool* pending) const {
     *pending = false;
     (void)d;
     return {};
   }
+  // Whether settled() can hold a request back (the communicator spans hosts); fixed once the engine has it.
+  virtual bool across_hosts() const { return false; }
 };
 
 class Engine : public std::enable_shared_from_this<Engine> {
