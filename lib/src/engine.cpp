@@ -373,7 +373,7 @@ bool Engine::drain_completions() {
         std::lock_guard<std::mutex> fl(failure_mu_);
         done[n].failure = failure_[use.comm];
       }
-      if (!use.req || !use.req->settles) free_slots_.push_back(slot);  // else once it settles (release_settled)
+      if (!use.req || !use.req->settles) free_slots_.push_back(slot);  // else once it settles (finish_request)
       done[n++].req = std::move(use.req);
       rings_[use.ring].outstanding -= 1;
       use.waited = false;  // its entry in EngineHost::waits is removed below
@@ -416,24 +416,24 @@ void Engine::complete_or_hold(const std::shared_ptr<RequestState>& req, int stat
       return;
     }
   }
-  complete_request(req, status, error);
-  if (req->settles) release_settled(*req);
+  finish_request(req, status, error);
 }
 
 bool Engine::settle(const Unsettled& u, bool final) {
   bool pending = false;
   const std::string mismatch = u.arrivals->settled(u.desc, &pending);
   if (pending && !final) return false;
-  complete_request(u.req, mismatch.empty() ? dfcclSuccess : dfcclInvalidUsage, mismatch);
-  if (u.req->settles) release_settled(*u.req);
+  finish_request(u.req, mismatch.empty() ? dfcclSuccess : dfcclInvalidUsage, mismatch);
   return true;
 }
 
-// The status first (complete_request), then the word: a stream that goes on finds the request final.
-void Engine::release_settled(const RequestState& req) {
+// The status first (complete_request), then the settled word: a stream that goes on finds the request final.
+void Engine::finish_request(const std::shared_ptr<RequestState>& req, int status, const std::string& error) {
+  complete_request(req, status, error);
+  if (!req->settles) return;
   std::lock_guard<std::mutex> lk(mu_);
-  __atomic_store_n(&h_->settled[req.slot], req.seq, __ATOMIC_RELEASE);
-  free_slots_.push_back(req.slot);
+  __atomic_store_n(&h_->settled[req->slot], req->seq, __ATOMIC_RELEASE);
+  free_slots_.push_back(req->slot);
   cv_.notify_all();
 }
 

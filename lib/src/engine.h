@@ -177,9 +177,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
                         const core::Desc& d);
   // Completes u's request unless its signatures are still pending and !final; true when it did.
   bool settle(const Unsettled& u, bool final);
-  // Caller: the progress thread, after a request with `settles` got its final status: publishes it to the streams
-  // that wait (EngineHost::settled) and frees its slot.
-  void release_settled(const RequestState& req);
+  // Caller: the progress thread, for a finished collective's request: complete_request, then, for a request with
+  // `settles`, its sequence number into EngineHost::settled (for the streams that wait) and its slot freed.
+  void finish_request(const std::shared_ptr<RequestState>& req, int status, const std::string& error);
   bool settle_unsettled(uint64_t now);  // the progress thread's turn over unsettled_; true when one completed
   std::vector<Unsettled> unsettled_;    // the progress thread's only
   void launch_locked(uint64_t now);
