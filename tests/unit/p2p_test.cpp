@@ -6,13 +6,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "forked_rank.h"
 #include "group.h"
 
 namespace dfccl::test {
@@ -288,7 +287,8 @@ TEST(P2pErrors, BadArgumentsNamed) {
   EXPECT_EQ(finish(reqs, 10000), "");
 }
 
-// Stderr into a file while it lives (the library's warnings and dumps go to stderr); text() reads what came so far.
+// Stderr into a file while it lives (the library's warnings and dumps go to stderr); text() reads what came so far,
+// path() names the file.
 class StderrToFile {
  public:
   explicit StderrToFile(const std::string& name)
@@ -308,10 +308,10 @@ class StderrToFile {
   StderrToFile(const StderrToFile&) = delete;
   StderrToFile& operator=(const StderrToFile&) = delete;
   bool ok() const { return sink_ != nullptr; }
+  const std::string& path() const { return path_; }
   std::string text() const {
     std::fflush(stderr);
-    std::ifstream f(path_);
-    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    return dfccl::test::read_text_file(path_);
   }
 
  private:
@@ -333,11 +333,7 @@ TEST(P2pStuck, TheWarningNamesTheMissingReceive) {
     std::vector<int32_t> in(count, 5), out(count, 0);
     std::vector<dfcclRequest_t> reqs(2);
     DFCCL_ASSERT_OK(dfcclSend(in.data(), count, dfcclInt32, 1, g[0], 0, nullptr, &reqs[0]));
-    std::string text;
-    for (int i = 0; i < 80 && text.find("pending for") == std::string::npos; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      text = log.text();
-    }
+    const std::string text = dfccl::test::wait_stuck_warning(log.path());
     EXPECT_NE(text.find("dfcclSend #0 to rank 1, not posted yet by rank 1 (its receive)"), std::string::npos) << text;
     int missing[4] = {-1, -1, -1, -1}, n = -1;
     DFCCL_ASSERT_OK(dfcclRequestGetMissingRanks(reqs[0], missing, 4, &n));
