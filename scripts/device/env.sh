@@ -32,6 +32,16 @@ mps_start() {
   nvidia-cuda-mps-control -d || { echo "MPS did not start" | tee -a "$OUT/summary.txt"; exit 1; }
   trap 'echo quit | nvidia-cuda-mps-control' EXIT
 }
+# harness_with_env <dir> <binary folder> <VAR=value>...: makes <dir>/dfccl-harness, which runs the harness of
+# <binary folder> with those variables set: one side of scripts/device/ab.sh's A/B (A=<dir> or B=<dir>).
+harness_with_env() {
+  local dir=$1 bin
+  bin=$(cd "$2" && pwd)
+  shift 2
+  mkdir -p "$dir"
+  printf '#!/bin/sh\nexec env %s %s/dfccl-harness "$@"\n' "$*" "$bin" > "$dir/dfccl-harness"
+  chmod +x "$dir/dfccl-harness"
+}
 # UCX for the network transport: the machine's, else the copy that scripts/device/pack_ucx.sh put into .deps/ucx.
 if ! pkg-config --exists ucx 2>/dev/null && [ -d .deps/ucx ]; then
   export PKG_CONFIG_PATH="$PWD/.deps/ucx/lib/pkgconfig:${PKG_CONFIG_PATH:-}"

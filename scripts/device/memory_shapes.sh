@@ -59,11 +59,7 @@ for part in $parts; do
         done )
       for f in $OUT/p2p-*.log; do echo "## $(basename $f)"; grep -E "^ +[0-9]" $f | awk '{print $1, $6, $8, $14}'; done ;;
     ring)
-      for s in 131072 98304; do
-        mkdir -p /tmp/slot$s
-        printf '#!/bin/sh\nexec env DFCCL_SLOT_BYTES=%s %s/dfccl-harness "$@"\n' $s $B > /tmp/slot$s/dfccl-harness
-        chmod +x /tmp/slot$s/dfccl-harness
-      done
+      for s in 131072 98304; do harness_with_env /tmp/slot$s $B DFCCL_SLOT_BYTES=$s; done
       export A=/tmp/slot131072 B=/tmp/slot98304 BEGIN=1M END=256M COLLECTIVES=all_reduce,all_gather,reduce_scatter
       EXTRA="--timing batch --batch 20"
       step ring-2ranks-mps 280 env MPS=1 EXTRA="$EXTRA" ROUNDS=${ROUNDS:-2} scripts/device/ab.sh

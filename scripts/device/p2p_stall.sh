@@ -54,11 +54,7 @@ PY
     slots3)
       step mem-slots3-arena12m 60 $M -x DFCCL_SLOTS=3 -x DFCCL_P2P_ARENA_BYTES=12582912 $BIN/mp_many_comms 8
       grep "communicators of" "$OUT/mem-slots3-arena12m.log"
-      for s in 4 3; do
-        mkdir -p /tmp/slots$s
-        printf '#!/bin/sh\nexec env DFCCL_SLOTS=%s %s/dfccl-harness "$@"\n' $s "$PWD/$BIN" > /tmp/slots$s/dfccl-harness
-        chmod +x /tmp/slots$s/dfccl-harness
-      done
+      for s in 4 3; do harness_with_env /tmp/slots$s $BIN DFCCL_SLOTS=$s; done
       step ring-slots3 200 env A=/tmp/slots4 B=/tmp/slots3 MPS=1 ROUNDS=3 BEGIN=64M END=256M \
         COLLECTIVES=all_reduce,all_gather,reduce_scatter EXTRA="--timing batch --batch 20" scripts/device/ab.sh
       grep median "$OUT/ring-slots3.log"
