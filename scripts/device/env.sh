@@ -32,6 +32,15 @@ mps_start() {
   nvidia-cuda-mps-control -d || { echo "MPS did not start" | tee -a "$OUT/summary.txt"; exit 1; }
   trap 'echo quit | nvidia-cuda-mps-control' EXIT
 }
+# mps_restart: after a step that hung under MPS (the server then refuses new clients: "busy or unavailable"),
+# stops the server and its leftover clients and starts it again.
+mps_restart() {
+  echo quit | nvidia-cuda-mps-control
+  sleep 2
+  pkill -9 -f dfccl-harness; pkill -9 -f nvidia-cuda-mps-server
+  sleep 1
+  nvidia-cuda-mps-control -d || echo "MPS did not restart" | tee -a "$OUT/summary.txt"
+}
 # harness_with_env <dir> <binary folder> <VAR=value>...: makes <dir>/dfccl-harness, which runs the harness of
 # <binary folder> with those variables set: one side of scripts/device/ab.sh's A/B (A=<dir> or B=<dir>).
 harness_with_env() {

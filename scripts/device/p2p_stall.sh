@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # What runs 211-212 left open, in one call on the one-GPU machine (docs/lab/gpu-runs.md, session 33):
-#   stall   sendrecv 1-16 MiB, 2 ranks under MPS, iteration timing, with ring/connection slots of 128, 64, 96 and
-#           112 KiB, 96 KiB with DFCCL_STUCK_NS=20 ms and with one point-to-point channel: which shapes make
-#           point-to-point transfers take milliseconds (run 212: 96 KiB did, 128 KiB did not), and daemon
-#           launches per trial;
+#   stall   sendrecv 1-64 MiB, 2 ranks under MPS, iteration timing, with ring/connection slots of 128, 64, 96 and
+#           112 KiB; 96 KiB with DFCCL_STUCK_NS=20 ms, with a 0.5 ms relaunch back-off ceiling, with 64 blocks
+#           and with one point-to-point channel: which shapes make point-to-point transfers take milliseconds
+#           (run 212: 96 KiB did, 128 KiB at 64 MiB), daemon launches per trial (MPS restarted after a failure);
 #   break   mismatch_hosts_cuda_test's agreeing case with the settled word switched off (the stream waits for the
 #           completion word alone): it must fail; the source is restored after;
 #   slots3  issue 31 item 7's next shape: three 128 KiB slots against four, memory per communicator and the ring's
@@ -22,14 +22,17 @@ M="mpirun --allow-run-as-root --bind-to none --oversubscribe -np 2"
 for part in ${*:-stall break slots3}; do
   case $part in
     stall)
-      H="-b 1M -e 16M -f 4 --iters 20 --warmup 5 --collectives sendrecv --backend dfccl --quiet"
+      H="-b 1M -e 64M -f 4 --iters 20 --warmup 5 --collectives sendrecv --backend dfccl --quiet"
       ( mps_start
         for cfg in "s128k:" "s64k:-x DFCCL_SLOT_BYTES=65536" "s96k:-x DFCCL_SLOT_BYTES=98304" \
                    "s112k:-x DFCCL_SLOT_BYTES=114688" "s96k-stuck20ms:-x DFCCL_SLOT_BYTES=98304 -x DFCCL_STUCK_NS=20000000" \
+                   "s96k-rmax500us:-x DFCCL_SLOT_BYTES=98304 -x DFCCL_RELAUNCH_MAX_NS=500000" \
+                   "s96k-b64:-x DFCCL_SLOT_BYTES=98304 -x DFCCL_BLOCKS=64" \
                    "s96k-ch1:-x DFCCL_SLOT_BYTES=98304 -x DFCCL_P2P_CHANNELS=1"; do
           name=${cfg%%:*}
-          step "stall-$name" 40 $M ${cfg#*:} $BIN/dfccl-harness $H --out "$OUT/stall-$name.h5"
+          step "stall-$name" 40 $M -x DFCCL_DEBUG=INFO ${cfg#*:} $BIN/dfccl-harness $H --out "$OUT/stall-$name.h5"
           grep -E "^ +[0-9]" "$OUT/stall-$name.log" | awk '{print "  ", $1, "B", $6, "us, core", $20}'
+          tail -1 "$OUT/summary.txt" | grep -q "rc=0 " || mps_restart
         done )
       python3 - "$OUT"/stall-*.h5 <<'PY' 2>&1 | tee "$OUT/launches.txt"
 import sys, h5py
