@@ -232,7 +232,8 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
 
 std::vector<std::shared_ptr<RequestState>> Engine::submit_many(std::span<const core::Desc> descs, uint32_t comm_index,
                                                                cudaStream_t stream) {
-  std::lock_guard<std::mutex> lk(mu_);
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!fault_.empty()) throw Error(dfcclUnhandledCudaError, fault_);
   if (free_slots_.size() < descs.size())
     throw Error(dfcclNoResources,
                 fmt::format("{} collectives are outstanding on device {} (limit {}); this call needs {} more slots: "
@@ -241,7 +242,17 @@ std::vector<std::shared_ptr<RequestState>> Engine::submit_many(std::span<const c
   std::vector<std::shared_ptr<RequestState>> reqs;
   reqs.reserve(descs.size());
   for (const core::Desc& d : descs) reqs.push_back(submit_locked(d, comm_index, stream));
-  if (!running_) launch_locked(host_now_ns());
+  if (!running_) {
+    try {
+      launch_locked(host_now_ns());
+    } catch (const std::exception& e) {
+      const auto failed = fault_locked(e.what());
+      const std::string why = fault_;
+      lk.unlock();
+      for (const auto& r : failed) complete_request(r, dfcclUnhandledCudaError, why);
+      throw Error(dfcclUnhandledCudaError, why);
+    }
+  }
   cv_.notify_all();
   return reqs;
 }
@@ -331,9 +342,32 @@ void Engine::launch_locked(uint64_t now) {
 // A stuck exit's back-off waits for peers that have not arrived; data or credits from another host mean that one
 // has (its daemon may be backing off too: waiting out both back-offs stalls a transfer for milliseconds).
 bool Engine::relaunch_due_locked(uint64_t now) {
-  if (running_ || outstanding_ == 0) return false;
+  if (running_ || outstanding_ == 0 || !fault_.empty()) return false;
   if (now < next_launch_ns_ && net_deliveries() != net_seen_) next_launch_ns_ = now;
   return now >= next_launch_ns_;
+}
+
+std::vector<std::shared_ptr<RequestState>> Engine::fault_locked(const std::string& why) {
+  if (fault_.empty()) {
+    fault_ = fmt::format("device {}: the daemon cannot be launched any more ({}); its pending collectives failed and "
+                         "later submissions are refused",
+                         exec_->device(), why);
+    log(LogLevel::Warn, LogSubsys::Engine, "{}", fault_);
+  }
+  std::vector<std::shared_ptr<RequestState>> taken;
+  for (uint32_t slot = 0; slot < core::kMaxSlots; ++slot) {
+    SlotUse& use = slots_[slot];
+    if (!use.req) continue;
+    taken.push_back(std::move(use.req));
+    free_slots_.push_back(slot);
+    rings_[use.ring].outstanding -= 1;
+    comm_outstanding_[use.comm].fetch_sub(1);
+    outstanding_ -= 1;
+    use.waited = false;
+  }
+  __atomic_store_n(&h_->nwaits, uint64_t(0), __ATOMIC_RELEASE);
+  cv_.notify_all();
+  return taken;
 }
 
 uint64_t Engine::net_deliveries() {
@@ -525,6 +559,8 @@ std::shared_ptr<RequestState> compound_request(std::vector<std::shared_ptr<Reque
 void Engine::progress_loop() {
   const bool host = exec_->kind() == dfcclExecutorHost;
   uint32_t quiet = 0;
+  std::vector<std::shared_ptr<RequestState>> failed;  // taken out by a failed relaunch (fault_locked), and why
+  std::string failed_why;
   while (!stop_) {
     bool busy = drain_completions();
     if (!unsettled_.empty()) busy = settle_unsettled(host_now_ns()) || busy;
@@ -541,7 +577,12 @@ void Engine::progress_loop() {
       if (running_ && query_due && daemon_gone_locked(now)) busy = true;
       warn_if_stuck_locked(now);
       if (relaunch_due_locked(now)) {
-        launch_locked(now);
+        try {
+          launch_locked(now);
+        } catch (const std::exception& e) {
+          failed = fault_locked(e.what());
+          failed_why = fault_;
+        }
         busy = true;
       }
       if (!busy && !running_ && outstanding_ == 0 && unsettled_.empty()) {
@@ -549,6 +590,8 @@ void Engine::progress_loop() {
         continue;
       }
     }
+    for (const auto& r : failed) complete_request(r, dfcclUnhandledCudaError, failed_why);
+    failed.clear();
     if (busy) {
       quiet = 0;
     } else if (host || ++quiet > 1000) {
