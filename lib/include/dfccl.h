@@ -34,7 +34,7 @@ extern "C" {
 /* Result codes. dfcclInProgress is positive and not an error.                                                        */
 typedef enum {
   dfcclSuccess = 0,
-  dfcclUnhandledCudaError = 1, /* a CUDA call failed */
+  dfcclUnhandledCudaError = 1, /* a CUDA call failed; after a kernel fault, every collective of that device */
   dfcclSystemError = 2,        /* an OS call failed (shared memory, threads, ...) */
   dfcclInternalError = 3,      /* a bug in DFCCL */
   dfcclInvalidArgument = 4,    /* a bad argument: the message names it */
