@@ -243,14 +243,11 @@ std::vector<std::shared_ptr<RequestState>> Engine::submit_many(std::span<const c
   reqs.reserve(descs.size());
   for (const core::Desc& d : descs) reqs.push_back(submit_locked(d, comm_index, stream));
   if (!running_) {
-    try {
-      launch_locked(host_now_ns());
-    } catch (const std::exception& e) {
-      const auto failed = fault_locked(e.what());
-      const std::string why = fault_;
+    Failed failed = relaunch_locked(host_now_ns());
+    if (!failed.why.empty()) {
       lk.unlock();
-      for (const auto& r : failed) complete_request(r, dfcclUnhandledCudaError, why);
-      throw Error(dfcclUnhandledCudaError, why);
+      complete_failed(failed);
+      throw Error(dfcclUnhandledCudaError, failed.why);
     }
   }
   cv_.notify_all();
@@ -347,18 +344,32 @@ bool Engine::relaunch_due_locked(uint64_t now) {
   return now >= next_launch_ns_;
 }
 
-std::vector<std::shared_ptr<RequestState>> Engine::fault_locked(const std::string& why) {
+Engine::Failed Engine::relaunch_locked(uint64_t now) {
+  try {
+    launch_locked(now);
+    return {};
+  } catch (const std::exception& e) {
+    return fault_locked(e.what());
+  }
+}
+
+void Engine::complete_failed(Failed& failed) {
+  for (const auto& r : failed.reqs) complete_request(r, dfcclUnhandledCudaError, failed.why);
+  failed = {};
+}
+
+Engine::Failed Engine::fault_locked(const std::string& why) {
   if (fault_.empty()) {
     fault_ = fmt::format("device {}: the daemon cannot be launched any more ({}); its pending collectives failed and "
                          "later submissions are refused",
                          exec_->device(), why);
     log(LogLevel::Warn, LogSubsys::Engine, "{}", fault_);
   }
-  std::vector<std::shared_ptr<RequestState>> taken;
+  Failed taken{{}, fault_};
   for (uint32_t slot = 0; slot < core::kMaxSlots; ++slot) {
     SlotUse& use = slots_[slot];
     if (!use.req) continue;
-    taken.push_back(std::move(use.req));
+    taken.reqs.push_back(std::move(use.req));
     free_slots_.push_back(slot);
     rings_[use.ring].outstanding -= 1;
     comm_outstanding_[use.comm].fetch_sub(1);
@@ -559,8 +570,7 @@ std::shared_ptr<RequestState> compound_request(std::vector<std::shared_ptr<Reque
 void Engine::progress_loop() {
   const bool host = exec_->kind() == dfcclExecutorHost;
   uint32_t quiet = 0;
-  std::vector<std::shared_ptr<RequestState>> failed;  // taken out by a failed relaunch (fault_locked), and why
-  std::string failed_why;
+  Failed failed;  // the requests a failed relaunch took out (fault_locked)
   while (!stop_) {
     bool busy = drain_completions();
     if (!unsettled_.empty()) busy = settle_unsettled(host_now_ns()) || busy;
@@ -577,12 +587,7 @@ void Engine::progress_loop() {
       if (running_ && query_due && daemon_gone_locked(now)) busy = true;
       warn_if_stuck_locked(now);
       if (relaunch_due_locked(now)) {
-        try {
-          launch_locked(now);
-        } catch (const std::exception& e) {
-          failed = fault_locked(e.what());
-          failed_why = fault_;
-        }
+        failed = relaunch_locked(now);
         busy = true;
       }
       if (!busy && !running_ && outstanding_ == 0 && unsettled_.empty()) {
@@ -590,8 +595,7 @@ void Engine::progress_loop() {
         continue;
       }
     }
-    for (const auto& r : failed) complete_request(r, dfcclUnhandledCudaError, failed_why);
-    failed.clear();
+    complete_failed(failed);
     if (busy) {
       quiet = 0;
     } else if (host || ++quiet > 1000) {

@@ -183,12 +183,20 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool settle_unsettled(uint64_t now);  // the progress thread's turn over unsettled_; true when one completed
   std::vector<Unsettled> unsettled_;    // the progress thread's only
   void launch_locked(uint64_t now);
-  // Caller: holding mu_, after a launch of the daemon threw (the device's context has failed: a fault in any kernel
-  // of the process). Records why in fault_ (the first time) and takes every request pending on the device out of its
-  // slot; the caller completes them with dfcclUnhandledCudaError and fault_ once mu_ is released. From then on no
-  // relaunch is tried and submissions are refused with fault_.
-  std::vector<std::shared_ptr<RequestState>> fault_locked(const std::string& why);
-  std::string fault_;  // under mu_
+  // A launch of the daemon that threw: the device's context has failed (a fault in any kernel of the process). The
+  // requests that were pending on the device, to be completed with dfcclUnhandledCudaError and `why` once mu_ is
+  // released (complete_failed); empty why: the launch went well.
+  struct Failed {
+    std::vector<std::shared_ptr<RequestState>> reqs;
+    std::string why;
+  };
+  // Caller: holding mu_, with the daemon not running. launch_locked; if it throws, fault_locked.
+  Failed relaunch_locked(uint64_t now);
+  // Caller: holding mu_, after a launch threw. Records why in fault_ (the first time) and takes every request pending
+  // on the device out of its slot. From then on no relaunch is tried and submissions are refused with fault_.
+  Failed fault_locked(const std::string& why);
+  void complete_failed(Failed& failed);  // without mu_: completes failed's requests and empties it
+  std::string fault_;                    // under mu_
   bool daemon_gone_locked(uint64_t now);
   void warn_if_stuck_locked(uint64_t now);
   bool wait_pending_locked(const core::WaitEntry& w) const;
