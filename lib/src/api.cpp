@@ -93,8 +93,11 @@ void check_buffer(const void* p, uint64_t elems, dfcclDataType_t t, const char* 
                         kTypeNames[int(t)]));
   if (c->config.executor != dfcclExecutorCuda) return;
   cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+  if (const cudaError_t e = cudaPointerGetAttributes(&attr, p); e != cudaSuccess) {
     cudaGetLastError();
+    if (e != cudaErrorInvalidValue)  // e.g. the context failed after a kernel fault: not the argument's fault
+      throw Error(dfcclUnhandledCudaError, fmt::format("{}: CUDA error {} ({}) while checking argument '{}'", fn,
+                                                       int(e), cudaGetErrorString(e), name));
     bad(fn, fmt::format("argument '{}' ({}) is not memory CUDA knows", name, p));
   }
   const bool device_ok = attr.type == cudaMemoryTypeDevice && attr.device == c->config.device;
