@@ -73,8 +73,9 @@ const std::vector<EnvVar>& env_table() {
       integer("DFCCL_SLOT_BYTES", "131072", 16, 64 << 20, "CUDA executor: bytes per connection slot (multiple of 16)"),
       integer("DFCCL_HOST_SLOT_BYTES", "32768", 16, 64 << 20,
               "host executor: bytes per connection slot (multiple of 16)"),
-      integer("DFCCL_SLOTS", "4", 2, 64,
-              "CUDA executor: slots per lane: a sender runs up to this many ahead; a ring step streams half"),
+      integer("DFCCL_SLOTS", "3", 2, 64,
+              "CUDA executor: slots per lane: a sender runs up to this many ahead; a ring step streams half "
+              "(rounded up)"),
       integer("DFCCL_HOST_SLOTS", "8", 2, 64, "host executor: slots per lane"),
       integer("DFCCL_LANES", "1", 1, core::kMaxLanes - DFCCL_MAX_PERSISTENT_IDS,
               "sequence lanes per communicator: collectives of one communicator in flight at once"),
@@ -119,7 +120,7 @@ const std::vector<EnvVar>& env_table() {
               "DFCCL_BLOCKS if fewer); 0: no connections, and no point-to-point"),
       integer("DFCCL_HOST_P2P_CHANNELS", "1", 0, core::kMaxBlocks,
               "host executor: channels of each point-to-point connection (DFCCL_HOST_BLOCKS if fewer)"),
-      integer("DFCCL_P2P_ARENA_BYTES", "16777216", 0, int64_t(1) << 40,
+      integer("DFCCL_P2P_ARENA_BYTES", "12582912", 0, int64_t(1) << 40,
               "CUDA executor: each rank's memory for the point-to-point connections of a communicator, carved on "
               "first use (at least the smallest connection per rank; all at init with network connections)"),
       integer("DFCCL_HOST_P2P_ARENA_BYTES", "0", 0, int64_t(1) << 40,

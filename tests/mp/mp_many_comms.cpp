@@ -18,9 +18,10 @@ namespace {
 
 constexpr size_t kCount = 1 << 20;
 constexpr double kMiB = 1024.0 * 1024.0;
-int g_size = 2;  // ranks of the run, each in every communicator
-constexpr long kDefaultLanes = 1;           // DFCCL_LANES's default (lib/src/env.cpp)
-constexpr long kDefaultArena = 16l << 20;  // DFCCL_P2P_ARENA_BYTES's
+int g_size = 2;                            // ranks of the run, each in every communicator
+constexpr long kDefaultLanes = 1;          // DFCCL_LANES's default (lib/src/env.cpp)
+constexpr long kDefaultSlots = 3;          // DFCCL_SLOTS's
+constexpr long kDefaultArena = 12l << 20;  // DFCCL_P2P_ARENA_BYTES's
 
 long env_or(const char* name, long fallback) {
   const char* v = std::getenv(name);
@@ -33,12 +34,12 @@ long env_or(const char* name, long fallback) {
 // of round_up(2 x (128 + nslots x (small + 8)) + 2 x nslots x 16 KiB, 4 KiB), small = slot_bytes halved while at
 // least 32 KiB) + n x 2 x nchan x 2 x 32.
 double lane_mib(int nchan, double nlanes) {
-  const double nslots = double(env_or("DFCCL_SLOTS", 4)), slot = double(env_or("DFCCL_SLOT_BYTES", 131072));
+  const double nslots = double(env_or("DFCCL_SLOTS", kDefaultSlots)), slot = double(env_or("DFCCL_SLOT_BYTES", 131072));
   return (nchan * nlanes * (128 + nslots * (slot + 8)) + nlanes * nslots * 16384 + nchan * nlanes * 32) / kMiB;
 }
 double formula_mib(int nchan, int nranks) {
   const double nlanes = double(env_or("DFCCL_LANES", kDefaultLanes));
-  const double nslots = double(env_or("DFCCL_SLOTS", 4)), slot = double(env_or("DFCCL_SLOT_BYTES", 131072));
+  const double nslots = double(env_or("DFCCL_SLOTS", kDefaultSlots)), slot = double(env_or("DFCCL_SLOT_BYTES", 131072));
   const double p2p = double(std::min<long>(env_or("DFCCL_P2P_CHANNELS", 8), nchan));
   double small = slot;  // the smallest slots a connection takes: halves of the configured ones, down to 32 KiB
   while (small / 2 >= 32768 && std::fmod(small, 32) == 0) small /= 2;
@@ -87,7 +88,8 @@ void allreduce_exact(dfcclComm_t c, float* in, float* out, int k) {
   std::vector<float> h(kCount);
   cuda_ok(cudaMemcpy(h.data(), out, kCount * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
   for (size_t i = 0; i < kCount; ++i)
-    if (h[i] != float(g_size * k + g_size * (g_size - 1) / 2)) fail("communicator " + std::to_string(k) + ": wrong element " + std::to_string(i));
+    if (h[i] != float(g_size * k + g_size * (g_size - 1) / 2))
+      fail("communicator " + std::to_string(k) + ": wrong element " + std::to_string(i));
 }
 
 }  // namespace

@@ -34,10 +34,10 @@ DFCCL_HD inline bool in_place(const Desc& d, int rank) {
   }
 }
 
-// Slices per ring step: half the lane's slots, so that a step never needs more than half the FIFO and two
-// neighbours streaming to each other always leave each other room (core_programs_test checks this with bounded
-// FIFOs).
-DFCCL_HD inline u64 pipe_slices(u32 nslots) { return max_of<u64>(1, nslots / 2); }
+// Slices per ring step: half the lane's slots, rounded up (3 slots: 2), so that a step's sends never need more room
+// than the FIFO has and a neighbour finishing its previous step still finds room to go on (core_programs_test runs
+// every program over bounded FIFOs of 2, 3 and 8 slots: no credit deadlock).
+DFCCL_HD inline u64 pipe_slices(u32 nslots) { return max_of<u64>(1, nslots - nslots / 2); }
 
 // Caller: the host, once per submission after the kind, type and count are set (comm_submit; tests that build
 // descriptors). Sets the part of the geometry that is the same for every channel: nchan data channels, the element

@@ -42,7 +42,7 @@ struct Geometry {
   u32 esize;
   u64 count;      // NCCL's count (see Desc)
   u64 slice;      // elements per slot
-  u64 pipe;       // slices per ring step: a step's slices stream back to back (half the slots of a lane)
+  u64 pipe;       // slices per ring step: a step's slices stream back to back (half the slots of a lane, rounded up)
   Range chan;     // this channel's part of the per-rank block
   bool in_place;  // the collective's own in-place condition holds
 };
