@@ -5,7 +5,8 @@
 # waiting kernels (do the waiters and two daemons under MPS crowd the SMs?) and with one point-to-point channel; and
 # the host executor with 8 channels and 4 proxies on the 16 cores (is it the CUDA side at all?). One tarball back
 # (a call returns at most 8 files).
-#   scripts/device/net_sendrecv.sh [step...]   (default: host-t4 gpu-t1 gpu-t4 gpu-t4-stuck20ms gpu-t4-p2p1;
+# gpu-t4-host: host completion, no stream waits (on one host the stalls under MPS follow the stream waits: run 214).
+#   scripts/device/net_sendrecv.sh [step...]   (default: host-t4 gpu-t1 gpu-t4 gpu-t4-host gpu-t4-stuck20ms gpu-t4-p2p1;
 #   named only: vs-nccl, beside NCCL's sockets; gpu-t4-waitmem, which under MPS hung in run 210 and left MPS
 #   refusing the next step)
 set -u
@@ -19,13 +20,14 @@ export UCX_TLS=tcp UCX_NET_DEVICES=lo DFCCL_SOCKET_IFNAME=lo
 HOSTEACH='export DFCCL_HOSTID=node$OMPI_COMM_WORLD_RANK; exec "$0" "$@"'
 MX="mpirun --allow-run-as-root --bind-to none --oversubscribe -x LD_LIBRARY_PATH -x UCX_TLS -x UCX_NET_DEVICES -x DFCCL_SOCKET_IFNAME"
 H="--iters 20 --warmup 5 --quiet"
-steps=" ${*:-host-t4 gpu-t1 gpu-t4 gpu-t4-stuck20ms gpu-t4-p2p1} "
+steps=" ${*:-host-t4 gpu-t1 gpu-t4 gpu-t4-host gpu-t4-stuck20ms gpu-t4-p2p1} "
 want() { [[ "$steps" == *" $1 "* ]]; }
 want host-t4 && step host-t4 120 $MX -x DFCCL_HOST_BLOCKS=8 -x DFCCL_HOST_P2P_CHANNELS=8 -x DFCCL_HOST_NET_THREADS=4 -x DFCCL_HOST_SLOT_BYTES=524288 -np 2 /bin/sh -c "$HOSTEACH" $B/dfccl-harness --backend host -b 1M -e 16M -f 4 $H --collectives sendrecv,all_reduce,broadcast --out $OUT/host-t4.h5
 mps_start
 for t in 1 4; do
   want "gpu-t$t" && step "gpu-t$t" 120 $MX -x DFCCL_NET_THREADS=$t -np 2 /bin/sh -c "$HOSTEACH" $B/dfccl-harness --backend dfccl -b 1M -e 16M -f 4 $H --collectives sendrecv,all_reduce --out $OUT/gpu-t$t.h5
 done
+want gpu-t4-host && step gpu-t4-host 120 $MX -np 2 /bin/sh -c "$HOSTEACH" $B/dfccl-harness --backend dfccl -b 1M -e 16M -f 4 $H --collectives sendrecv --completion host --out $OUT/gpu-t4-host.h5
 want gpu-t4-stuck20ms && step gpu-t4-stuck20ms 120 $MX -x DFCCL_STUCK_NS=20000000 -np 2 /bin/sh -c "$HOSTEACH" $B/dfccl-harness --backend dfccl -b 1M -e 16M -f 4 $H --collectives sendrecv --out $OUT/gpu-t4-stuck20ms.h5
 want gpu-t4-waitmem && step gpu-t4-waitmem 120 $MX -x DFCCL_WAIT_KERNEL=0 -np 2 /bin/sh -c "$HOSTEACH" $B/dfccl-harness --backend dfccl -b 1M -e 16M -f 4 $H --collectives sendrecv --out $OUT/gpu-t4-waitmem.h5
 want gpu-t4-p2p1 && step gpu-t4-p2p1 120 $MX -x DFCCL_P2P_CHANNELS=1 -np 2 /bin/sh -c "$HOSTEACH" $B/dfccl-harness --backend dfccl -b 1M -e 16M -f 4 $H --collectives sendrecv --out $OUT/gpu-t4-p2p1.h5
