@@ -366,19 +366,21 @@ Engine::Failed Engine::fault_locked(const std::string& why) {
     log(LogLevel::Warn, LogSubsys::Engine, "{}", fault_);
   }
   Failed taken{{}, fault_};
-  for (uint32_t slot = 0; slot < core::kMaxSlots; ++slot) {
-    SlotUse& use = slots_[slot];
-    if (!use.req) continue;
-    taken.reqs.push_back(std::move(use.req));
-    free_slots_.push_back(slot);
-    rings_[use.ring].outstanding -= 1;
-    comm_outstanding_[use.comm].fetch_sub(1);
-    outstanding_ -= 1;
-    use.waited = false;
-  }
-  __atomic_store_n(&h_->nwaits, uint64_t(0), __ATOMIC_RELEASE);
+  for (uint32_t slot = 0; slot < core::kMaxSlots; ++slot)
+    if (slots_[slot].req) taken.reqs.push_back(take_slot_locked(slot, true));
+  compact_waits_locked();
   cv_.notify_all();
   return taken;
+}
+
+std::shared_ptr<RequestState> Engine::take_slot_locked(uint32_t slot, bool free_now) {
+  SlotUse& use = slots_[slot];
+  if (free_now) free_slots_.push_back(slot);
+  rings_[use.ring].outstanding -= 1;
+  use.waited = false;  // its entry in EngineHost::waits goes at the next compact_waits_locked
+  comm_outstanding_[use.comm].fetch_sub(1);
+  outstanding_ -= 1;
+  return std::move(use.req);
 }
 
 uint64_t Engine::net_deliveries() {
@@ -418,12 +420,8 @@ bool Engine::drain_completions() {
         std::lock_guard<std::mutex> fl(failure_mu_);
         done[n].failure = failure_[use.comm];
       }
-      if (!use.req || !use.req->settles) free_slots_.push_back(slot);  // else once it settles (finish_request)
-      done[n++].req = std::move(use.req);
-      rings_[use.ring].outstanding -= 1;
-      use.waited = false;  // its entry in EngineHost::waits is removed below
-      comm_outstanding_[use.comm].fetch_sub(1);
-      outstanding_ -= 1;
+      const bool settles = use.req && use.req->settles;  // its slot is freed once it settles (finish_request)
+      done[n++].req = take_slot_locked(slot, !settles);
       completed_ += 1;
       backoff_ns_ = relaunch_min_ns_;  // progress: the next stuck exit starts a new back-off
     } while (n < done.size() && next_entry());

@@ -196,7 +196,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // on the device out of its slot. From then on no relaunch is tried and submissions are refused with fault_.
   Failed fault_locked(const std::string& why);
   void complete_failed(Failed& failed);  // without mu_: completes failed's requests and empties it
-  std::string fault_;                    // under mu_
+  // Caller: holding mu_, for an occupied slot whose collective the device no longer runs (drained, or failed with
+  // its device). Takes its request out and its counts down; frees the slot unless !free_now (a request that still
+  // settles keeps it until finish_request).
+  std::shared_ptr<RequestState> take_slot_locked(uint32_t slot, bool free_now);
+  std::string fault_;  // under mu_
   bool daemon_gone_locked(uint64_t now);
   void warn_if_stuck_locked(uint64_t now);
   bool wait_pending_locked(const core::WaitEntry& w) const;
