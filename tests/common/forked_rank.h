@@ -101,6 +101,11 @@ void run_forked_ranks(int nranks, Setup setup, Body body, dfcclExecutor_t execut
   }
 }
 
+// Milliseconds since t0 on the steady clock: how long a detection, a release or a destroy took.
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // The whole text of the file at path ("" when there is none).
 inline std::string read_text_file(const std::string& path) {
   std::ifstream f(path);

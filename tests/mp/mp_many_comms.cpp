@@ -28,18 +28,22 @@ long env_or(const char* name, long fallback) {
   return v && *v ? std::atol(v) : fallback;
 }
 
+// The slot count and size in force (the environment, else the defaults).
+double slots() { return double(env_or("DFCCL_SLOTS", kDefaultSlots)); }
+double slot_bytes() { return double(env_or("DFCCL_SLOT_BYTES", 131072)); }
+
 // docs/design.md: the ring's region nchan x nlanes x (128 + nslots x (slot_bytes + 8)) + nlanes x nslots x 16 KiB
 // (LL) + nchan x nlanes x 32 for the sequence lanes (a persistent id's lane, the same with nlanes = 1, comes with its
 // first prepare), and the point-to-point arena of a rank of n: max(DFCCL_P2P_ARENA_BYTES, n smallest connections
 // of round_up(2 x (128 + nslots x (small + 8)) + 2 x nslots x 16 KiB, 4 KiB), small = slot_bytes halved while at
 // least 32 KiB) + n x 2 x nchan x 2 x 32.
 double lane_mib(int nchan, double nlanes) {
-  const double nslots = double(env_or("DFCCL_SLOTS", kDefaultSlots)), slot = double(env_or("DFCCL_SLOT_BYTES", 131072));
+  const double nslots = slots(), slot = slot_bytes();
   return (nchan * nlanes * (128 + nslots * (slot + 8)) + nlanes * nslots * 16384 + nchan * nlanes * 32) / kMiB;
 }
 double formula_mib(int nchan, int nranks) {
   const double nlanes = double(env_or("DFCCL_LANES", kDefaultLanes));
-  const double nslots = double(env_or("DFCCL_SLOTS", kDefaultSlots)), slot = double(env_or("DFCCL_SLOT_BYTES", 131072));
+  const double nslots = slots(), slot = slot_bytes();
   const double p2p = double(std::min<long>(env_or("DFCCL_P2P_CHANNELS", 8), nchan));
   double small = slot;  // the smallest slots a connection takes: halves of the configured ones, down to 32 KiB
   while (small / 2 >= 32768 && std::fmod(small, 32) == 0) small /= 2;

@@ -24,7 +24,7 @@ cudaError_t fault_the_context(cudaStream_t s);  // device_fault_kernel.cu
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+using dfccl::test::ms_since;
 
 // Rank 0's side: 0 when every check held, else 1 after printing why.
 int faulting_rank(dfcclComm_t comm) {

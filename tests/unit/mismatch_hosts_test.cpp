@@ -32,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int kRanks = 4;
 constexpr size_t kCount = 4096;
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+using dfccl::test::ms_since;
 bool on_host_b(int rank) { return rank >= 2; }
 
 struct Call {

@@ -28,7 +28,7 @@ constexpr int kRanks = 4;
 constexpr int kOdd = 2;  // the rank whose collective differs
 constexpr size_t kCount = 4096;
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+using dfccl::test::ms_since;
 
 struct Call {
   const char* kind;  // "allreduce", "allgather", "broadcast"

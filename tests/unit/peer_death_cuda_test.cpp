@@ -25,7 +25,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+using dfccl::test::ms_since;
 
 // Rank 0's side: 0 when every check held, else 1 after printing why.
 int survivor(dfcclComm_t comm) {
@@ -41,7 +41,8 @@ int survivor(dfcclComm_t comm) {
       cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
     return fail("CUDA set-up failed");
   dfcclRequest_t q = nullptr;
-  if (dfcclAllReduce(in, out, n, dfcclInt32, dfcclSum, comm, 0, s, &q) != dfcclSuccess || dfcclWait(q, s) != dfcclSuccess)
+  if (dfcclAllReduce(in, out, n, dfcclInt32, dfcclSum, comm, 0, s, &q) != dfcclSuccess ||
+      dfcclWait(q, s) != dfcclSuccess)
     return fail(std::string("submission: ") + dfcclGetLastError(nullptr));
   std::atomic<bool> released{false};
   std::atomic<int> sync_error{0};

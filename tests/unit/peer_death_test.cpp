@@ -26,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int kRanks = 4;
 constexpr int kVictim = 3;
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+using dfccl::test::ms_since;
 
 // A survivor's side; returns 0 when every check held, else prints why and returns 1. what: the words that the error
 // must contain after "rank 3".
