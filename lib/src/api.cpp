@@ -146,6 +146,9 @@ void check_not_capturing(cudaStream_t stream, dfcclExecutor_t executor, const ch
   }
   if (e != cudaSuccess) {
     cudaGetLastError();
+    if (e != cudaErrorInvalidResourceHandle && e != cudaErrorInvalidValue)  // e.g. a context failed by a kernel fault
+      throw Error(dfcclUnhandledCudaError, fmt::format("{}: CUDA error {} ({}) while checking argument 'stream'", fn,
+                                                       int(e), cudaGetErrorString(e)));
     bad(fn, fmt::format("argument 'stream' ({}) is not a stream CUDA knows: {}", static_cast<void*>(stream),
                         cudaGetErrorString(e)));
   }
@@ -541,6 +544,7 @@ dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info) {
     out.p2pBytes = c->p2p.region.bytes +
                    (c->p2p.nchan ? sizeof(core::LaneState) * tp.nchan * kP2pLanes * 2 * size_t(c->nranks) : 0) +
                    c->net.shadow_bytes[1];
+    out.hierarchyRanksPerHost = c->hierarchy.intra ? c->hierarchy.local_size : 0;
     out.transportPrev = hop_transport(c, s.prev);
     out.transportNext = hop_transport(c, s.next);
     const bool net = out.transportPrev == dfcclTransportNetwork || out.transportNext == dfcclTransportNetwork;

@@ -56,7 +56,8 @@ int faulting_rank(dfcclComm_t comm) {
   dfcclRequestFree(q);
   const dfcclResult_t later = dfcclAllReduce(in, out, n, dfcclInt32, dfcclSum, comm, 0, s, &q);
   if (later != dfcclUnhandledCudaError)
-    return fail(std::string("a later submission reported ") + dfcclGetErrorString(later));
+    return fail(std::string("a later submission reported ") + dfcclGetErrorString(later) + ": " +
+                dfcclGetLastError(comm));
   std::printf("[ failed ] the pending all-reduce failed %.0f ms after the fault: %s\n", failed_ms, err.c_str());
   std::fflush(stdout);
   dfcclCommDestroy(comm);  // its CUDA calls fail on the failed context; it must return
