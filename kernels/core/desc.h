@@ -40,9 +40,12 @@ struct Desc {
   u64 count;         // NCCL's count: AllReduce/Broadcast/Reduce count, AllGather sendcount, ReduceScatter recvcount
   const void* send;  // user buffers (device pointers for the CUDA executor)
   void* recv;
-  u64 turn;  // this instance's turn on its lane (docs/design.md, "Lanes")
-  u32 comm;  // index in the engine's communicator table
-  u32 lane;  // which lane of the communicator's connections this instance uses
+  u64 turn;        // this instance's turn on its lane (docs/design.md, "Lanes")
+  u16 comm;        // index in the engine's communicator table (< kMaxComms)
+  u16 lane;        // which lane of the communicator's connections this instance uses (< kMaxLanes)
+  u16 after;       // > 0: a stage of a chain (Engine::submit_chain); it starts once the collective submitted `after`
+                   // submissions before it (sequence number seq - after) has completed on this rank, aborted or not
+  u16 after_slot;  // that collective's slot
   Kind kind;
   DType dtype;
   RedOp op;

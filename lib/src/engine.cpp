@@ -232,6 +232,12 @@ std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, 
 
 std::vector<std::shared_ptr<RequestState>> Engine::submit_many(std::span<const core::Desc> descs, uint32_t comm_index,
                                                                cudaStream_t stream) {
+  const std::vector<uint32_t> comms(descs.size(), comm_index);
+  return submit_chain(descs, comms, stream);
+}
+
+std::vector<std::shared_ptr<RequestState>> Engine::submit_chain(std::span<const core::Desc> descs,
+                                                                std::span<const uint32_t> comms, cudaStream_t stream) {
   std::unique_lock<std::mutex> lk(mu_);
   if (!fault_.empty()) throw Error(dfcclUnhandledCudaError, fault_);
   if (free_slots_.size() < descs.size())
@@ -241,7 +247,14 @@ std::vector<std::shared_ptr<RequestState>> Engine::submit_many(std::span<const c
                             kMaxSlots - free_slots_.size(), exec_->device(), kMaxSlots, descs.size()));
   std::vector<std::shared_ptr<RequestState>> reqs;
   reqs.reserve(descs.size());
-  for (const core::Desc& d : descs) reqs.push_back(submit_locked(d, comm_index, stream));
+  for (size_t i = 0; i < descs.size(); ++i)
+    if (descs[i].after > i || comms.size() != descs.size())
+      throw Error(dfcclInternalError, "submit_chain: a stage follows none of its call's collectives");
+  for (size_t i = 0; i < descs.size(); ++i) {
+    core::Desc d = descs[i];
+    if (d.after) d.after_slot = uint16_t(reqs[i - d.after]->slot);  // consecutive sequence numbers, below
+    reqs.push_back(submit_locked(d, comms[i], stream));
+  }
   if (!running_) {
     Failed failed = relaunch_locked(host_now_ns());
     if (!failed.why.empty()) {
@@ -260,7 +273,7 @@ std::shared_ptr<RequestState> Engine::submit_locked(core::Desc d, uint32_t comm_
   const uint32_t slot = free_slots_.back();
   free_slots_.pop_back();
   d.seq = ++seq_;
-  d.comm = comm_index;
+  d.comm = uint16_t(comm_index);
   d.comm_gen = __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED);
   h_->desc[slot] = d;
   auto req = std::make_shared<RequestState>();

@@ -117,6 +117,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // would run out), in order.
   std::vector<std::shared_ptr<RequestState>> submit_many(std::span<const core::Desc> descs, uint32_t comm_index,
                                                          cudaStream_t stream);
+  // Queues descs[i] on communicator comms[i], all or none, in order; a descriptor with after = k > 0 becomes a stage
+  // of a chain: it starts only once descs[i - k] has completed on this rank (Desc::after; its slot is filled in).
+  std::vector<std::shared_ptr<RequestState>> submit_chain(std::span<const core::Desc> descs,
+                                                          std::span<const uint32_t> comms, cudaStream_t stream);
   // dfcclWait: the stream waits on the GPU (CUDA); the calling thread waits (host executor), at most
   // DFCCL_HOST_WAIT_TIMEOUT_MS, then dfcclTimeout.
   void wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t stream);

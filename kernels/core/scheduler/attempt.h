@@ -39,14 +39,20 @@ DFCCL_DEV bool wait_quits(const EngineView& ev, const BlockShared& bs, u64 abort
   return (looked && watch_rings && rings_have_new<X>(ev, bs)) || wait_must_end(ev, aborts_seen);
 }
 
+// Whether the collective that d follows in its chain (Desc::after) has completed on this rank: the completion word of
+// its slot holds the sequence number of the slot's last finished occupant, and sequence numbers only grow.
+DFCCL_DEV inline bool predecessor_done(const EngineView& ev, const Desc& d) {
+  return d.after == 0 || vload(ev.g->complete[d.after_slot]) >= d.seq - d.after;
+}
+
 // Thread 0's decision at the start of an attempt (attempt_setup), broadcast through BlockShared::ok.
 enum : u32 { kDecideRun = 0, kDecideAbort = 1, kDecideWaitTurn = 2 };
 
 // Caller: thread 0 at the start of an attempt. Decides (kDecide* into BlockShared::ok): abort (its communicator was
-// aborted), wait (not its turn on the lane, or only_if_aborted), or run, and for a run sets up BlockShared::at (the
-// descriptor, geometry, lane addresses) and the lane's positions for every thread. spin and tally receive the
-// channel's saved budget and tally (a fresh collective's come from accept through look). Every load here is
-// independent of the others: the attempt starts after one round trip to memory.
+// aborted), wait (not its turn on the lane, its predecessor in a chain not done, or only_if_aborted), or run, and for a
+// run sets up BlockShared::at (the descriptor, geometry, lane addresses) and the lane's positions for every thread.
+// spin and tally receive the channel's saved budget and tally (a fresh collective's come from accept through look).
+// Every load here is independent of the others: the attempt starts after one round trip to memory.
 template <class X>
 DFCCL_DEV DFCCL_FORCEINLINE void attempt_setup(const EngineView& ev, BlockShared& bs, u32 b, u32 slot, LaneState* ls,
                                                u64 aborts_seen, const LaneLook& look, bool only_if_aborted, ChanCtx& cx,
@@ -77,7 +83,7 @@ DFCCL_DEV DFCCL_FORCEINLINE void attempt_setup(const EngineView& ev, BlockShared
   u32 decision = kDecideRun;
   if (aborted) {
     decision = kDecideAbort;
-  } else if (only_if_aborted || turn != d.turn) {
+  } else if (only_if_aborted || turn != d.turn || !predecessor_done(ev, d)) {
     decision = kDecideWaitTurn;
   } else {
     const CommStatic& c = d.cs;
