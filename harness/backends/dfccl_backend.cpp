@@ -144,7 +144,10 @@ class DfcclBackend final : public Backend {
                        "connection memory per communicator; from rank {} through {}, to rank {} through {}",
                        i.blocks, i.threadsPerBlock, i.slots, i.slotBytes, i.lanes, i.persistentLanes,
                        double(i.connectionBytes) / (1 << 20), i.prev, words(i.transportPrev), i.next,
-                       words(i.transportNext));
+                       words(i.transportNext)) +
+           (i.hierarchyRanksPerHost ? fmt::format("; all-reduce hierarchical over hosts of {} ranks (DFCCL_HIERARCHY)",
+                                                  i.hierarchyRanksPerHost)
+                                    : std::string());
   }
 
   // Aborts all communicators at once, one thread each, so that their abort times do not add up.

@@ -163,6 +163,7 @@ typedef struct {
   int transportPrev;             /* dfcclTransport_t of the ring hop from prev to this rank */
   int transportNext;             /* dfcclTransport_t of the ring hop from this rank to next */
   int p2pConnections;            /* ranks (itself included) this rank has a point-to-point connection with so far */
+  int hierarchyRanksPerHost;     /* DFCCL_HIERARCHY: ranks per host of its hierarchical all-reduce (0: the ring only) */
 } dfcclCommInfo_t;
 dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info);
 

@@ -17,6 +17,7 @@
 #include "core/collectives/collectives.h"
 #include "env.h"
 #include "error.h"
+#include "hierarchy.h"
 #include "log.h"
 #include "peer_watch.h"
 #include "thread_name.h"
@@ -44,7 +45,7 @@ struct RankInfo {
   uint32_t p2p_chan;
   uint64_t host_hash;
   uint32_t net_force, net_chan, net_slot_bytes;
-  uint32_t pad;
+  uint32_t hierarchy;
 };
 
 // What each rank publishes once the transport is chosen.
@@ -82,6 +83,7 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
     if (o.net_force != me.net_force) mismatch("DFCCL_NET_FORCE", me.net_force, o.net_force);
     if (o.net_chan != me.net_chan) mismatch("DFCCL_NET_CHANNELS", me.net_chan, o.net_chan);
     if (o.net_slot_bytes != me.net_slot_bytes) mismatch("DFCCL_NET_SLOT_BYTES", me.net_slot_bytes, o.net_slot_bytes);
+    if (o.hierarchy != me.hierarchy) mismatch("DFCCL_HIERARCHY", me.hierarchy, o.hierarchy);
   }
 }
 
@@ -105,6 +107,7 @@ RankInfo rank_info(const dfcclConfig_t& cfg, const Engine& e, const Bootstrap& b
   mine.net_force = uint32_t(env_int("DFCCL_NET_FORCE"));
   mine.net_chan = uint32_t(env_int("DFCCL_NET_CHANNELS"));
   mine.net_slot_bytes = uint32_t(env_int("DFCCL_NET_SLOT_BYTES"));
+  mine.hierarchy = uint32_t(env_int("DFCCL_HIERARCHY"));
   return mine;
 }
 
@@ -399,6 +402,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
       if (c->bootstrap->local(i) && all[size_t(i)].pid != all[size_t(rank)].pid)
         peers.push_back({i, int(all[size_t(i)].pid)});
     watch_peers(c.get(), std::move(peers));
+    hierarchy_init(c.get(), hosts);
     log(LogLevel::Info, LogSubsys::Init,
         "communicator {}: rank {} of {} on device {} ({} executor, {} mode); to ranks {} and {} through {}", c->index,
         rank, nranks, cfg.device, cfg.executor == dfcclExecutorHost ? "host" : "CUDA",
@@ -506,7 +510,12 @@ bool fail_published_mismatch(dfcclComm* c) {
   return true;
 }
 
+namespace {
+void destroy_stages(dfcclComm* c);
+}  // namespace
+
 void comm_destroy(dfcclComm* c) {
+  destroy_stages(c);
   PeerWatch::remove(c);
   if (!c->alive.exchange(false)) return;  // another thread destroyed or aborted it meanwhile, or a peer died
   if (fail_published_mismatch(c)) return;
@@ -535,35 +544,76 @@ void comm_destroy(dfcclComm* c) {
 void comm_abort(dfcclComm* c) {
   c->user_aborted = true;
   PeerWatch::remove(c);
-  if (c->alive.exchange(false)) abort_attached(c);
+  const bool was_alive = c->alive.exchange(false);
+  if (was_alive) c->async_error = dfcclAborted;
+  for (dfcclComm* part : {c->hierarchy.intra, c->hierarchy.inter})  // first, as in fail_once
+    if (part) comm_abort(part);
+  if (was_alive) abort_attached(c);
 }
 
 namespace {
 // The first failure of a communicator: its message and code stand (they are read without a lock once set), it is
 // logged as "<logged>: <outcome>", and the communicator is aborted with it. Later failures are dropped.
+// from: a stage communicator of c whose own failure this is (PeerWatch is running its check: not removed here).
 void fail_once(dfcclComm* c, dfcclResult_t code, const std::string& message, LogLevel level, const std::string& logged,
-               const char* outcome) {
+               const char* outcome, const dfcclComm* from = nullptr) {
   if (c->fail_claimed.exchange(true)) return;
   c->failure = message;
   c->fail_code.store(code, std::memory_order_release);
   log(level, LogSubsys::Abort, "{}: {}", logged, outcome);
-  if (c->alive.exchange(false)) abort_attached(c, code, message);
+  const bool was_alive = c->alive.exchange(false);
+  if (was_alive) c->async_error = code;  // before its requests can end (through the stage communicators')
+  // The stage communicators share c's fate (hierarchy.h), and fail first: once c's own collectives end, the
+  // application may destroy c, which destroys them, and must find them ended too.
+  for (dfcclComm* part : {c->hierarchy.intra, c->hierarchy.inter}) {
+    if (!part) continue;
+    if (part != from) PeerWatch::remove(part);  // its probe reads the board that its abort releases
+    fail_once(part, code, message, LogLevel::Info, fmt::format("{} (a stage communicator of it)", logged), outcome);
+  }
+  if (was_alive) abort_attached(c, code, message);
+}
+
+// Caller: comm_destroy, before c's own teardown. c's stage communicators go first: destroyed, or, once c has failed,
+// failed with it (a peer may be gone, and their destroy would wait for it; the peer watch may still be on its way
+// to them).
+void destroy_stages(dfcclComm* c) {
+  const int code = c->fail_code.load(std::memory_order_acquire);
+  if (code == dfcclSuccess) return hierarchy_destroy(c);
+  for (dfcclComm* part : {c->hierarchy.intra, c->hierarchy.inter}) {
+    if (!part) continue;
+    PeerWatch::remove(part);
+    fail_once(part, dfcclResult_t(code), c->failure, LogLevel::Info,
+              fmt::format("rank {}: {} (a stage communicator of it)", c->rank, c->failure), "ended with it");
+  }
 }
 }  // namespace
 
 void comm_fail(dfcclComm* c, int rank, const std::string& reason) {
+  const dfcclComm* from = nullptr;
+  if (dfcclComm* parent = c->hierarchy.parent.load()) {  // a stage communicator: its parent fails, naming its rank
+    from = c;
+    rank = c->hierarchy.parent_rank[size_t(rank)];
+    c = parent;
+    PeerWatch::remove(c);  // its probe reads the board that its abort releases (this runs in from's check)
+  }
   const std::string msg = fmt::format("rank {} of the communicator (size {}; this process is rank {}) {}", rank,
                                       c->nranks, c->rank, reason);
   // A peer's own abort is the application's decision (its watchdog usually aborts every rank): INFO. A death or
   // silence is a failure: WARN.
   const bool aborted = reason == "aborted the communicator";
   fail_once(c, dfcclRemoteError, msg, aborted ? LogLevel::Info : LogLevel::Warn, msg,
-            "its collectives fail with dfcclRemoteError");
+            "its collectives fail with dfcclRemoteError", from);
 }
 
 void comm_fail_mismatch(dfcclComm* c, const std::string& message) {
+  dfcclComm* parent = c->hierarchy.parent.load();
+  const dfcclComm* from = parent ? c : nullptr;
+  if (parent) {
+    c = parent;
+    PeerWatch::remove(c);
+  }
   fail_once(c, dfcclInvalidUsage, message, LogLevel::Warn, fmt::format("rank {}: {}", c->rank, message),
-            "the communicator's collectives fail with dfcclInvalidUsage");
+            "the communicator's collectives fail with dfcclInvalidUsage", from);
 }
 
 void throw_comm_ended(const dfcclComm* c) {
@@ -594,6 +644,17 @@ struct Submitting {
   dfcclComm* c;
 };
 
+// Under c->mu: posts `signature` on c's board under key (and to the other hosts' boards) and sets d's channels for c.
+// Returns the board's mismatch, or "".
+std::string post_locked(dfcclComm* c, const MatchKey& key, const core::Desc& signature, core::Desc& d) {
+  std::string mismatch = c->board->post(key, signature);
+  if (!mismatch.empty()) return mismatch;
+  mirror_post(c, key, signature);
+  core::set_channels(d, core::data_channels(d.count * core::dtype_size(d.dtype), c->geometry.nchan,
+                                            c->engine->params().min_chan_bytes));
+  return {};
+}
+
 // comm_submit's part under the communicator's lock: the match key, the board's check, the queueing. Returns the
 // request, or null with *mismatch set when the peers submitted a different collective under this key.
 std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int persistent_id,
@@ -604,18 +665,15 @@ std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int pers
   MatchKey key;
   if (persistent_id < 0) {
     key.n = c->next_key;
-    d.lane = uint32_t(c->next_key % tp.seq_lanes);
+    d.lane = uint16_t(c->next_key % tp.seq_lanes);
     d.turn = c->next_key / tp.seq_lanes;
   } else {
     key = {persistent_id, c->persistent_turn[persistent_id]};
-    d.lane = lane->lane;
+    d.lane = uint16_t(lane->lane);
     d.turn = c->persistent_turn[persistent_id];
   }
-  *mismatch = c->board->post(key, d);
+  *mismatch = post_locked(c, key, d, d);
   if (!mismatch->empty()) return nullptr;
-  mirror_post(c, key, d);
-  core::set_channels(d, core::data_channels(d.count * core::dtype_size(d.dtype), c->geometry.nchan,
-                                            c->engine->params().min_chan_bytes));
   d.cs = persistent_id < 0 ? c->host_dev.s : lane->cs;
   auto req = c->engine->submit(d, c->index, stream);
   if (persistent_id < 0) c->next_key += 1;  // only once queued: a refused submission must not shift the matching
@@ -641,7 +699,7 @@ std::vector<std::shared_ptr<RequestState>> submit_p2p_locked(dfcclComm* c, std::
   const uint32_t min_chan = c->engine->params().min_chan_bytes;
   for (core::Desc& d : parts) {
     const int dir = d.kind == core::Kind::Send ? 0 : 1, peer = d.root;
-    d.lane = lane;
+    d.lane = uint16_t(lane);
     d.turn = next[(size_t(lane) * 2 + size_t(dir)) * size_t(c->nranks) + size_t(peer)]++;
     const P2pKey key{lane, dir == 0 ? c->rank : peer, dir == 0 ? peer : c->rank, d.turn};
     *mismatch = c->board->post_p2p(key, d);
@@ -672,6 +730,7 @@ void comm_prepare(dfcclComm* c, int id) {
 }
 
 std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream) {
+  if (persistent_id < 0 && hierarchy_routes(c, d)) return hierarchy_submit(c, d, stream);
   std::string mismatch;
   PersistentRef lane{};
   if (persistent_id >= 0) {
@@ -688,6 +747,48 @@ std::vector<std::shared_ptr<RequestState>> comm_submit_p2p(dfcclComm* c, std::ve
   std::string mismatch;
   auto reqs = submit_p2p_locked(c, parts, lane, stream, &mismatch);
   if (!mismatch.empty()) fail_mismatch(c, mismatch);
+  return reqs;
+}
+
+std::vector<std::shared_ptr<RequestState>> comm_submit_chain(std::vector<ChainPart> parts, cudaStream_t stream) {
+  std::vector<dfcclComm*> comms;  // each once, in the order of the parts
+  for (const ChainPart& p : parts)
+    if (std::find(comms.begin(), comms.end(), p.comm) == comms.end()) comms.push_back(p.comm);
+  std::string mismatch;
+  std::vector<std::shared_ptr<RequestState>> reqs;
+  {
+    std::vector<std::unique_ptr<Submitting>> submitting;
+    std::vector<std::unique_lock<std::mutex>> locks;
+    for (dfcclComm* c : comms) {
+      locks.emplace_back(c->mu);
+      submitting.push_back(std::make_unique<Submitting>(c));
+    }
+    std::vector<core::Desc> descs;
+    std::vector<uint32_t> indices;
+    for (ChainPart& p : parts) {
+      const uint64_t n = p.comm->next_key + p.ahead, lanes = p.comm->engine->transport().seq_lanes;
+      p.d.lane = uint16_t(n % lanes);
+      p.d.turn = n / lanes;
+      MatchKey key;
+      key.n = n;
+      mismatch = post_locked(p.comm, key, p.signature, p.d);
+      if (!mismatch.empty()) break;
+      p.d.cs = p.comm->host_dev.s;
+      descs.push_back(p.d);
+      indices.push_back(p.comm->index);
+    }
+    if (mismatch.empty()) {
+      reqs = parts.front().comm->engine->submit_chain(descs, indices, stream);
+      std::vector<uint64_t> next(comms.size());
+      for (size_t i = 0; i < comms.size(); ++i) next[i] = comms[i]->next_key;
+      for (const ChainPart& p : parts) {
+        const size_t i = size_t(std::find(comms.begin(), comms.end(), p.comm) - comms.begin());
+        next[i] = std::max(next[i], p.comm->next_key + p.ahead + 1);
+      }
+      for (size_t i = 0; i < comms.size(); ++i) comms[i]->next_key = next[i];
+    }
+  }
+  if (!mismatch.empty()) fail_mismatch(parts.front().comm, mismatch);
   return reqs;
 }
 

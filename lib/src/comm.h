@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "bootstrap.h"
 #include "engine.h"
@@ -63,6 +64,17 @@ struct dfcclComm {
   std::atomic<int> fail_code{dfcclSuccess};
   std::string failure;
   std::atomic<bool> user_aborted{false};  // dfcclCommAbort was called (a destroy after it is refused)
+  // DFCCL_HIERARCHY: the communicators of the hierarchical all-reduce's stages (hierarchy.h), made at init, owned by
+  // this one and sharing its fate; null where it has none.
+  struct Hierarchy {
+    dfcclComm* intra = nullptr;  // this host's ranks
+    dfcclComm* inter = nullptr;  // the ranks of this rank's local rank, one per host
+    int local_size = 0, local_rank = 0;
+    // In a stage communicator: the one it serves and the rank there of each of its ranks (its failures are that
+    // one's, named in its ranks).
+    std::atomic<dfcclComm*> parent{nullptr};  // set after parent_rank, once the stage communicators exist
+    std::vector<int> parent_rank;
+  } hierarchy;
 };
 
 struct dfcclPersistent {
@@ -107,5 +119,17 @@ std::shared_ptr<RequestState> comm_submit(dfcclComm* comm, core::Desc d, int per
 // all or none: each takes the next key of its (lane, sender, receiver). Returns one request per descriptor.
 std::vector<std::shared_ptr<RequestState>> comm_submit_p2p(dfcclComm* comm, std::vector<core::Desc> parts,
                                                            uint32_t lane, cudaStream_t stream);
+// One collective of a chain (comm_submit_chain): d on `comm` under its sequence key next_key + ahead, with the
+// board's signature `signature` (a marker queues nothing but takes a key: count 0 against the caller's count).
+struct ChainPart {
+  dfcclComm* comm;
+  core::Desc d;
+  uint64_t ahead;
+  core::Desc signature;
+};
+// Queues the parts on one stream, all or none, each on its communicator (parts[0].comm first: the one the caller
+// called), as a chain (Desc::after as set in them); each communicator's next key moves past its parts. A part that
+// the peers submitted differently fails parts[0].comm (and so every part: hierarchy.h) and throws.
+std::vector<std::shared_ptr<RequestState>> comm_submit_chain(std::vector<ChainPart> parts, cudaStream_t stream);
 
 }  // namespace dfccl

@@ -141,6 +141,11 @@ const std::vector<EnvVar>& env_table() {
               "splits its network channels among them (channel c to proxy c mod n, n the smallest value among its "
               "ranks)"),
       integer("DFCCL_HOST_NET_THREADS", "1", 1, 16, "host executor: net proxies per engine (as DFCCL_NET_THREADS)"),
+      integer("DFCCL_HIERARCHY", "0", 0, 1,
+              "1: a communicator of several hosts with the same number (>= 2) of ranks each, host after host, runs "
+              "all-reduces (count a multiple of that number, operator not avg) as a reduce-scatter in each host, an "
+              "all-reduce between the hosts per local rank and an all-gather in each host; costs two more "
+              "communicators' memory"),
       integer("DFCCL_NET_HEARTBEAT_MS", "100", 1, 60000,
               "how often the net proxy sends each peer proxy a heartbeat, whatever the collectives do"),
       integer("DFCCL_NET_TIMEOUT_MS", "20000", 0, kMsMax,

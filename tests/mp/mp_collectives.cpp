@@ -270,6 +270,13 @@ int main(int argc, char** argv) {
   }
   const dfcclExecutor_t ex = g_cuda ? dfcclExecutorCuda : dfcclExecutorHost;
   dfcclComm_t world = make_comm(MPI_COMM_WORLD, ex);
+  if (const char* expect = std::getenv("MP_EXPECT_HIERARCHY")) {  // the ranks per host its all-reduces must run on
+    dfcclCommInfo_t info{};
+    ok(dfcclCommGetInfo(world, &info), "dfcclCommGetInfo");
+    if (info.hierarchyRanksPerHost != std::atoi(expect))
+      die("the world's hierarchical all-reduce has " + std::to_string(info.hierarchyRanksPerHost) +
+          " ranks per host, MP_EXPECT_HIERARCHY " + expect);
+  }
   long wrong = matrix(world);
   wrong += p2p_matrix(world);
   MPI_Comm pairs, strided;

@@ -4,7 +4,8 @@
 # tcp (DFCCL_NET_FORCE unset). Rank 1 is the victim (rank 0 holds the rendezvous root).
 #   MODE netns: each rank in its own network namespace with its own host name and /dev/shm (netns_lib.sh; needs root,
 #               exits 77 with a message without it); scenario cut runs `ip link set <veth> down` in rank 1's namespace.
-#   MODE plain: the ranks are processes of this machine that differ by DFCCL_HOSTID only (no root needed; no cut).
+#   MODE plain: the ranks are processes of this machine that differ by DFCCL_HOSTID only (no root needed; no cut);
+#               NET_FAULT_RANKS_PER_HOST=2 puts ranks 0-1 and 2-3 on one host each (the hierarchical all-reduce).
 # Scenario resume: the victim stops as in stop; once every survivor has named it (D/detected<R>), this script sends it
 # SIGCONT, and the victim must not blame the survivors, which keep beating, for the time it was stopped.
 # Heartbeats: DFCCL_NET_TIMEOUT_MS=3000 (a stopped rank or cut link must be named within 3000 + 1500 ms; a killed
@@ -51,7 +52,7 @@ start_rank() {
     local cut="ip link set dev ${NETNS_VETH}n$r down"
     UCX_NET_DEVICES=${NETNS_VETH}n$r NET_FAULT_CUT=$cut "$NETNS_DIR/netns_exec.sh" "$r" "$bin" "${args[@]}" > "$dir/out$r" 2>&1 &
   else
-    DFCCL_HOSTID=fakehost$r "$bin" "${args[@]}" > "$dir/out$r" 2>&1 &
+    DFCCL_HOSTID=fakehost$((r / ${NET_FAULT_RANKS_PER_HOST:-1})) "$bin" "${args[@]}" > "$dir/out$r" 2>&1 &
   fi
   pids[r]=$!
 }
