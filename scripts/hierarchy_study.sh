@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Whether a hierarchical all-reduce would pay across hosts (issue 35): measures, on fake hosts of this machine
+# Whether the hierarchical all-reduce pays across hosts (issue 35): measures, on fake hosts of this machine
 # (network namespaces, tests/netns/netns_lib.sh) with each host's outgoing link shaped to RATE, the flat ring
-# all-reduce of the world against the three stages a hierarchical one would run: reduce-scatter inside each host (tp),
-# all-reduce of each 1/L share between hosts (dp: the ranks of equal local rank), all-gather inside each host.
+# all-reduce of the world against the hierarchical one (DFCCL_HIERARCHY=1, lib/src/hierarchy.h) and against its three
+# stages timed apart: reduce-scatter inside each host (tp), all-reduce of each 1/L share between hosts (dp: the ranks
+# of equal local rank), all-gather inside each host.
 # The host executor, the real net proxy over UCX tcp; one harness run per group, then scripts/plot_hierarchy.py.
 # Needs root (namespaces, tc). RATE `hostid`: no namespaces and no shaping, the hosts told apart by DFCCL_HOSTID
 # alone (UCX over loopback: the network path against shared memory on one machine, without root). Usage:
@@ -45,6 +46,7 @@ run() {  # run NAME GROUP COLLECTIVES BEGIN
 }
 b=$(numfmt --from=iec "$begin")
 run flat world all_reduce "$b"
+(export DFCCL_HIERARCHY=1 && run hier world all_reduce "$b")
 run rail dp all_reduce $((b / per))  # the share S / L of each size S
 run local tp reduce_scatter,all_gather "$b"
 echo "rate=$rate hosts=$hosts per_host=$per begin=$begin end=$end" >"$out/study.txt"
