@@ -25,12 +25,12 @@ test: build
 # communicator's handle and memory stay allocated by design (docs/design.md, "Abort").
 ASAN_BUILD ?= build-asan
 ASAN_TESTS = core_abort_test core_cq_test core_prefetch_test core_programs_test api_errors_test host_engine_test \
-	host_stress_test dfccl-harness
+	host_stress_test dfccl-harness mismatch_hosts_test mp_collectives net_fault_peer
 test-asan: configure
 	PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDFCCL_ASAN=ON $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target $(ASAN_TESTS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ctest --output-on-failure --timeout 900 \
-		-R '^((core_(abort|cq|prefetch|programs)_test|api_errors_test|host_engine_test|host_stress_test)\.|host_stress_test_4blocks$$|harness_mpi_stress_host(_callback|_blocking)?$$)'
+		-R '^((core_(abort|cq|prefetch|programs)_test|api_errors_test|host_engine_test|host_stress_test)\.|host_stress_test_4blocks$$|harness_mpi_stress_host(_callback|_blocking)?$$|mismatch_hosts_test_hierarchy$$|mp_collectives_host_hierarchy$$|net_fault_[a-z_]*_hierarchy_plain$$)'
 
 run: build
 	scripts/run_campaign.sh
