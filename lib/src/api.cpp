@@ -82,6 +82,15 @@ void check_count(size_t count, const char* name, const char* fn) {
     bad(fn, fmt::format("argument '{}' = {} is too large (a negative value converted to size_t?)", name, count));
 }
 
+// Caller: a check of argument `name` whose CUDA query failed with e (already cleared): throws
+// dfcclUnhandledCudaError naming e unless argument_fault (e.g. a context failed by a kernel fault is not the
+// argument's); returns when it is, for the caller's own message.
+void throw_unless_argument_fault(cudaError_t e, bool argument_fault, const char* name, const char* fn) {
+  if (!argument_fault)
+    throw Error(dfcclUnhandledCudaError, fmt::format("{}: CUDA error {} ({}) while checking argument '{}'", fn, int(e),
+                                                     cudaGetErrorString(e), name));
+}
+
 // A user buffer of `elems` elements: present, aligned to the element size, and memory the executor can reach.
 void check_buffer(const void* p, uint64_t elems, dfcclDataType_t t, const char* name, const dfcclComm* c,
                   const char* fn) {
@@ -95,9 +104,7 @@ void check_buffer(const void* p, uint64_t elems, dfcclDataType_t t, const char* 
   cudaPointerAttributes attr{};
   if (const cudaError_t e = cudaPointerGetAttributes(&attr, p); e != cudaSuccess) {
     cudaGetLastError();
-    if (e != cudaErrorInvalidValue)  // e.g. the context failed after a kernel fault: not the argument's fault
-      throw Error(dfcclUnhandledCudaError, fmt::format("{}: CUDA error {} ({}) while checking argument '{}'", fn,
-                                                       int(e), cudaGetErrorString(e), name));
+    throw_unless_argument_fault(e, e == cudaErrorInvalidValue, name, fn);
     bad(fn, fmt::format("argument '{}' ({}) is not memory CUDA knows", name, p));
   }
   const bool device_ok = attr.type == cudaMemoryTypeDevice && attr.device == c->config.device;
@@ -146,9 +153,7 @@ void check_not_capturing(cudaStream_t stream, dfcclExecutor_t executor, const ch
   }
   if (e != cudaSuccess) {
     cudaGetLastError();
-    if (e != cudaErrorInvalidResourceHandle && e != cudaErrorInvalidValue)  // e.g. a context failed by a kernel fault
-      throw Error(dfcclUnhandledCudaError, fmt::format("{}: CUDA error {} ({}) while checking argument 'stream'", fn,
-                                                       int(e), cudaGetErrorString(e)));
+    throw_unless_argument_fault(e, e == cudaErrorInvalidResourceHandle || e == cudaErrorInvalidValue, "stream", fn);
     bad(fn, fmt::format("argument 'stream' ({}) is not a stream CUDA knows: {}", static_cast<void*>(stream),
                         cudaGetErrorString(e)));
   }

@@ -552,6 +552,9 @@ void comm_abort(dfcclComm* c) {
 }
 
 namespace {
+void fail_stages(dfcclComm* c, dfcclResult_t code, const std::string& message, const std::string& logged,
+                 const char* outcome, const dfcclComm* from);
+
 // The first failure of a communicator: its message and code stand (they are read without a lock once set), it is
 // logged as "<logged>: <outcome>", and the communicator is aborted with it. Later failures are dropped.
 // from: a stage communicator of c whose own failure this is (PeerWatch is running its check: not removed here).
@@ -563,14 +566,21 @@ void fail_once(dfcclComm* c, dfcclResult_t code, const std::string& message, Log
   log(level, LogSubsys::Abort, "{}: {}", logged, outcome);
   const bool was_alive = c->alive.exchange(false);
   if (was_alive) c->async_error = code;  // before its requests can end (through the stage communicators')
-  // The stage communicators share c's fate (hierarchy.h), and fail first: once c's own collectives end, the
-  // application may destroy c, which destroys them, and must find them ended too.
+  // The stage communicators fail first: once c's own collectives end, the application may destroy c, which destroys
+  // them, and must find them ended too.
+  fail_stages(c, code, message, logged, outcome, from);
+  if (was_alive) abort_attached(c, code, message);
+}
+
+// c's stage communicators (hierarchy.h) share its failure: each, unless it is `from`, leaves the peer watch (its
+// probe reads the board that its abort releases) and fails with code and message.
+void fail_stages(dfcclComm* c, dfcclResult_t code, const std::string& message, const std::string& logged,
+                 const char* outcome, const dfcclComm* from) {
   for (dfcclComm* part : {c->hierarchy.intra, c->hierarchy.inter}) {
     if (!part) continue;
-    if (part != from) PeerWatch::remove(part);  // its probe reads the board that its abort releases
+    if (part != from) PeerWatch::remove(part);
     fail_once(part, code, message, LogLevel::Info, fmt::format("{} (a stage communicator of it)", logged), outcome);
   }
-  if (was_alive) abort_attached(c, code, message);
 }
 
 // Caller: comm_destroy, before c's own teardown. c's stage communicators go first: destroyed, or, once c has failed,
@@ -579,22 +589,26 @@ void fail_once(dfcclComm* c, dfcclResult_t code, const std::string& message, Log
 void destroy_stages(dfcclComm* c) {
   const int code = c->fail_code.load(std::memory_order_acquire);
   if (code == dfcclSuccess) return hierarchy_destroy(c);
-  for (dfcclComm* part : {c->hierarchy.intra, c->hierarchy.inter}) {
-    if (!part) continue;
-    PeerWatch::remove(part);
-    fail_once(part, dfcclResult_t(code), c->failure, LogLevel::Info,
-              fmt::format("rank {}: {} (a stage communicator of it)", c->rank, c->failure), "ended with it");
-  }
+  fail_stages(c, dfcclResult_t(code), c->failure, fmt::format("rank {}: {}", c->rank, c->failure), "ended with it",
+              nullptr);
+}
+
+// The communicator that a failure found on c fails instead: a stage communicator's parent, which then leaves the
+// peer watch (its probe reads the board that its abort releases; the caller runs in c's check, not the parent's).
+// Null for any other communicator.
+dfcclComm* failing_parent(const dfcclComm* c) {
+  dfcclComm* parent = c->hierarchy.parent.load();
+  if (parent) PeerWatch::remove(parent);
+  return parent;
 }
 }  // namespace
 
 void comm_fail(dfcclComm* c, int rank, const std::string& reason) {
   const dfcclComm* from = nullptr;
-  if (dfcclComm* parent = c->hierarchy.parent.load()) {  // a stage communicator: its parent fails, naming its rank
+  if (dfcclComm* parent = failing_parent(c)) {  // named in the parent's ranks
     from = c;
     rank = c->hierarchy.parent_rank[size_t(rank)];
     c = parent;
-    PeerWatch::remove(c);  // its probe reads the board that its abort releases (this runs in from's check)
   }
   const std::string msg = fmt::format("rank {} of the communicator (size {}; this process is rank {}) {}", rank,
                                       c->nranks, c->rank, reason);
@@ -606,11 +620,10 @@ void comm_fail(dfcclComm* c, int rank, const std::string& reason) {
 }
 
 void comm_fail_mismatch(dfcclComm* c, const std::string& message) {
-  dfcclComm* parent = c->hierarchy.parent.load();
-  const dfcclComm* from = parent ? c : nullptr;
-  if (parent) {
+  const dfcclComm* from = nullptr;
+  if (dfcclComm* parent = failing_parent(c)) {
+    from = c;
     c = parent;
-    PeerWatch::remove(c);
   }
   fail_once(c, dfcclInvalidUsage, message, LogLevel::Warn, fmt::format("rank {}: {}", c->rank, message),
             "the communicator's collectives fail with dfcclInvalidUsage", from);
@@ -655,18 +668,25 @@ std::string post_locked(dfcclComm* c, const MatchKey& key, const core::Desc& sig
   return {};
 }
 
+// Under c->mu: sequence key n of c for d: the lane and turn it names, and the board's key.
+MatchKey sequence_key(const dfcclComm* c, core::Desc& d, uint64_t n) {
+  const uint32_t lanes = c->engine->transport().seq_lanes;
+  d.lane = uint16_t(n % lanes);
+  d.turn = n / lanes;
+  MatchKey key;
+  key.n = n;
+  return key;
+}
+
 // comm_submit's part under the communicator's lock: the match key, the board's check, the queueing. Returns the
 // request, or null with *mismatch set when the peers submitted a different collective under this key.
 std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int persistent_id,
                                             const PersistentRef* lane, cudaStream_t stream, std::string* mismatch) {
   std::lock_guard<std::mutex> lk(c->mu);
   Submitting submitting(c);
-  const TransportParams& tp = c->engine->transport();
   MatchKey key;
   if (persistent_id < 0) {
-    key.n = c->next_key;
-    d.lane = uint16_t(c->next_key % tp.seq_lanes);
-    d.turn = c->next_key / tp.seq_lanes;
+    key = sequence_key(c, d, c->next_key);
   } else {
     key = {persistent_id, c->persistent_turn[persistent_id]};
     d.lane = uint16_t(lane->lane);
@@ -752,8 +772,15 @@ std::vector<std::shared_ptr<RequestState>> comm_submit_p2p(dfcclComm* c, std::ve
 
 std::vector<std::shared_ptr<RequestState>> comm_submit_chain(std::vector<ChainPart> parts, cudaStream_t stream) {
   std::vector<dfcclComm*> comms;  // each once, in the order of the parts
-  for (const ChainPart& p : parts)
-    if (std::find(comms.begin(), comms.end(), p.comm) == comms.end()) comms.push_back(p.comm);
+  std::vector<uint64_t> keys;     // how many keys each takes: its parts' largest `ahead` + 1
+  for (const ChainPart& p : parts) {
+    const size_t i = size_t(std::find(comms.begin(), comms.end(), p.comm) - comms.begin());
+    if (i == comms.size()) {
+      comms.push_back(p.comm);
+      keys.push_back(0);
+    }
+    keys[i] = std::max(keys[i], p.ahead + 1);
+  }
   std::string mismatch;
   std::vector<std::shared_ptr<RequestState>> reqs;
   {
@@ -766,11 +793,7 @@ std::vector<std::shared_ptr<RequestState>> comm_submit_chain(std::vector<ChainPa
     std::vector<core::Desc> descs;
     std::vector<uint32_t> indices;
     for (ChainPart& p : parts) {
-      const uint64_t n = p.comm->next_key + p.ahead, lanes = p.comm->engine->transport().seq_lanes;
-      p.d.lane = uint16_t(n % lanes);
-      p.d.turn = n / lanes;
-      MatchKey key;
-      key.n = n;
+      const MatchKey key = sequence_key(p.comm, p.d, p.comm->next_key + p.ahead);
       mismatch = post_locked(p.comm, key, p.signature, p.d);
       if (!mismatch.empty()) break;
       p.d.cs = p.comm->host_dev.s;
@@ -779,13 +802,7 @@ std::vector<std::shared_ptr<RequestState>> comm_submit_chain(std::vector<ChainPa
     }
     if (mismatch.empty()) {
       reqs = parts.front().comm->engine->submit_chain(descs, indices, stream);
-      std::vector<uint64_t> next(comms.size());
-      for (size_t i = 0; i < comms.size(); ++i) next[i] = comms[i]->next_key;
-      for (const ChainPart& p : parts) {
-        const size_t i = size_t(std::find(comms.begin(), comms.end(), p.comm) - comms.begin());
-        next[i] = std::max(next[i], p.comm->next_key + p.ahead + 1);
-      }
-      for (size_t i = 0; i < comms.size(); ++i) comms[i]->next_key = next[i];
+      for (size_t i = 0; i < comms.size(); ++i) comms[i]->next_key += keys[i];
     }
   }
   if (!mismatch.empty()) fail_mismatch(parts.front().comm, mismatch);

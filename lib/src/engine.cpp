@@ -247,9 +247,9 @@ std::vector<std::shared_ptr<RequestState>> Engine::submit_chain(std::span<const 
                             kMaxSlots - free_slots_.size(), exec_->device(), kMaxSlots, descs.size()));
   std::vector<std::shared_ptr<RequestState>> reqs;
   reqs.reserve(descs.size());
-  for (size_t i = 0; i < descs.size(); ++i)
-    if (descs[i].after > i || comms.size() != descs.size())
-      throw Error(dfcclInternalError, "submit_chain: a stage follows none of its call's collectives");
+  bool chained = comms.size() == descs.size();
+  for (size_t i = 0; i < descs.size(); ++i) chained = chained && descs[i].after <= i;
+  if (!chained) throw Error(dfcclInternalError, "submit_chain: a stage follows none of its call's collectives");
   for (size_t i = 0; i < descs.size(); ++i) {
     core::Desc d = descs[i];
     if (d.after) d.after_slot = uint16_t(reqs[i - d.after]->slot);  // consecutive sequence numbers, below
