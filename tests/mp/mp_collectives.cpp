@@ -7,6 +7,8 @@
 //                                         (ranks share the GPUs there are, rank r on GPU r % n: two ranks on one GPU,
 //                                          under MPS so that both daemons run at once;
 //                                          scripts/device/ranks_on_one_gpu.sh)
+// MP_EXPECT_HIERARCHY=L: the world communicator must have the hierarchical all-reduce over hosts of L ranks
+// (DFCCL_HIERARCHY=1; dfcclCommInfo_t.hierarchyRanksPerHost), else the run fails.
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 

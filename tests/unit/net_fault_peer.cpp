@@ -27,6 +27,9 @@
 //                       within B ms of its submission, and dfcclCommDestroy return within 1 s;
 //   missing             rank V is never started: init (config.initTimeoutMs = T) must fail with dfcclTimeout naming
 //                       "rank V of N" within T + 3 s.
+// Environment: NET_FAULT_RANKS_PER_HOST=L (net_faults_test.sh puts L ranks on each host): the victim's host mate may
+// hear of a silence relayed, and survivors stay until every survivor has seen the fault (D/detected<R>);
+// NET_FAULT_EXPECT_HIERARCHY=L: the communicator's all-reduce must be hierarchical over hosts of L ranks.
 // Each rank prints one line "rank R: <outcome> ... ms" with the times it measured. Exit codes: 0 every check held,
 // 1 usage or set-up error, 2 a check failed (printed on stderr as "rank R: FAIL ...").
 #include <signal.h>
