@@ -792,8 +792,11 @@ std::vector<std::shared_ptr<RequestState>> comm_submit_chain(std::vector<ChainPa
     }
     std::vector<core::Desc> descs;
     std::vector<uint32_t> indices;
+    MatchKey called_key;  // the key of the collective the caller called: parts[0]'s
     for (ChainPart& p : parts) {
       const MatchKey key = sequence_key(p.comm, p.d, p.comm->next_key + p.ahead);
+      if (&p == &parts.front()) called_key = key;
+      else p.comm->board->set_parent_key(key, called_key);
       mismatch = post_locked(p.comm, key, p.signature, p.d);
       if (!mismatch.empty()) break;
       p.d.cs = p.comm->host_dev.s;

@@ -55,8 +55,14 @@ void hierarchy_init(dfcclComm* c, const std::vector<uint64_t>& hosts) {
   }
   for (int i = 0; i < l; ++i) h.intra->hierarchy.parent_rank.push_back(c->rank - h.local_rank + i);
   for (int i = 0; i < c->nranks / l; ++i) h.inter->hierarchy.parent_rank.push_back(i * l + h.local_rank);
+  for (dfcclComm* part : {h.intra, h.inter})
+    part->board->set_names({part->hierarchy.parent_rank, c->nranks, uint64_t(l),
+                            part == h.intra ? "of the hierarchical all-reduces' stages within the host"
+                                            : "of the hierarchical all-reduces' stage across hosts",
+                            c->board});
   h.intra->hierarchy.parent.store(c);
   h.inter->hierarchy.parent.store(c);
+  c->bootstrap->barrier();  // no rank posts on a stage board (nor mirrors a post into one) before its names are set
   if (c->rank == 0)
     log(LogLevel::Info, LogSubsys::Init, "communicator {}: hierarchical all-reduce over {} hosts of {} ranks", c->index,
         c->nranks / l, l);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -75,7 +76,9 @@ MatchBoard::MatchBoard(std::shared_ptr<Bootstrap> segment, uint32_t seq_lanes)
       base_(static_cast<char*>(segment_->board_area())),
       rank_(segment_->rank()),
       nranks_(segment_->nranks()),
-      seq_lanes_(seq_lanes ? seq_lanes : 1) {}
+      seq_lanes_(seq_lanes ? seq_lanes : 1) {
+  names_.nranks = nranks_;
+}
 
 MatchBoard::Header* MatchBoard::header() const { return reinterpret_cast<Header*>(base_); }
 MatchBoard::Entry* MatchBoard::ring(int rank) const {
@@ -206,8 +209,8 @@ std::string MatchBoard::compare(const MatchKey& key, int rank, const Entry& mine
     b = name_of(kTypeNames, uint32_t(theirs.shape >> 8 & 0xff));
   } else if (mine.count != theirs.count) {
     field = "argument 'count'";
-    a = fmt::format("{}", mine.count);
-    b = fmt::format("{}", theirs.count);
+    a = fmt::format("{}", mine.count * names_.count_scale);
+    b = fmt::format("{}", theirs.count * names_.count_scale);
   } else if (reduces(kind) && (mine.shape >> 16 & 0xff) != (theirs.shape >> 16 & 0xff)) {
     field = "argument 'op'";
     a = name_of(kOpNames, uint32_t(mine.shape >> 16 & 0xff));
@@ -219,10 +222,11 @@ std::string MatchBoard::compare(const MatchKey& key, int rank, const Entry& mine
   } else {
     return {};
   }
-  const std::string which = key.id < 0 ? fmt::format("collective #{} in submission order", key.n)
-                                       : fmt::format("persistent collective id {} (start #{})", key.id, key.n);
+  std::string which = key.id < 0 ? fmt::format("collective #{} in submission order", key.n)
+                                 : fmt::format("persistent collective id {} (start #{})", key.id, key.n);
+  if (!names_.collective.empty()) which = fmt::format("collective #{} {}", key.n, names_.collective);
   return fmt::format("collective mismatch on a communicator of {} ranks, {}: {} is {} on rank {} but {} on rank {}",
-                     nranks_, which, field, a, rank, b, peer);
+                     names_.nranks, which, field, a, name_of_rank(rank), b, name_of_rank(peer));
 }
 
 void MatchBoard::publish(const std::string& message) {
@@ -294,19 +298,59 @@ std::string MatchBoard::missing_p2p(const core::Desc& d) const {
   return fmt::format("{}, not posted yet by rank {} (its {})", which, peer, sending ? "receive" : "send");
 }
 
+void MatchBoard::set_names(Names names) {
+  names_ = std::move(names);
+  if (names_.parent) {
+    parent_keys_ = std::make_unique<std::atomic<uint64_t>[]>(kRingKeys);
+    for (uint32_t i = 0; i < kRingKeys; ++i) parent_keys_[i].store(0, std::memory_order_relaxed);
+  }
+}
+
+// Stage keys are sequence keys (id -1), parent keys too (a hierarchical all-reduce is never persistent). An entry is
+// rewritten only kRingKeys stage keys later, more than an engine holds pending.
+void MatchBoard::set_parent_key(const MatchKey& key, const MatchKey& parent_key) {
+  if (parent_keys_ && key.id < 0 && parent_key.id < 0)
+    parent_keys_[key.n % kRingKeys].store(parent_key.n + 1, std::memory_order_release);
+}
+
+bool MatchBoard::parent_key_known(const MatchKey& key, MatchKey* parent) const {
+  if (!parent_keys_ || key.id >= 0) return false;
+  const uint64_t v = parent_keys_[key.n % kRingKeys].load(std::memory_order_acquire);
+  parent->n = v - 1;
+  return v != 0;
+}
+
 std::string MatchBoard::missing(const core::Desc& d) const {
   if (core::is_p2p(d.kind)) return missing_p2p(d);
   const MatchKey key = key_of(d);
-  const std::string which = key.id < 0 ? fmt::format("#{} of its communicator", key.n)
-                                       : fmt::format("persistent id {} start #{}", key.id, key.n);
-  const std::vector<int> ranks = not_arrived(key);
+  std::string text = missing_key(key);
+  MatchKey parent;
+  if (parent_key_known(key, &parent)) text += "; the application's collective: " + names_.parent->missing_key(parent);
+  return text;
+}
+
+std::string MatchBoard::missing_key(const MatchKey& key) const {
+  std::string which = key.id < 0 ? fmt::format("#{} of its communicator", key.n)
+                                 : fmt::format("persistent id {} start #{}", key.id, key.n);
+  if (!names_.collective.empty()) which = fmt::format("#{} {}", key.n, names_.collective);
+  std::vector<int> ranks = not_arrived(key);
+  for (int& r : ranks) r = name_of_rank(r);
   if (ranks.empty()) return which + ", called by every rank";
   return fmt::format("{}, not called yet by rank{} {}", which, ranks.size() > 1 ? "s" : "", fmt::join(ranks, ", "));
 }
 
 std::vector<int> MatchBoard::missing_ranks(const core::Desc& d) const {
   if (core::is_p2p(d.kind)) return p2p_other_side_posted(d) ? std::vector<int>{} : std::vector<int>{d.root};
-  return not_arrived(key_of(d));
+  const MatchKey key = key_of(d);
+  std::vector<int> ranks = not_arrived(key);
+  for (int& r : ranks) r = name_of_rank(r);
+  MatchKey parent;
+  if (parent_key_known(key, &parent)) {
+    for (int r : names_.parent->not_arrived(parent)) ranks.push_back(r);
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  }
+  return ranks;
 }
 
 }  // namespace dfccl

@@ -25,6 +25,7 @@
 // (publish()).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -79,6 +80,21 @@ class MatchBoard final : public ArrivalSource {
   std::string mirror_p2p(const P2pKey& key, bool send_side, uint64_t word);
   // Publishes a mismatch found elsewhere (another host) unless one was published already.
   void publish(const std::string& message);
+  // How the board's messages name ranks and collectives: a stage communicator of a hierarchical all-reduce
+  // (hierarchy.h) names them as the application knows them, in its parent's ranks and counts, and reports which
+  // ranks have not called the parent's collective that a pending stage belongs to (set_parent_key).
+  struct Names {
+    std::vector<int> ranks;                    // the name of each of the board's ranks
+    int nranks = 0;                            // the named communicator's size (by default the board's)
+    uint64_t count_scale = 1;                  // a count named is this many times the board's
+    std::string collective;                    // what a collective of this board is ("of ... stage")
+    std::shared_ptr<const MatchBoard> parent;  // the board of the communicator named
+  };
+  // Caller: hierarchy_init, before the first post. Every message from then on uses names.
+  void set_names(Names names);
+  // Caller: comm_submit_chain, under the parent's lock, for a stage collective posted here under key: the key of the
+  // application's collective it belongs to on names.parent.
+  void set_parent_key(const MatchKey& key, const MatchKey& parent_key);
   // Caller: board_mirror's connect, before the engine sees the board. From then on settled() checks d's signatures.
   void set_across_hosts() { across_hosts_ = true; }
   bool across_hosts() const override { return across_hosts_; }
@@ -91,6 +107,8 @@ class MatchBoard final : public ArrivalSource {
   std::vector<int> missing_ranks(const core::Desc& d) const override;
   // The ranks that have not posted key yet.
   std::vector<int> not_arrived(const MatchKey& key) const;
+  // "#<n> of its communicator" and which ranks have not posted key yet (as missing()).
+  std::string missing_key(const MatchKey& key) const;
 
  private:
   struct Entry;
@@ -112,12 +130,17 @@ class MatchBoard final : public ArrivalSource {
   // Publishes message unless another finding came first, and returns the first one (what every rank reports).
   std::string publish_first(const std::string& message);
   std::string published_wait() const;
+  int name_of_rank(int rank) const { return names_.ranks.empty() ? rank : names_.ranks[size_t(rank)]; }
 
   std::shared_ptr<Bootstrap> segment_;
   char* base_ = nullptr;
   int rank_ = 0, nranks_ = 0;
   uint32_t seq_lanes_ = 1;
   bool across_hosts_ = false;
+  Names names_;
+  // With names_.parent: per key of the ring, the parent key + 1 of the collective it belongs to (0: none).
+  std::unique_ptr<std::atomic<uint64_t>[]> parent_keys_;
+  bool parent_key_known(const MatchKey& key, MatchKey* parent) const;
 };
 
 }  // namespace dfccl
