@@ -323,8 +323,9 @@ void Engine::warn_if_stuck_locked(uint64_t now) {
   for (const SlotUse& use : slots_)
     if (use.req && (!oldest || use.req->seq < oldest->req->seq)) oldest = &use;
   if (!oldest || oldest->req->seq <= stuck_warned_seq_) return;
-  const uint64_t age = now - oldest->req->info.submitNs;
-  if (age < stuck_warn_ns_) return;
+  const uint64_t submitted = oldest->req->info.submitNs;  // may be after `now`: submitted since it was read
+  if (now < submitted || now - submitted < stuck_warn_ns_) return;
+  const uint64_t age = now - submitted;
   stuck_warned_seq_ = oldest->req->seq;
   const core::Desc& d = h_->desc[oldest->req->slot];
   log(LogLevel::Warn, LogSubsys::Engine,
