@@ -5,7 +5,8 @@ the ucx_perftest tag_bw bandwidth of a CSV (size_bytes, iterations, bandwidth_ov
 the same transport, as network_<coll>.png (--name: <name>_<coll>.png). --mean: the bandwidth from the mean over the
 timed iterations instead of the table's median (iteration timing: a backend whose iterations end in bursts, such as
 a broadcast's receiver behind a root that runs ahead, has medians far below its means).
-Usage: scripts/python.sh scripts/plot_net.py FILE.h5 [...] --perftest CSV --coll broadcast --out DIR [--mean]
+Without --perftest, no ceiling line (files that compare backends only).
+Usage: scripts/python.sh scripts/plot_net.py FILE.h5 [...] [--perftest CSV] --coll broadcast --out DIR [--mean]
 """
 import argparse
 import os
@@ -40,7 +41,7 @@ def backend_rows(path, coll, mean):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+")
-    ap.add_argument("--perftest", required=True, help="ucx_perftest tag_bw CSV")
+    ap.add_argument("--perftest", help="ucx_perftest tag_bw CSV")
     ap.add_argument("--coll", default="broadcast")
     ap.add_argument("--out", required=True)
     ap.add_argument("--name", default="network", help="file name prefix")
@@ -51,13 +52,14 @@ def main():
         for backend, df in backend_rows(path, a.coll, a.mean):
             label = os.path.splitext(os.path.basename(path))[0]
             ax.plot(df["bytes"], df["busbw_GBs"], marker="o", label=f"{label}: {backend}")
-    pt = pd.read_csv(a.perftest, comment="#", names=["bytes", "iterations", "MBps"])
-    ax.plot(pt["bytes"], pt["MBps"] * 1048576 / 1e9, marker="s", linestyle="--", color="black",
-            label="ucx_perftest tag_bw (ceiling)")
+    if a.perftest:
+        pt = pd.read_csv(a.perftest, comment="#", names=["bytes", "iterations", "MBps"])
+        ax.plot(pt["bytes"], pt["MBps"] * 1048576 / 1e9, marker="s", linestyle="--", color="black",
+                label="ucx_perftest tag_bw (ceiling)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("size (bytes)")
     ax.set_ylabel("bandwidth (GB/s)")
-    ax.set_title(f"{a.coll}, 2 ranks: network path vs its transport")
+    ax.set_title(f"{a.coll}, 2 ranks: network path vs " + ("its transport" if a.perftest else "NCCL's sockets"))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     run = dr.run_attributes(a.files[0])

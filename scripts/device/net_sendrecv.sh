@@ -7,8 +7,8 @@
 # (a call returns at most 8 files).
 # gpu-t4-host: host completion, no stream waits (on one host the stalls under MPS follow the stream waits: run 214).
 #   scripts/device/net_sendrecv.sh [step...]   (default: host-t4 gpu-t1 gpu-t4 gpu-t4-host gpu-t4-stuck20ms gpu-t4-p2p1;
-#   named only: vs-nccl, beside NCCL's sockets; gpu-t4-waitmem, which under MPS hung in run 210 and left MPS
-#   refusing the next step)
+#   named only: vs-nccl, beside NCCL's sockets; vs-nccl-host, the same with host completion; gpu-t4-waitmem, which
+#   under MPS hung in run 210 and left MPS refusing the next step)
 set -u
 FINAL=$OUT
 export OUT=/tmp/net_sendrecv
@@ -34,6 +34,13 @@ want gpu-t4-p2p1 && step gpu-t4-p2p1 120 $MX -x DFCCL_P2P_CHANNELS=1 -np 2 /bin/
 # vs-nccl (only when named): sendrecv and all_reduce beside NCCL's sockets in one run, batch timing (as run 209).
 NX="-x NCCL_SOCKET_IFNAME=lo -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1 -x NCCL_NVLS_ENABLE"
 HOSTBOTH='export DFCCL_HOSTID=node$OMPI_COMM_WORLD_RANK NCCL_HOSTID=node$OMPI_COMM_WORLD_RANK; exec "$0" "$@"'
+# vs-nccl-host (only when named): the same pair at 1 / 2 / 4 MiB with host completion, once per net slot size in
+# NET_SLOTS (default "524288 131072"; run 221, results/net/gpu-host-completion/).
+if want vs-nccl-host; then
+  for slot in ${NET_SLOTS:-524288 131072}; do
+    step "vs-nccl-host-slot$slot" 150 $MX $NX -x DFCCL_NET_SLOT_BYTES=$slot -np 2 /bin/sh -c "$HOSTBOTH" $B/dfccl-harness --backend dfccl,nccl -b 1M -e 4M -f 2 --timing batch --batch 20 --iters 60 --warmup 10 --quiet --collectives sendrecv,all_reduce --completion host --out $OUT/vs-nccl-host-slot$slot.h5
+  done
+fi
 want vs-nccl && step vs-nccl 200 $MX $NX -np 2 /bin/sh -c "$HOSTBOTH" $B/dfccl-harness --backend dfccl,nccl -b 1M -e 64M -f 4 --timing batch --batch 20 --iters 60 --warmup 10 --quiet --collectives sendrecv,all_reduce --out $OUT/vs-nccl.h5
 python3 - $OUT/*.h5 > $OUT/launches.txt 2>&1 <<'PY' || true
 import sys, h5py
