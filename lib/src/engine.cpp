@@ -125,9 +125,10 @@ Engine::~Engine() {
 
 std::vector<std::shared_ptr<net::Proxy>> Engine::net_proxies() {
   std::lock_guard<std::mutex> lk(net_mu_);
-  const int want = net::proxy_threads(exec_->kind() == dfcclExecutorHost);
+  const bool host = exec_->kind() == dfcclExecutorHost;
+  const int want = net::proxy_threads(host);
   while (int(net_.size()) < want) {
-    auto p = net::Proxy::create();
+    auto p = net::Proxy::create(host);
     if (!p.ok())
       throw Error(p.status.code == net::Code::kUnsupported ? dfcclNotSupported : dfcclSystemError,
                   fmt::format("the network transport did not start: {}", p.status.message));

@@ -141,6 +141,11 @@ const std::vector<EnvVar>& env_table() {
               "splits its network channels among them (channel c to proxy c mod n, n the smallest value among its "
               "ranks)"),
       integer("DFCCL_HOST_NET_THREADS", "1", 1, 16, "host executor: net proxies per engine (as DFCCL_NET_THREADS)"),
+      integer("DFCCL_NET_SPIN_NS", "1000000", 0, 1000000000,
+              "CUDA executor: how long a net proxy keeps polling without pause after its last progress before it "
+              "sleeps between turns (each sleep delays the next message it sees by tens of microseconds)"),
+      integer("DFCCL_HOST_NET_SPIN_NS", "0", 0, 1000000000,
+              "host executor: the same (0: its daemon threads need the cores of small machines)"),
       integer("DFCCL_HIERARCHY", "0", 0, 1,
               "1: a communicator of several hosts with the same number (>= 2) of ranks each, host after host, runs "
               "all-reduces (count a multiple of that number, operator not avg) as a reduce-scatter in each host, an "

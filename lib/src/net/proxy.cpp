@@ -17,8 +17,26 @@ namespace {
 // A data message's channel field carries kLLChannel when its bytes are LL lines (channel 0 only: core/region.h).
 constexpr uint32_t kLLChannel = 0x80;
 constexpr Tag kAnyProtocol = tags::kExact & ~(Tag{kLLChannel} << tags::kChannelShift);
-constexpr unsigned kIdleSpins = 16;  // idle turns before the thread sleeps between turns
-constexpr auto kIdleSleep = std::chrono::microseconds(20);
+// The proxy thread's pause after a turn: none while turns move something, nor for kIdleSpins idle turns and then
+// `spin` (DFCCL_NET_SPIN_NS); after that kIdleSleep per turn.
+class Idler {
+ public:
+  explicit Idler(std::chrono::nanoseconds spin) : spin_(spin) {}
+  void after_turn(bool moved) {
+    idle_ = moved ? 0 : idle_ + 1;
+    if (idle_ <= kIdleSpins) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (idle_ == kIdleSpins + 1) since_ = now;
+    if (now - since_ >= spin_) std::this_thread::sleep_for(kIdleSleep);
+  }
+
+ private:
+  static constexpr unsigned kIdleSpins = 16;
+  static constexpr auto kIdleSleep = std::chrono::microseconds(20);
+  std::chrono::nanoseconds spin_;
+  unsigned idle_ = 0;
+  std::chrono::steady_clock::time_point since_{};
+};
 constexpr uint32_t kByeKind = 1;  // control message: "this proxy stops", 8 bytes: its engine id
 constexpr Tag kByeTag = tags::make(tags::kControlHop, kByeKind, 0, 0);
 constexpr uint32_t kBeatKind = 2;  // control message: a heartbeat, 8 bytes: the sender's engine id
@@ -80,13 +98,15 @@ int proxy_threads(bool host_executor) {
   return int(env_int(host_executor ? "DFCCL_HOST_NET_THREADS" : "DFCCL_NET_THREADS"));
 }
 
-Result<std::shared_ptr<Proxy>> Proxy::create(const Options& options) {
+Result<std::shared_ptr<Proxy>> Proxy::create(bool host_executor, const Options& options) {
   auto t = make_transport(options);
   if (!t.ok()) return {nullptr, t.status};
-  return {std::shared_ptr<Proxy>(new Proxy(std::move(t.value))), {}};
+  return {std::shared_ptr<Proxy>(new Proxy(std::move(t.value), host_executor)), {}};
 }
 
-Proxy::Proxy(std::unique_ptr<Transport> transport) : t_(std::move(transport)), address_(t_->address()) {
+Proxy::Proxy(std::unique_ptr<Transport> transport, bool host_executor)
+    : t_(std::move(transport)), address_(t_->address()) {
+  spin_ = std::chrono::nanoseconds(env_int(host_executor ? "DFCCL_HOST_NET_SPIN_NS" : "DFCCL_NET_SPIN_NS"));
   std::random_device rd;
   engine_id_ = (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
   beat_period_ = std::chrono::milliseconds(env_int("DFCCL_NET_HEARTBEAT_MS"));
@@ -586,7 +606,7 @@ bool Proxy::step(Hop& h) {
 }
 
 void Proxy::loop() {
-  unsigned idle = 0;
+  Idler idler(spin_);
   while (!stop_) {
     if (has_cmds_) run_commands();
     bool moved = t_->progress() > 0;
@@ -613,8 +633,7 @@ void Proxy::loop() {
       moved = step(h) || moved;
       ++it;
     }
-    idle = moved ? 0 : idle + 1;
-    if (idle > kIdleSpins) std::this_thread::sleep_for(kIdleSleep);
+    idler.after_turn(moved);
   }
 }
 

@@ -68,8 +68,10 @@ int proxy_threads(bool host_executor);
 
 class Proxy {
  public:
-  // Creates the transport and starts the thread; kUnsupported without UCX.
-  static Result<std::shared_ptr<Proxy>> create(const Options& options = {});
+  // Creates the transport and starts the thread; kUnsupported without UCX. The thread polls without pause while
+  // anything moved within the last DFCCL_NET_SPIN_NS (host_executor: DFCCL_HOST_NET_SPIN_NS), then sleeps between
+  // turns.
+  static Result<std::shared_ptr<Proxy>> create(bool host_executor, const Options& options = {});
   ~Proxy();  // stops the thread; the transport's destruction ends every request (bounded)
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
@@ -120,7 +122,7 @@ class Proxy {
   // and sets *error when a receive could not be posted.
   template <class Take>
   bool take_inbox(Inbox& in, Tag tag, Tag mask, bool repost, Take take, Status* error = nullptr);
-  explicit Proxy(std::unique_ptr<Transport> transport);
+  Proxy(std::unique_ptr<Transport> transport, bool host_executor);
   void loop();
   void run_commands();
   bool step(Hop& h);
@@ -174,6 +176,7 @@ class Proxy {
   };
   std::map<std::vector<std::byte>, PeerInfo> peers_;
   std::chrono::milliseconds beat_period_{100}, silence_{20000};  // DFCCL_NET_HEARTBEAT_MS, DFCCL_NET_TIMEOUT_MS
+  std::chrono::nanoseconds spin_{0};                             // DFCCL_NET_SPIN_NS or DFCCL_HOST_NET_SPIN_NS
   Inbox beats_;                                                  // heartbeats received: the sender's engine id
   std::vector<uint64_t> departed_;                               // engine ids of proxies that said they stop
   Inbox byes_;                                                   // their messages
