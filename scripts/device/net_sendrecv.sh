@@ -35,10 +35,13 @@ want gpu-t4-p2p1 && step gpu-t4-p2p1 120 $MX -x DFCCL_P2P_CHANNELS=1 -np 2 /bin/
 NX="-x NCCL_SOCKET_IFNAME=lo -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1 -x NCCL_NVLS_ENABLE"
 HOSTBOTH='export DFCCL_HOSTID=node$OMPI_COMM_WORLD_RANK NCCL_HOSTID=node$OMPI_COMM_WORLD_RANK; exec "$0" "$@"'
 # vs-nccl-host (only when named): the same pair at 1 / 2 / 4 MiB with host completion, once per net slot size in
-# NET_SLOTS (default "524288 131072"; run 221, results/net/gpu-host-completion/).
+# NET_SLOTS (default "524288 131072"; run 221, results/net/gpu-host-completion/) and proxy spin in NET_SPINS (ns,
+# default "1000000"; run 223 compared 0, 200000 and 1000000: results/net/gpu-proxy-spin/).
 if want vs-nccl-host; then
   for slot in ${NET_SLOTS:-524288 131072}; do
-    step "vs-nccl-host-slot$slot" 150 $MX $NX -x DFCCL_NET_SLOT_BYTES=$slot -np 2 /bin/sh -c "$HOSTBOTH" $B/dfccl-harness --backend dfccl,nccl -b 1M -e 4M -f 2 --timing batch --batch 20 --iters 60 --warmup 10 --quiet --collectives sendrecv,all_reduce --completion host --out $OUT/vs-nccl-host-slot$slot.h5
+    for spin in ${NET_SPINS:-1000000}; do
+      step "vs-nccl-host-slot$slot-spin$spin" 150 $MX $NX -x DFCCL_NET_SLOT_BYTES=$slot -x DFCCL_NET_SPIN_NS=$spin -np 2 /bin/sh -c "$HOSTBOTH" $B/dfccl-harness --backend dfccl,nccl -b 1M -e 4M -f 2 --timing batch --batch 20 --iters 60 --warmup 10 --quiet --collectives sendrecv,all_reduce --completion host --out $OUT/vs-nccl-host-slot$slot-spin$spin.h5
+    done
   done
 fi
 want vs-nccl && step vs-nccl 200 $MX $NX -np 2 /bin/sh -c "$HOSTBOTH" $B/dfccl-harness --backend dfccl,nccl -b 1M -e 64M -f 4 --timing batch --batch 20 --iters 60 --warmup 10 --quiet --collectives sendrecv,all_reduce --out $OUT/vs-nccl.h5
