@@ -7,8 +7,8 @@
 # (a call returns at most 8 files).
 # gpu-t4-host: host completion, no stream waits (on one host the stalls under MPS follow the stream waits: run 214).
 #   scripts/device/net_sendrecv.sh [step...]   (default: host-t4 gpu-t1 gpu-t4 gpu-t4-host gpu-t4-stuck20ms gpu-t4-p2p1;
-#   named only: vs-nccl, beside NCCL's sockets; vs-nccl-host, the same with host completion; gpu-t4-waitmem, which
-#   under MPS hung in run 210 and left MPS refusing the next step)
+#   named only: vs-nccl, beside NCCL's sockets; vs-nccl-host, the same with host completion; every-host, every
+#   collective so; gpu-t4-waitmem, which under MPS hung in run 210 and left MPS refusing the next step)
 set -u
 FINAL=$OUT
 export OUT=/tmp/net_sendrecv
@@ -42,6 +42,17 @@ if want vs-nccl-host; then
     for spin in ${NET_SPINS:-1000000}; do
       step "vs-nccl-host-slot$slot-spin$spin" 150 $MX $NX -x DFCCL_NET_SLOT_BYTES=$slot -x DFCCL_NET_SPIN_NS=$spin -np 2 /bin/sh -c "$HOSTBOTH" $B/dfccl-harness --backend dfccl,nccl -b 1M -e 4M -f 2 --timing batch --batch 20 --iters 60 --warmup 10 --quiet --collectives sendrecv,all_reduce --completion host --out $OUT/vs-nccl-host-slot$slot-spin$spin.h5
     done
+  done
+fi
+# every-host (only when named): every collective beside NCCL's sockets at 1 / 4 / 16 MiB with host completion, then
+# ucx_perftest tag_bw at those sizes into ucx.txt (run 225, results/net/gpu-every/).
+if want every-host; then
+  step every-host 200 $MX $NX -np 2 /bin/sh -c "$HOSTBOTH" $B/dfccl-harness --backend dfccl,nccl -b 1M -e 16M -f 4 --timing batch --batch 10 --iters 20 --warmup 3 --quiet --collectives all_reduce,all_gather,reduce_scatter,broadcast,reduce,sendrecv,all_to_all --completion host --out $OUT/every-host.h5
+  for s in 1048576 4194304 16777216; do
+    .deps/ucx/bin/ucx_perftest -p 13337 -t tag_bw -s $s -n 1000 > /dev/null 2>&1 &
+    sleep 1
+    echo "ucx_perftest tag_bw $s: $(timeout 60 .deps/ucx/bin/ucx_perftest 127.0.0.1 -p 13337 -t tag_bw -s $s -n 1000 -f 2>&1 | tail -1)" >> $OUT/ucx.txt
+    wait
   done
 fi
 want vs-nccl && step vs-nccl 200 $MX $NX -np 2 /bin/sh -c "$HOSTBOTH" $B/dfccl-harness --backend dfccl,nccl -b 1M -e 64M -f 4 --timing batch --batch 20 --iters 60 --warmup 10 --quiet --collectives sendrecv,all_reduce --out $OUT/vs-nccl.h5
