@@ -300,10 +300,7 @@ std::string MatchBoard::missing_p2p(const core::Desc& d) const {
 
 void MatchBoard::set_names(Names names) {
   names_ = std::move(names);
-  if (names_.parent) {
-    parent_keys_ = std::make_unique<std::atomic<uint64_t>[]>(kRingKeys);
-    for (uint32_t i = 0; i < kRingKeys; ++i) parent_keys_[i].store(0, std::memory_order_relaxed);
-  }
+  if (names_.parent) parent_keys_ = std::make_unique<std::atomic<uint64_t>[]>(kRingKeys);  // all 0 (C++20)
 }
 
 // Stage keys are sequence keys (id -1), parent keys too (a hierarchical all-reduce is never persistent). An entry is
