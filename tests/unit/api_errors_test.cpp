@@ -130,11 +130,15 @@ TEST(ApiErrors, EveryBadArgumentIsNamedAndNothingQueuedIsLost) {
   EXPECT_REJECTS(dfcclRequestGetInfo(queued, nullptr), inv, "'info'");
 
   // The queued collective was not disturbed by any of this.
-  ASSERT_EQ(dfcclAllReduce(peer_in.data(), peer_out.data(), 64, dfcclFloat32, dfcclSum, g[1], 0, nullptr, nullptr),
+  dfcclRequest_t peer = nullptr;  // waited for too: its daemon writes peer_out until it completes
+  ASSERT_EQ(dfcclAllReduce(peer_in.data(), peer_out.data(), 64, dfcclFloat32, dfcclSum, g[1], 0, nullptr, &peer),
             dfcclSuccess);
   ASSERT_EQ(dfcclSynchronize(queued, 30000), dfcclSuccess);
+  ASSERT_EQ(dfcclSynchronize(peer, 30000), dfcclSuccess);
   for (float v : b) EXPECT_EQ(v, 2.0f);
+  for (float v : peer_out) EXPECT_EQ(v, 2.0f);
   ASSERT_EQ(dfcclRequestFree(queued), dfcclSuccess);
+  ASSERT_EQ(dfcclRequestFree(peer), dfcclSuccess);
   EXPECT_STREQ(dfcclGetErrorString(dfcclInvalidArgument), "invalid argument");
 }
 
