@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaMalloc(&in, 4096));
   CUDA_CHECK(cudaMalloc(&out, 4096));
   CUDA_CHECK(cudaMemset(in, 0, 4096));
+  CUDA_CHECK(cudaDeviceSynchronize());  // the input visible to the device before host-ordered submissions
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaEvent_t e0, e1;

@@ -46,6 +46,7 @@ struct DevBuf {
     cudaMalloc(&out, n * 4);
     cudaMemset(in, pattern, n * 4);
     cudaMemset(out, 0xff, n * 4);
+    cudaDeviceSynchronize();  // visible to the device before any stream's or host-ordered collective reads them
   }
   ~DevBuf() {
     cudaSetDevice(dev);

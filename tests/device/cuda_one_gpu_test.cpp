@@ -44,6 +44,7 @@ TEST(CudaOneGpu, GraphCaptureIsRefusedNamingTheStreamAndQueuesNothing) {
   CUDA_OK(cudaMalloc(&out, n * 4));
   CUDA_OK(cudaMemset(in, 3, n * 4));
   CUDA_OK(cudaMemset(out, 0xff, n * 4));
+  CUDA_OK(cudaDeviceSynchronize());  // a cudaMemset of device memory may return before it is done
   cudaStream_t s, other;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
@@ -147,13 +148,13 @@ TEST(CudaOneGpu, AnApplicationsStaleErrorDoesNotFailASubmission) {
   DeviceInts in_buf(n), out_buf(n);
   int32_t *in = in_buf.p, *out = out_buf.p;
   ASSERT_TRUE(in && out);
-  CUDA_OK(cudaMemset(in, 1, n * 4));
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaMemsetAsync(in, 1, n * 4, s));  // on the collective's stream: ordered before it
   for (int i = 0; i < 3; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the daemon goes idle (DFCCL_IDLE_NS): relaunched
     ASSERT_NE(cudaFree(reinterpret_cast<void *>(0x1000)), cudaSuccess);  // the application's own, left unread
-    CUDA_OK(cudaMemset(out, 0xff, n * 4));
+    CUDA_OK(cudaMemsetAsync(out, 0xff, n * 4, s));
     dfcclRequest_t req = nullptr;
     ASSERT_EQ(dfcclAllReduce(in, out, n, dfcclInt32, dfcclSum, g[0], 0, s, &req), dfcclSuccess) << last_error();
     ASSERT_EQ(dfcclWait(req, s), dfcclSuccess) << last_error();

@@ -83,6 +83,14 @@ dfcclComm_t make_comm(int rank) {
   return c;
 }
 
+// Uploads a rank's input for a host-ordered (DFCCL_NO_STREAM) collective: a cudaMemcpy from pageable memory may return
+// before its copy has reached device memory, so the legacy default stream, which carries it, is synchronized before
+// the submission (dfccl.h, DFCCL_NO_STREAM).
+void upload(float* in, const std::vector<float>& h) {
+  cuda_ok(cudaMemcpy(in, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  cuda_ok(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize (after the upload)");
+}
+
 // Rank r contributes k + r on communicator k.
 void allreduce_exact(dfcclComm_t c, float* in, float* out, int k) {
   dfcclRequest_t q = nullptr;
@@ -117,7 +125,7 @@ int main(int argc, char** argv) {
   }
   for (int k = 0; k < n; ++k) {
     std::fill(h.begin(), h.end(), float(k + g_rank));
-    cuda_ok(cudaMemcpy(in, h.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    upload(in, h);
     allreduce_exact(comms[size_t(k)], in, out, k);
   }
   // The ranks share the GPUs (rank r on GPU r % gpus), so the drop is divided by the processes on this GPU.
@@ -130,7 +138,7 @@ int main(int argc, char** argv) {
   const double expect = formula_mib(blocks, g_size);
   // A persistent collective on the last communicator: its lane comes with it.
   std::fill(h.begin(), h.end(), float(g_rank));
-  cuda_ok(cudaMemcpy(in, h.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  upload(in, h);
   MPI_Barrier(MPI_COMM_WORLD);  // both ranks measure before either allocates
   const size_t before_lane = free_bytes();
   persistent_exact(comms.back(), in, out);
