@@ -172,10 +172,19 @@ dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info);
 /*   priority: higher runs first when several collectives are runnable (default 0);                                   */
 /*   stream:   inputs are stream-ordered — the collective starts only after the work queued on stream before it;      */
 /*             the call returns at once. The host executor ignores streams.                                           */
-/*             DFCCL_NO_STREAM: host-ordered — the inputs are ready when the call is made (e.g. after a               */
-/*             cudaStreamSynchronize); nothing is queued on any stream and the call makes no CUDA call, so nothing   */
-/*             can hold the submission and the call is shorter. Complete it with dfcclTest, dfcclSynchronize or a    */
-/*             callback, or join a stream with dfcclWait.                                                             */
+/*             DFCCL_NO_STREAM: host-ordered — the inputs must be ready, i.e. visible to the device, when the call    */
+/*             is made; nothing is queued on any stream and the call makes no CUDA call, so nothing can hold the      */
+/*             submission and the call is shorter. Complete it with dfcclTest, dfcclSynchronize or a callback, or     */
+/*             join a stream with dfcclWait. Ready: the work that wrote them was waited for on the host               */
+/*             (cudaStreamSynchronize of its stream, cudaEventSynchronize, cudaDeviceSynchronize), or a cudaMemcpy    */
+/*             from pinned host memory wrote them, or collectives this host has seen complete. NOT ready: right after */
+/*             a cudaMemcpy from pageable host memory or a cudaMemset, which may return before the data reaches       */
+/*             device memory; the collective may then read stale inputs. For example:                                 */
+/*               cudaMemcpy(in, host_vector, bytes, cudaMemcpyHostToDevice);   (pageable: may still be in flight)     */
+/*               cudaStreamSynchronize(0);                                      (now visible to the device)           */
+/*               dfcclAllReduce(in, out, n, dfcclFloat32, dfcclSum, comm, 0, DFCCL_NO_STREAM, &req);                  */
+/*             DFCCL_CHECK_HOST_ORDER=1 (debugging) makes each such call synchronize the calling thread's default     */
+/*             streams first: a result right with it and wrong without it means inputs were not ready.                */
 /*             A stream that is capturing a CUDA graph is refused (dfcclNotSupported; nothing queued or captured):  */
 /*             a graph would replay only the doorbell, and every replay after the first would skip the collective.  */
 /*   request:  out; NULL for fire-and-forget (then completion is observable only through the stream order of later   */
@@ -262,6 +271,9 @@ dfcclResult_t dfcclPersistentFree(dfcclPersistent_t coll);
 /*   Under serialized launches (CUDA_LAUNCH_BLOCKING=1, compute-sanitizer) the wait holds the calling thread or every */
 /*   later kernel until the collective completes, so ranks that wait in different orders can hang there; the engine */
 /*   warns at creation, and dfcclCommAbort still ends such a hang. Prefer host completion while debugging.          */
+/*   On a GPU shared through CUDA MPS, streams waiting on the GPU can hang the MPS clients, so there dfcclWait        */
+/*   blocks the calling thread as on the host executor (the stream's later work, queued after it returns, still       */
+/*   follows the collective); DFCCL_MPS_WAIT=stream restores the GPU-side wait and the hazard. The engine warns.      */
 dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream);
 /* *done = 1 when finished; the return value is then the collective's status (dfcclSuccess, dfcclAborted, ...). */
 dfcclResult_t dfcclTest(dfcclRequest_t request, int* done);

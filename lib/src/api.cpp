@@ -164,6 +164,21 @@ void check_not_capturing(cudaStream_t stream, dfcclExecutor_t executor, const ch
                             fn, status == cudaStreamCaptureStatusActive ? "in a" : "in an invalidated"));
 }
 
+// DFCCL_CHECK_HOST_ORDER=1, a debugging aid: before a host-ordered submission of the CUDA executor, waits for the
+// calling thread's default streams (legacy and per-thread), where a pageable cudaMemcpy may still be carrying the
+// inputs to the device after it returned. The submission is then a synchronization of those streams.
+void settle_host_order(dfcclComm* c, cudaStream_t stream, const char* fn) {
+  if (stream != DFCCL_NO_STREAM) return;
+  const std::shared_ptr<Engine> e = engine_ref(c);
+  if (!e || !e->check_host_order()) return;
+  cudaError_t r = cudaStreamSynchronize(cudaStreamLegacy);
+  if (r == cudaSuccess) r = cudaStreamSynchronize(cudaStreamPerThread);
+  if (r != cudaSuccess)
+    throw Error(dfcclUnhandledCudaError, fmt::format("{}: DFCCL_CHECK_HOST_ORDER=1: synchronizing the default streams "
+                                                     "before a host-ordered submission failed: {}",
+                                                     fn, cudaGetErrorString(r)));
+}
+
 // A queued request's handle into *request (NULL: fire-and-forget).
 void hand_out(const std::shared_ptr<RequestState>& st, dfcclRequest_t* request) {
   if (!request) return;
@@ -179,6 +194,7 @@ void hand_out(const std::shared_ptr<RequestState>& st, dfcclRequest_t* request) 
 dfcclResult_t submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream, dfcclRequest_t* request,
                      const char* fn) {
   check_not_capturing(stream, dfcclExecutor_t(c->config.executor), fn);
+  settle_host_order(c, stream, fn);
   hand_out(comm_submit(c, d, persistent_id, stream), request);
   return dfcclSuccess;
 }
@@ -206,6 +222,7 @@ void check_peer(int peer, const dfcclComm* c, const char* fn) {
 dfcclResult_t submit_p2p(dfcclComm* c, std::vector<core::Desc> parts, uint32_t lane, cudaStream_t stream,
                          dfcclRequest_t* request, const char* fn) {
   check_not_capturing(stream, dfcclExecutor_t(c->config.executor), fn);
+  settle_host_order(c, stream, fn);
   auto reqs = comm_submit_p2p(c, std::move(parts), lane, stream);
   if (request) hand_out(reqs.size() == 1 ? reqs.front() : compound_request(std::move(reqs)), request);
   return dfcclSuccess;
@@ -735,8 +752,9 @@ dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream) {
                        "(or wait on the host: dfcclSynchronize)");
     std::shared_ptr<Engine> engine = state->engine.lock();
     if (engine) check_not_capturing(stream, engine->executor_kind(), "dfcclWait");
-    // The host executor waits for the collective here, and answers with its status (aborted, a peer's failure).
-    const bool host = engine ? engine->executor_kind() == dfcclExecutorHost : true;
+    // Where the engine waits on the host (the host executor, the CUDA executor under MPS), dfcclWait waits for the
+    // collective here and answers with its status (aborted, a peer's failure).
+    const bool host = engine ? engine->waits_on_host() : true;
     if (engine && state->status.load(std::memory_order_acquire) == dfcclInProgress)
       engine->wait_on_stream(state, stream);
     return host ? finished_status(*state) : dfcclSuccess;

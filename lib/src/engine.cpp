@@ -69,6 +69,9 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::mo
   probe_spin_ns_ = c.probe_spin_ns;
   sync_spin_ns_ = c.sync_spin_ns;
   wait_kernel_ = c.wait_kernel;
+  check_host_order_ = c.check_host_order;
+  wait_on_host_ = c.wait_on_host;
+  host_wait_timeout_ms_ = c.host_wait_timeout_ms;
   const std::string serialized = exec_->serialization();
   if (!serialized.empty())
     log(LogLevel::Warn, LogSubsys::Engine,
@@ -76,6 +79,18 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::mo
         "the device until its collective completes, so ranks that wait in different orders can hang although they "
         "complete without {}; dfcclCommAbort still ends such a hang (docs/design.md, \"Serialized launches\")",
         serialized, serialized);
+  if (c.under_mps && c.wait_on_host)
+    log(LogLevel::Warn, LogSubsys::Engine,
+        "device {} is shared through CUDA MPS, where a stream waiting on the GPU for a collective can hang the "
+        "clients: dfcclWait here blocks the calling thread until its collective finishes, as on the host executor "
+        "(DFCCL_MPS_WAIT=host; docs/design.md, \"Several processes on one GPU\")",
+        exec_->device());
+  else if (c.under_mps)
+    log(LogLevel::Warn, LogSubsys::Engine,
+        "device {} is shared through CUDA MPS and DFCCL_MPS_WAIT=stream: streams waiting on the GPU for collectives "
+        "(dfcclWait) can hang the clients of the MPS server, and dfcclCommAbort may not release them: DFCCL's "
+        "guarantee does not hold here (docs/design.md, \"Several processes on one GPU\")",
+        exec_->device());
   log(LogLevel::Info, LogSubsys::Engine,
       "DFCCL {}.{}.{} engine on device {}: {} executor, {} mode, {} blocks x {} threads{}, stream waits by {}; {} "
       "slots x {} B per lane, {} sequence + {} persistent lanes per communicator",
@@ -657,17 +672,17 @@ bool Engine::daemon_gone_locked(uint64_t now) {
 }
 
 void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t stream) {
-  if (!r->parts.empty() && exec_->kind() != dfcclExecutorHost) {  // a compound request: the stream waits for each part
+  if (!r->parts.empty() && !wait_on_host_) {  // a compound request: the stream waits for each part
     for (const auto& part : r->parts)
       if (part->status.load(std::memory_order_acquire) == dfcclInProgress) wait_on_stream(part, stream);
     return;
   }
-  if (exec_->kind() == dfcclExecutorHost) {
-    const int64_t limit = env_int("DFCCL_HOST_WAIT_TIMEOUT_MS");
-    if (!wait_request(*r, limit))
-      throw Error(dfcclTimeout, fmt::format("dfcclWait (host executor): the collective did not finish within {} ms "
+  if (wait_on_host_) {
+    if (!wait_request(*r, host_wait_timeout_ms_))
+      throw Error(dfcclTimeout, fmt::format("dfcclWait ({}): the collective did not finish within {} ms "
                                             "(DFCCL_HOST_WAIT_TIMEOUT_MS)",
-                                            limit));
+                                            exec_->kind() == dfcclExecutorHost ? "host executor" : "under MPS",
+                                            host_wait_timeout_ms_));
     return;
   }
   // While a stream waits on a pending collective, an implicit device-wide synchronization issued later (the first

@@ -93,6 +93,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const core::DaemonParams& params() const { return params_; }
   const TransportParams& transport() const { return transport_; }
   uint64_t sync_spin_ns() const { return sync_spin_ns_; }
+  bool check_host_order() const { return check_host_order_; }  // DFCCL_CHECK_HOST_ORDER
+  bool waits_on_host() const { return wait_on_host_; }  // dfcclWait blocks the calling thread (EngineConfig)
 
   // Communicator table of the daemon. detach takes no lock that is held across a CUDA call (an abort calls it while
   // the progress thread may hold the engine's lock inside one). `arrivals` (may be null) names the ranks a pending
@@ -121,8 +123,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // of a chain: it starts only once descs[i - k] has completed on this rank (Desc::after; its slot is filled in).
   std::vector<std::shared_ptr<RequestState>> submit_chain(std::span<const core::Desc> descs,
                                                           std::span<const uint32_t> comms, cudaStream_t stream);
-  // dfcclWait: the stream waits on the GPU (CUDA); the calling thread waits (host executor), at most
-  // DFCCL_HOST_WAIT_TIMEOUT_MS, then dfcclTimeout.
+  // dfcclWait: the stream waits on the GPU (CUDA); the calling thread waits where waits_on_host() (the host executor,
+  // the CUDA executor under MPS), at most DFCCL_HOST_WAIT_TIMEOUT_MS, then dfcclTimeout.
   void wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t stream);
   // Blocks up to timeout_ms for every outstanding collective of one communicator.
   bool wait_comm_idle(uint32_t comm_index, int64_t timeout_ms);
@@ -239,6 +241,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   uint64_t probe_spin_ns_ = 0;
   uint64_t sync_spin_ns_ = 0;  // dfcclSynchronize: poll this long before sleeping (0: host executor)
   bool wait_kernel_ = false;   // dfcclWait on a stream by a polling kernel (see Executor::stream_wait)
+  bool check_host_order_ = false;  // DFCCL_CHECK_HOST_ORDER (EngineConfig)
+  bool wait_on_host_ = false;      // EngineConfig::wait_on_host
+  int64_t host_wait_timeout_ms_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;  // completions and submissions

@@ -45,6 +45,10 @@ EngineConfig EngineConfig::from_env(const Executor& exec, dfcclMode_t mode) {
   // A waiting kernel holds an SM slot until its collective is done: only where the daemon's blocks and one waiter
   // per submission ring (at most one runs per stream) fit at once, so that waiters can never keep a daemon out.
   c.wait_kernel = !host && env_int("DFCCL_WAIT_KERNEL") != 0 && p.nblocks + core::kMaxRings <= resident;
+  c.check_host_order = !host && env_int("DFCCL_CHECK_HOST_ORDER") != 0;
+  c.under_mps = !host && exec.under_mps();
+  c.wait_on_host = host || (c.under_mps && env_str("DFCCL_MPS_WAIT") == "host");
+  c.host_wait_timeout_ms = env_int("DFCCL_HOST_WAIT_TIMEOUT_MS");
   // The descriptor prefetcher is one more block, only where it leaves the waiters their room.
   p.prefetch = p.nblocks + 1 + (c.wait_kernel ? core::kMaxRings : 0) <= resident ? 1 : 0;
 

@@ -29,6 +29,13 @@ struct EngineConfig {
   uint64_t probe_spin_ns = 0;                         // dfcclWait: how long the host waits for its barrier probe
   uint64_t sync_spin_ns = 0;  // dfcclSynchronize: poll this long before sleeping (0: host executor)
   bool wait_kernel = false;   // dfcclWait on a stream by a polling kernel (see Executor::stream_wait)
+  bool check_host_order = false;  // DFCCL_CHECK_HOST_ORDER: host-ordered submissions settle the default streams
+  // dfcclWait blocks the calling thread instead of making the stream wait on the GPU: the host executor, and the CUDA
+  // executor on a device shared through MPS unless DFCCL_MPS_WAIT=stream (docs/design.md, "Several processes on one
+  // GPU"); at most host_wait_timeout_ms (DFCCL_HOST_WAIT_TIMEOUT_MS).
+  bool wait_on_host = false;
+  bool under_mps = false;
+  int64_t host_wait_timeout_ms = 0;
 
   // Reads the executor's variables (DFCCL_HOST_* for the host executor) and checks what the table's ranges cannot:
   // blocks that the device holds at once, spin budgets in order, slot sizes in 16-byte units. Throws

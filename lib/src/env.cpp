@@ -100,6 +100,14 @@ const std::vector<EnvVar>& env_table() {
       integer("DFCCL_WAIT_KERNEL", "1", 0, 1,
               "CUDA executor: dfcclWait by a polling kernel (1; where DFCCL_BLOCKS + 64 blocks fit) or a stream "
               "memory wait (0)"),
+      integer("DFCCL_CHECK_HOST_ORDER", "0", 0, 1,
+              "CUDA executor, debugging: 1: a host-ordered submission (DFCCL_NO_STREAM) first synchronizes the calling "
+              "thread's default streams, so that inputs still in flight from a pageable cudaMemcpy land first; a result "
+              "right with it and wrong without means inputs were submitted before the device could see them"),
+      words("DFCCL_MPS_WAIT", "host", "host|stream",
+            "CUDA executor on a device shared through MPS: host: dfcclWait blocks the calling thread until its "
+            "collective finishes (streams waiting on the GPU can hang MPS clients); stream: the stream waits on the "
+            "GPU as without MPS, returning at once (the hazard)"),
       integer("DFCCL_SYNC_SPIN_NS", "50000", 0, kNsMax,
               "CUDA executor: dfcclSynchronize polls for the completion this long before the calling thread sleeps"),
       integer("DFCCL_RELAUNCH_MAX_NS", "5000000", 0, kNsMax,
@@ -113,7 +121,8 @@ const std::vector<EnvVar>& env_table() {
               "host executor: daemon exits after this long without progress"),
       integer("DFCCL_HOST_RELAUNCH_NS", "200000", 0, kNsMax, "host executor: first relaunch back-off"),
       integer("DFCCL_HOST_WAIT_TIMEOUT_MS", "300000", 1, kMsMax,
-              "host executor: how long dfcclWait blocks the calling thread before it returns dfcclTimeout"),
+              "how long dfcclWait blocks the calling thread where it waits on the host (the host executor; the CUDA "
+              "executor under MPS with DFCCL_MPS_WAIT=host) before it returns dfcclTimeout"),
       integer("DFCCL_HOST_RELAUNCH_MAX_NS", "20000000", 0, kNsMax, "host executor: relaunch back-off ceiling"),
       integer("DFCCL_P2P_CHANNELS", "8", 0, core::kMaxBlocks,
               "CUDA executor: channels of each point-to-point connection (send/recv, all-to-all; "

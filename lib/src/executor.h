@@ -37,6 +37,9 @@ class Executor {
   // What serializes kernel launches in this process ("CUDA_LAUNCH_BLOCKING=1", "compute-sanitizer"), or "" if
   // nothing does. Under serialization a stream wait blocks the host or later kernels (docs/design.md).
   virtual std::string serialization() const { return {}; }
+  // Whether this process's contexts on the device are shared through CUDA MPS (docs/design.md, "Several processes on
+  // one GPU"): clients of one MPS server can hold each other's work, which separate contexts never do.
+  virtual bool under_mps() const { return false; }
 
   // Memory the daemon sees as its device memory (zero-filled), and pinned host memory both sides see.
   virtual void* alloc_device(size_t bytes) = 0;

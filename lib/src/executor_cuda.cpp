@@ -95,6 +95,10 @@ class CudaExecutor final : public Executor {
   unsigned threads_per_block() const override { return threads_; }
   unsigned resident_blocks() const override { return resident_; }
   std::string serialization() const override { return detect_serialization(); }
+  bool under_mps() const override {
+    int mps = 0;
+    return cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, device_) == cudaSuccess && mps != 0;
+  }
 
   void* alloc_device(size_t bytes) override {
     DFCCL_CUDA(cudaSetDevice(device_));

@@ -213,15 +213,15 @@ TEST(ApiErrors, HostWaitIsBoundedAndReturnsTheStatus) {
   dfcclComm_t comms[2] = {};
   dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
   cfg.executor = dfcclExecutorHost;
+  setenv("DFCCL_HOST_WAIT_TIMEOUT_MS", "300", 1);  // read when the engine is created
   ASSERT_EQ(dfcclCommInitAllConfig(comms, 2, nullptr, &cfg), dfcclSuccess) << dfcclGetLastError(nullptr);
+  unsetenv("DFCCL_HOST_WAIT_TIMEOUT_MS");
   std::vector<int32_t> in(16, 1), out(16);
   dfcclRequest_t q = nullptr;  // rank 1 never joins
   ASSERT_EQ(dfcclAllReduce(in.data(), out.data(), 16, dfcclInt32, dfcclSum, comms[0], 0, nullptr, &q), dfcclSuccess);
-  setenv("DFCCL_HOST_WAIT_TIMEOUT_MS", "300", 1);
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_REJECTS(dfcclWait(q, nullptr), dfcclTimeout, "DFCCL_HOST_WAIT_TIMEOUT_MS");
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
-  unsetenv("DFCCL_HOST_WAIT_TIMEOUT_MS");
   ASSERT_EQ(dfcclCommAbort(comms[0]), dfcclSuccess);
   EXPECT_EQ(dfcclWait(q, nullptr), dfcclAborted);
   EXPECT_EQ(dfcclRequestFree(q), dfcclSuccess);
