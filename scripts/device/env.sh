@@ -24,8 +24,8 @@ steps_status() {  # the exit status of a script made of steps: 1 if any failed
 }
 # mps_start: runs the following processes of this script under MPS (private pipe and log folders, so that nothing
 # of the machine's is touched), and stops it when the script exits. For several ranks on one GPU
-# (ab.sh; MPS couples its clients and deadlocks a few stress trials in a thousand: not for correctness runs,
-# docs/design.md).
+# (ab.sh, mps.sh; under MPS dfcclWait waits on the host unless DFCCL_MPS_WAIT=stream: docs/design.md, "Several
+# processes on one GPU").
 mps_start() {
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/dfccl-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/dfccl-mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
@@ -37,7 +37,7 @@ mps_start() {
 mps_restart() {
   echo quit | nvidia-cuda-mps-control
   sleep 2
-  pkill -9 -f dfccl-harness; pkill -9 -f nvidia-cuda-mps-server
+  pkill -9 -x dfccl-harness; pkill -9 -f '^[^ ]*nvidia-cuda-mps-server'
   sleep 1
   nvidia-cuda-mps-control -d || echo "MPS did not restart" | tee -a "$OUT/summary.txt"
 }

@@ -5,10 +5,10 @@
 # the GPU time-slices the contexts, so every exchange between ranks waits for a time slice: slow, but each context
 # keeps the semantics it has on a GPU of its own (its implicit synchronizations hold only its own work).
 # MPS=1 runs the processes under MPS instead (started here with private pipe and log folders, stopped on exit): the
-# daemons are then resident together and it is much faster, but MPS couples the clients (a client's work can be
-# held by another's), which separate GPUs never do: the stress workload deadlocks there in 0.2-6 % of the trials
-# with 4 ranks, and with 2 in 6 of 11 runs of 1000 trials, while it completes every trial time-sliced
-# (docs/lab/gpu-runs.md, runs 100-116). Correctness runs are time-sliced; MPS=1 is for a look at speed only (ab.sh).
+# daemons are then resident together and it is much faster, but MPS couples the clients' stream waits, which
+# separate GPUs never do: with DFCCL_MPS_WAIT=stream the stress workload deadlocks there in a few trials per thousand
+# (runs 100-116, 227); by default dfcclWait then waits on the host and it completes (run 228; docs/design.md,
+# "Several processes on one GPU"). Time-sliced runs keep each rank's stream waits as on a GPU of its own.
 # What this covers: the ring and its protocol with real peers (NP = 2, 4 or 8: rings of more than two ranks on the
 # CUDA executor), the scheduler and the prefetcher, preemption under the stress workload's disorder and implicit
 # synchronizations, exactness at sizes that are not multiples of 16 B (float32, bfloat16), the gpt2-3d layout with
