@@ -60,12 +60,13 @@ setup(
     ext_modules=[
         CUDAExtension(
             "dfccl_torch._C",
-            ["csrc/ProcessGroupDFCCL.cpp", "csrc/init.cpp"],
+            ["csrc/ProcessGroupDFCCL.cpp", "csrc/WorkDFCCL.cpp", "csrc/Collectives.cpp", "csrc/PointToPoint.cpp",
+             "csrc/init.cpp"],
             include_dirs=[inc],
             library_dirs=[lib],
             runtime_library_dirs=[lib],
             libraries=["dfccl"],
-            depends=["csrc/ProcessGroupDFCCL.hpp", f"{inc}/dfccl.h"],
+            depends=["csrc/ProcessGroupDFCCL.hpp", "csrc/Common.hpp", f"{inc}/dfccl.h"],
             extra_compile_args={"cxx": ["-O2"]},
         )
     ],
