@@ -7,6 +7,7 @@ The extension links the shared libdfccl.so (it exports only dfccl* symbols) with
 Build with the torch it will run with: pip install --no-build-isolation ./python
 """
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -41,21 +42,31 @@ def find_dfccl():
     return str(inc), str(lib.resolve())
 
 
+def dfccl_version(inc):
+    """The version of the DFCCL built against: dfccl.h's DFCCL_MAJOR.DFCCL_MINOR.DFCCL_PATCH, its one place."""
+    text = (Path(inc) / "dfccl.h").read_text()
+    parts = [re.search(rf"^#define DFCCL_{p} (\d+)$", text, re.M) for p in ("MAJOR", "MINOR", "PATCH")]
+    if not all(parts):
+        sys.exit(f"dfccl_torch: {inc}/dfccl.h defines no DFCCL_MAJOR, DFCCL_MINOR and DFCCL_PATCH")
+    return ".".join(m.group(1) for m in parts)
+
+
 inc, lib = find_dfccl()
 setup(
     name="dfccl_torch",
-    version="0.1.0",
+    version=dfccl_version(inc),
     description="torch.distributed backend 'dfccl' over the DFCCL collective library",
     packages=["dfccl_torch"],
     ext_modules=[
         CUDAExtension(
             "dfccl_torch._C",
-            ["csrc/ProcessGroupDFCCL.cpp", "csrc/init.cpp"],
+            ["csrc/ProcessGroupDFCCL.cpp", "csrc/WorkDFCCL.cpp", "csrc/Collectives.cpp", "csrc/PointToPoint.cpp",
+             "csrc/init.cpp"],
             include_dirs=[inc],
             library_dirs=[lib],
             runtime_library_dirs=[lib],
             libraries=["dfccl"],
-            depends=["csrc/ProcessGroupDFCCL.hpp", f"{inc}/dfccl.h"],
+            depends=["csrc/ProcessGroupDFCCL.hpp", "csrc/Common.hpp", f"{inc}/dfccl.h"],
             extra_compile_args={"cxx": ["-O2"]},
         )
     ],

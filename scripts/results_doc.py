@@ -112,7 +112,8 @@ def document():
     out += para("Every table here is computed from the HDF5 files in `results/` by `scripts/python.sh "
                 "scripts/results_doc.py`; `results/README.md` gives each file's command, commit, machine and date, and "
                 "`docs/harness.md` what the columns mean. Times are medians; busbw follows nccl-tests. The two-GPU "
-                "files are from run 80 (session 9) of `docs/lab/gpu-runs.md`; what changed in the library since then, "
+                "files are from run 80 (2026-12-01, commit fa9b6e9) of `docs/lab/gpu-runs.md`; what changed in the "
+                "library since then, "
                 "measured on one GPU only, is in `docs/lab/results-notes.md`.")
     out += section("Headline (2×H200 with NVLink)", "The README's table. Ratios above 1 mean dfccl is faster.")
     out += headline()

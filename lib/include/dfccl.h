@@ -25,6 +25,7 @@
 extern "C" {
 #endif
 
+/* The library's version, written here only: CMake's project version and python/setup.py read these three lines. */
 #define DFCCL_MAJOR 0
 #define DFCCL_MINOR 1
 #define DFCCL_PATCH 0

@@ -15,7 +15,7 @@ run() {  # run <name> <binary dir> <backend> [VAR=value ...]
   echo "== $name ($backend $*) rc=$?"
   awk '!/^#/ && $10 == "all_reduce" {printf "  %12s bytes  %9s us  busbw %7s GB/s\n", $1, $6, $8}' "$OUT/ar_$name.log"
 }
-# Session 7 (runs 57-59), all-reduce at 128 blocks x 256 threads: NCCL, then dfccl with one variable at each value.
+# Runs 57-59 (2026-11-30), all-reduce at 128 blocks x 256 threads: NCCL, then dfccl with one variable at each value.
 ar_sweep() {  # ar_sweep <begin> <end> <factor> <warm-up iterations>
   sweep=(--workload workloads/sweep.toml --collectives all_reduce --begin "$1" --end "$2" --factor "$3" --iters 20
     --warmup "$4")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU test session, run on the GPU machine through the device tool (docs/lab/gpu-runs.md):
+# GPU test suite, run on the GPU machine through the device tool (docs/lab/gpu-runs.md):
 #   scripts/device/gpu_tests.sh [filter]     (filter: all (default), engine, matrix, mp or abort)
 # Uses prebuilt binaries from $BIN (default .device/bin, copied there from build/bin), else builds. Each step runs
 # under a timeout; logs go to $OUT (the device tool's result folder); a summary line per step is printed.

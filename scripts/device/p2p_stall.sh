@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What runs 211-212 left open, in one call on the one-GPU machine (docs/lab/gpu-runs.md, session 33):
+# What runs 211-212 left open, in one call on the one-GPU machine (docs/lab/gpu-runs.md, runs 211-212, 2026-12-05):
 #   stall   sendrecv 1-64 MiB, 2 ranks under MPS, iteration timing, with ring/connection slots of 128, 64, 96 and
 #           112 KiB; 96 KiB with DFCCL_STUCK_NS=20 ms, with a 0.5 ms relaunch back-off ceiling, with 64 blocks
 #           and with one point-to-point channel: which shapes make point-to-point transfers take milliseconds

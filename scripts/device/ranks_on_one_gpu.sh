@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Several ranks on ONE GPU: the multi-rank GPU checks for when only the one-GPU kind is lent (docs/lab/gpu-runs.md,
-# session 11). All NP processes run on GPU 0 (the harness and `mp_collectives cuda-shared` put rank r on GPU r % n),
+# runs 99-107, 2026-12-01). All NP processes run on GPU 0 (the harness and `mp_collectives cuda-shared` put rank r on GPU r % n),
 # their buffers mapped into each other through CUDA IPC as between GPUs; each process has its own CUDA context, and
 # the GPU time-slices the contexts, so every exchange between ranks waits for a time slice: slow, but each context
 # keeps the semantics it has on a GPU of its own (its implicit synchronizations hold only its own work).

@@ -1,7 +1,7 @@
 // Round trip of a cache line between two host threads pinned to CPUs i and j, for every pair: on a virtual machine,
 // the host's topology behind the vCPUs (two vCPUs on one physical core's hyperthreads share its caches and answer
-// fastest). Session 22 looked at it because the host-ordered loop, whose two host threads (the application's and the
-// progress thread) spin, ran in its slow mode on some vCPU pairs only (docs/lab/performance-log.md, 40).
+// fastest). Runs 174-179 looked at it because the host-ordered loop, whose two host threads (the application's and
+// the progress thread) spin, ran in its slow mode on some vCPU pairs only (docs/lab/performance-log.md, 40).
 // Build: target core_to_core (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.
 //   core_to_core [round trips per pair = 20000]   prints, per pair, the median ns of batches of 1000 round trips
 #include <pthread.h>

@@ -161,7 +161,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, ImplicitSync,
                          ::testing::Values(Sync::DeviceSynchronize, Sync::Free, Sync::MallocFreeHost,
                                            Sync::HostRegister, Sync::LazyKernel));
 
-// The harness's stress trial 21 (docs/lab/gpu-runs.md, session 3): a lazy load (a device-wide barrier) makes the
+// The harness's stress trial 21 (docs/lab/gpu-runs.md, runs 16-17): a lazy load (a device-wide barrier) makes the
 // daemon leave; a collective and its stream wait issued after it need a new daemon, and the thread's next call is
 // cudaFree, which waits for that stream wait and holds every other thread's kernel launch. dfcclWait must have
 // made sure a daemon runs after the barrier (Engine::confirm_wait); the peer arrives 300 ms later.
@@ -182,7 +182,7 @@ TEST(CudaEngine, StreamWaitAfterALazyLoadThenCudaFree) {
   CUDA_OK(cudaMalloc(&f, 4096));
   // Load the module of the application kernels (another kernel of it): the first launch of a kernel of a module
   // already loaded is what holds later device work until the daemon leaves; a kernel of a module not yet loaded
-  // did not (session 3, runs 20-21: this test then saw no barrier).
+  // did not (runs 20-21: this test then saw no barrier).
   CUDA_OK(launch_spin_kernel(1000, s));
   CUDA_OK(cudaStreamSynchronize(s));
   dfcclRequest_t rx0 = nullptr, rx1 = nullptr, ry0 = nullptr, ry1 = nullptr;
@@ -223,7 +223,7 @@ TEST(CudaEngine, StreamWaitAfterALazyLoadThenCudaFree) {
 }
 
 // The diagnostic dump is asked for when something hangs, and its device-side reads go through the control stream,
-// which a pending cudaFree holds until the daemon leaves (session 11, run 102: a harness stuck in a dump). Here rank
+// which a pending cudaFree holds until the daemon leaves (run 102: a harness stuck in a dump). Here rank
 // 1's daemon stays for a stream wait whose peer is absent while another thread is inside cudaFree: the dump must
 // return (at most Engine::kDumpDeviceWaitMs for the device's side), whether or not that cudaFree holds its reads.
 TEST(CudaEngine, DebugDumpReturnsWhileCudaFreeWaitsForTheDaemon) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 24, run F: dfccl_torch's CUDA path, first run: build the extension against the machine's torch, then two
+# Run 193 (2026-12-03): dfccl_torch's CUDA path, first run: build the extension against the machine's torch, then two
 # ranks on GPU 0 run async all_reduce / all_gather / broadcast on CUDA tensors, a torch.cuda.synchronize() between
 # two groups' submissions in opposite orders, 20 trials.
 cd "$(dirname "$0")/.."
