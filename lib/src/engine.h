@@ -94,7 +94,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const TransportParams& transport() const { return transport_; }
   uint64_t sync_spin_ns() const { return sync_spin_ns_; }
   bool check_host_order() const { return check_host_order_; }  // DFCCL_CHECK_HOST_ORDER
-  bool waits_on_host() const { return wait_on_host_; }  // dfcclWait blocks the calling thread (EngineConfig)
+  bool waits_on_host() const { return wait_on_host_; }         // dfcclWait blocks the calling thread (EngineConfig)
 
   // Communicator table of the daemon. detach takes no lock that is held across a CUDA call (an abort calls it while
   // the progress thread may hold the engine's lock inside one). `arrivals` (may be null) names the ranks a pending

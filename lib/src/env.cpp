@@ -100,10 +100,11 @@ const std::vector<EnvVar>& env_table() {
       integer("DFCCL_WAIT_KERNEL", "1", 0, 1,
               "CUDA executor: dfcclWait by a polling kernel (1; where DFCCL_BLOCKS + 64 blocks fit) or a stream "
               "memory wait (0)"),
-      integer("DFCCL_CHECK_HOST_ORDER", "0", 0, 1,
-              "CUDA executor, debugging: 1: a host-ordered submission (DFCCL_NO_STREAM) first synchronizes the calling "
-              "thread's default streams, so that inputs still in flight from a pageable cudaMemcpy land first; a result "
-              "right with it and wrong without means inputs were submitted before the device could see them"),
+      integer(
+          "DFCCL_CHECK_HOST_ORDER", "0", 0, 1,
+          "CUDA executor, debugging: 1: a host-ordered submission (DFCCL_NO_STREAM) first synchronizes the calling "
+          "thread's default streams, so that inputs still in flight from a pageable cudaMemcpy land first; a result "
+          "right with it and wrong without means inputs were submitted before the device could see them"),
       words("DFCCL_MPS_WAIT", "host", "host|stream",
             "CUDA executor on a device shared through MPS: host: dfcclWait blocks the calling thread until its "
             "collective finishes (streams waiting on the GPU can hang MPS clients); stream: the stream waits on the "

@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
   }
   std::vector<float> pageable(kCount), result(kCount);
   float* pinned = nullptr;
-  if (mode == "pinned") cuda_ok(cudaMallocHost(reinterpret_cast<void**>(&pinned), kCount * sizeof(float)), "cudaMallocHost");
+  if (mode == "pinned")
+    cuda_ok(cudaMallocHost(reinterpret_cast<void**>(&pinned), kCount * sizeof(float)), "cudaMallocHost");
   float* host = pinned ? pinned : pageable.data();
   long wrong_collectives = 0;
   for (int k = 0; k < rounds; ++k) {
@@ -71,7 +72,8 @@ int main(int argc, char** argv) {
     for (size_t c = 0; c < comms.size(); ++c) {
       ok(dfcclSynchronize(reqs[c], 60000), "dfcclSynchronize");
       dfcclRequestFree(reqs[c]);
-      cuda_ok(cudaMemcpy(result.data(), out[c], kCount * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy (download)");
+      cuda_ok(cudaMemcpy(result.data(), out[c], kCount * sizeof(float), cudaMemcpyDeviceToHost),
+              "cudaMemcpy (download)");
       float expects[7] = {};  // a value depends on i only through i % 7
       for (size_t i = 0; i < 7; ++i)
         for (int r = 0; r < size; ++r) expects[i] += value(r, k, int(c), i);
