@@ -63,7 +63,7 @@ struct Parser {
                    "from the settings below")
         ->group(g);
     app.add_option("--out", cl.out_path,
-                   "HDF5 file to write; its folder must exist (default: results/<workload>-<UTC date-time>.h5)")
+                   "HDF5 file to write; its folder must exist (default: <workload>-<UTC date-time>.h5 in the current folder)")
         ->group(g);
     app.add_flag("--overwrite", cl.overwrite, "replace an existing --out or -J file (else it is refused)")->group(g);
     app.add_option("-J,--output_file,--json", cl.json_path,
