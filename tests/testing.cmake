@@ -6,11 +6,12 @@
 # (PROCESSORS), so that ctest -j N runs no more than N ranks at once. Label `asan`: what `make test-asan` runs.
 include(GoogleTest)
 
-# dfccl_gtest_properties(<name> [LABELS <label>...] [RUN_SERIAL])
-# Sets properties on every discovered case of gtest binary <name> when ctest lists them (after discovery): LABELS add
-# to the labels given before (a list, e.g. unit asan, which gtest_discover_tests' PROPERTIES cannot carry).
+# dfccl_gtest_properties(<name> [LABELS <label>...] [RUN_SERIAL] [ENVIRONMENT <VAR=value>...])
+# Sets properties on every discovered case of gtest binary <name> (or of its variant <name><suffix>,
+# dfccl_add_gtest_variant) when ctest lists them (after discovery): LABELS add to the labels given before (a list,
+# e.g. unit asan, which gtest_discover_tests' PROPERTIES cannot carry), ENVIRONMENT replaces the environment.
 function(dfccl_gtest_properties name)
-  cmake_parse_arguments(ARG "RUN_SERIAL" "" "LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "RUN_SERIAL" "" "LABELS;ENVIRONMENT" ${ARGN})
   set(file ${CMAKE_CURRENT_BINARY_DIR}/${name}_properties.cmake)
   get_property(known DIRECTORY PROPERTY DFCCL_GTEST_LABELS_${name} SET)
   if(NOT known)
@@ -22,6 +23,9 @@ function(dfccl_gtest_properties name)
   list(REMOVE_DUPLICATES labels)
   if(ARG_RUN_SERIAL)
     set(serial " RUN_SERIAL TRUE")
+  endif()
+  if(ARG_ENVIRONMENT)
+    string(APPEND serial " ENVIRONMENT [==[${ARG_ENVIRONMENT}]==]")
   endif()
   set_property(DIRECTORY PROPERTY DFCCL_GTEST_LABELS_${name} ${labels})
   set_property(DIRECTORY PROPERTY DFCCL_GTEST_SERIAL_${name} "${serial}")
@@ -57,6 +61,36 @@ function(dfccl_add_gtest name)
     dfccl_gtest_properties(${name} RUN_SERIAL)
   endif()
   dfccl_gtest_properties(${name} LABELS ${label})
+endfunction()
+
+# dfccl_add_gtest_variant(<name> <suffix> ENVIRONMENT <VAR=value>... [FILTER <gtest filter>] [LABELS <labels>]
+#                         [TIMEOUT <s>] [SERIAL])
+# The cases of gtest binary <name> (those FILTER selects) once more, with an environment, as ctest tests
+# <name>.<Suite>.<Case><suffix>: one test per case, so that ctest -j spreads them (a whole binary as one test would
+# hold a slot for all its cases). Labels: the folder's unless LABELS.
+function(dfccl_add_gtest_variant name suffix)
+  cmake_parse_arguments(ARG "SERIAL" "TIMEOUT" "ENVIRONMENT;FILTER;LABELS" ${ARGN})
+  set(filter)
+  if(ARG_FILTER)
+    set(filter TEST_FILTER ${ARG_FILTER})
+  endif()
+  set(timeout 900)
+  if(ARG_TIMEOUT)
+    set(timeout ${ARG_TIMEOUT})
+  endif()
+  set(label ${DFCCL_TEST_LABEL})
+  if(ARG_LABELS)
+    set(label ${ARG_LABELS})
+  endif()
+  gtest_discover_tests(${name} TEST_PREFIX "${name}." TEST_SUFFIX "${suffix}" TEST_LIST ${name}${suffix}_TESTS
+                       ${filter} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+                       PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${timeout})
+  set(serial)
+  if(ARG_SERIAL)
+    list(APPEND label serial)
+    set(serial RUN_SERIAL)
+  endif()
+  dfccl_gtest_properties(${name}${suffix} LABELS ${label} ENVIRONMENT ${ARG_ENVIRONMENT} ${serial})
 endfunction()
 
 # dfccl_add_mpi_test(<name> NP <n> COMMAND <exe> [ARGS...] [TIMEOUT <s>])
