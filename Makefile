@@ -2,6 +2,8 @@
 # default campaign on what is present (GPUs, else the host executor).
 BUILD ?= build
 JOBS ?= $(shell nproc)
+# ctest -j: tests run side by side where they allow it (tests/README.md, "Running them in parallel").
+TEST_JOBS ?= $(JOBS)
 CMAKE_ARGS ?=
 
 .PHONY: all build configure test test-asan run clean
@@ -18,11 +20,12 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure --timeout 900
+	cd $(BUILD) && ctest --output-on-failure --timeout 900 -j $(TEST_JOBS)
 
 # The host executor's engine, abort and stress tests, and the harness's stress under mpirun (its watchdog aborts
-# from another thread), again under AddressSanitizer, in their own build folder. Leaks are not checked: an aborted
-# communicator's handle and memory stay allocated by design (docs/design.md, "Abort").
+# from another thread), again under AddressSanitizer, in their own build folder: the tests labelled asan (ASAN_TESTS
+# builds their programs). Leaks are not checked: an aborted communicator's handle and memory stay allocated by design
+# (docs/design.md, "Abort").
 ASAN_BUILD ?= build-asan
 ASAN_TESTS = core_abort_test core_cq_test core_prefetch_test core_programs_test api_errors_test host_engine_test \
 	host_stress_test dfccl-harness mismatch_hosts_test mp_collectives net_fault_peer
@@ -30,7 +33,7 @@ test-asan: configure
 	PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDFCCL_ASAN=ON $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target $(ASAN_TESTS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ctest --output-on-failure --timeout 900 \
-		-R '^((core_(abort|cq|prefetch|programs)_test|api_errors_test|host_engine_test|host_stress_test)\.|host_stress_test_4blocks$$|harness_mpi_stress_host(_callback|_blocking)?$$|mismatch_hosts_test_hierarchy$$|mp_collectives_host_hierarchy$$|net_fault_[a-z_]*_hierarchy_plain$$)'
+		-j $(TEST_JOBS) -L asan
 
 run: build
 	scripts/run_campaign.sh

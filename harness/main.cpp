@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -135,16 +134,14 @@ double nccl_tests_min_bw() {
   return bw;
 }
 
-// Rank 0, before the run: the default --out (results/<workload>-<UTC date-time>.h5, its folder created), then --out
+// Rank 0, before the run: the default --out (<workload>-<UTC date-time>.h5 in the current folder), then --out
 // and -J must be writable and new (or --overwrite). Throws WorkloadError naming the option.
 void check_outputs(Options& o, const Workload& w) {
   if (o.out_path.empty()) {
     std::time_t t = std::time(nullptr);
     char stamp[32];
     std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", std::gmtime(&t));
-    o.out_path = fmt::format("results/{}-{}.h5", w.name, stamp);
-    std::error_code ec;
-    std::filesystem::create_directories("results", ec);
+    o.out_path = fmt::format("{}-{}.h5", w.name, stamp);
   }
   if (std::string p = output_path_problem("--out", o.out_path, o.overwrite); !p.empty()) throw WorkloadError(p);
   if (!o.json_path.empty()) {

@@ -48,6 +48,10 @@ struct Parser {
   std::vector<std::string> values;  // per settings row: its text, when given
   std::vector<CLI::Option*> opts;   // per settings row
   int ngpus = 1, nthreads = 1, average = 3;
+  // nccl-tests' letters whose other values the harness has no meaning for (finish() refuses them).
+  int check_count = 1;
+  CLI::Option* check_opt = nullptr;  // -c
+  int graph_launches = 0, agg_iters = 1, blocking = 0, cputime = 0, local_register = 0, run_cycles = 1;
 
   Parser() {
     app.get_formatter()->column_width(44);
@@ -63,7 +67,7 @@ struct Parser {
                    "from the settings below")
         ->group(g);
     app.add_option("--out", cl.out_path,
-                   "HDF5 file to write; its folder must exist (default: results/<workload>-<UTC date-time>.h5)")
+                   "HDF5 file to write; its folder must exist (default: <workload>-<UTC date-time>.h5 in the current folder)")
         ->group(g);
     app.add_flag("--overwrite", cl.overwrite, "replace an existing --out or -J file (else it is refused)")->group(g);
     app.add_option("-J,--output_file,--json", cl.json_path,
@@ -85,7 +89,7 @@ struct Parser {
 
   // nccl-tests' letters for what the harness does one way only: accepted with that value, refused otherwise.
   void add_refused_letters() {
-    const char* g = "nccl-tests letters with one accepted value";
+    const char* g = "nccl-tests letters the harness accepts with one value (-c: 0 or 1)";
     app.add_option("-g,--ngpus", ngpus, "GPUs per process: 1 only (one rank per GPU: mpirun -np <GPUs>)")
         ->capture_default_str()
         ->group(g);
@@ -96,6 +100,36 @@ struct Parser {
                    "how ranks' times are combined: 3 only (the slowest rank, MAX over ranks; nccl-tests' 0 rank 0, "
                    "1 mean, 2 min are not implemented)")
         ->capture_default_str()
+        ->group(g);
+    check_opt = app.add_option("-c", check_count,
+                   "nccl-tests' check count: 1 checks one untimed iteration per trial (run.check true), 0 none; "
+                   "more than 1 is refused")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->group(g);
+    app.add_option("-G,--cudagraph", graph_launches,
+                   "CUDA graph launches: 0 only (graphs are the nccl-graph backend: --backend nccl-graph)")
+        ->capture_default_str()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->group(g);
+    app.add_option("-m,--agg_iters", agg_iters, "collectives aggregated per iteration: 1 only")
+        ->capture_default_str()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->group(g);
+    app.add_option("-z,--blocking", blocking, "host wait after each collective: 0 only")
+        ->capture_default_str()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->group(g);
+    app.add_option("-C,--report_cputime", cputime, "report CPU time instead of GPU time: 0 only")
+        ->capture_default_str()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->group(g);
+    app.add_option("-R,--local_register", local_register, "buffer registration: 0 only")
+        ->capture_default_str()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->group(g);
+    app.add_option("-N,--run_cycles", run_cycles, "cycles of the whole run: 1 only (--trials repeats each case)")
+        ->capture_default_str()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
         ->group(g);
   }
 
@@ -112,6 +146,38 @@ struct Parser {
     }
   }
 
+  // nccl-tests' letters given a value the harness has no meaning for: the problem, naming the option; else "".
+  std::string refused_letter() const {
+    if (check_count < 0) return fmt::format("-c {}: a count of checked iterations is 0 or more", check_count);
+    if (check_count > 1)
+      return fmt::format("-c {}: the harness checks one untimed iteration per trial (-c 1) or none (-c 0); more "
+                         "checked iterations are not implemented (--trials repeats the case, each trial checked)",
+                         check_count);
+    if (graph_launches != 0)
+      return fmt::format("-G/--cudagraph {}: CUDA graphs are the nccl-graph backend (--backend nccl-graph: each timing "
+                         "span captured and replayed once); dfccl refuses graph capture, and {} replays per capture "
+                         "are not implemented",
+                         graph_launches, graph_launches);
+    if (agg_iters != 1)
+      return fmt::format("-m/--agg_iters {}: each iteration runs one collective per case; aggregating several into one "
+                         "NCCL group is not implemented",
+                         agg_iters);
+    if (blocking != 0)
+      return fmt::format("-z/--blocking {}: the harness does not wait on the host after each collective (dfccl: "
+                         "--completion host completes each one with dfcclSynchronize)",
+                         blocking);
+    if (cputime != 0)
+      return fmt::format("-C/--report_cputime {}: the table reports GPU (or host executor) time only; the e2e column "
+                         "is the host's time from submission to completion",
+                         cputime);
+    if (local_register != 0)
+      return fmt::format("-R/--local_register {}: buffer registration is not implemented", local_register);
+    if (run_cycles != 1)
+      return fmt::format("-N/--run_cycles {}: the run is one cycle; --trials N repeats each case N times in it",
+                         run_cycles);
+    return "";
+  }
+
   // After a successful parse: the refused letters, then the overrides in table order.
   std::string finish() {
     if (ngpus != 1)
@@ -123,13 +189,21 @@ struct Parser {
       return fmt::format("-a/--average {}: the harness reports the slowest rank's time (-a 3, MAX over ranks); 0, 1 "
                          "and 2 are not implemented",
                          average);
+    if (std::string problem = refused_letter(); !problem.empty()) return problem;
     const auto rows = settings();
     for (size_t i = 0; i < rows.size(); ++i) {
       if (opts[i]->count() == 0) continue;
       std::string v = values[i];
       if (rows[i].type == Type::Bool && v.empty()) v = "true";
+      if (v == "all" && (rows[i].key == std::string_view("data.dtype") || rows[i].key == std::string_view("data.op")))
+        return rows[i].key == std::string_view("data.dtype")
+                   ? "-d/--datatype all: one datatype per run (nccl-tests' 'all' loops over them); run once per "
+                     "type (-d float32, -d int32, ...)"
+                   : "-o/--op all: one operator per run (nccl-tests' 'all' loops over them); run once per operator "
+                     "(-o sum, -o max, ...)";
       cl.overrides.emplace_back(rows[i].key, v);
     }
+    if (check_opt->count() > 0) cl.overrides.emplace_back("run.check", check_count == 0 ? "false" : "true");
     return "";
   }
 };

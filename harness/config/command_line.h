@@ -15,7 +15,7 @@ namespace dfccl::harness {
 
 struct CommandLine {
   std::string workload_path;  // empty: the built-in sweep (the settings' defaults and the command line)
-  std::string out_path;       // empty: the default, results/<workload>-<UTC date and time>.h5
+  std::string out_path;       // empty: the default, <workload>-<UTC date and time>.h5 here
   std::string json_path;      // -J: nccl-tests-like JSON; empty: none
   bool overwrite = false, quiet = false, list_keys = false;
   double progress_s = 5;  // seconds between progress lines (0: after every case)

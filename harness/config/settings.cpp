@@ -185,7 +185,6 @@ const std::map<std::string, std::string> kAliases = {
     {"d", "data.dtype"},
     {"o", "data.op"},
     {"r", "data.root"},
-    {"c", "run.check"},
     {"i", "sizes.step"},
     {"T", "run.timeout"},
     // nccl-tests' long names
