@@ -7,11 +7,16 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap.h"
 #include "comm.h"
 #include "env.h"
 #include "error.h"
+#include "match_board.h"
 #include "names.h"
+#include "net/links.h"
 #include "net/transport.h"
+#include "p2p.h"
+#include "persistent.h"
 #include "requests.h"
 #include "thread_name.h"
 

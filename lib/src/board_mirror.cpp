@@ -6,10 +6,13 @@
 #include <cstring>
 #include <mutex>
 
-#include "comm.h"
+#include "bootstrap.h"
+#include "comm_state.h"
+#include "engine.h"
 #include "error.h"
 #include "log.h"
 #include "match_board.h"
+#include "net/links.h"
 
 namespace dfccl {
 

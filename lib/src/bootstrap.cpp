@@ -22,7 +22,7 @@
 #include "log.h"
 #include "match_board.h"
 #include "net/rendezvous.h"
-#include "p2p.h"
+#include "p2p_table.h"
 
 namespace dfccl {
 namespace {
@@ -152,7 +152,7 @@ Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_
 void Bootstrap::open_segment() {
   name_ = fmt::format("/dfccl-bs-{:016x}-{:016x}", token_, host_hash_);
   bytes_ = sizeof(Header) + sizeof(RankWord) * nranks_ + 2 * kSlotBytes * nranks_ + MatchBoard::bytes(nranks_) +
-           sizeof(Note) * kNoteSlots * nranks_ + p2p_table_bytes(nranks_);
+           sizeof(Note) * kNoteSlots * nranks_ + p2p_table::p2p_table_bytes(nranks_);
   int fd = shm_open(name_.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0) throw_system("bootstrap: shm_open " + name_);
   struct stat st;

@@ -14,26 +14,21 @@
 #include <vector>
 
 #include "board_mirror.h"
+#include "bootstrap.h"
+#include "connection.h"
 #include "core/collectives/collectives.h"
 #include "env.h"
 #include "error.h"
 #include "hierarchy.h"
 #include "log.h"
+#include "match_board.h"
+#include "net/links.h"
+#include "p2p.h"
 #include "peer_watch.h"
+#include "persistent.h"
 #include "thread_name.h"
 
 namespace dfccl {
-
-bool credits_returned(Executor& ex, const core::CommStatic& s) {
-  const size_t n = size_t(s.nchan) * s.nlanes;  // (channel, lane) rows: the region's control words and lane states
-  std::vector<core::LaneCtrl> ctrl(n);
-  std::vector<core::LaneState> lanes(n);
-  ex.copy_from_device(ctrl.data(), s.self, n * sizeof(core::LaneCtrl));
-  ex.copy_from_device(lanes.data(), s.lanes, n * sizeof(core::LaneState));
-  for (size_t i = 0; i < n; ++i)
-    if (ctrl[i].head != lanes[i].sent) return false;
-  return true;
-}
 
 namespace {
 
@@ -627,17 +622,6 @@ void comm_fail_mismatch(dfcclComm* c, const std::string& message) {
   }
   fail_once(c, dfcclInvalidUsage, message, LogLevel::Warn, fmt::format("rank {}: {}", c->rank, message),
             "the communicator's collectives fail with dfcclInvalidUsage", from);
-}
-
-void throw_comm_ended(const dfcclComm* c) {
-  const int code = c->fail_code.load(std::memory_order_acquire);
-  if (code != dfcclSuccess && !c->user_aborted) throw Error(dfcclResult_t(code), c->failure);
-  throw Error(dfcclInvalidUsage, "argument 'comm' was destroyed or aborted");
-}
-
-std::shared_ptr<Engine> engine_ref(dfcclComm* c) {
-  std::lock_guard<std::mutex> lk(c->engine_mu);
-  return c->engine;
 }
 
 namespace {

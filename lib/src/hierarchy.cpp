@@ -5,9 +5,12 @@
 #include <exception>
 #include <set>
 
+#include "bootstrap.h"
 #include "comm.h"
 #include "env.h"
 #include "log.h"
+#include "match_board.h"
+#include "requests.h"
 
 namespace dfccl {
 

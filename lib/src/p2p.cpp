@@ -1,4 +1,5 @@
 #include "p2p.h"
+#include "p2p_table.h"
 
 #include <fmt/format.h>
 #include <sched.h>
@@ -6,30 +7,19 @@
 #include <algorithm>
 #include <chrono>
 
-#include "comm.h"
+#include "bootstrap.h"
+#include "comm_state.h"
+#include "connection.h"
+#include "engine.h"
 #include "error.h"
+#include "match_board.h"
 #include "net/links.h"
 
 namespace dfccl {
 
 namespace {
 
-// The carving bookkeeping in the bootstrap segment (zeroed at creation), shared by the ranks of this host.
-struct TableHeader {
-  uint64_t lock;  // 0: free; else the holder's rank + 1
-  uint64_t pad[7];
-};
-struct ArenaUse {      // one per rank
-  uint64_t capacity;   // its arena's bytes (written at init, before the barrier that precedes any claim)
-  uint64_t used;       // bytes carved
-  uint64_t connected;  // connections carved (its connection with itself counts once)
-  uint64_t pad;
-};
-struct PairEntry {  // the connection of ranks lo <= hi
-  uint64_t ready;   // 1 once carved (release: the fields below first)
-  uint32_t nchan, slot_bytes;
-  uint64_t off_lo, off_hi;  // its slice in lo's arena and in hi's
-};
+using namespace p2p_table;
 
 struct Table {
   TableHeader* header;
@@ -165,10 +155,6 @@ uint64_t p2p_arena_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes, i
   return std::max(least, core::round_up(arena_bytes, uint64_t(4096)));
 }
 
-size_t p2p_table_bytes(int nranks) {
-  return sizeof(TableHeader) + sizeof(ArenaUse) * size_t(nranks) + sizeof(PairEntry) * size_t(nranks) * size_t(nranks);
-}
-
 void p2p_connect(dfcclComm* c, bool host_memory) {
   Engine& e = *c->engine;
   Executor& ex = e.exec();
@@ -241,10 +227,6 @@ void p2p_claim(dfcclComm* c, const std::vector<int>& peers) {
     fill(c, q, {e.nchan, e.slot_bytes}, reinterpret_cast<char*>(p.region.ptr) + off_mine,
          static_cast<char*>(p.mapped[size_t(q)]) + off_theirs);
   }
-}
-
-const core::CommStatic& p2p_static(const dfcclComm* c, int peer, int direction) {
-  return c->p2p.cs[size_t(peer) * 2 + size_t(direction)];
 }
 
 std::string p2p_describe(dfcclComm* c) {

@@ -33,19 +33,6 @@ struct dfcclComm;
 
 namespace dfccl {
 
-struct P2pConnections {
-  uint32_t nchan = 0;                // channels of a full connection (DFCCL_P2P_CHANNELS; 0: no point-to-point)
-  bool on_first_use = false;         // connections carved by p2p_claim (false: all at init)
-  RegionBlob region{};               // mine: the arena
-  std::vector<RegionBlob> blobs;     // every rank's arena
-  std::vector<void*> mapped;         // every rank's arena as mapped here (mine: region.ptr)
-  core::LaneState* lanes = nullptr;  // [peer][direction][engine blocks][lanes], device memory
-  std::vector<uint8_t> connected;    // [peer]: cs[peer * 2 + 0 .. 1] are filled (under the communicator's mu)
-  int connections = 0;               // how many are (atomic accesses: dfcclCommGetInfo reads it without the lock)
-  std::vector<core::CommStatic> cs;  // [peer * 2 + direction]: what a Send (0) or Recv (1) descriptor carries
-  std::vector<uint64_t> next;        // [(lane * 2 + direction) * nranks + peer]: the next transfer's key
-};
-
 // Caller: comm_init, every rank together, after the ring's regions (bootstrap rounds). Allocates this rank's arena,
 // maps every peer's, and fills c->p2p. host_memory: arenas in shared host memory (as the ring's).
 void p2p_connect(dfcclComm* c, bool host_memory);
@@ -54,8 +41,6 @@ void p2p_connect(dfcclComm* c, bool host_memory);
 // Throws dfcclTimeout naming the rank that holds the segment's lock past the init timeout (a process that died
 // inside its claim).
 void p2p_claim(dfcclComm* c, const std::vector<int>& peers);
-// The descriptor fixed part for a transfer with `peer` in one direction (0: send, 1: receive); peer connected.
-const core::CommStatic& p2p_static(const dfcclComm* c, int peer, int direction);
 // True once every connected peer still in the communicator has consumed every slot this rank sent it (destroy: no
 // peer writes into the region after). A send that its peer never receives keeps it false until that peer leaves.
 bool p2p_caught_up(dfcclComm* c);
@@ -66,8 +51,6 @@ uint64_t p2p_conn_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes);
 uint64_t p2p_min_conn_bytes(uint32_t nslots, uint32_t slot_bytes);
 uint64_t p2p_arena_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes, int nranks, uint64_t arena_bytes,
                          bool all_at_init);
-// The carving bookkeeping's share of the bootstrap segment (bootstrap.cpp places it after the notes).
-size_t p2p_table_bytes(int nranks);
 // Connections of this rank carved so far (dfcclCommGetInfo).
 int p2p_connections(const dfcclComm* c);
 // One line for dfcclDebugDump: this rank's arena and each connection's shape, e.g. "rank 0 of 4: point-to-point

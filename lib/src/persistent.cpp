@@ -5,8 +5,11 @@
 #include <chrono>
 #include <thread>
 
-#include "comm.h"
+#include "bootstrap.h"
+#include "comm_state.h"
+#include "connection.h"
 #include "error.h"
+#include "match_board.h"
 
 namespace dfccl {
 

@@ -24,21 +24,6 @@ struct dfcclComm;
 
 namespace dfccl {
 
-struct PersistentLane {
-  RegionBlob mine{};                  // this rank's lane region (allocated by the first prepare)
-  RegionBlob next_blob{}, prev_blob{};
-  void* next = nullptr;               // the neighbours' lane regions as mapped here (the first start)
-  void* prev = nullptr;
-  core::LaneState* lanes = nullptr;   // [engine blocks], device memory
-  core::CommStatic cs{};              // what the id's descriptors carry, once mapped
-  std::atomic<bool> mapped{false};
-};
-
-struct PersistentLanes {
-  std::mutex mu;  // the first prepare and the first start of an id
-  PersistentLane lane[DFCCL_MAX_PERSISTENT_IDS];
-};
-
 // Where a start of a persistent id runs: the connection its descriptor carries, and its lane: sequence lanes + id
 // (the match board's key; on a one-lane connection the daemon runs it as lane 0).
 struct PersistentRef {

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../comm.h"
+#include "../bootstrap.h"
+#include "../comm_state.h"
+#include "../engine.h"
 #include "../env.h"
 #include "../error.h"
 #include "../log.h"

@@ -19,27 +19,6 @@ struct dfcclComm;
 
 namespace dfccl {
 
-// A rank's first network proxy as net_connect's first round published it, and the hop id that rank reserved in it
-// for the communicator's messages outside its hops (the match board's: board_mirror.h). The net layer only reserves
-// and publishes the id; what travels under it is the caller's.
-struct NetEndpoint {
-  std::vector<std::byte> address;  // the proxy's transport address
-  uint64_t engine = 0;             // its engine_id()
-  uint32_t reserved_id = 0;
-};
-
-struct NetLinks {
-  std::vector<uint8_t> remote;      // [rank]: reached through the network
-  std::vector<RegionBlob> shadows;  // allocated by this rank, freed with the communicator
-  uint64_t shadow_bytes[2] = {};    // their sizes: the ring's, the point-to-point connections'
-  // The engine's proxies that carry the communicator's channels (channel c: proxies[c % size]), and the key of its
-  // hops in each (0: none attached).
-  std::vector<std::shared_ptr<net::Proxy>> proxies;
-  std::vector<uint64_t> keys;
-  std::vector<NetEndpoint> endpoints;  // [rank], set by net_connect (empty when no rank is remote)
-  bool any = false;                    // some rank is remote
-};
-
 // Caller: comm_init, once every rank's host hash is known. Fills c->net.remote; throws dfcclNotSupported when a rank
 // is remote and the library has no network transport.
 void net_plan(dfcclComm* c, const std::vector<uint64_t>& host_hashes);
