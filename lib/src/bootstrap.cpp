@@ -20,9 +20,7 @@
 #include "env.h"
 #include "error.h"
 #include "log.h"
-#include "match_board.h"
 #include "net/rendezvous.h"
-#include "p2p_table.h"
 
 namespace dfccl {
 namespace {
@@ -130,8 +128,8 @@ UniqueIdData parse_unique_id(const dfcclUniqueId& id) {
   return d;
 }
 
-Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_ms)
-    : rank_(rank), nranks_(nranks), timeout_ms_(timeout_ms) {
+Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_ms, Areas areas)
+    : rank_(rank), nranks_(nranks), timeout_ms_(timeout_ms), areas_(areas) {
   const UniqueIdData d = parse_unique_id(id);
   token_ = d.token;
   const std::string host = host_id();
@@ -151,8 +149,8 @@ Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_
 // Maps this host's segment of the id (creating it if this rank comes first) and claims rank_ in it.
 void Bootstrap::open_segment() {
   name_ = fmt::format("/dfccl-bs-{:016x}-{:016x}", token_, host_hash_);
-  bytes_ = sizeof(Header) + sizeof(RankWord) * nranks_ + 2 * kSlotBytes * nranks_ + MatchBoard::bytes(nranks_) +
-           sizeof(Note) * kNoteSlots * nranks_ + p2p_table::p2p_table_bytes(nranks_);
+  bytes_ = sizeof(Header) + sizeof(RankWord) * nranks_ + 2 * kSlotBytes * nranks_ + areas_.board_bytes +
+           sizeof(Note) * kNoteSlots * nranks_ + areas_.p2p_table_bytes;
   int fd = shm_open(name_.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0) throw_system("bootstrap: shm_open " + name_);
   struct stat st;
@@ -207,13 +205,13 @@ void* Bootstrap::board_area() const {
 }
 
 void* Bootstrap::p2p_area() const {
-  return static_cast<char*>(board_area()) + MatchBoard::bytes(nranks_) + sizeof(Note) * kNoteSlots * size_t(nranks_);
+  return static_cast<char*>(board_area()) + areas_.board_bytes + sizeof(Note) * kNoteSlots * size_t(nranks_);
 }
 
 Bootstrap::Note* Bootstrap::note(int rank, int slot) const {
   if (slot < 0 || slot >= kNoteSlots || rank < 0 || rank >= nranks_)
     throw Error(dfcclInternalError, fmt::format("bootstrap: note {} of rank {} does not exist", slot, rank));
-  auto* notes = reinterpret_cast<Note*>(static_cast<char*>(board_area()) + MatchBoard::bytes(nranks_));
+  auto* notes = reinterpret_cast<Note*>(static_cast<char*>(board_area()) + areas_.board_bytes);
   return notes + size_t(rank) * kNoteSlots + size_t(slot);
 }
 

@@ -15,19 +15,12 @@
 #include <vector>
 
 #include "dfccl.h"
+#include "unique_id.h"
 
 namespace dfccl {
 namespace net {
 class Rendezvous;
 }
-
-struct UniqueIdData {
-  uint64_t magic;
-  uint64_t token;  // random: names the rendezvous segment
-  uint32_t creator_pid;
-  uint32_t pad;
-};
-static_assert(sizeof(UniqueIdData) <= DFCCL_UNIQUE_ID_BYTES);
 
 // A new id. It carries the address of a rendezvous root that this call starts (it runs on a thread of this process
 // until its ranks have all registered and left); if none can be started, the id works for ranks on this host only
@@ -43,9 +36,15 @@ class Bootstrap {
  public:
   static constexpr size_t kSlotBytes = 4096;  // largest allgather contribution
 
+  // The shares of the segment that its users lay out (zeroed at creation): the match board's and the point-to-point
+  // carving table's, for nranks ranks (the caller passes MatchBoard::bytes and p2p_table_bytes).
+  struct Areas {
+    size_t board_bytes = 0;
+    size_t p2p_table_bytes = 0;
+  };
   // Claims `rank` in this host's segment (a second claim is dfcclInvalidUsage naming the holder), then registers with
   // the id's root (if it has one) and waits there for every rank: dfcclTimeout naming the missing ones.
-  Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_ms);
+  Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_ms, Areas areas);
   ~Bootstrap();
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;
@@ -73,14 +72,14 @@ class Bootstrap {
   bool local(int rank) const { return hosts_.empty() || hosts_[size_t(rank)] == hosts_[size_t(rank_)]; }
   bool all_local() const { return !rv_; }
 
-  // The match board's share of the segment (match_board.h): MatchBoard::bytes(nranks) bytes, zeroed at creation.
+  // The match board's share of the segment (match_board.h): Areas::board_bytes, zeroed at creation.
   void* board_area() const;
 
   // Notes: records a rank posts after init without waiting for anyone (ranks on this host only; persistent.h posts
   // its lanes' region handles). Each rank has kNoteSlots of at most kNoteBytes, each posted at most once.
   // read_note copies rank's note `slot` into out and returns true once it is posted. take_note counts the readers
   // that are done with a note and returns the count with this one.
-  // The point-to-point connections' carving table (p2p.h): p2p_table_bytes(nranks) bytes after the notes, zeroed.
+  // The point-to-point connections' carving table (p2p_table.h): Areas::p2p_table_bytes after the notes, zeroed.
   void* p2p_area() const;
   static constexpr int kNoteSlots = 8;
   static constexpr size_t kNoteBytes = 128;
@@ -105,6 +104,7 @@ class Bootstrap {
   std::string name_;
   uint64_t token_ = 0, host_hash_ = 0;
   int rank_ = 0, nranks_ = 0, timeout_ms_ = 0;
+  Areas areas_;
   void* base_ = nullptr;
   size_t bytes_ = 0;
   uint64_t round_ = 0;

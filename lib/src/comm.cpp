@@ -24,6 +24,7 @@
 #include "match_board.h"
 #include "net/links.h"
 #include "p2p.h"
+#include "p2p_table.h"
 #include "peer_watch.h"
 #include "persistent.h"
 #include "thread_name.h"
@@ -378,7 +379,9 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
   c->nranks = nranks;
   try {
     c->engine = Engine::acquire(dfcclExecutor_t(cfg.executor), cfg.device, dfcclMode_t(cfg.mode));
-    c->bootstrap = std::make_shared<Bootstrap>(id, rank, nranks, cfg.initTimeoutMs);
+    c->bootstrap =
+        std::make_shared<Bootstrap>(id, rank, nranks, cfg.initTimeoutMs,
+                                    Bootstrap::Areas{MatchBoard::bytes(nranks), p2p_table::p2p_table_bytes(nranks)});
     Engine& e = *c->engine;
     const TransportParams& tp = e.transport();
     std::vector<uint64_t> hosts;

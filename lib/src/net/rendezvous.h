@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "../bootstrap.h"
+#include "../unique_id.h"
 
 namespace dfccl::net {
 
