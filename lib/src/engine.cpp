@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "env.h"
+#include "env_warn.h"
 #include "error.h"
 #include "log.h"
 #include "thread_name.h"

@@ -27,9 +27,6 @@ int64_t env_int(const char* name);
 std::string env_str(const char* name);
 // Whether the user set the variable (to a non-empty value).
 bool env_is_set(const char* name);
-// Once per process: a warning on stderr for each DFCCL_* variable set in the environment that neither the table nor
-// the project's scripts know, naming the closest known name.
-void env_warn_unknown();
 // The closest name of the table to `name` (edit distance), for the warning above.
 std::string env_closest(const std::string& name);
 

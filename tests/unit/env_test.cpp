@@ -7,6 +7,7 @@
 #include <string>
 
 #include "env.h"
+#include "env_warn.h"
 #include "error.h"
 
 namespace {
