@@ -57,7 +57,7 @@ class Bootstrap {
 
   // Liveness words in the segment, which every rank keeps mapped for the communicator's life: how each rank's
   // communicator ended (kRunning until it aborts or is destroyed) and its heartbeat, written by its PeerWatch thread
-  // and read by the peers' (comm.cpp, watch_peers).
+  // and read by the peers' (comm_init.cpp, watch_peers).
   static constexpr uint64_t kRunning = 1, kAborted = 2, kLeft = 3;
   static uint64_t now_ns();
   void set_state(uint64_t state);

@@ -118,11 +118,11 @@ struct dfcclComm {
   // A failure that ended the communicator without the application's abort: a peer that died, aborted or fell silent
   // (dfcclRemoteError) or collectives that disagree between ranks (dfcclInvalidUsage); `failure` names the rank or
   // the field and is written before `fail_code`.
-  std::atomic<bool> fail_claimed{false};  // the first failure claims it (comm.cpp, fail_once)
+  std::atomic<bool> fail_claimed{false};  // the first failure claims it (comm_failure.cpp, fail_once)
   std::atomic<int> fail_code{dfcclSuccess};
   std::string failure;
   std::atomic<bool> user_aborted{false};  // dfcclCommAbort was called (a destroy after it is refused)
-  // DFCCL_HIERARCHY: the communicators of the hierarchical all-reduce's stages (hierarchy.h), made at init, owned by
+  // DFCCL_HIERARCHY: the communicators of the hierarchical all-reduce's stages (comm_submit.h), made at init, owned by
   // this one and sharing its fate; null where it has none.
   struct Hierarchy {
     dfcclComm* intra = nullptr;  // this host's ranks

@@ -1,5 +1,5 @@
 // Helpers on one connection (a communicator's ring, a point-to-point connection, a persistent lane), shared by
-// the subsystems that own connections (comm.cpp, p2p.cpp, persistent.cpp).
+// the subsystems that own connections (comm_failure.cpp, p2p.cpp, persistent.cpp).
 #pragma once
 
 #include "core/types.h"

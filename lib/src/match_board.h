@@ -5,7 +5,7 @@
 // Posting is done by the submitting thread before the collective reaches the engine: it stores its entry, then
 // (after a sequentially consistent fence) reads the peers' entries for the same key. Of two ranks that submit
 // differing collectives under one key, at least one therefore sees the other's entry: that rank refuses its
-// submission and publishes the mismatch, which every other rank's PeerWatch thread reads (comm.cpp).
+// submission and publishes the mismatch, which every other rank's PeerWatch thread reads (comm_init.cpp, watch_peers).
 //
 // Keys: a collective matched by order has key n (the communicator's n-th such collective), kept in a ring of
 // kRingKeys entries per rank; a peer more than kRingKeys keys ahead is not compared (it cannot be: it would need more
@@ -81,7 +81,7 @@ class MatchBoard final : public ArrivalSource {
   // Publishes a mismatch found elsewhere (another host) unless one was published already.
   void publish(const std::string& message);
   // How the board's messages name ranks and collectives: a stage communicator of a hierarchical all-reduce
-  // (hierarchy.h) names them as the application knows them, in its parent's ranks and counts, and reports which
+  // (comm_submit.h) names them as the application knows them, in its parent's ranks and counts, and reports which
   // ranks have not called the parent's collective that a pending stage belongs to (set_parent_key).
   struct Names {
     std::vector<int> ranks;                    // the name of each of the board's ranks

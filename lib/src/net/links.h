@@ -1,7 +1,7 @@
 // The connections of a communicator that go through the network (net/proxy.h): which ranks are remote, the shadow
 // regions that stand for their connections on this host, and the hops handed to the engine's proxy.
 //
-// A rank is remote when its host id differs from this rank's (comm.cpp, host_id; DFCCL_HOSTID overrides it) or, with
+// A rank is remote when its host id differs from this rank's (bootstrap.h, host_id; DFCCL_HOSTID overrides it) or, with
 // DFCCL_NET_FORCE=1, whenever it is another rank. A communicator with a remote rank keeps all its regions in host
 // memory (the proxy writes them; the CUDA executor maps them for the GPU), and its daemon writes into a shadow where
 // it would write into a remote rank's mapped region.

@@ -14,7 +14,7 @@
 //  - The thread polls only memory and the transport: it makes no CUDA call and takes no lock that an application
 //    thread holds across one. Commands from other threads (attach, detach) go through a short-held queue lock.
 //  - A failure (a peer's process died, a send failed) marks that peer's hops failed; failure() reports it, naming the
-//    rank, and the communicator's peer watch turns it into dfcclRemoteError (comm.cpp). So does a peer proxy not
+//    rank, and the communicator's peer watch turns it into dfcclRemoteError (comm_init.cpp). So does a peer proxy not
 //    heard from for DFCCL_NET_TIMEOUT_MS: every proxy sends each connected peer a heartbeat every
 //    DFCCL_NET_HEARTBEAT_MS, whatever the collectives do (a stopped process or a cut link sends none; a late rank
 //    still does). Any message of the peer (heartbeat, data, credit) counts as hearing it, and silence counts only
