@@ -1,4 +1,4 @@
-#include "proxy.h"
+#include "net/proxy.h"
 
 #include <fmt/format.h>
 
@@ -6,9 +6,9 @@
 #include <array>
 #include <random>
 
-#include "../env.h"
-#include "../thread_name.h"
 #include "core/region.h"
+#include "settings/env.h"
+#include "util/thread_name.h"
 
 namespace dfccl::net {
 

@@ -43,8 +43,8 @@
 #include <thread>
 #include <vector>
 
-#include "board_link.h"
-#include "transport.h"
+#include "net/board_link.h"
+#include "net/transport.h"
 
 namespace dfccl::net {
 
