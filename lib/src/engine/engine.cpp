@@ -13,6 +13,7 @@
 
 #include "settings/env.h"
 #include "settings/env_warn.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/thread_name.h"
@@ -22,21 +23,7 @@ namespace dfccl {
 using core::kMaxRings;
 using core::kMaxSlots;
 
-uint64_t host_now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 namespace {
-
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
 
 std::mutex registry_mu;
 std::map<std::tuple<int, int, int>, std::weak_ptr<Engine>> registry;
@@ -61,15 +48,8 @@ std::shared_ptr<Engine> Engine::acquire(dfcclExecutor_t executor, int device, df
 }
 
 Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::move(exec)) {
-  const EngineConfig c = EngineConfig::from_env(*exec_, mode);
-  params_ = c.params;
-  transport_ = c.transport;
-  relaunch_min_ns_ = c.relaunch_min_ns;
-  relaunch_max_ns_ = c.relaunch_max_ns;
-  backoff_ns_ = c.relaunch_min_ns;
-  probe_spin_ns_ = c.probe_spin_ns;
-  sync_spin_ns_ = c.sync_spin_ns;
-  wait_kernel_ = c.wait_kernel;
+  cfg_ = EngineConfig::from_env(*exec_, mode);
+  backoff_ns_ = cfg_.relaunch_min_ns;
   const std::string serialized = exec_->serialization();
   if (!serialized.empty())
     log(LogLevel::Warn, LogSubsys::Engine,
@@ -81,12 +61,12 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::mo
       "DFCCL {}.{}.{} engine on device {}: {} executor, {} mode, {} blocks x {} threads{}, stream waits by {}; {} "
       "slots x {} B per lane, {} sequence + {} persistent lanes per communicator",
       DFCCL_MAJOR, DFCCL_MINOR, DFCCL_PATCH, exec_->device(), exec_->kind() == dfcclExecutorHost ? "host" : "CUDA",
-      params_.blocking ? "blocking" : "preemptive", params_.nblocks, exec_->threads_per_block(),
-      params_.prefetch ? " + prefetcher" : "", wait_kernel_ ? "a polling kernel" : "a stream memory wait",
-      transport_.nslots, transport_.slot_bytes, transport_.seq_lanes, transport_.persistent_lanes);
+      cfg_.params.blocking ? "blocking" : "preemptive", cfg_.params.nblocks, exec_->threads_per_block(),
+      cfg_.params.prefetch ? " + prefetcher" : "", cfg_.wait_kernel ? "a polling kernel" : "a stream memory wait",
+      cfg_.transport.nslots, cfg_.transport.slot_bytes, cfg_.transport.seq_lanes, cfg_.transport.persistent_lanes);
   stuck_warn_ns_ = uint64_t(env_int("DFCCL_STUCK_WARN_S")) * 1000000000ull;
   g_ = static_cast<core::EngineGlobal*>(exec_->alloc_device(sizeof(core::EngineGlobal)));
-  ctx_ = static_cast<core::ChanCtx*>(exec_->alloc_device(sizeof(core::ChanCtx) * kMaxSlots * params_.nblocks));
+  ctx_ = static_cast<core::ChanCtx*>(exec_->alloc_device(sizeof(core::ChanCtx) * kMaxSlots * cfg_.params.nblocks));
   h_ = static_cast<core::EngineHost*>(exec_->alloc_pinned(sizeof(core::EngineHost)));
   free_slots_.reserve(kMaxSlots);
   for (uint32_t s = kMaxSlots; s-- > 0;) free_slots_.push_back(s);
@@ -297,7 +277,7 @@ std::shared_ptr<RequestState> Engine::submit_locked(core::Desc d, uint32_t comm_
   // (flagged.h, PostRecord). The descriptor also stays in desc[slot], where blocks read it when the copy is late; the
   // fence orders both before the doorbell.
   const uint64_t entry = core::ring_entry(pos, slot);
-  const bool host_ordered = stream == DFCCL_NO_STREAM && params_.prefetch;
+  const bool host_ordered = stream == DFCCL_NO_STREAM && cfg_.params.prefetch;
   core::write_post_record(h_->post_log[(d.seq - 1) % core::kMaxSlots], d.seq - 1,
                           core::submission_tag(ring, entry) | (host_ordered ? core::kPostHostOrdered : 0), d);
   std::atomic_thread_fence(std::memory_order_release);
@@ -342,7 +322,7 @@ void Engine::launch_locked(uint64_t now) {
   ev.g = g_;
   ev.ctx = ctx_;
   ev.h = h_;
-  ev.p = params_;
+  ev.p = cfg_.params;
   ev.p.epoch = ++epoch_;
   __atomic_store_n(&h_->exit_reason, uint64_t(core::kExitNone), __ATOMIC_RELEASE);
   net_seen_ = net_deliveries();
@@ -439,7 +419,7 @@ bool Engine::drain_completions() {
       const bool settles = use.req && use.req->settles;  // its slot is freed once it settles (finish_request)
       done[n++].req = take_slot_locked(slot, !settles);
       completed_ += 1;
-      backoff_ns_ = relaunch_min_ns_;  // progress: the next stuck exit starts a new back-off
+      backoff_ns_ = cfg_.relaunch_min_ns;  // progress: the next stuck exit starts a new back-off
     } while (n < done.size() && next_entry());
     compact_waits_locked();
     cv_.notify_all();
@@ -500,87 +480,6 @@ bool Engine::settle_unsettled(uint64_t now) {
   return std::erase_if(unsettled_, [&](const Unsettled& u) { return settle(u, now >= u.deadline); }) > 0;
 }
 
-void fold_part(const std::shared_ptr<RequestState>& parent, const RequestState& part, int status);
-
-// Caller: the progress thread, for a request whose collective finished (its info already filled). Publishes the status
-// and message, wakes its waiters, runs its callback, and folds it into its compound request.
-void complete_request(const std::shared_ptr<RequestState>& req, int status, const std::string& error) {
-  dfcclCallback_t cb = nullptr;
-  void* arg = nullptr;
-  dfcclRequest_t handle = nullptr;
-  std::shared_ptr<RequestState> parent;  // read with the status: compound_request folds a part that finished before
-  {
-    std::lock_guard<std::mutex> lk(req->mu);
-    parent = req->parent.lock();
-    req->info.completeNs = host_now_ns();
-    if (!error.empty()) req->error = error;
-    req->info.status = dfcclResult_t(status);
-    req->status.store(status, std::memory_order_release);
-    cb = req->callback;
-    arg = req->callback_arg;
-    handle = req->handle;
-    req->callback = nullptr;
-    if (cb) {
-      req->callback_running = true;
-      req->callback_thread = std::this_thread::get_id();
-    }
-    req->cv.notify_all();
-  }
-  if (cb) {
-    cb(handle, dfcclResult_t(status), arg);
-    std::lock_guard<std::mutex> lk(req->mu);
-    req->callback_running = false;
-    req->cv.notify_all();
-  }
-  if (parent) fold_part(parent, *req, status);
-}
-
-// A part of a compound request finished with `status`: its report joins the compound's, and the last part
-// completes it.
-void fold_part(const std::shared_ptr<RequestState>& parent, const RequestState& part, int status) {
-  int outcome = dfcclSuccess;
-  std::string error;
-  {
-    std::lock_guard<std::mutex> lk(parent->mu);
-    dfcclRequestInfo_t& i = parent->info;
-    const dfcclRequestInfo_t& p = part.info;  // final: written before the part's status
-    if (p.coreStartNs && (!i.coreStartNs || p.coreStartNs < i.coreStartNs)) i.coreStartNs = p.coreStartNs;
-    i.coreEndNs = std::max(i.coreEndNs, p.coreEndNs);
-    i.preemptions += p.preemptions;
-    i.waitUs = std::max(i.waitUs, p.waitUs);
-    if (status != dfcclSuccess && parent->error.empty() && i.status == dfcclInProgress) {
-      i.status = dfcclResult_t(status);  // the first failure: kept until the last part
-      parent->error = part.error;
-    }
-    if (--parent->parts_pending > 0) return;
-    outcome = i.status == dfcclInProgress ? dfcclSuccess : int(i.status);
-    error = parent->error;
-  }
-  complete_request(parent, outcome, error);
-}
-
-std::shared_ptr<RequestState> compound_request(std::vector<std::shared_ptr<RequestState>> parts) {
-  auto r = std::make_shared<RequestState>();
-  r->info.status = dfcclInProgress;
-  r->info.submitNs = host_now_ns();
-  if (!parts.empty()) {
-    r->engine = parts.front()->engine;
-    r->seq = parts.back()->seq;
-  }
-  r->parts_pending = parts.size();
-  r->parts = std::move(parts);
-  for (auto& p : r->parts) {
-    int finished = dfcclInProgress;
-    {
-      std::lock_guard<std::mutex> lk(p->mu);
-      p->parent = r;
-      finished = p->status.load(std::memory_order_acquire);
-    }
-    if (finished != dfcclInProgress) fold_part(r, *p, finished);  // its completion did not see r
-  }
-  return r;
-}
-
 void Engine::progress_loop() {
   const bool host = exec_->kind() == dfcclExecutorHost;
   uint32_t quiet = 0;
@@ -639,7 +538,7 @@ bool Engine::daemon_gone_locked(uint64_t now) {
   if (reason != core::kExitStuck) {
     exits_idle_ += 1;
     if (outstanding_ > 0) late_doorbells_ += 1;  // submitted work the daemon had not seen yet
-    next_launch_ns_ = now + relaunch_min_ns_;
+    next_launch_ns_ = now + cfg_.relaunch_min_ns;
     return true;
   }
   exits_stuck_ += 1;
@@ -648,151 +547,13 @@ bool Engine::daemon_gone_locked(uint64_t now) {
   next_launch_ns_ = waited ? now : now + backoff_ns_;
   // INFO: a late peer, or ranks time-sliced on one GPU, climb it too; a real hang is named by the stuck warning
   // (warn_if_stuck_locked).
-  if (backoff_ns_ < relaunch_max_ns_ && backoff_ns_ * 2 >= relaunch_max_ns_)
+  if (backoff_ns_ < cfg_.relaunch_max_ns && backoff_ns_ * 2 >= cfg_.relaunch_max_ns)
     log(LogLevel::Info, LogSubsys::Engine,
         "device {}: the daemon keeps leaving with every collective stuck ({} stuck exits): relaunches are now {} us "
         "apart (DFCCL_RELAUNCH_MAX_NS)",
-        exec_->device(), exits_stuck_, relaunch_max_ns_ / 1000);
-  backoff_ns_ = std::min(backoff_ns_ * 2, relaunch_max_ns_);
+        exec_->device(), exits_stuck_, cfg_.relaunch_max_ns / 1000);
+  backoff_ns_ = std::min(backoff_ns_ * 2, cfg_.relaunch_max_ns);
   return true;
-}
-
-void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t stream) {
-  if (!r->parts.empty() && exec_->kind() != dfcclExecutorHost) {  // a compound request: the stream waits for each part
-    for (const auto& part : r->parts)
-      if (part->status.load(std::memory_order_acquire) == dfcclInProgress) wait_on_stream(part, stream);
-    return;
-  }
-  if (exec_->kind() == dfcclExecutorHost) {
-    const int64_t limit = env_int("DFCCL_HOST_WAIT_TIMEOUT_MS");
-    if (!wait_request(*r, limit))
-      throw Error(dfcclTimeout, fmt::format("dfcclWait (host executor): the collective did not finish within {} ms "
-                                            "(DFCCL_HOST_WAIT_TIMEOUT_MS)",
-                                            limit));
-    return;
-  }
-  // While a stream waits on a pending collective, an implicit device-wide synchronization issued later (the first
-  // launch of a lazily loaded kernel: the device holds all later work until every earlier one, the daemon included,
-  // has finished) cannot end before that collective, and holds back any relaunch: the daemon must stay until the
-  // collective is done. But a barrier issued *before* this wait does not wait for it and waits for the daemon to
-  // leave: staying for this wait would deadlock. The barrier probe tells the two apart: it runs at once unless such
-  // a barrier is pending. The daemon itself decides, at its exit decisions, from the list of waits (pinned memory),
-  // the probe word and its completion words, so that no host thread has to take part: the host's CUDA calls can be
-  // held by another thread's implicit synchronization (docs/design.md, "Implicit synchronizations").
-  uint64_t probe = 0;
-  // The waiting kernel also ends if the collective's communicator is aborted (docs/design.md, "Abort"); ~0 matches
-  // no attachment (a collective already complete needs no way out).
-  const uint64_t* abort_word = &h_->aborts;
-  uint64_t abort_value = ~uint64_t(0);
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    SlotUse& use = slots_[r->slot];
-    if (use.req == r) {
-      abort_word = &h_->abort_gen[use.comm];
-      abort_value = __atomic_load_n(&comm_gen_[use.comm], __ATOMIC_RELAXED);
-    }
-    if (use.req == r && !use.waited) {
-      use.waited = true;
-      // At most one entry per occupied slot once compacted, so there is room after compacting.
-      if (__atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE) >= core::kMaxSlots) compact_waits_locked();
-      const uint64_t k = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE);
-      h_->waits[k] = core::WaitEntry{r->slot, r->seq, ++probes_};
-      __atomic_store_n(&h_->nwaits, k + 1, __ATOMIC_RELEASE);
-      exec_->probe(&h_->probe_done, probes_);
-      if (!running_) launch_locked(host_now_ns());  // up before the stream waits (and before any later barrier)
-      probe = probes_;
-    }
-  }
-  // The stream's wait first: its host call (a kernel launch) overlaps the probe's round trip through the GPU. Both
-  // run only after any pending barrier, whichever is issued first. Across hosts the stream then waits for the
-  // request's final status too (the signatures: complete_or_hold), so that a mismatch found after the collective
-  // finished is reported before the work behind the wait runs.
-  const core::StreamWait w{
-      &g_->complete[r->slot], r->seq, abort_word, abort_value, r->settles ? &h_->settled[r->slot] : nullptr,
-      kSettleWaitNs};
-  exec_->stream_wait(stream, w, wait_kernel_);
-  if (probe != 0) confirm_wait(probe);
-}
-
-// After listing a wait: make sure a daemon will run for it without another host call, which an implicit
-// synchronization of another thread could hold (cudaFree holds kernel launches: docs/design.md). Spin until the
-// wait's barrier probe has run, bounded by DFCCL_PROBE_SPIN_NS.
-// - It ran: no barrier is pending. The running daemon stays for the wait unless it had already announced its exit
-//   (EngineHost::exit_announced, read after seeing the probe: see should_exit); then launch the next one now.
-// - It did not run: a barrier is probably pending; the running daemon will leave for it, and the work listed after
-//   it needs a daemon launched after it. Launch one now, from this thread: the call returns once the barrier is
-//   resolved (launches are held meanwhile) and before this thread's own next implicit synchronization.
-// A launch while a daemon runs queues a standby behind it on the daemon stream (it starts when that one leaves).
-void Engine::confirm_wait(uint64_t probe) {
-  const uint64_t t0 = host_now_ns();
-  bool ran = false;
-  for (;;) {
-    ran = __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE) >= probe;
-    if (ran || host_now_ns() - t0 > probe_spin_ns_) break;
-    cpu_relax();
-  }
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  std::lock_guard<std::mutex> lk(mu_);
-  const bool leaving = __atomic_load_n(&h_->exit_announced, __ATOMIC_ACQUIRE) == epoch_;
-  if (!running_ || !ran || leaving) {
-    standby_launches_ += running_ ? 1 : 0;
-    launch_locked(host_now_ns());
-  }
-}
-
-// Whether the collective a listed wait is for is still pending as the host sees it (its slot not drained or reused).
-bool Engine::wait_pending_locked(const core::WaitEntry& w) const {
-  const SlotUse& use = slots_[w.slot];
-  return use.waited && use.req && use.req->seq == w.seq;
-}
-
-// Drops the waits whose collective the host has seen complete. Entries move only towards the front and the count
-// is lowered last, so a daemon reading concurrently never misses a live entry.
-void Engine::compact_waits_locked() {
-  const uint64_t n = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE);
-  uint64_t kept = 0;
-  for (uint64_t k = 0; k < n; ++k) {
-    const core::WaitEntry w = h_->waits[k];
-    if (!wait_pending_locked(w)) continue;
-    if (kept != k) h_->waits[kept] = w;
-    ++kept;
-  }
-  __atomic_store_n(&h_->nwaits, kept, __ATOMIC_RELEASE);
-}
-
-// Waits that keep the daemon now: probe run, collective pending (what the daemon computes at its exit decisions).
-uint64_t Engine::waits_holding_locked() {
-  const uint64_t n = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE);
-  const uint64_t probed = __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE);
-  uint64_t holding = 0;
-  for (uint64_t k = 0; k < n; ++k) {
-    const core::WaitEntry& w = h_->waits[k];
-    holding += w.probe <= probed && wait_pending_locked(w) ? 1 : 0;
-  }
-  return holding;
-}
-
-bool wait_request(RequestState& r, int64_t timeout_ms) {
-  if (r.status.load(std::memory_order_acquire) != dfcclInProgress) return true;
-  // A small collective completes within tens of microseconds: poll first, which saves the sleeping thread's
-  // wake-up.
-  uint64_t spin_ns = 0;
-  if (auto e = r.engine.lock()) spin_ns = e->sync_spin_ns();
-  if (timeout_ms >= 0) spin_ns = std::min<uint64_t>(spin_ns, uint64_t(timeout_ms) * 1000000ull);
-  if (spin_ns > 0) {
-    const uint64_t t0 = host_now_ns();
-    while (host_now_ns() - t0 < spin_ns) {
-      if (r.status.load(std::memory_order_acquire) != dfcclInProgress) return true;
-      cpu_relax();
-    }
-  }
-  std::unique_lock<std::mutex> lk(r.mu);
-  auto done = [&] { return r.status.load(std::memory_order_acquire) != dfcclInProgress; };
-  if (timeout_ms < 0) {
-    r.cv.wait(lk, done);
-    return true;
-  }
-  return r.cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), done);
 }
 
 // Polls, without the engine's lock: the progress thread can hold it inside a daemon launch that another thread's
@@ -819,41 +580,6 @@ void Engine::abort_comm(uint32_t comm_index, dfcclResult_t why, const std::strin
   __atomic_store_n(&h_->abort_gen[comm_index], __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED),
                    __ATOMIC_RELAXED);
   __atomic_fetch_add(&h_->aborts, uint64_t(1), __ATOMIC_RELEASE);
-}
-
-static_assert(sizeof(dfcclStats_t::profileNs) / sizeof(uint64_t) == core::kNumPhases);
-
-dfcclStats_t Engine::stats() {
-  dfcclStats_t s{};
-  std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
-  if (!lock_within(lk, kLockWaitMs))
-    throw Error(dfcclTimeout, fmt::format("dfcclGetStats: the engine of device {} was busy for {} ms (a thread inside "
-                                          "a CUDA call that an implicit synchronization holds?)",
-                                          exec_->device(), kLockWaitMs));
-  s.submitted = submitted_;
-  s.completed = completed_;
-  double cycles[core::kNumPhases] = {}, ns = 0;
-  for (uint32_t b = 0; b < params_.nblocks; ++b) {
-    s.preemptions += h_->stats[b].preemptions;
-    s.contextSwitches += h_->stats[b].switches;
-    s.primitives += h_->stats[b].primitives;
-    for (uint32_t k = 0; k < core::kNumPhases; ++k) cycles[k] += double(h_->stats[b].prof[k]);
-    ns += double(h_->stats[b].prof_ns);
-  }
-  s.descPrefetched = h_->stats[0].prefetched;  // block 0: every small collective's data channel
-  // Phase profile: cycles of the blocks' clocks, converted with the launches' own cycles per nanosecond.
-  if (cycles[core::kPhaseLaunch] > 0)
-    for (uint32_t k = 0; k < core::kNumPhases; ++k)
-      s.profileNs[k] = uint64_t(cycles[k] * ns / cycles[core::kPhaseLaunch]);
-  s.daemonLaunches = launches_;
-  s.daemonExitsIdle = exits_idle_;
-  s.daemonExitsStuck = exits_stuck_;
-  s.lateDoorbells = late_doorbells_;
-  s.outstanding = outstanding_;
-  s.streamWaited = waits_holding_locked();
-  s.daemonRunning = running_ ? 1 : 0;
-  s.standbyLaunches = standby_launches_;
-  return s;
 }
 
 }  // namespace dfccl

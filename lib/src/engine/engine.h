@@ -19,6 +19,7 @@
 #include "core/block.h"
 #include "dfccl.h"
 #include "engine/engine_config.h"
+#include "engine/requests.h"
 #include "executor/executor.h"
 
 namespace dfccl {
@@ -27,40 +28,6 @@ class Engine;
 namespace net {
 class Proxy;
 }
-
-// One submitted collective, as the host sees it. Shared by the engine (until completion) and the user's handle.
-struct RequestState {
-  uint64_t seq = 0;
-  uint32_t slot = 0;
-  // Its communicator spans hosts (ArrivalSource::across_hosts): its slot stays taken until the request has its final
-  // status, which then goes into EngineHost::settled[slot], and a stream waits for that (Engine::wait_on_stream).
-  bool settles = false;
-  std::weak_ptr<Engine> engine;  // alive while the request is pending (its communicator holds the engine)
-  std::atomic<int> status{dfcclInProgress};
-  dfcclRequestInfo_t info{};
-  std::string error;  // why it failed, when a peer's failure ended it (under mu)
-  std::mutex mu;
-  std::condition_variable cv;
-  dfcclCallback_t callback = nullptr;
-  void* callback_arg = nullptr;
-  dfcclRequest_t handle = nullptr;  // passed to the callback
-  // The callback taken by the progress thread and not yet returned: dfcclRequestFree waits for it (unless called
-  // from the callback itself), so that nothing is called back after the free returns.
-  bool callback_running = false;
-  std::thread::id callback_thread{};
-  // A compound request (an all-to-all) has parts, each a queued transfer; it completes when its last part does, with
-  // the first failed part's status and message, the earliest core start, the latest end and the summed preemptions.
-  // A part names its compound request (weak: a compound request nobody holds is not completed).
-  std::vector<std::shared_ptr<RequestState>> parts;
-  std::weak_ptr<RequestState> parent;
-  size_t parts_pending = 0;  // under mu
-};
-// A compound request of `parts`, each of which now names it (before any can complete: the caller holds the lock that
-// their submission takes, or they are not yet queued).
-std::shared_ptr<RequestState> compound_request(std::vector<std::shared_ptr<RequestState>> parts);
-// Caller: the progress thread (and compound_request). The request's collective finished with `status` (and a
-// failure's message): publishes them, wakes its waiters, runs its callback, folds it into its compound request.
-void complete_request(const std::shared_ptr<RequestState>& req, int status, const std::string& error);
 
 // What a communicator's ranks have called, for the stuck warning and dfcclDebugDump (MatchBoard).
 class ArrivalSource {
@@ -89,10 +56,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   Executor& exec() { return *exec_; }
   dfcclExecutor_t executor_kind() const { return exec_->kind(); }
-  dfcclMode_t mode() const { return params_.blocking ? dfcclModeBlocking : dfcclModePreemptive; }
-  const core::DaemonParams& params() const { return params_; }
-  const TransportParams& transport() const { return transport_; }
-  uint64_t sync_spin_ns() const { return sync_spin_ns_; }
+  dfcclMode_t mode() const { return cfg_.params.blocking ? dfcclModeBlocking : dfcclModePreemptive; }
+  const core::DaemonParams& params() const { return cfg_.params; }
+  const TransportParams& transport() const { return cfg_.transport; }
+  uint64_t sync_spin_ns() const { return cfg_.sync_spin_ns; }
 
   // Communicator table of the daemon. detach takes no lock that is held across a CUDA call (an abort calls it while
   // the progress thread may hold the engine's lock inside one). `arrivals` (may be null) names the ranks a pending
@@ -231,14 +198,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   core::EngineGlobal* g_ = nullptr;
   core::ChanCtx* ctx_ = nullptr;
   core::EngineHost* h_ = nullptr;
-  core::DaemonParams params_{};
-  TransportParams transport_{};
-  uint64_t relaunch_min_ns_ = 0, relaunch_max_ns_ = 0, backoff_ns_ = 0, next_launch_ns_ = 0;
+  // The settings, read once at creation; cfg_.params.epoch is set at each launch.
+  EngineConfig cfg_;
+  uint64_t backoff_ns_ = 0, next_launch_ns_ = 0;
   static constexpr uint64_t kExitQueryNs = 200000;  // progress_loop: the executor's exit query without a word from it
   uint64_t last_exit_query_ns_ = 0;
-  uint64_t probe_spin_ns_ = 0;
-  uint64_t sync_spin_ns_ = 0;  // dfcclSynchronize: poll this long before sleeping (0: host executor)
-  bool wait_kernel_ = false;   // dfcclWait on a stream by a polling kernel (see Executor::stream_wait)
 
   std::mutex mu_;
   std::condition_variable cv_;  // completions and submissions
@@ -288,8 +252,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool relaunch_due_locked(uint64_t now);
   uint64_t net_seen_ = 0;  // net_deliveries() at the last launch (under mu_)
 };
-
-uint64_t host_now_ns();
 
 // Takes the lock within ms milliseconds, or gives up (false): the engine's lock can be held by a thread whose CUDA
 // call is held by another thread's implicit synchronization, and diagnostics must not hang with it.

@@ -1,6 +1,6 @@
-// The engine's diagnostics (dfcclDebugDump): what the host knows, what pinned memory shows (the blocks'
-// heartbeats), and the device's side read through the control stream on a helper thread. Nothing here waits
-// without bound: a dump is asked for exactly when something hangs.
+// The engine's diagnostics: its statistics (dfcclGetStats) and dfcclDebugDump, which shows what the host knows, what
+// pinned memory shows (the blocks' heartbeats), and the device's side read through the control stream on a helper
+// thread. Nothing here waits without bound: a dump is asked for exactly when something hangs.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "util/error.h"
 #include "util/thread_name.h"
 
 namespace dfccl {
@@ -16,7 +17,7 @@ using core::kMaxRings;
 using core::kMaxSlots;
 
 std::string Engine::heartbeats_text() const {
-  const uint32_t nb = params_.nblocks;
+  const uint32_t nb = cfg_.params.nblocks;
   uint64_t newest = 0;
   for (uint32_t b = 0; b < nb; ++b) newest = std::max(newest, h_->heartbeat[b].now_ns);
   std::string out = fmt::format("  heartbeats (executor clock, newest {} ns):", newest);
@@ -123,7 +124,7 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
 // The device-state part of debug_dump, from a snapshot taken under the lock (no engine state is read here but
 // through the executor). Blocks while the control stream is held.
 std::string Engine::device_state_text(const DeviceSnapshot& snap) {
-  const uint32_t nb = params_.nblocks;
+  const uint32_t nb = cfg_.params.nblocks;
   std::string out = fmt::format("engine device {}: device state\n", exec_->device());
   std::vector<core::ChanCtx> cx(nb);
   for (const auto& [s, seq] : snap.slots) {
@@ -182,6 +183,41 @@ std::string Engine::comm_lanes_text(const DeviceSnapshot& snap, uint32_t i) {
     if (lanes[l].turn || lanes[l].sent || lanes[l].recvd)
       out += fmt::format(" {}:{}/{}/{}", l, lanes[l].turn, lanes[l].sent, lanes[l].recvd);
   return out + "\n";
+}
+
+static_assert(sizeof(dfcclStats_t::profileNs) / sizeof(uint64_t) == core::kNumPhases);
+
+dfcclStats_t Engine::stats() {
+  dfcclStats_t s{};
+  std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+  if (!lock_within(lk, kLockWaitMs))
+    throw Error(dfcclTimeout, fmt::format("dfcclGetStats: the engine of device {} was busy for {} ms (a thread inside "
+                                          "a CUDA call that an implicit synchronization holds?)",
+                                          exec_->device(), kLockWaitMs));
+  s.submitted = submitted_;
+  s.completed = completed_;
+  double cycles[core::kNumPhases] = {}, ns = 0;
+  for (uint32_t b = 0; b < cfg_.params.nblocks; ++b) {
+    s.preemptions += h_->stats[b].preemptions;
+    s.contextSwitches += h_->stats[b].switches;
+    s.primitives += h_->stats[b].primitives;
+    for (uint32_t k = 0; k < core::kNumPhases; ++k) cycles[k] += double(h_->stats[b].prof[k]);
+    ns += double(h_->stats[b].prof_ns);
+  }
+  s.descPrefetched = h_->stats[0].prefetched;  // block 0: every small collective's data channel
+  // Phase profile: cycles of the blocks' clocks, converted with the launches' own cycles per nanosecond.
+  if (cycles[core::kPhaseLaunch] > 0)
+    for (uint32_t k = 0; k < core::kNumPhases; ++k)
+      s.profileNs[k] = uint64_t(cycles[k] * ns / cycles[core::kPhaseLaunch]);
+  s.daemonLaunches = launches_;
+  s.daemonExitsIdle = exits_idle_;
+  s.daemonExitsStuck = exits_stuck_;
+  s.lateDoorbells = late_doorbells_;
+  s.outstanding = outstanding_;
+  s.streamWaited = waits_holding_locked();
+  s.daemonRunning = running_ ? 1 : 0;
+  s.standbyLaunches = standby_launches_;
+  return s;
 }
 
 }  // namespace dfccl

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <vector>
 
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace dfccl {
@@ -82,6 +84,87 @@ void request_handle_free(dfcclRequest_t handle) {
   e->generation = (e->generation + 1) & ((uint64_t(1) << (64 - kIndexBits)) - 1);
   if (e->generation == 0) e->generation = 1;
   t.free.push_back(uint32_t(e - t.entries.data()));
+}
+
+void fold_part(const std::shared_ptr<RequestState>& parent, const RequestState& part, int status);
+
+// Caller: the progress thread, for a request whose collective finished (its info already filled). Publishes the status
+// and message, wakes its waiters, runs its callback, and folds it into its compound request.
+void complete_request(const std::shared_ptr<RequestState>& req, int status, const std::string& error) {
+  dfcclCallback_t cb = nullptr;
+  void* arg = nullptr;
+  dfcclRequest_t handle = nullptr;
+  std::shared_ptr<RequestState> parent;  // read with the status: compound_request folds a part that finished before
+  {
+    std::lock_guard<std::mutex> lk(req->mu);
+    parent = req->parent.lock();
+    req->info.completeNs = host_now_ns();
+    if (!error.empty()) req->error = error;
+    req->info.status = dfcclResult_t(status);
+    req->status.store(status, std::memory_order_release);
+    cb = req->callback;
+    arg = req->callback_arg;
+    handle = req->handle;
+    req->callback = nullptr;
+    if (cb) {
+      req->callback_running = true;
+      req->callback_thread = std::this_thread::get_id();
+    }
+    req->cv.notify_all();
+  }
+  if (cb) {
+    cb(handle, dfcclResult_t(status), arg);
+    std::lock_guard<std::mutex> lk(req->mu);
+    req->callback_running = false;
+    req->cv.notify_all();
+  }
+  if (parent) fold_part(parent, *req, status);
+}
+
+// A part of a compound request finished with `status`: its report joins the compound's, and the last part
+// completes it.
+void fold_part(const std::shared_ptr<RequestState>& parent, const RequestState& part, int status) {
+  int outcome = dfcclSuccess;
+  std::string error;
+  {
+    std::lock_guard<std::mutex> lk(parent->mu);
+    dfcclRequestInfo_t& i = parent->info;
+    const dfcclRequestInfo_t& p = part.info;  // final: written before the part's status
+    if (p.coreStartNs && (!i.coreStartNs || p.coreStartNs < i.coreStartNs)) i.coreStartNs = p.coreStartNs;
+    i.coreEndNs = std::max(i.coreEndNs, p.coreEndNs);
+    i.preemptions += p.preemptions;
+    i.waitUs = std::max(i.waitUs, p.waitUs);
+    if (status != dfcclSuccess && parent->error.empty() && i.status == dfcclInProgress) {
+      i.status = dfcclResult_t(status);  // the first failure: kept until the last part
+      parent->error = part.error;
+    }
+    if (--parent->parts_pending > 0) return;
+    outcome = i.status == dfcclInProgress ? dfcclSuccess : int(i.status);
+    error = parent->error;
+  }
+  complete_request(parent, outcome, error);
+}
+
+std::shared_ptr<RequestState> compound_request(std::vector<std::shared_ptr<RequestState>> parts) {
+  auto r = std::make_shared<RequestState>();
+  r->info.status = dfcclInProgress;
+  r->info.submitNs = host_now_ns();
+  if (!parts.empty()) {
+    r->engine = parts.front()->engine;
+    r->seq = parts.back()->seq;
+  }
+  r->parts_pending = parts.size();
+  r->parts = std::move(parts);
+  for (auto& p : r->parts) {
+    int finished = dfcclInProgress;
+    {
+      std::lock_guard<std::mutex> lk(p->mu);
+      p->parent = r;
+      finished = p->status.load(std::memory_order_acquire);
+    }
+    if (finished != dfcclInProgress) fold_part(r, *p, finished);  // its completion did not see r
+  }
+  return r;
 }
 
 }  // namespace dfccl
