@@ -16,12 +16,13 @@ What it counts:
   up      an arrow on a circle from room A to room B on a higher floor than A: only a source file can draw one
           (a header sits above all it includes by construction), and it means that A's implementation depends on
           a room built on A's interface. Arrows to a higher floor off any circle are ordinary dependencies.
-  rule    an arrow that an intended rule forbids (RULES below, e.g. net/ knows no communicator); counted as up.
+  rule    an arrow that an intended rule forbids (RULES below: net/ knows no communicator).
   long    a file under lib/src with more than MAX_LINES lines.
 
 Usage: check_layers.py [--root DIR] [--check] [--max-up N] [--map]
   (no flag)  print the numbers, the circles, the up arrows and the long files;
-  --check    also exit 1 when lib/ has a circle, more than --max-up up arrows (default 2) or a long file;
+  --check    also exit 1 when lib/ has a circle, more than --max-up up arrows (default 2), a rule's arrow or a long
+             file;
   --map      print the layer map (the generated section of docs/design.md) and nothing else;
   --check-doc FILE  exit 1 when FILE's generated layer map differs from --map's output.
 """
@@ -30,6 +31,7 @@ import argparse
 import os
 import re
 import sys
+import textwrap
 
 MAX_LINES = 600
 EXTS = (".h", ".hpp", ".cpp", ".cu", ".cuh")
@@ -147,6 +149,7 @@ def analyse(root):
             if floor[t] > floor[r] and r in circle_of and circle_of.get(t) == circle_of[r]:
                 up.append((r, t, "floor %d -> %d" % (floor[r], floor[t])))
     src = "lib/src/"
+    broken = []
     for r in rooms:
         if not r.startswith(src):
             continue
@@ -156,8 +159,8 @@ def analyse(root):
                 continue
             tfolder = os.path.dirname(t[len(src):])
             for a, b, why in RULES:
-                if folder == a and tfolder == b and (r, t) not in {(x, y) for x, y, _ in up}:
-                    up.append((r, t, why))
+                if folder == a and tfolder == b:
+                    broken.append((r, t, why))
     long_files = []
     for f in files:
         if f.startswith(src):
@@ -167,7 +170,7 @@ def analyse(root):
                 long_files.append((f, n))
     n_arrows = sum(len(v) for v in arrows.values())
     return dict(rooms=rooms, arrows=arrows, n_arrows=n_arrows, floor=floor, circles=circles, up=up,
-                long_files=long_files, files=files)
+                broken=broken, long_files=long_files, files=files)
 
 
 def layer_map(a):
@@ -179,7 +182,12 @@ def layer_map(a):
             by_floor.setdefault(a["floor"][r], []).append(r[len(src):])
     lines = [MAP_BEGIN, ""]
     for f in sorted(by_floor, reverse=True):
-        lines.append("- floor %d: %s" % (f, ", ".join("`%s`" % r for r in sorted(by_floor[f]))))
+        folders = {}
+        for r in sorted(by_floor[f]):
+            folder, name = os.path.split(r)
+            folders.setdefault(folder, []).append(name)
+        text = "- floor %d: %s" % (f, "; ".join("`%s/` %s" % (d, ", ".join(n)) for d, n in sorted(folders.items())))
+        lines += textwrap.wrap(text, width=120, subsequent_indent="  ", break_on_hyphens=False)
     lines += ["", MAP_END]
     return "\n".join(lines) + "\n"
 
@@ -212,13 +220,16 @@ def main():
             return 1
         print("%s: layer map up to date" % args.check_doc)
         return 0
-    print("lib/: %d files, %d rooms on %d floors, %d arrows, %d circles, %d up arrows, %d files over %d lines"
-          % (len(a["files"]), len(a["rooms"]), 1 + max(a["floor"].values()), a["n_arrows"], len(a["circles"]),
-             len(a["up"]), len(a["long_files"]), MAX_LINES))
+    print("lib/: %d files, %d rooms on %d floors, %d arrows, %d circles, %d up arrows, %d rule arrows, "
+          "%d files over %d lines" % (len(a["files"]), len(a["rooms"]), 1 + max(a["floor"].values()), a["n_arrows"],
+                                      len(a["circles"]), len(a["up"]), len(a["broken"]), len(a["long_files"]),
+                                      MAX_LINES))
     for c in a["circles"]:
         print("circle (%d rooms): %s" % (len(c), " ".join(c)))
     for r, t, why in a["up"]:
         print("up: %s -> %s (%s)" % (r, t, why))
+    for r, t, why in a["broken"]:
+        print("rule: %s -> %s (%s)" % (r, t, why))
     for f, n in a["long_files"]:
         print("long: %s (%d lines)" % (f, n))
     if args.check:
@@ -227,6 +238,8 @@ def main():
             bad.append("%d circles" % len(a["circles"]))
         if len(a["up"]) > args.max_up:
             bad.append("%d up arrows (at most %d)" % (len(a["up"]), args.max_up))
+        if a["broken"]:
+            bad.append("%d arrows that a rule forbids" % len(a["broken"]))
         if a["long_files"]:
             bad.append("%d files over %d lines" % (len(a["long_files"]), MAX_LINES))
         if bad:
