@@ -18,6 +18,8 @@ What it counts:
           a room built on A's interface. Arrows to a higher floor off any circle are ordinary dependencies.
   rule    an arrow that an intended rule forbids (RULES below: net/ knows no communicator).
   long    a file under lib/src with more than MAX_LINES lines.
+  env     a call of getenv or env_int/env_str/env_is_set in a file of lib/ outside lib/src/settings/ (reported, not
+          checked: the settings are to be read through the settings module only).
 
 Usage: check_layers.py [--root DIR] [--check] [--max-up N] [--map]
   (no flag)  print the numbers, the circles, the up arrows and the long files;
@@ -168,9 +170,18 @@ def analyse(root):
                 n = sum(1 for _ in fh)
             if n > MAX_LINES:
                 long_files.append((f, n))
+    env_reads = {}
+    env_re = re.compile(r"\b(getenv|env_int|env_str|env_is_set)\s*\(")
+    for f in files:
+        if f.startswith(src + "settings/"):
+            continue
+        with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
+            n = sum(1 for line in fh if env_re.search(line.split("//")[0]))
+        if n:
+            env_reads[f] = n
     n_arrows = sum(len(v) for v in arrows.values())
     return dict(rooms=rooms, arrows=arrows, n_arrows=n_arrows, floor=floor, circles=circles, up=up,
-                broken=broken, long_files=long_files, files=files)
+                broken=broken, long_files=long_files, files=files, env_reads=env_reads)
 
 
 def layer_map(a):
@@ -232,6 +243,10 @@ def main():
         print("rule: %s -> %s (%s)" % (r, t, why))
     for f, n in a["long_files"]:
         print("long: %s (%d lines)" % (f, n))
+    if a["env_reads"]:
+        print("env: %d reads of the environment outside lib/src/settings/ in %d files (%s)"
+              % (sum(a["env_reads"].values()), len(a["env_reads"]),
+                 ", ".join("%s %d" % (f[len("lib/"):], n) for f, n in sorted(a["env_reads"].items()))))
     if args.check:
         bad = []
         if a["circles"]:
