@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Whether the hierarchical all-reduce pays across hosts (issue 35): measures, on fake hosts of this machine
 # (network namespaces, tests/netns/netns_lib.sh) with each host's outgoing link shaped to RATE, the flat ring
-# all-reduce of the world against the hierarchical one (DFCCL_HIERARCHY=1, lib/src/hierarchy.h) and against its three
+# all-reduce of the world against the hierarchical one (DFCCL_HIERARCHY=1, lib/src/comm/comm_submit.h) and against its three
 # stages timed apart: reduce-scatter inside each host (tp), all-reduce of each 1/L share between hosts (dp: the ranks
 # of equal local rank), all-gather inside each host.
 # The host executor, the real net proxy over UCX tcp; one harness run per group, then scripts/plot_hierarchy.py.

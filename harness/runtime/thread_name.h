@@ -1,4 +1,4 @@
-// Names of the harness's own threads, as top -H, ps -L and gdb show them (the library's: lib/src/thread_name.h).
+// Names of the harness's own threads, as top -H, ps -L and gdb show them (the library's: lib/src/util/thread_name.h).
 #pragma once
 
 #include <pthread.h>

@@ -75,7 +75,7 @@ struct LaneView {
 };
 
 // A collective's lane (Desc::lane: the communicator's sequence lanes, then its persistent ids) within the connection
-// it runs on: a connection of one lane (a persistent id's own, lib/src/persistent.h) has only lane 0.
+// it runs on: a connection of one lane (a persistent id's own, lib/src/transport/persistent.h) has only lane 0.
 DFCCL_HD inline u32 conn_lane(const CommStatic& c, u32 lane) { return c.nlanes == 1 ? 0u : lane; }
 
 // The four control blocks of (channel ch, lane) as this rank sees them.

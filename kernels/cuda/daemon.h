@@ -13,9 +13,10 @@ namespace dfccl::cuda {
 #endif
 inline constexpr unsigned kDaemonThreads = DFCCL_MAX_THREADS;
 
-// Caller: the engine (lib/src/executor_cuda.cpp). Launches the daemon (ev.p.nblocks blocks of `threads` threads, and
-// the prefetcher block if ev.p.prefetch) on `stream`; returns the launch's error. preload: the kernel returns at
-// once (it loads the module at engine creation, so that no later launch is a lazy-loading implicit synchronization).
+// Caller: the engine (lib/src/executor/executor_cuda.cpp). Launches the daemon (ev.p.nblocks blocks of `threads`
+// threads, and the prefetcher block if ev.p.prefetch) on `stream`; returns the launch's error. preload: the kernel
+// returns at once (it loads the module at engine creation, so that no later launch is a lazy-loading implicit
+// synchronization).
 cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool preload, cudaStream_t stream);
 
 // Caller: dfcclWait on a stream. Makes `stream` wait as `w` says (core::StreamWait: a completion word, then maybe

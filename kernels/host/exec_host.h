@@ -90,8 +90,8 @@ struct HostExec {
   }
 };
 
-// Caller: a daemon thread of the host executor (lib/src/executor_host.cpp). Runs block b of the daemon on the calling
-// thread until the daemon decides to leave.
+// Caller: a daemon thread of the host executor (lib/src/executor/executor_host.cpp). Runs block b of the daemon on the
+// calling thread until the daemon decides to leave.
 void run_daemon_block(const core::EngineView& ev, core::u32 b);
 
 }  // namespace dfccl::host

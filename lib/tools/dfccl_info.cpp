@@ -9,8 +9,8 @@
 
 #include "core/types.h"
 #include "dfccl.h"
-#include "env.h"
 #include "net/transport.h"
+#include "settings/env.h"
 
 namespace {
 
@@ -21,7 +21,8 @@ std::string accepted(const dfccl::EnvVar& v) {
 void print_markdown() {
   fmt::print(
       "# Environment variables\n\n"
-      "Every `DFCCL_*` variable: its default, the values it accepts and its effect. The table is `lib/src/env.cpp`\n"
+      "Every `DFCCL_*` variable: its default, the values it accepts and its effect. The table is "
+      "`lib/src/settings/env.cpp`\n"
       "(the only place they are defined); this page is `build/bin/dfccl-info --markdown`, and `dfccl-info` prints the\n"
       "same table with the values set in the current environment. Values are read when an engine or communicator is\n"
       "created. Integers are decimal; a value outside its range, or not a number, fails that call with\n"

@@ -42,17 +42,17 @@ for f in sys.argv[1:]:
 PY
       ;;
     break)
-      cp lib/src/engine.cpp /tmp/engine.orig
-      sed -i 's|r->settles ? &h_->settled\[r->slot\] : nullptr|nullptr|' lib/src/engine.cpp
-      if grep -q 'settled\[r->slot\] : nullptr' lib/src/engine.cpp; then
-        echo "break: the pattern no longer matches lib/src/engine.cpp" | tee -a "$OUT/summary.txt"
+      cp lib/src/engine/engine.cpp /tmp/engine.orig
+      sed -i 's|r->settles ? &h_->settled\[r->slot\] : nullptr|nullptr|' lib/src/engine/engine.cpp
+      if grep -q 'settled\[r->slot\] : nullptr' lib/src/engine/engine.cpp; then
+        echo "break: the pattern no longer matches lib/src/engine/engine.cpp" | tee -a "$OUT/summary.txt"
       else
         (cd build && make -j16 mismatch_hosts_cuda_test > /dev/null 2>&1)
         timeout -k 5 60 $BIN/mismatch_hosts_cuda_test --gtest_filter=*Agreeing* > "$OUT/break-settle.log" 2>&1
         echo "== break-settle rc=$? (must be non-zero)" | tee -a "$OUT/summary.txt"
         grep -E "^rank|OK \]|FAILED \]" "$OUT/break-settle.log" | head -6
       fi
-      cp /tmp/engine.orig lib/src/engine.cpp
+      cp /tmp/engine.orig lib/src/engine/engine.cpp
       (cd build && make -j16 mismatch_hosts_cuda_test > /dev/null 2>&1) ;;
     slots3)
       step mem-slots3-arena12m 60 $M -x DFCCL_SLOTS=3 -x DFCCL_P2P_ARENA_BYTES=12582912 $BIN/mp_many_comms 8

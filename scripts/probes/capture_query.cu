@@ -1,4 +1,4 @@
-// Probe: what the capture check costs each stream-ordered submission and dfcclWait (lib/src/api.cpp,
+// Probe: what the capture check costs each stream-ordered submission and dfcclWait (lib/src/api/argcheck.cpp,
 // check_not_capturing: one cudaStreamIsCapturing per call). Host time per call, median of 21 batches of 100000
 // calls, on a non-blocking stream, on the legacy default stream, and, for scale, cudaStreamQuery on the same stream.
 // Build: target capture_query (cmake -DDFCCL_BUILD_PROBES=ON; scripts/probes/CMakeLists.txt), in build/bin.

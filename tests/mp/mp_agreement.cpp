@@ -1,7 +1,7 @@
 // Ranks whose settings differ: communicator init must fail on every rank with a message that names the setting and
-// both values (lib/src/comm.cpp, check_agreement), and leave nothing behind: a communicator with agreeing settings
-// then initialises and runs exactly. Each MPI rank is a process, so each can have an environment of its own (the
-// settings are read when an engine is created, here by each init: the failed one's engine goes with it).
+// both values (lib/src/comm/comm_init.cpp, check_agreement), and leave nothing behind: a communicator with agreeing
+// settings then initialises and runs exactly. Each MPI rank is a process, so each can have an environment of its own
+// (the settings are read when an engine is created, here by each init: the failed one's engine goes with it).
 //   mpirun -np 2 mp_agreement      (host executor: CI)
 #include <mpi.h>
 

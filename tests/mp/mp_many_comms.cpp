@@ -19,7 +19,7 @@ namespace {
 constexpr size_t kCount = 1 << 20;
 constexpr double kMiB = 1024.0 * 1024.0;
 int g_size = 2;                            // ranks of the run, each in every communicator
-constexpr long kDefaultLanes = 1;          // DFCCL_LANES's default (lib/src/env.cpp)
+constexpr long kDefaultLanes = 1;          // DFCCL_LANES's default (lib/src/settings/env.cpp)
 constexpr long kDefaultSlots = 3;          // DFCCL_SLOTS's
 constexpr long kDefaultArena = 12l << 20;  // DFCCL_P2P_ARENA_BYTES's
 

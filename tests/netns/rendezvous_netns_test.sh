@@ -1,5 +1,5 @@
 #!/bin/bash
-# rendezvous_netns_test.sh BIN_DIR: the network rendezvous (lib/src/net/rendezvous.h) between three fake hosts on
+# rendezvous_netns_test.sh BIN_DIR: the network rendezvous (lib/src/bootstrap/rendezvous.h) between three fake hosts on
 # this machine (netns_lib.sh: namespaces on a bridge, own host names and /dev/shm). Checks, each bounded by timeout:
 #   1. the fake hosts are separate: distinct host names, a file in one's /dev/shm is seen by no other nor by us;
 #   2. ranks launched directly into namespaces 0, 1, 2 rendezvous through a root service in namespace 0, which

@@ -1,13 +1,14 @@
-// The environment table (lib/src/env.cpp): every variable parses its default; integers are decimal and within the
-// table's range, words one of the table's choices, and anything else is an error that names the variable; an unknown
-// DFCCL_* name is matched to the closest known one.
+// The environment table (lib/src/settings/env.cpp): every variable parses its default; integers are decimal and within
+// the table's range, words one of the table's choices, and anything else is an error that names the variable; an
+// unknown DFCCL_* name is matched to the closest known one.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <string>
 
-#include "env.h"
-#include "error.h"
+#include "settings/env.h"
+#include "settings/env_warn.h"
+#include "util/error.h"
 
 namespace {
 

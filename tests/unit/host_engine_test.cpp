@@ -302,7 +302,7 @@ TEST_F(HostEngine, BlockingModeAbortDropsASubmissionQueuedBehindTheHeadsWait) {
 
 // A watchdog aborts from its own thread while the application's threads still submit (the harness does): each
 // submission is either refused, naming the communicator, or queued and then completed or aborted; none may run on
-// the communicator's freed memory or be lost (comm.cpp, wait_quiet). A submission that had passed the
+// the communicator's freed memory or be lost (comm_failure.cpp, wait_quiet). A submission that had passed the
 // liveness check when the abort came used to reach the engine after the abort had found nothing pending and freed
 // the communicator: it then ran with no attachment (freed lanes, unmapped peers) and never completed, or crashed the
 // daemon. That window is a few hundred nanoseconds wide: against the old code, one run of this test in six to eight

@@ -1,5 +1,5 @@
-// DFCCL_DEBUG, DFCCL_DEBUG_SUBSYS and DFCCL_DEBUG_FILE (lib/src/log.cpp). The settings are read once per process, so
-// each case runs in a forked child: it sets them, creates a one-rank communicator on the host executor, destroys it,
+// DFCCL_DEBUG, DFCCL_DEBUG_SUBSYS and DFCCL_DEBUG_FILE (lib/src/util/log.cpp). The settings are read once per process,
+// so each case runs in a forked child: it sets them, creates a one-rank communicator on the host executor, destroys it,
 // and the parent reads the file the child wrote.
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-// A daemon that left stuck comes back when the network brings it something (lib/src/engine.cpp, net_deliveries).
+// A daemon that left stuck comes back when the network brings it something (lib/src/engine/engine.cpp, net_deliveries).
 // Two forked ranks (host executor) with every connection on the network transport (DFCCL_NET_FORCE=1), a stuck exit
 // after 1 ms and a relaunch back-off of a minute: rank 1 arrives 300 ms late, so rank 0's daemon leaves stuck and
 // waits out the minute unless the data or credits that its proxies store relaunch it. Each rank runs a send/recv

@@ -1,6 +1,6 @@
-// Persistent collectives' lanes, made on first use (lib/src/persistent.h): a prepare allocates and posts the rank's
-// lane without waiting, the first start maps the neighbours' (waiting, bounded, for their prepare), ranks may prepare
-// ids in any order, and a shared-memory lane's name is gone once its readers mapped it. Host executor.
+// Persistent collectives' lanes, made on first use (lib/src/transport/persistent.h): a prepare allocates and posts the
+// rank's lane without waiting, the first start maps the neighbours' (waiting, bounded, for their prepare), ranks may
+// prepare ids in any order, and a shared-memory lane's name is gone once its readers mapped it. Host executor.
 #include <cuda_runtime_api.h>
 #include <dirent.h>
 #include <gtest/gtest.h>

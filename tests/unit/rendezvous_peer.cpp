@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap.h"
-#include "error.h"
-#include "net/rendezvous.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/rendezvous.h"
 #include "unique_id_hex.h"
+#include "util/error.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The network rendezvous (lib/src/net/rendezvous.h): a root service and its clients as threads of this process, a
+// The network rendezvous (lib/src/bootstrap/rendezvous.h): a root service and its clients as threads of this process, a
 // client process that exits without a goodbye (fork) and one killed with SIGKILL (rendezvous_peer, RDV_PEER_BIN).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "error.h"
-#include "net/rendezvous.h"
+#include "bootstrap/rendezvous.h"
+#include "util/error.h"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <string>
 
-#include "error.h"
-#include "shm_region.h"
+#include "executor/shm_region.h"
+#include "util/error.h"
 
 namespace {
 

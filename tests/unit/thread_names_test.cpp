@@ -1,4 +1,4 @@
-// Every thread the library starts is named "dfccl-<role>" (lib/src/thread_name.h; docs/design.md, "Threads"), so
+// Every thread the library starts is named "dfccl-<role>" (lib/src/util/thread_name.h; docs/design.md, "Threads"), so
 // that top -H, gdb and py-spy tell the proxy, the daemon's blocks and the progress thread apart. A unique id's
 // rendezvous root, then two ranks of the host executor in this process (with every hop over the network transport
 // where the build has one) that have run an all-reduce: the threads they leave running are listed from

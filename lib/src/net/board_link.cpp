@@ -1,4 +1,4 @@
-#include "board_link.h"
+#include "net/board_link.h"
 
 #include <cstring>
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "transport.h"
+#include "net/transport.h"
 
 namespace dfccl::net {
 

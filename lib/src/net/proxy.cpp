@@ -1,4 +1,4 @@
-#include "proxy.h"
+#include "net/proxy.h"
 
 #include <fmt/format.h>
 
@@ -6,17 +6,15 @@
 #include <array>
 #include <random>
 
-#include "../env.h"
-#include "../thread_name.h"
 #include "core/region.h"
+#include "net/proxy_wire.h"
+#include "settings/env.h"
+#include "util/thread_name.h"
 
 namespace dfccl::net {
 
 namespace {
 
-// A data message's channel field carries kLLChannel when its bytes are LL lines (channel 0 only: core/region.h).
-constexpr uint32_t kLLChannel = 0x80;
-constexpr Tag kAnyProtocol = tags::kExact & ~(Tag{kLLChannel} << tags::kChannelShift);
 // The proxy thread's pause after a turn: none while turns move something, nor for kIdleSpins idle turns and then
 // `spin` (DFCCL_NET_SPIN_NS); after that kIdleSleep per turn.
 class Idler {
@@ -44,55 +42,7 @@ constexpr Tag kBeatTag = tags::make(tags::kControlHop, kBeatKind, 0, 0);
 // control message: "I aborted the communicator" or "rank r broke it", 8 bytes: the receiver's hop id, r + 1 above it
 constexpr uint32_t kAbortKind = 3;
 constexpr Tag kAbortTag = tags::make(tags::kControlHop, kAbortKind, 0, 0);
-using SteadyClock = std::chrono::steady_clock;
-
-uint64_t load(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-void store(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-
-// True when the `nlines` 16-byte LL lines at p all carry `flag` in both words (the GPU writes them without a fence).
-bool lines_ready(const char* p, uint64_t nlines, uint32_t flag) {
-  const uint64_t* w = reinterpret_cast<const uint64_t*>(p);
-  for (uint64_t i = 0; i < 2 * nlines; ++i)
-    if (uint32_t(__atomic_load_n(w + i, __ATOMIC_RELAXED) >> 32) != flag) return false;
-  return true;
-}
-
-// Copies LL lines with one single-copy-atomic store per 8-byte word, so that a reader never sees a flag without its
-// data.
-void copy_lines(char* dst, const char* src, uint64_t nlines) {
-  const uint64_t* s = reinterpret_cast<const uint64_t*>(src);
-  uint64_t* d = reinterpret_cast<uint64_t*>(dst);
-  for (uint64_t i = 0; i < 2 * nlines; ++i) __atomic_store_n(d + i, s[i], __ATOMIC_RELAXED);
-}
-
 }  // namespace
-
-// One hop and its per-(channel, lane) rows. Send rows: positions [done, forwarded) are in flight; the head stored
-// in self is min(credit, done). Receive rows: positions [tail, posted) have receives posted; credited is the last
-// head sent back.
-struct Proxy::Hop {
-  HopSpec s;
-  core::CommStatic geo{};
-  uint64_t key = 0;
-  Peer peer;
-  bool failed = false, detaching = false;
-  std::chrono::steady_clock::time_point heard{};  // when a data or credit message of the peer last came
-  struct Row {
-    uint64_t a = 0, b = 0, c = 0, d = 0;  // send: forwarded, done, credit, head; receive: posted, tail, credited
-    uint64_t credit_buf = 0;              // receive: the credit message in flight
-    Req credit_req;
-    bool credit_pending = false;
-  };
-  std::vector<Row> rows;     // every (channel, lane) of the connection
-  std::vector<size_t> mine;  // the rows of the channels this proxy carries (HopSpec::chan_first, chan_step)
-  std::vector<Req> slots;    // [row * nslots + position % nslots]: the request of a position in flight
-  Inbox credits;             // send hops: credit messages (the peer's head), tagged with this hop's channel and lane
-
-  Req& slot(size_t row, uint64_t pos) { return slots[row * s.nslots + pos % s.nslots]; }
-  std::pair<uint32_t, uint32_t> ch_lane(size_t row) const {
-    return {uint32_t(row / s.nlanes), uint32_t(row % s.nlanes)};
-  }
-};
 
 int proxy_threads(bool host_executor) {
   return int(env_int(host_executor ? "DFCCL_HOST_NET_THREADS" : "DFCCL_NET_THREADS"));
@@ -140,29 +90,6 @@ void Proxy::say_bye() {
     t_->progress();
     std::erase_if(sent, [&](Req q) { return t_->test(q).code != Code::kPending; });
   }
-}
-
-template <class Take>
-bool Proxy::take_inbox(Inbox& in, Tag tag, Tag mask, bool repost, Take take, Status* error) {
-  bool came = false;
-  for (size_t k = 0; k < Inbox::kSize; ++k) {
-    if (in.posted[k]) {
-      const Completion c = t_->test(in.req[k]);
-      if (c.code == Code::kPending) continue;
-      in.posted[k] = false;
-      came = true;
-      if (!take(c, in.value[k])) return true;
-    }
-    if (!repost) continue;
-    auto r = t_->irecv(tag, mask, &in.value[k], sizeof(uint64_t));
-    if (!r.ok()) {
-      if (error) *error = r.status;
-      return came;
-    }
-    in.req[k] = r.value;
-    in.posted[k] = true;
-  }
-  return came;
 }
 
 // The peers' goodbyes (their messages can only come from connected peers); true when one came.
@@ -414,195 +341,6 @@ void Proxy::handle_peer_failures() {
       }
     }
   }
-}
-
-// The send side of one hop (contract at the top of proxy.h); true when something moved.
-bool Proxy::step_send(Hop& h) {
-  bool moved = take_credits(h);
-  for (size_t i = 0; i < h.mine.size() && !h.failed; ++i) {
-    const size_t row = h.mine[i];
-    Hop::Row& r = h.rows[row];
-    const auto [ch, lane] = h.ch_lane(row);
-    for (; r.b < r.a; ++r.b, moved = true) {  // sends done, in order
-      const Completion c = t_->test(h.slot(row, r.b));
-      if (c.code == Code::kPending) break;
-      if (c.code != Code::kOk) {
-        fail(h, c.message);
-        return true;
-      }
-    }
-    if (forward(h, row)) moved = true;
-    if (h.failed) return true;
-    const uint64_t head = std::min(r.c, r.b);
-    if (head > r.d) {
-      store(&core::region_ctrl(h.s.self, h.geo, ch, lane)->head, r.d = head);
-      deliveries_.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
-  return moved;
-}
-
-// Sends the slots of one send row that the shadow's tail published and whose size words (and LL flags) are visible,
-// at most nslots beyond the last completed send; true when it sent any.
-bool Proxy::forward(Hop& h, size_t row) {
-  Hop::Row& r = h.rows[row];
-  const uint32_t nslots = h.s.nslots;
-  const auto [ch, lane] = h.ch_lane(row);
-  const uint64_t tail = load(&core::region_ctrl(h.s.shadow, h.geo, ch, lane)->tail);
-  bool sent = false;
-  for (; r.a < tail && r.a < r.b + nslots; ++r.a, sent = true) {
-    const uint64_t pos = r.a;
-    const uint64_t w = load(core::region_size(h.s.shadow, h.geo, ch, lane, pos));
-    if (uint32_t(w >> 32) != uint32_t(pos + 1)) break;  // the size word is not visible yet
-    const bool ll = (w & core::kSizeLL) != 0;
-    const uint64_t bytes = w & (core::kSizeLL - 1);
-    const char* src =
-        ll ? core::region_ll(h.s.shadow, h.geo, lane, pos) : core::region_slot(h.s.shadow, h.geo, ch, lane, pos);
-    if (ll && !lines_ready(src, bytes / 16, uint32_t(pos + 1))) break;
-    const Tag tag = tags::make(h.s.their_id, ch | (ll ? kLLChannel : 0), lane, uint32_t(pos));
-    auto s = t_->isend(h.peer, tag, bytes ? src : nullptr, bytes);
-    if (!s.ok()) {
-      fail(h, s.status.message);
-      return true;
-    }
-    h.slot(row, pos) = s.value;
-  }
-  return sent;
-}
-
-// Credit messages for a send hop: 8 bytes (the peer's head) tagged with this hop's id, channel and lane.
-bool Proxy::take_credits(Hop& h) {
-  auto take = [&](const Completion& c, uint64_t head) {
-    if (c.code != Code::kOk) {
-      fail(h, c.message);
-      return false;
-    }
-    h.heard = SteadyClock::now();
-    const size_t row = size_t(tags::channel(c.tag)) * h.s.nlanes + tags::lane(c.tag);
-    if (row < h.rows.size()) h.rows[row].c = std::max(h.rows[row].c, head);
-    return true;
-  };
-  Status error;
-  const bool moved =
-      take_inbox(h.credits, tags::make(h.s.my_id, 0, 0, 0), tags::kHopMask, !h.detaching && !h.failed, take, &error);
-  if (!error.ok()) fail(h, error.message);
-  return moved || !error.ok();
-}
-
-// The receive side of one hop (contract at the top of proxy.h); true when something moved.
-bool Proxy::step_recv(Hop& h) {
-  bool moved = false;
-  const uint32_t nslots = h.s.nslots;
-  for (size_t i = 0; i < h.mine.size() && !h.failed; ++i) {
-    const size_t row = h.mine[i];
-    Hop::Row& r = h.rows[row];
-    const auto [ch, lane] = h.ch_lane(row);
-    const uint64_t consumed = load(&core::region_ctrl(h.s.shadow, h.geo, ch, lane)->head);
-    for (; r.a < consumed + nslots; ++r.a, moved = true) {  // receives into free slots
-      char* dst = core::region_slot(h.s.self, h.geo, ch, lane, r.a);
-      auto s = t_->irecv(tags::make(h.s.my_id, ch, lane, uint32_t(r.a)), ch == 0 ? kAnyProtocol : tags::kExact, dst,
-                         h.s.slot_bytes);
-      if (!s.ok()) {
-        fail(h, s.status.message);
-        return true;
-      }
-      h.slot(row, r.a) = s.value;
-    }
-    for (; r.b < r.a; ++r.b, moved = true) {  // arrivals, published in order
-      const Completion c = t_->test(h.slot(row, r.b));
-      if (c.code == Code::kPending) break;
-      if (c.code != Code::kOk) {
-        fail(h, c.message);
-        return true;
-      }
-      h.heard = SteadyClock::now();
-      if (tags::channel(c.tag) & kLLChannel)
-        copy_lines(core::region_ll(h.s.self, h.geo, lane, r.b), core::region_slot(h.s.self, h.geo, ch, lane, r.b),
-                   c.bytes / 16);
-      store(&core::region_ctrl(h.s.self, h.geo, ch, lane)->tail, r.b + 1);
-      deliveries_.fetch_add(1, std::memory_order_relaxed);
-    }
-    bool sent = false;
-    std::string why;
-    const Code credit = return_credit(h, row, &sent, &why);
-    if (credit != Code::kOk && credit != Code::kPending) {
-      fail(h, why);
-      return true;
-    }
-    moved = moved || sent;
-  }
-  return moved;
-}
-
-// A detaching receive hop first returns the daemon's last heads to the sender (whose destroy waits for them); true
-// once every row's newest head has gone out (or the hop failed; send hops have nothing to return).
-bool Proxy::flush_credits(Hop& h) {
-  if (h.s.send || h.failed) return true;
-  bool flushed = true;
-  for (size_t row : h.mine) {
-    bool sent = false;
-    std::string why;
-    const Code credit = return_credit(h, row, &sent, &why);
-    if (credit == Code::kPending) flushed = false;
-    else if (credit != Code::kOk) return true;  // the peer is gone: nobody waits for it
-  }
-  return flushed;
-}
-
-// Returns row's newest head (what the daemon wrote into the shadow) to the sender, with at most one credit message
-// of the row in flight. kOk: none in flight; kPending: one is (*sent: it went now); else the failure, its message in
-// *why.
-Code Proxy::return_credit(Hop& h, size_t row, bool* sent, std::string* why) {
-  Hop::Row& r = h.rows[row];
-  const auto [ch, lane] = h.ch_lane(row);
-  if (r.credit_pending) {
-    const Completion c = t_->test(r.credit_req);
-    if (c.code == Code::kPending) return Code::kPending;
-    r.credit_pending = false;
-    if (c.code != Code::kOk) {
-      *why = c.message;
-      return c.code;
-    }
-  }
-  const uint64_t consumed = load(&core::region_ctrl(h.s.shadow, h.geo, ch, lane)->head);
-  if (consumed <= r.c) return Code::kOk;
-  r.credit_buf = r.c = consumed;
-  auto s = t_->isend(h.peer, tags::make(h.s.their_id, ch, lane, 0), &r.credit_buf, sizeof(uint64_t));
-  if (!s.ok()) {
-    *why = s.status.message;
-    return s.status.code;
-  }
-  r.credit_req = s.value;
-  r.credit_pending = true;
-  *sent = true;
-  return Code::kPending;
-}
-
-// A detaching hop: cancels its receives and reaps its requests (a reaped request tests kInvalid); true once none is
-// pending.
-bool Proxy::reap(Hop& h) {
-  bool left = false;
-  auto settle = [&](Req q, bool receive) {
-    if (receive) t_->cancel(q);
-    if (t_->test(q).code == Code::kPending) left = true;
-  };
-  for (size_t row : h.mine) {
-    const Hop::Row& r = h.rows[row];
-    for (uint64_t p = r.b; p < r.a; ++p) settle(h.slot(row, p), !h.s.send);
-    if (r.credit_pending) settle(r.credit_req, false);
-  }
-  for (size_t k = 0; k < Inbox::kSize; ++k)
-    if (h.credits.posted[k]) settle(h.credits.req[k], true);
-  return !left;
-}
-
-bool Proxy::step(Hop& h) {
-  if (h.failed && !h.detaching) return false;
-  if (h.peer == Peer{}) {
-    fail(h, "could not connect");
-    return false;
-  }
-  return h.s.send ? step_send(h) : step_recv(h);
 }
 
 void Proxy::loop() {

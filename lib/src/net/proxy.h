@@ -14,7 +14,7 @@
 //  - The thread polls only memory and the transport: it makes no CUDA call and takes no lock that an application
 //    thread holds across one. Commands from other threads (attach, detach) go through a short-held queue lock.
 //  - A failure (a peer's process died, a send failed) marks that peer's hops failed; failure() reports it, naming the
-//    rank, and the communicator's peer watch turns it into dfcclRemoteError (comm.cpp). So does a peer proxy not
+//    rank, and the communicator's peer watch turns it into dfcclRemoteError (comm_init.cpp). So does a peer proxy not
 //    heard from for DFCCL_NET_TIMEOUT_MS: every proxy sends each connected peer a heartbeat every
 //    DFCCL_NET_HEARTBEAT_MS, whatever the collectives do (a stopped process or a cut link sends none; a late rank
 //    still does). Any message of the peer (heartbeat, data, credit) counts as hearing it, and silence counts only
@@ -43,8 +43,9 @@
 #include <thread>
 #include <vector>
 
-#include "board_link.h"
-#include "transport.h"
+#include "core/region.h"
+#include "net/board_link.h"
+#include "net/transport.h"
 
 namespace dfccl::net {
 
@@ -108,7 +109,6 @@ class Proxy {
   uint64_t deliveries() const { return deliveries_.load(std::memory_order_relaxed); }
 
  private:
-  struct Hop;
   struct PeerInfo;
   // A few receives of 8-byte messages (credits, heartbeats, goodbyes) kept posted for one (tag, mask).
   struct Inbox {
@@ -116,6 +116,32 @@ class Proxy {
     std::array<uint64_t, kSize> value{};
     std::array<Req, kSize> req{};
     std::array<bool, kSize> posted{};
+  };
+  // One hop and its per-(channel, lane) rows. Send rows: positions [done, forwarded) are in flight; the head stored
+  // in self is min(credit, done). Receive rows: positions [tail, posted) have receives posted; credited is the last
+  // head sent back.
+  struct Hop {
+    HopSpec s;
+    core::CommStatic geo{};
+    uint64_t key = 0;
+    Peer peer;
+    bool failed = false, detaching = false;
+    std::chrono::steady_clock::time_point heard{};  // when a data or credit message of the peer last came
+    struct Row {
+      uint64_t a = 0, b = 0, c = 0, d = 0;  // send: forwarded, done, credit, head; receive: posted, tail, credited
+      uint64_t credit_buf = 0;              // receive: the credit message in flight
+      Req credit_req;
+      bool credit_pending = false;
+    };
+    std::vector<Row> rows;     // every (channel, lane) of the connection
+    std::vector<size_t> mine;  // the rows of the channels this proxy carries (HopSpec::chan_first, chan_step)
+    std::vector<Req> slots;    // [row * nslots + position % nslots]: the request of a position in flight
+    Inbox credits;             // send hops: credit messages (the peer's head), tagged with this hop's channel and lane
+
+    Req& slot(size_t row, uint64_t pos) { return slots[row * s.nslots + pos % s.nslots]; }
+    std::pair<uint32_t, uint32_t> ch_lane(size_t row) const {
+      return {uint32_t(row / s.nlanes), uint32_t(row % s.nlanes)};
+    }
   };
   // Calls take(completion, value) for each message of `in` that arrived (or receive that ended otherwise), then posts
   // the free receives again unless `repost` is false; stops early when take returns false. Returns whether any ended,
@@ -197,5 +223,29 @@ class Proxy {
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
+
+// Defined in the header (contract at the declaration): proxy.cpp and proxy_data.cpp both take inboxes.
+template <class Take>
+bool Proxy::take_inbox(Inbox& in, Tag tag, Tag mask, bool repost, Take take, Status* error) {
+  bool came = false;
+  for (size_t k = 0; k < Inbox::kSize; ++k) {
+    if (in.posted[k]) {
+      const Completion c = t_->test(in.req[k]);
+      if (c.code == Code::kPending) continue;
+      in.posted[k] = false;
+      came = true;
+      if (!take(c, in.value[k])) return true;
+    }
+    if (!repost) continue;
+    auto r = t_->irecv(tag, mask, &in.value[k], sizeof(uint64_t));
+    if (!r.ok()) {
+      if (error) *error = r.status;
+      return came;
+    }
+    in.req[k] = r.value;
+    in.posted[k] = true;
+  }
+  return came;
+}
 
 }  // namespace dfccl::net

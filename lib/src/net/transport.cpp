@@ -1,5 +1,5 @@
 // The transport's entry points that exist with and without UCX: the factory and the names of outcomes.
-#include "transport.h"
+#include "net/transport.h"
 
 namespace dfccl::net {
 

@@ -7,7 +7,7 @@
 
 #include <thread>
 
-#include "transport.h"
+#include "net/transport.h"
 
 namespace dfccl::net {
 

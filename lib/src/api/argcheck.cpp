@@ -1,0 +1,160 @@
+#include "api/argcheck.h"
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+#include "util/names.h"
+
+namespace dfccl::api {
+
+[[noreturn]] void bad(const char* fn, const std::string& what) {
+  throw Error(dfcclInvalidArgument, fmt::format("{}: {}", fn, what));
+}
+
+[[noreturn]] void comm_gone(const char* fn) {
+  throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'comm' was destroyed or aborted", fn));
+}
+
+dfcclComm* check_comm(dfcclComm_t comm, const char* fn) {
+  if (!comm) bad(fn, "argument 'comm' is NULL");
+  if (comm->magic != dfcclComm::kMagic) bad(fn, "argument 'comm' is not a communicator");
+  if (!comm->alive) {
+    const int code = comm->fail_code.load(std::memory_order_acquire);
+    if (code != dfcclSuccess && !comm->user_aborted)
+      throw Error(dfcclResult_t(code), fmt::format("{}: {}", fn, comm->failure));
+    comm_gone(fn);
+  }
+  return comm;
+}
+
+dfcclResult_t finished_status(RequestState& s) {
+  const int st = s.status.load(std::memory_order_acquire);
+  if (st != dfcclSuccess && st != dfcclInProgress) {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (!s.error.empty()) set_last_error(s.error);
+  }
+  return dfcclResult_t(st);
+}
+
+std::shared_ptr<Engine> live_engine(dfcclComm* c, const char* fn) {
+  std::shared_ptr<Engine> e = engine_ref(c);
+  if (!e) comm_gone(fn);
+  return e;
+}
+
+void check_dtype(dfcclDataType_t t, const char* fn) {
+  if (int(t) < 0 || int(t) >= dfcclNumTypes)
+    bad(fn, fmt::format("argument 'datatype' = {} is not a dfcclDataType_t (0..{})", int(t), int(dfcclNumTypes) - 1));
+}
+
+void check_op(dfcclRedOp_t op, const char* fn) {
+  if (int(op) < 0 || int(op) >= dfcclNumOps)
+    bad(fn, fmt::format("argument 'op' = {} is not a dfcclRedOp_t (0..{})", int(op), int(dfcclNumOps) - 1));
+}
+
+void check_root(int root, const dfcclComm* c, const char* fn) {
+  if (root < 0 || root >= c->nranks)
+    bad(fn, fmt::format("argument 'root' = {} is not a rank of the communicator (0..{})", root, c->nranks - 1));
+}
+
+void check_count(size_t count, const char* name, const char* fn) {
+  if (count > kMaxCount)
+    bad(fn, fmt::format("argument '{}' = {} is too large (a negative value converted to size_t?)", name, count));
+}
+
+void throw_unless_argument_fault(cudaError_t e, bool argument_fault, const char* name, const char* fn) {
+  if (!argument_fault)
+    throw Error(dfcclUnhandledCudaError, fmt::format("{}: CUDA error {} ({}) while checking argument '{}'", fn, int(e),
+                                                     cudaGetErrorString(e), name));
+}
+
+void check_buffer(const void* p, uint64_t elems, dfcclDataType_t t, const char* name, const dfcclComm* c,
+                  const char* fn) {
+  if (elems == 0) return;
+  if (!p) bad(fn, fmt::format("argument '{}' is NULL", name));
+  const uint32_t es = core::dtype_size(core::DType(t));
+  if (reinterpret_cast<uintptr_t>(p) % es != 0)
+    bad(fn, fmt::format("argument '{}' ({}) is not aligned to the {}-byte element size of {}", name, p, es,
+                        kTypeNames[int(t)]));
+  if (c->config.executor != dfcclExecutorCuda) return;
+  cudaPointerAttributes attr{};
+  if (const cudaError_t e = cudaPointerGetAttributes(&attr, p); e != cudaSuccess) {
+    cudaGetLastError();
+    throw_unless_argument_fault(e, e == cudaErrorInvalidValue, name, fn);
+    bad(fn, fmt::format("argument '{}' ({}) is not memory CUDA knows", name, p));
+  }
+  const bool device_ok = attr.type == cudaMemoryTypeDevice && attr.device == c->config.device;
+  const bool managed_ok = attr.type == cudaMemoryTypeManaged;
+  if (!device_ok && !managed_ok)
+    bad(fn, fmt::format("argument '{}' ({}) is not device memory of GPU {}", name, p, c->config.device));
+}
+
+BufferElems buffer_elems(core::Kind kind, uint64_t count, uint64_t nranks, bool root) {
+  switch (kind) {
+    case core::Kind::AllGather: return {count, count * nranks};
+    case core::Kind::ReduceScatter: return {count * nranks, count};
+    case core::Kind::Broadcast: return {root ? count : 0, count};
+    case core::Kind::Reduce: return {count, root ? count : 0};
+    default: break;  // AllReduce (Send and Recv do not come here)
+  }
+  return {count, count};
+}
+
+void check_buffers(const core::Desc& d, const dfcclComm* c, const char* fn) {
+  const BufferElems e = buffer_elems(d.kind, d.count, uint64_t(c->nranks), c->rank == d.root);
+  check_buffer(d.send, e.send, dfcclDataType_t(d.dtype), "sendbuff", c, fn);
+  check_buffer(d.recv, e.recv, dfcclDataType_t(d.dtype), "recvbuff", c, fn);
+}
+
+void check_not_capturing(cudaStream_t stream, dfcclExecutor_t executor, const char* fn) {
+  if (executor != dfcclExecutorCuda || stream == DFCCL_NO_STREAM) return;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t e = cudaStreamIsCapturing(stream, &status);
+  if (e == cudaErrorStreamCaptureImplicit) {
+    cudaGetLastError();
+    throw Error(dfcclNotSupported,
+                fmt::format("{}: argument 'stream' is the legacy default stream while a CUDA graph is being captured "
+                            "on this device; use another stream, or submit after the capture",
+                            fn));
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw_unless_argument_fault(e, e == cudaErrorInvalidResourceHandle || e == cudaErrorInvalidValue, "stream", fn);
+    bad(fn, fmt::format("argument 'stream' ({}) is not a stream CUDA knows: {}", static_cast<void*>(stream),
+                        cudaGetErrorString(e)));
+  }
+  if (status != cudaStreamCaptureStatusNone)
+    throw Error(dfcclNotSupported,
+                fmt::format("{}: argument 'stream' is {} CUDA graph capture: dfccl collectives cannot be captured "
+                            "(each would run at the first replay only); submit and wait outside the capture",
+                            fn, status == cudaStreamCaptureStatusActive ? "in a" : "in an invalidated"));
+}
+
+void check_peer(int peer, const dfcclComm* c, const char* fn) {
+  if (peer < 0 || peer >= c->nranks)
+    bad(fn, fmt::format("argument 'peer' = {} is not a rank of the communicator (0..{})", peer, c->nranks - 1));
+}
+
+std::pair<uint64_t, uint64_t> check_blocks(const size_t* counts, const size_t* displs, int n, const char* counts_name,
+                                           const char* displs_name, const char* fn) {
+  if (!counts) bad(fn, fmt::format("argument '{}' is NULL", counts_name));
+  if (!displs) bad(fn, fmt::format("argument '{}' is NULL", displs_name));
+  uint64_t lo = ~uint64_t(0), hi = 0;
+  for (int p = 0; p < n; ++p) {
+    const std::string at = fmt::format("{}[{}]", counts_name, p), dat = fmt::format("{}[{}]", displs_name, p);
+    check_count(counts[p], at.c_str(), fn);
+    check_count(displs[p], dat.c_str(), fn);
+    if (counts[p] == 0) continue;
+    lo = std::min<uint64_t>(lo, displs[p]);
+    hi = std::max<uint64_t>(hi, displs[p] + counts[p]);
+  }
+  return {lo, hi};
+}
+
+dfcclPersistent* check_persistent(dfcclPersistent_t p, const char* fn) {
+  if (!p) bad(fn, "argument 'coll' is NULL");
+  if (p->magic != dfcclPersistent::kMagic) bad(fn, "argument 'coll' is not a prepared persistent collective");
+  return p;
+}
+
+}  // namespace dfccl::api

@@ -1,0 +1,80 @@
+// The C API's argument checks (every message names the argument and the entry point `fn`) and the lookups they make
+// (a live communicator, its engine, a persistent collective). Each throws dfccl::Error; the entry points' guard turns
+// it into the result code.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "comm/comm_state.h"
+#include "engine/engine.h"
+
+namespace dfccl::api {
+
+inline constexpr uint64_t kMaxCount = uint64_t(1) << 48;
+
+[[noreturn]] void bad(const char* fn, const std::string& what);
+
+[[noreturn]] void comm_gone(const char* fn);
+
+// A failure that ended the communicator is reported as such (a peer's: dfcclRemoteError naming the rank; collectives
+// that disagree: dfcclInvalidUsage naming the field), unless the application aborted the communicator itself; any
+// other end of it as dfcclInvalidUsage.
+dfcclComm* check_comm(dfcclComm_t comm, const char* fn);
+
+// A finished request's status; an error that a peer's failure caused becomes this thread's last error.
+dfcclResult_t finished_status(RequestState& s);
+
+// The engine of a communicator that check_comm found alive, held for the call: another thread may abort the
+// communicator meanwhile (the abort is how a blocked device synchronization ends).
+std::shared_ptr<Engine> live_engine(dfcclComm* c, const char* fn);
+
+void check_dtype(dfcclDataType_t t, const char* fn);
+
+void check_op(dfcclRedOp_t op, const char* fn);
+
+void check_root(int root, const dfcclComm* c, const char* fn);
+
+void check_count(size_t count, const char* name, const char* fn);
+
+// Caller: a check of argument `name` whose CUDA query failed with e (already cleared): throws
+// dfcclUnhandledCudaError naming e unless argument_fault (e.g. a context failed by a kernel fault is not the
+// argument's); returns when it is, for the caller's own message.
+void throw_unless_argument_fault(cudaError_t e, bool argument_fault, const char* name, const char* fn);
+
+// A user buffer of `elems` elements: present, aligned to the element size, and memory the executor can reach.
+void check_buffer(const void* p, uint64_t elems, dfcclDataType_t t, const char* name, const dfcclComm* c,
+                  const char* fn);
+
+// The elements a collective reads from sendbuff and writes to recvbuff on this rank (NCCL's rules; 0: untouched):
+// the one home of the per-kind buffer sizes, for the five entry points and dfcclStart.
+struct BufferElems {
+  uint64_t send, recv;
+};
+
+BufferElems buffer_elems(core::Kind kind, uint64_t count, uint64_t nranks, bool root);
+
+// Both buffers of a described collective, sized by buffer_elems.
+void check_buffers(const core::Desc& d, const dfcclComm* c, const char* fn);
+
+// A stream of the CUDA executor must not be capturing a CUDA graph: refused before anything is queued. A submission
+// takes its slot, its sequence number and its place in its communicator's order on the host, at the call; a graph
+// would hold only its doorbell and dfcclWait's wait, and each replay after the first would skip the collective
+// without an error (docs/design.md, "Streams and completion"). A stream CUDA does not know is refused too.
+void check_not_capturing(cudaStream_t stream, dfcclExecutor_t executor, const char* fn);
+
+void check_peer(int peer, const dfcclComm* c, const char* fn);
+
+// The elements [lo, hi) that the blocks `counts` at `displs` cover; checks each block's count and end (names the
+// arrays' arguments).
+std::pair<uint64_t, uint64_t> check_blocks(const size_t* counts, const size_t* displs, int n, const char* counts_name,
+                                           const char* displs_name, const char* fn);
+
+dfcclPersistent* check_persistent(dfcclPersistent_t p, const char* fn);
+
+}  // namespace dfccl::api

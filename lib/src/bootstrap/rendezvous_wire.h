@@ -1,0 +1,94 @@
+// The rendezvous's wire format and socket helpers, shared by the root service (rendezvous_root.cpp) and the client
+// (rendezvous.cpp). Private to the rendezvous.
+#pragma once
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace dfccl::net::wire {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+inline constexpr uint32_t kFrameMagic = 0x56524644u;  // "DFRV"
+inline constexpr size_t kHeaderBytes = 16;            // magic 4, type 2, code 2, seq 4, body length 4
+
+enum Type : uint16_t { kHello = 1, kRound = 2, kLeave = 3, kResult = 4, kFail = 5 };
+enum Kind : uint16_t { kRegister = 0, kAllgather = 1, kBarrier = 2 };
+
+inline const char* kind_name(uint16_t kind) {
+  return kind == kRegister ? "registration" : kind == kAllgather ? "allgather" : "barrier";
+}
+
+inline void put(std::string& s, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) s.push_back(char(uint8_t(v >> (8 * i))));
+}
+inline uint64_t get(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t(uint8_t(p[i])) << (8 * i);
+  return v;
+}
+
+inline std::string frame(uint16_t type, uint16_t code, uint32_t seq, const std::string& body) {
+  std::string s;
+  put(s, kFrameMagic, 4);
+  put(s, type, 2);
+  put(s, code, 2);
+  put(s, seq, 4);
+  put(s, body.size(), 4);
+  return s + body;
+}
+
+struct Frame {
+  uint16_t type = 0, code = 0;
+  uint32_t seq = 0;
+  std::string body;
+};
+
+// Takes one whole frame from the front of `buf`; false while it is incomplete. A bad magic or a body over
+// `max_body` throws std::runtime_error (the connection is broken or not ours).
+inline bool take_frame(std::string& buf, Frame& f, size_t max_body) {
+  if (buf.size() < kHeaderBytes) return false;
+  if (get(buf.data(), 4) != kFrameMagic) throw std::runtime_error("not a rendezvous message");
+  const size_t len = get(buf.data() + 12, 4);
+  if (len > max_body) throw std::runtime_error(fmt::format("message of {} bytes (at most {})", len, max_body));
+  if (buf.size() < kHeaderBytes + len) return false;
+  f.type = uint16_t(get(buf.data() + 4, 2));
+  f.code = uint16_t(get(buf.data() + 6, 2));
+  f.seq = uint32_t(get(buf.data() + 8, 4));
+  f.body = buf.substr(kHeaderBytes, len);
+  buf.erase(0, kHeaderBytes + len);
+  return true;
+}
+
+inline std::string errno_text(int err) { return std::strerror(err); }
+
+inline int remaining_ms(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+  return int(std::clamp<int64_t>(left, 0, 100000000));
+}
+
+inline socklen_t sockaddr_len(const sockaddr_storage& a) {
+  return a.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+}
+
+inline std::string address_text(const sockaddr_storage& a) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET) {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(a);
+    inet_ntop(AF_INET, &in.sin_addr, buf, sizeof(buf));
+    return fmt::format("{}:{}", buf, ntohs(in.sin_port));
+  }
+  const auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
+  inet_ntop(AF_INET6, &in6.sin6_addr, buf, sizeof(buf));
+  return fmt::format("[{}]:{}", buf, ntohs(in6.sin6_port));
+}
+
+}  // namespace dfccl::net::wire

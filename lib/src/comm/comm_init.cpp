@@ -1,0 +1,430 @@
+#include "comm/comm_init.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "comm/comm_failure.h"
+#include "comm/links.h"
+#include "comm/peer_watch.h"
+#include "match/board_mirror.h"
+#include "match/match_board.h"
+#include "settings/env.h"
+#include "transport/p2p.h"
+#include "transport/p2p_table.h"
+#include "transport/persistent.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace dfccl {
+
+namespace {
+
+// What each rank tells the others at init. All transport fields must agree.
+struct RankInfo {
+  int32_t nranks, executor, mode, device;
+  uint32_t nchan, slot_bytes, nslots, seq_lanes, persistent_lanes, min_chan_bytes;
+  uint32_t pid;
+  uint32_t p2p_chan;
+  uint64_t host_hash;
+  uint32_t net_force, net_chan, net_slot_bytes;
+  uint32_t hierarchy;
+};
+
+// What each rank publishes once the transport is chosen.
+struct RegionInfo {
+  int32_t p2p_ok;  // this rank reaches both ring neighbours' GPUs directly (and DFCCL_P2P_DISABLE is 0)
+  int32_t pad;
+  RegionBlob region;
+};
+
+void check_agreement(const std::vector<RankInfo>& all, int rank) {
+  const RankInfo& me = all[size_t(rank)];
+  for (size_t i = 0; i < all.size(); ++i) {
+    const RankInfo& o = all[i];
+    auto mismatch = [&](const char* what, int64_t mine, int64_t theirs) {
+      throw Error(dfcclInvalidUsage,
+                  fmt::format("communicator init: rank {} has {}={} but rank {} has {}={} (all ranks "
+                              "of a communicator must use the same settings)",
+                              rank, what, mine, i, what, theirs));
+    };
+    if (o.executor != me.executor) mismatch("executor", me.executor, o.executor);
+    if (o.mode != me.mode) mismatch("mode", me.mode, o.mode);
+    // The executor's own variables (the same executor on every rank from here on). CUDA: the blocks are also bounded
+    // by what the GPU holds.
+    const bool host = me.executor == dfcclExecutorHost;
+    if (o.nchan != me.nchan) mismatch(host ? "DFCCL_HOST_BLOCKS" : "DFCCL_BLOCKS", me.nchan, o.nchan);
+    if (o.slot_bytes != me.slot_bytes)
+      mismatch(host ? "DFCCL_HOST_SLOT_BYTES" : "DFCCL_SLOT_BYTES", me.slot_bytes, o.slot_bytes);
+    if (o.nslots != me.nslots) mismatch(host ? "DFCCL_HOST_SLOTS" : "DFCCL_SLOTS", me.nslots, o.nslots);
+    if (o.seq_lanes != me.seq_lanes) mismatch("DFCCL_LANES", me.seq_lanes, o.seq_lanes);
+    if (o.persistent_lanes != me.persistent_lanes)
+      mismatch("DFCCL_PERSISTENT_LANES", me.persistent_lanes, o.persistent_lanes);
+    if (o.min_chan_bytes != me.min_chan_bytes) mismatch("DFCCL_MIN_CHAN_BYTES", me.min_chan_bytes, o.min_chan_bytes);
+    if (o.p2p_chan != me.p2p_chan)
+      mismatch(host ? "DFCCL_HOST_P2P_CHANNELS" : "DFCCL_P2P_CHANNELS", me.p2p_chan, o.p2p_chan);
+    if (o.net_force != me.net_force) mismatch("DFCCL_NET_FORCE", me.net_force, o.net_force);
+    if (o.net_chan != me.net_chan) mismatch("DFCCL_NET_CHANNELS", me.net_chan, o.net_chan);
+    if (o.net_slot_bytes != me.net_slot_bytes) mismatch("DFCCL_NET_SLOT_BYTES", me.net_slot_bytes, o.net_slot_bytes);
+    if (o.hierarchy != me.hierarchy) mismatch("DFCCL_HIERARCHY", me.hierarchy, o.hierarchy);
+  }
+}
+
+// What this rank tells the others at init (comm_init's first round).
+RankInfo rank_info(const dfcclConfig_t& cfg, const Engine& e, const Bootstrap& b, int nranks) {
+  const TransportParams& tp = e.transport();
+  RankInfo mine{};
+  mine.nranks = nranks;
+  mine.executor = cfg.executor;
+  mine.mode = cfg.mode;
+  mine.device = cfg.device;
+  mine.nchan = tp.nchan;
+  mine.slot_bytes = tp.slot_bytes;
+  mine.nslots = tp.nslots;
+  mine.seq_lanes = tp.seq_lanes;
+  mine.persistent_lanes = tp.persistent_lanes;
+  mine.min_chan_bytes = e.params().min_chan_bytes;
+  mine.p2p_chan = tp.p2p_chan;
+  mine.pid = uint32_t(getpid());
+  mine.host_hash = b.host_hash();
+  mine.net_force = uint32_t(env_int("DFCCL_NET_FORCE"));
+  mine.net_chan = uint32_t(env_int("DFCCL_NET_CHANNELS"));
+  mine.net_slot_bytes = uint32_t(env_int("DFCCL_NET_SLOT_BYTES"));
+  mine.hierarchy = uint32_t(env_int("DFCCL_HIERARCHY"));
+  return mine;
+}
+
+// A failure that a connected rank relayed (net_tell_failed: its communicator broke on notice.origin), reported at
+// the fifth probe that finds it, so that this rank's own finding, where it has one, names the cause first.
+std::string relayed_failure(const dfcclComm* c, const net::Proxy::Notice& notice, int* rank, int* rounds) {
+  const bool valid = notice.from >= 0 && notice.from < c->nranks && notice.origin >= 0 && notice.origin < c->nranks;
+  if (!valid || notice.origin == c->rank) return {};  // a notice naming no rank of c is not believed
+  if (++*rounds < 5) return {};
+  *rank = notice.origin;
+  return fmt::format("failed or aborted, as rank {} reported (its connections reach that rank)", notice.from);
+}
+
+// A broken network connection of c (a peer that left cleanly is no failure; a proxy whose engine went says so first:
+// net/proxy.h), reported at the second probe that finds it, or the tenth for a peer process on this host
+// (DFCCL_NET_FORCE=1), so that one that died is named by its pidfd first: a process's sockets close before it has
+// finished exiting. Else a relayed failure (relayed_failure).
+std::string network_failure(const dfcclComm* c, const net::Proxy::Notice& notice, int* rank, int* net_rounds,
+                            int* relay_rounds) {
+  int broken = -1;
+  std::string m = net_failure(c, &broken);
+  *net_rounds = m.empty() || c->bootstrap->peer_state(broken) == Bootstrap::kLeft ? 0 : *net_rounds + 1;
+  if (*net_rounds > 0 && *net_rounds >= (c->bootstrap->local(broken) ? 10 : 2)) {
+    *rank = broken;
+    return m;
+  }
+  return relayed_failure(c, notice, rank, relay_rounds);
+}
+
+// Registers c with PeerWatch: a mismatch that any rank published on the match board fails it with
+// dfcclInvalidUsage; its peers in other processes fail it when they exit without destroying it, abort it, or fall
+// silent for DFCCL_PEER_TIMEOUT_S (0: never) — on this host through their processes (`peers`) and the segment's
+// liveness words, on other hosts through the network connections (their state words carry what their messages
+// said: an abort notice sets kAborted); its probe beats this rank's heartbeat. Ranks that are threads of this process
+// share its fate and are watched for mismatches only. The functions read c's bootstrap and board, which stay until
+// PeerWatch::remove or the failure they report.
+void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
+  const uint64_t timeout_ns = uint64_t(env_int("DFCCL_PEER_TIMEOUT_S")) * 1000000000ull;
+  const bool other_processes = !peers.empty() || !c->bootstrap->all_local();
+  PeerChecks checks;
+  checks.peers = std::move(peers);
+  checks.departed = [c](int rank) { return c->bootstrap->peer_state(rank) == Bootstrap::kLeft; };
+  auto net_rounds = std::make_shared<int>(0);    // probes in a row that found a network failure
+  auto relay_rounds = std::make_shared<int>(0);  // probes that found a failure relayed by a connected rank
+  checks.probe = [c, timeout_ns, other_processes, net_rounds, relay_rounds](int* rank) -> std::string {
+    if (std::string m = c->board->published(); !m.empty()) {
+      *rank = c->rank;
+      return m;
+    }
+    if (!other_processes) return {};
+    const uint64_t now = Bootstrap::now_ns();
+    c->bootstrap->beat(now);
+    const net::Proxy::Notice notice = net_notice(c);
+    if (notice.from >= 0 && notice.origin < 0 && !c->bootstrap->local(notice.from))
+      c->bootstrap->set_peer_state(notice.from, Bootstrap::kAborted);
+    for (int i = 0; i < c->nranks; ++i) {
+      if (i == c->rank) continue;
+      const uint64_t state = c->bootstrap->peer_state(i);
+      if (state == Bootstrap::kLeft) continue;
+      *rank = i;
+      if (state == Bootstrap::kAborted) return "aborted the communicator";
+      if (!c->bootstrap->local(i)) continue;  // its heartbeat is the network's (net_failure)
+      const uint64_t last = c->bootstrap->peer_heartbeat(i);
+      if (timeout_ns && now > last && now - last > timeout_ns)
+        return fmt::format("has not been heard from for {} s (stopped or hung; DFCCL_PEER_TIMEOUT_S)",
+                           (now - last) / 1000000000ull);
+    }
+    // Last, as its cause may be one found above.
+    return network_failure(c, notice, rank, net_rounds.get(), relay_rounds.get());
+  };
+  checks.on_failure = [c](int rank, const std::string& reason) {
+    if (std::string m = c->board->published(); !m.empty()) return comm_fail_mismatch(c, m);
+    net_tell_failed(c, rank);  // ranks that only this rank's connections reach learn of it too
+    comm_fail(c, rank, reason);
+  };
+  PeerWatch::add(c, std::move(checks));
+}
+
+// L when hosts holds H >= 2 hosts of L >= 2 ranks each, host after host (each host's ranks consecutive); else 0.
+int ranks_per_host(const std::vector<uint64_t>& hosts) {
+  const size_t n = hosts.size();
+  size_t l = 1;
+  while (l < n && hosts[l] == hosts[0]) ++l;
+  if (l < 2 || n % l != 0 || n / l < 2) return 0;
+  for (size_t r = 0; r < n; ++r) {
+    if (hosts[r] != hosts[r - r % l]) return 0;  // a host's ranks are not consecutive
+    for (size_t b = 0; b < r - r % l; b += l)
+      if (hosts[b] == hosts[r]) return 0;  // a host that came before
+  }
+  return int(l);
+}
+
+}  // namespace
+
+dfcclConfig_t resolve_config(const dfcclConfig_t* config, int rank) {
+  dfcclConfig_t c = DFCCL_CONFIG_INITIALIZER;
+  if (config) {
+    if (config->magic != DFCCL_CONFIG_MAGIC || config->size != sizeof(dfcclConfig_t))
+      throw Error(dfcclInvalidArgument, "argument 'config' was not initialised with DFCCL_CONFIG_INITIALIZER");
+    c = *config;
+    if (c.version != DFCCL_VERSION_CODE)
+      throw Error(dfcclInvalidArgument,
+                  fmt::format("argument 'config->version' = {}: this library is version {} "
+                              "(initialise the config with DFCCL_CONFIG_INITIALIZER of its dfccl.h)",
+                              c.version, DFCCL_VERSION_CODE));
+    if (c.device < -1)
+      throw Error(dfcclInvalidArgument,
+                  fmt::format("argument 'config->device' = {} is negative (-1: the default)", c.device));
+    if (c.initTimeoutMs < -1 || c.initTimeoutMs == 0)
+      throw Error(dfcclInvalidArgument, fmt::format("argument 'config->initTimeoutMs' = {} must be positive (-1: "
+                                                    "DFCCL_INIT_TIMEOUT_MS)",
+                                                    c.initTimeoutMs));
+  }
+  if (c.executor < 0) {
+    // env_str accepts only the table's words (cuda|host) and names the variable otherwise.
+    c.executor = env_str("DFCCL_EXECUTOR") == "host" ? dfcclExecutorHost : dfcclExecutorCuda;
+  }
+  if (c.executor != dfcclExecutorCuda && c.executor != dfcclExecutorHost)
+    throw Error(dfcclInvalidArgument,
+                fmt::format("argument 'config->executor' = {} is not a dfcclExecutor_t", c.executor));
+  if (c.mode < 0) {
+    c.mode = env_str("DFCCL_MODE") == "blocking" ? dfcclModeBlocking : dfcclModePreemptive;  // preemptive|blocking
+  }
+  if (c.mode != dfcclModePreemptive && c.mode != dfcclModeBlocking)
+    throw Error(dfcclInvalidArgument, fmt::format("argument 'config->mode' = {} is not a dfcclMode_t", c.mode));
+  if (c.device < 0) {
+    if (c.executor == dfcclExecutorHost) {
+      c.device = rank;
+    } else {
+      int d = 0;
+      const cudaError_t e = cudaGetDevice(&d);
+      if (e != cudaSuccess)
+        throw Error(dfcclNotSupported, fmt::format("no usable GPU for the CUDA executor ({}); use the host executor "
+                                                   "(config.executor = dfcclExecutorHost or DFCCL_EXECUTOR=host)",
+                                                   cudaGetErrorString(e)));
+      c.device = d;
+    }
+  }
+  if (c.initTimeoutMs < 0) c.initTimeoutMs = int(env_int("DFCCL_INIT_TIMEOUT_MS"));
+  return c;
+}
+
+namespace {
+
+// comm_init, step 1: every rank's RankInfo (transport settings, device, host, process), checked to agree; the
+// network plan (which ranks are remote) and the connections' shape follow from them. *hosts: every rank's host hash.
+std::vector<RankInfo> agree_on_transport(dfcclComm* c, const dfcclConfig_t& cfg, std::vector<uint64_t>* hosts) {
+  const RankInfo mine = rank_info(cfg, *c->engine, *c->bootstrap, c->nranks);
+  std::vector<RankInfo> all(static_cast<size_t>(c->nranks));
+  c->bootstrap->allgather(&mine, sizeof(mine), all.data());
+  c->bootstrap->unlink();  // everybody has the segment mapped
+  check_agreement(all, c->rank);
+  for (const RankInfo& r : all) hosts->push_back(r.host_hash);
+  net_plan(c, *hosts);
+  c->geometry = net_geometry(c, c->engine->transport());
+  return all;
+}
+
+// comm_init, step 2: where the connection regions live (the GPUs' memory when every rank reaches its ring neighbours
+// and point-to-point peers directly, else shared host memory for the whole communicator; host memory also when some
+// rank is remote: the network proxy writes into the regions, comm/links.h), this rank's region, the ring neighbours'
+// regions mapped (a remote neighbour's: a shadow of this rank's), and the point-to-point connections.
+void make_regions(dfcclComm* c, const std::vector<RankInfo>& all, uint32_t nlanes) {
+  Executor& ex = c->engine->exec();
+  const TransportParams& tp = c->engine->transport();
+  const TransportParams& g = c->geometry;
+  const int nranks = c->nranks, next = (c->rank + 1) % nranks, prev = (c->rank - 1 + nranks) % nranks;
+  RegionInfo my_region{};
+  my_region.p2p_ok = env_int("DFCCL_P2P_DISABLE") == 0;
+  for (int q = 0; q < nranks; ++q)
+    if (!c->net.remote[size_t(q)] && (tp.p2p_chan > 0 || q == next || q == prev))
+      my_region.p2p_ok = my_region.p2p_ok && ex.peer_access(all[size_t(q)].device);
+  std::vector<RegionInfo> regions(static_cast<size_t>(nranks));
+  c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
+  bool host_path = c->net.any;
+  for (const auto& r : regions) host_path = host_path || !r.p2p_ok;
+  c->host_path = host_path;
+  const uint64_t region_bytes = core::region_bytes(g.nchan, nlanes, g.nslots, g.slot_bytes);
+  c->region = ex.alloc_region(region_bytes, host_path);
+  my_region.region = c->region;
+  c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
+  auto neighbour = [&](int q, RegionBlob& blob) {
+    if (c->net.remote[size_t(q)]) return net_shadow(c, region_bytes, true);
+    blob = regions[size_t(q)].region;
+    return ex.map_region(blob);
+  };
+  c->next_ptr = neighbour(next, c->next_blob);
+  c->prev_ptr = (prev == next) ? c->next_ptr : neighbour(prev, c->prev_blob);
+  c->bootstrap->barrier();
+  ex.region_mapped_by_all(c->region);
+  p2p_connect(c, host_path);
+}
+
+// comm_init, step 3: the communicator as the daemon sees it (CommStatic in device memory, its private lane states).
+void make_comm_static(dfcclComm* c, uint32_t nlanes) {
+  Executor& ex = c->engine->exec();
+  const TransportParams& tp = c->engine->transport();
+  c->lanes = static_cast<core::LaneState*>(ex.alloc_device(sizeof(core::LaneState) * tp.nchan * nlanes));
+  core::CommDev& d = c->host_dev;
+  d.s.rank = c->rank;
+  d.s.nranks = c->nranks;
+  d.s.prev = (c->rank - 1 + c->nranks) % c->nranks;
+  d.s.next = (c->rank + 1) % c->nranks;
+  d.s.nchan = c->geometry.nchan;
+  d.s.nlanes = nlanes;
+  c->persistent_lanes = tp.persistent_lanes;
+  d.s.nslots = tp.nslots;
+  d.s.slot_bytes = c->geometry.slot_bytes;
+  d.s.self = reinterpret_cast<char*>(c->region.ptr);
+  d.s.next_region = static_cast<char*>(c->next_ptr);
+  d.s.prev_region = static_cast<char*>(c->prev_ptr);
+  d.s.lanes = c->lanes;
+  c->dev = static_cast<core::CommDev*>(ex.alloc_device(sizeof(core::CommDev)));
+  ex.copy_to_device(c->dev, &d, sizeof(d));
+}
+
+}  // namespace
+
+dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclConfig_t& cfg) {
+  auto c = std::make_unique<dfcclComm>();
+  c->config = cfg;
+  c->rank = rank;
+  c->nranks = nranks;
+  try {
+    c->engine = Engine::acquire(dfcclExecutor_t(cfg.executor), cfg.device, dfcclMode_t(cfg.mode));
+    c->bootstrap =
+        std::make_shared<Bootstrap>(id, rank, nranks, cfg.initTimeoutMs,
+                                    Bootstrap::Areas{MatchBoard::bytes(nranks), p2p_table::p2p_table_bytes(nranks)});
+    Engine& e = *c->engine;
+    const TransportParams& tp = e.transport();
+    std::vector<uint64_t> hosts;
+    const std::vector<RankInfo> all = agree_on_transport(c.get(), cfg, &hosts);
+    // The region holds the sequence lanes, and the persistent ones only where they cannot be made later.
+    const uint32_t nlanes = tp.seq_lanes + (persistent_in_region(c.get()) ? tp.persistent_lanes : 0);
+    make_regions(c.get(), all, nlanes);
+    make_comm_static(c.get(), nlanes);
+    net_connect(c.get());
+    c->board = std::make_shared<MatchBoard>(c->bootstrap, tp.seq_lanes);
+    mirror_connect(c.get(), hosts);
+    c->index = e.attach(c->dev, c->board);
+    c->bootstrap->barrier();
+    std::vector<PeerProcess> peers;
+    for (int i = 0; i < nranks; ++i)  // process ids mean something on this host only
+      if (c->bootstrap->local(i) && all[size_t(i)].pid != all[size_t(rank)].pid)
+        peers.push_back({i, int(all[size_t(i)].pid)});
+    watch_peers(c.get(), std::move(peers));
+    hierarchy_init(c.get(), hosts);
+    log(LogLevel::Info, LogSubsys::Init,
+        "communicator {}: rank {} of {} on device {} ({} executor, {} mode); to ranks {} and {} through {}", c->index,
+        rank, nranks, cfg.device, cfg.executor == dfcclExecutorHost ? "host" : "CUDA",
+        cfg.mode == dfcclModeBlocking ? "blocking" : "preemptive", c->host_dev.s.prev, c->host_dev.s.next,
+        c->host_path ? "shared host memory"
+                     : (cfg.executor == dfcclExecutorHost ? "shared memory" : "GPU peer memory"));
+  } catch (...) {
+    release(c.get(), Release::Free);
+    throw;
+  }
+  return c.release();
+}
+
+dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t* config) {
+  struct SplitInfo {
+    int32_t color, key, rank, pad;
+  };
+  SplitInfo mine{color, key, parent->rank, 0};
+  std::vector<SplitInfo> all(static_cast<size_t>(parent->nranks));
+  parent->bootstrap->allgather(&mine, sizeof(mine), all.data());
+  // The lowest parent rank of each color makes the new communicator's id (and so runs its rendezvous root).
+  std::vector<SplitInfo> members;
+  for (const auto& s : all)
+    if (s.color == color) members.push_back(s);
+  const bool leader = color != DFCCL_SPLIT_NOCOLOR && members.front().rank == parent->rank;
+  dfcclUniqueId my_id;
+  std::memset(&my_id, 0, sizeof(my_id));
+  if (leader) my_id = make_unique_id();
+  std::vector<dfcclUniqueId> ids(static_cast<size_t>(parent->nranks));
+  parent->bootstrap->allgather(&my_id, sizeof(my_id), ids.data());
+  if (color == DFCCL_SPLIT_NOCOLOR) return nullptr;
+  const dfcclUniqueId id = ids[size_t(members.front().rank)];
+  std::stable_sort(members.begin(), members.end(), [](const SplitInfo& a, const SplitInfo& b) {
+    return a.key != b.key ? a.key < b.key : a.rank < b.rank;
+  });
+  int new_rank = 0;
+  for (size_t i = 0; i < members.size(); ++i)
+    if (members[i].rank == parent->rank) new_rank = int(i);
+  dfcclConfig_t cfg = config ? resolve_config(config, new_rank) : parent->config;
+  if (!config && cfg.executor == dfcclExecutorHost) cfg.device = parent->config.device;
+  return comm_init(int(members.size()), id, new_rank, cfg);
+}
+
+void hierarchy_init(dfcclComm* c, const std::vector<uint64_t>& hosts) {
+  if (env_int("DFCCL_HIERARCHY") == 0) return;
+  const int l = ranks_per_host(hosts);
+  if (l == 0) {
+    const bool shared_host = std::set<uint64_t>(hosts.begin(), hosts.end()).size() < hosts.size();
+    if (shared_host && hosts.front() != hosts.back() && c->rank == 0)
+      log(LogLevel::Info, LogSubsys::Init,
+          "DFCCL_HIERARCHY=1: the {} ranks are not hosts of equal rank counts, host after host: all-reduces take the "
+          "ring",
+          c->nranks);
+    return;
+  }
+  dfcclComm::Hierarchy& h = c->hierarchy;
+  h.local_size = l;
+  h.local_rank = c->rank % l;
+  try {
+    h.intra = comm_split(c, c->rank / l, c->rank, nullptr);
+    h.inter = comm_split(c, c->rank % l, c->rank, nullptr);
+  } catch (...) {
+    if (h.intra) comm_abort(h.intra);
+    h.intra = h.inter = nullptr;
+    h.local_size = 0;
+    throw;
+  }
+  for (int i = 0; i < l; ++i) h.intra->hierarchy.parent_rank.push_back(c->rank - h.local_rank + i);
+  for (int i = 0; i < c->nranks / l; ++i) h.inter->hierarchy.parent_rank.push_back(i * l + h.local_rank);
+  for (dfcclComm* part : {h.intra, h.inter})
+    part->board->set_names({part->hierarchy.parent_rank, c->nranks, uint64_t(l),
+                            part == h.intra ? "of the hierarchical all-reduces' stages within the host"
+                                            : "of the hierarchical all-reduces' stage across hosts",
+                            c->board});
+  h.intra->hierarchy.parent.store(c);
+  h.inter->hierarchy.parent.store(c);
+  c->bootstrap->barrier();  // no rank posts on a stage board (nor mirrors a post into one) before its names are set
+  if (c->rank == 0)
+    log(LogLevel::Info, LogSubsys::Init, "communicator {}: hierarchical all-reduce over {} hosts of {} ranks", c->index,
+        c->nranks / l, l);
+}
+
+}  // namespace dfccl

@@ -1,0 +1,52 @@
+// Submission on a communicator: sequence keys and lanes, persistent ids, point-to-point transfers and chains.
+//
+// The hierarchical all-reduce across hosts (DFCCL_HIERARCHY=1; docs/net-transport.md, "Hierarchical all-reduce"). A
+// communicator of H >= 2 hosts with the same L >= 2 ranks on each, host after host, runs an all-reduce of a multiple
+// of L elements as three stages chained in the daemon (Desc::after): a reduce-scatter among the host's ranks, an
+// all-reduce of each rank's share among the ranks of its local rank (L rings between the hosts at once), and an
+// all-gather among the host's ranks. A host then sends 2(H-1)/H of the data over the network instead of the ring's
+// 2(N-1)/N. The stages run on two communicators split from this one at init, which share its fate. comm_submit routes
+// such an all-reduce (hierarchy_routes, hierarchy_submit); comm_init.h makes the stage communicators and comm_failure.h
+// ends them.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/comm_state.h"
+#include "engine/engine.h"
+
+namespace dfccl {
+
+// Caller: a prepare of persistent id `id` (not holding c->mu): makes this rank's lane for it (persistent.h).
+void comm_prepare(dfcclComm* comm, int id);
+// persistent_id < 0: matched by order (sequence lanes); else by id (its own lane).
+std::shared_ptr<RequestState> comm_submit(dfcclComm* comm, core::Desc d, int persistent_id, cudaStream_t stream);
+// Point-to-point transfers (Send/Recv descriptors, root = the peer) on `lane` (kP2pUser or kP2pAllToAll), queued
+// all or none: each takes the next key of its (lane, sender, receiver). Returns one request per descriptor.
+std::vector<std::shared_ptr<RequestState>> comm_submit_p2p(dfcclComm* comm, std::vector<core::Desc> parts,
+                                                           uint32_t lane, cudaStream_t stream);
+// One collective of a chain (comm_submit_chain): d on `comm` under its sequence key next_key + ahead, with the
+// board's signature `signature` (a marker queues nothing but takes a key: count 0 against the caller's count).
+struct ChainPart {
+  dfcclComm* comm;
+  core::Desc d;
+  uint64_t ahead;
+  core::Desc signature;
+};
+// Queues the parts on one stream, all or none, each on its communicator (parts[0].comm first: the one the caller
+// called), as a chain (Desc::after as set in them); each communicator's next key moves past its parts. A part that
+// the peers submitted differently fails parts[0].comm (and so every part: the stage communicators above) and throws.
+std::vector<std::shared_ptr<RequestState>> comm_submit_chain(std::vector<ChainPart> parts, cudaStream_t stream);
+
+// Whether all-reduce d of c runs as the stages: c has them, the count is a positive multiple of L and the operator is
+// not an average (whose two divisions would round differently from the ring's one).
+bool hierarchy_routes(const dfcclComm* c, const core::Desc& d);
+// Queues all-reduce d of c: a marker on c (count 0, posted with d's signature: its place in c's order, so that ranks
+// that call something else there are told apart) and the three chained stages. Returns their compound request.
+std::shared_ptr<RequestState> hierarchy_submit(dfcclComm* c, const core::Desc& d, cudaStream_t stream);
+
+}  // namespace dfccl

@@ -1,0 +1,46 @@
+// An engine's settings, read once from the environment table (env.cpp) when the engine is created: the daemon's
+// parameters, the transport geometry every communicator of the engine uses, and the host runtime's timings.
+#pragma once
+
+#include <cstdint>
+
+#include "core/types.h"
+#include "dfccl.h"
+
+namespace dfccl {
+
+class Executor;
+
+// Transport geometry that every communicator of an engine uses (and that all ranks must agree on).
+struct TransportParams {
+  uint32_t nchan;  // = daemon blocks
+  uint32_t slot_bytes;
+  uint32_t nslots;
+  uint32_t seq_lanes;  // lanes for collectives matched by order
+  uint32_t persistent_lanes;
+  uint32_t p2p_chan;   // channels of a full point-to-point connection (0: none)
+  uint64_t p2p_arena;  // bytes for a communicator's point-to-point connections per rank (p2p.h)
+};
+
+struct EngineConfig {
+  core::DaemonParams params{};  // epoch 0: set at each launch
+  TransportParams transport{};
+  uint64_t relaunch_min_ns = 0, relaunch_max_ns = 0;  // back-off of a relaunch after a stuck exit
+  uint64_t probe_spin_ns = 0;                         // dfcclWait: how long the host waits for its barrier probe
+  uint64_t sync_spin_ns = 0;  // dfcclSynchronize: poll this long before sleeping (0: host executor)
+  bool wait_kernel = false;   // dfcclWait on a stream by a polling kernel (see Executor::stream_wait)
+  bool check_host_order = false;  // DFCCL_CHECK_HOST_ORDER: host-ordered submissions settle the default streams
+  // dfcclWait blocks the calling thread instead of making the stream wait on the GPU: the host executor, and the CUDA
+  // executor on a device shared through MPS unless DFCCL_MPS_WAIT=stream (docs/design.md, "Several processes on one
+  // GPU"); at most host_wait_timeout_ms (DFCCL_HOST_WAIT_TIMEOUT_MS).
+  bool wait_on_host = false;
+  bool under_mps = false;
+  int64_t host_wait_timeout_ms = 0;
+
+  // Reads the executor's variables (DFCCL_HOST_* for the host executor) and checks what the table's ranges cannot:
+  // blocks that the device holds at once, spin budgets in order, slot sizes in 16-byte units. Throws
+  // dfcclInvalidArgument naming the variable.
+  static EngineConfig from_env(const Executor& exec, dfcclMode_t mode);
+};
+
+}  // namespace dfccl

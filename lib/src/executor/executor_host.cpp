@@ -1,0 +1,129 @@
+// The host executor: the daemon's blocks are CPU threads; "device memory" is process memory; connection regions
+// are POSIX shared memory so that ranks may be threads of one process or separate (MPI) processes.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "executor/executor.h"
+#include "executor/shm_region.h"
+#include "host/exec_host.h"
+#include "util/error.h"
+#include "util/thread_name.h"
+
+namespace dfccl {
+namespace {
+
+class HostExecutor final : public Executor {
+ public:
+  explicit HostExecutor(int device) : device_(device) {}
+  ~HostExecutor() override {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return running_blocks_ == 0; });  // the engine made the daemon leave first
+    }
+    join();
+  }
+
+  dfcclExecutor_t kind() const override { return dfcclExecutorHost; }
+  int device() const override { return device_; }
+  unsigned threads_per_block() const override { return 1; }
+  unsigned resident_blocks() const override { return core::kMaxBlocks; }
+
+  void* alloc_device(size_t bytes) override {
+    void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    if (!p) throw Error(dfcclSystemError, fmt::format("host executor: cannot allocate {} bytes", bytes));
+    std::memset(p, 0, bytes);
+    return p;
+  }
+  void free_device(void* p) override { std::free(p); }
+  void* alloc_pinned(size_t bytes) override { return alloc_device(bytes); }
+  void free_pinned(void* p) override { std::free(p); }
+
+  void write_word(uint64_t* dev, uint64_t value) override { __atomic_store_n(dev, value, __ATOMIC_RELEASE); }
+  void copy_to_device(void* dev, const void* host, size_t bytes) override {
+    std::memcpy(dev, host, bytes);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  }
+  void copy_from_device(void* host, const void* dev, size_t bytes) override {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    std::memcpy(host, dev, bytes);
+  }
+  void post_word(uint64_t* dev, uint64_t value) override { stream_write(nullptr, dev, value); }
+  void stream_write(cudaStream_t, uint64_t* dev, uint64_t value) override {
+    __atomic_store_n(dev, value, __ATOMIC_RELEASE);
+  }
+  void probe(uint64_t* host_word, uint64_t value) override { __atomic_store_n(host_word, value, __ATOMIC_RELEASE); }
+  void stream_wait(cudaStream_t, const core::StreamWait&, bool) override {
+    throw Error(dfcclInternalError, "host executor: stream waits are done on the host");
+  }
+
+  void launch(const core::EngineView& ev) override {
+    join();
+    std::lock_guard<std::mutex> lk(mu_);
+    running_blocks_ = ev.p.nblocks + ev.p.prefetch;
+    ++launched_;
+    for (uint32_t b = 0; b < ev.p.nblocks + ev.p.prefetch; ++b) {
+      threads_.emplace_back([this, ev, b] {
+        if (b < ev.p.nblocks) name_this_thread("hb", b);
+        else name_this_thread("prefetch");
+        host::run_daemon_block(ev, b);
+        std::lock_guard<std::mutex> lk2(mu_);
+        if (--running_blocks_ == 0) {
+          finished_ = launched_;
+          cv_.notify_all();
+        }
+      });
+    }
+  }
+
+  bool exited() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    return running_blocks_ == 0;
+  }
+
+  // The emulated cudaDeviceSynchronize: waits for the daemon launch running now (not later ones) to end.
+  void device_synchronize() override {
+    std::unique_lock<std::mutex> lk(mu_);
+    const uint64_t target = running_blocks_ ? launched_ : finished_;
+    cv_.wait(lk, [&] { return finished_ >= target; });
+  }
+
+  bool peer_access(int) override { return true; }
+  RegionBlob alloc_region(size_t bytes, bool) override { return shm_region_create(device_, bytes, "host executor"); }
+  // Always a mapping of our own, also inside one process: the owner may unmap its region (abort) while we run.
+  void* map_region(const RegionBlob& blob) override { return shm_region_map(blob, "host executor"); }
+  void unmap_region(void* p, const RegionBlob& blob) override { shm_region_unmap(p, blob); }
+  void free_region(const RegionBlob& blob) override { shm_region_free(blob); }
+  void region_mapped_by_all(const RegionBlob& blob) override { shm_region_unlink(blob); }
+
+ private:
+  void join() {
+    std::vector<std::thread> old;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (running_blocks_ != 0 && !threads_.empty()) return;  // still running: nothing to join yet
+      old.swap(threads_);
+    }
+    for (auto& t : old) t.join();
+  }
+
+  int device_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::thread> threads_;
+  uint32_t running_blocks_ = 0;
+  uint64_t launched_ = 0, finished_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_host_executor(int device) { return std::make_unique<HostExecutor>(device); }
+
+}  // namespace dfccl

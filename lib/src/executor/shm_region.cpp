@@ -1,0 +1,65 @@
+#include "executor/shm_region.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <string>
+
+#include "util/error.h"
+
+namespace dfccl {
+
+RegionBlob shm_region_create(int device, size_t bytes, const char* who) {
+  static std::atomic<uint64_t> counter{0};
+  RegionBlob blob{};
+  const std::string name = fmt::format("/dfccl-rg-{}-{}-{}", getpid(), device, counter.fetch_add(1));
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) throw_system(fmt::format("{}: shm_open {}", who, name));
+  // The pages are reserved now: a /dev/shm without room for them (a container's is often 64 MiB) is an error here,
+  // not a SIGBUS when the region is first written.
+  if (const int e = posix_fallocate(fd, 0, off_t(bytes)); e != 0) {
+    close(fd);
+    shm_unlink(name.c_str());
+    errno = e;
+    throw_system(fmt::format("{}: /dev/shm has no room for {} bytes ({}; enlarge it, e.g. docker run --shm-size)", who,
+                             bytes, name));
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    throw_system(fmt::format("{}: mmap {}", who, name));
+  }
+  blob.pid = uint32_t(getpid());
+  blob.device = device;
+  blob.ptr = reinterpret_cast<uint64_t>(p);
+  blob.bytes = bytes;
+  blob.host_memory = 1;
+  std::snprintf(blob.handle, sizeof(blob.handle), "%s", name.c_str());
+  return blob;
+}
+
+void* shm_region_map(const RegionBlob& blob, const char* who) {
+  int fd = shm_open(blob.handle, O_RDWR, 0600);
+  if (fd < 0) throw_system(fmt::format("{}: shm_open {} (peer region)", who, blob.handle));
+  void* p = mmap(nullptr, blob.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) throw_system(fmt::format("{}: mmap {} (peer region)", who, blob.handle));
+  return p;
+}
+
+void shm_region_unmap(void* p, const RegionBlob& blob) { munmap(p, blob.bytes); }
+
+void shm_region_free(const RegionBlob& blob) {
+  munmap(reinterpret_cast<void*>(blob.ptr), blob.bytes);
+  shm_unlink(blob.handle);
+}
+
+void shm_region_unlink(const RegionBlob& blob) { shm_unlink(blob.handle); }
+
+}  // namespace dfccl
