@@ -22,15 +22,6 @@ namespace {
 
 constexpr size_t kCount = 1 << 20;  // floats per rank: 4 MiB
 
-dfcclComm_t make_comm(int rank, int size) {
-  dfcclUniqueId id;
-  if (rank == 0) ok(dfcclGetUniqueId(&id), "dfcclGetUniqueId");
-  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
-  dfcclComm_t c = nullptr;
-  ok(dfcclCommInitRank(&c, size, id, rank), "dfcclCommInitRank");
-  return c;
-}
-
 // Rank r's element i in round k on communicator c: small integers, exact in float32 when summed over 8 ranks.
 float value(int r, int k, int c, size_t i) { return float((r + 3 * k + 5 * c + int(i % 7)) % 64); }
 
@@ -48,7 +39,7 @@ int main(int argc, char** argv) {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   std::vector<dfcclComm_t> comms;
-  for (int c = 0; c < size; ++c) comms.push_back(make_comm(g_rank, size));
+  for (int c = 0; c < size; ++c) comms.push_back(comm_of_world());
   std::vector<float*> in(comms.size()), out(comms.size());
   for (size_t c = 0; c < comms.size(); ++c) {
     cuda_ok(cudaMalloc(reinterpret_cast<void**>(&in[c]), kCount * sizeof(float)), "cudaMalloc");

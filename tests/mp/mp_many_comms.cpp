@@ -74,15 +74,6 @@ size_t free_bytes() {
   return free;
 }
 
-dfcclComm_t make_comm(int rank) {
-  dfcclUniqueId id;
-  if (rank == 0) ok(dfcclGetUniqueId(&id), "dfcclGetUniqueId");
-  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
-  dfcclComm_t c = nullptr;
-  ok(dfcclCommInitRank(&c, g_size, id, rank), "dfcclCommInitRank");
-  return c;
-}
-
 // Uploads a rank's input for a host-ordered (DFCCL_NO_STREAM) collective: a cudaMemcpy from pageable memory may return
 // before its copy has reached device memory, so the legacy default stream, which carries it, is synchronized before
 // the submission (dfccl.h, DFCCL_NO_STREAM).
@@ -119,7 +110,7 @@ int main(int argc, char** argv) {
   std::vector<dfcclComm_t> comms;
   std::vector<size_t> after;  // free memory after each communicator
   for (int k = 0; k < n; ++k) {
-    comms.push_back(make_comm(g_rank));
+    comms.push_back(comm_of_world());
     MPI_Barrier(MPI_COMM_WORLD);  // both processes' allocations done: free memory is the GPU's, shared
     after.push_back(free_bytes());
   }

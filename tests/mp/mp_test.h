@@ -40,6 +40,18 @@ inline double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+// A communicator of every rank of MPI_COMM_WORLD on the default executor (rank 0 makes the id, MPI broadcasts it).
+inline dfcclComm_t comm_of_world() {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  dfcclUniqueId id;
+  if (g_rank == 0) ok(dfcclGetUniqueId(&id), "dfcclGetUniqueId");
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+  dfcclComm_t c = nullptr;
+  ok(dfcclCommInitRank(&c, size, id, g_rank), "dfcclCommInitRank");
+  return c;
+}
+
 // MPI_Init, then checks: between min_ranks and max_ranks ranks and arguments_ok (else the usage on rank 0, exit 2),
 // and a GPU (exit 77, or 1 under DFCCL_REQUIRE_GPUS). Returns -1 to go on (rank r then runs on GPU r % n, set
 // current), else the exit status for main, after MPI_Finalize.
