@@ -66,8 +66,9 @@ struct Parser {
                    "workload file (workloads/<name>.toml); default: an all_reduce sweep "
                    "from the settings below")
         ->group(g);
-    app.add_option("--out", cl.out_path,
-                   "HDF5 file to write; its folder must exist (default: <workload>-<UTC date-time>.h5 in the current folder)")
+    app.add_option(
+           "--out", cl.out_path,
+           "HDF5 file to write; its folder must exist (default: <workload>-<UTC date-time>.h5 in the current folder)")
         ->group(g);
     app.add_flag("--overwrite", cl.overwrite, "replace an existing --out or -J file (else it is refused)")->group(g);
     app.add_option("-J,--output_file,--json", cl.json_path,
@@ -101,11 +102,12 @@ struct Parser {
                    "1 mean, 2 min are not implemented)")
         ->capture_default_str()
         ->group(g);
-    check_opt = app.add_option("-c", check_count,
-                   "nccl-tests' check count: 1 checks one untimed iteration per trial (run.check true), 0 none; "
-                   "more than 1 is refused")
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->group(g);
+    check_opt =
+        app.add_option("-c", check_count,
+                       "nccl-tests' check count: 1 checks one untimed iteration per trial (run.check true), 0 none; "
+                       "more than 1 is refused")
+            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+            ->group(g);
     app.add_option("-G,--cudagraph", graph_launches,
                    "CUDA graph launches: 0 only (graphs are the nccl-graph backend: --backend nccl-graph)")
         ->capture_default_str()

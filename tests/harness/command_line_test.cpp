@@ -73,9 +73,34 @@ TEST(CommandLine, RefusalsNameTheOption) {
 // nccl-tests' -G -m -z -C -R -N -c, -d all and -o all: their defaults accepted, -c 0/1 as run.check, every other
 // value refused naming the option.
 TEST(CommandLine, NcclTestsLettersAcceptedOrRefusedByName) {
-  ParseOutcome p = parse({"-G", "0", "-m", "1", "-z", "0", "-C", "0", "-R", "0", "-N", "1", "--cudagraph", "0",
-                          "--agg_iters", "1", "--blocking", "0", "--report_cputime", "0", "--local_register", "0",
-                          "--run_cycles", "1", "-d", "int32", "-o", "max"});
+  ParseOutcome p = parse({"-G",
+                          "0",
+                          "-m",
+                          "1",
+                          "-z",
+                          "0",
+                          "-C",
+                          "0",
+                          "-R",
+                          "0",
+                          "-N",
+                          "1",
+                          "--cudagraph",
+                          "0",
+                          "--agg_iters",
+                          "1",
+                          "--blocking",
+                          "0",
+                          "--report_cputime",
+                          "0",
+                          "--local_register",
+                          "0",
+                          "--run_cycles",
+                          "1",
+                          "-d",
+                          "int32",
+                          "-o",
+                          "max"});
   ASSERT_FALSE(p.exit_code) << p.err;
   EXPECT_EQ(p.options.overrides, (Overrides{{"data.dtype", "int32"}, {"data.op", "max"}}));
   p = parse({"-c", "0"});
@@ -91,13 +116,13 @@ TEST(CommandLine, NcclTestsLettersAcceptedOrRefusedByName) {
     std::vector<std::string> args;
     const char* message;
   };
-  for (const Case& c : {Case{{"-G", "1"}, "-G/--cudagraph 1: "}, Case{{"--cudagraph", "4"}, "-G/--cudagraph 4: "},
-                        Case{{"-m", "4"}, "-m/--agg_iters 4: "}, Case{{"-z", "1"}, "-z/--blocking 1: "},
-                        Case{{"-C", "1"}, "-C/--report_cputime 1: "}, Case{{"-R", "1"}, "-R/--local_register 1: "},
-                        Case{{"-N", "0"}, "-N/--run_cycles 0: "}, Case{{"-c", "5"}, "-c 5: "},
-                        Case{{"-c", "-1"}, "-c -1: "}, Case{{"-d", "all"}, "-d/--datatype all: "},
-                        Case{{"--datatype", "all"}, "-d/--datatype all: "}, Case{{"-o", "all"}, "-o/--op all: "},
-                        Case{{"-G", "x"}, "--cudagraph"}}) {
+  for (const Case& c :
+       {Case{{"-G", "1"}, "-G/--cudagraph 1: "}, Case{{"--cudagraph", "4"}, "-G/--cudagraph 4: "},
+        Case{{"-m", "4"}, "-m/--agg_iters 4: "}, Case{{"-z", "1"}, "-z/--blocking 1: "},
+        Case{{"-C", "1"}, "-C/--report_cputime 1: "}, Case{{"-R", "1"}, "-R/--local_register 1: "},
+        Case{{"-N", "0"}, "-N/--run_cycles 0: "}, Case{{"-c", "5"}, "-c 5: "}, Case{{"-c", "-1"}, "-c -1: "},
+        Case{{"-d", "all"}, "-d/--datatype all: "}, Case{{"--datatype", "all"}, "-d/--datatype all: "},
+        Case{{"-o", "all"}, "-o/--op all: "}, Case{{"-G", "x"}, "--cudagraph"}}) {
     p = parse(c.args);
     ASSERT_TRUE(p.exit_code) << c.message;
     EXPECT_EQ(*p.exit_code, 2) << c.message;

@@ -61,7 +61,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const TransportParams& transport() const { return cfg_.transport; }
   uint64_t sync_spin_ns() const { return cfg_.sync_spin_ns; }
   bool check_host_order() const { return cfg_.check_host_order; }  // DFCCL_CHECK_HOST_ORDER
-  bool waits_on_host() const { return cfg_.wait_on_host; }  // dfcclWait blocks the calling thread (EngineConfig)
+  bool waits_on_host() const { return cfg_.wait_on_host; }         // dfcclWait blocks the calling thread (EngineConfig)
 
   // Communicator table of the daemon. detach takes no lock that is held across a CUDA call (an abort calls it while
   // the progress thread may hold the engine's lock inside one). `arrivals` (may be null) names the ranks a pending
