@@ -108,31 +108,20 @@ struct Parser {
                        "more than 1 is refused")
             ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
             ->group(g);
-    app.add_option("-G,--cudagraph", graph_launches,
-                   "CUDA graph launches: 0 only (graphs are the nccl-graph backend: --backend nccl-graph)")
-        ->capture_default_str()
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->group(g);
-    app.add_option("-m,--agg_iters", agg_iters, "collectives aggregated per iteration: 1 only")
-        ->capture_default_str()
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->group(g);
-    app.add_option("-z,--blocking", blocking, "host wait after each collective: 0 only")
-        ->capture_default_str()
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->group(g);
-    app.add_option("-C,--report_cputime", cputime, "report CPU time instead of GPU time: 0 only")
-        ->capture_default_str()
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->group(g);
-    app.add_option("-R,--local_register", local_register, "buffer registration: 0 only")
-        ->capture_default_str()
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->group(g);
-    app.add_option("-N,--run_cycles", run_cycles, "cycles of the whole run: 1 only (--trials repeats each case)")
-        ->capture_default_str()
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->group(g);
+    // nccl-tests' options that take one value here (any other is refused by name after parsing).
+    const auto one_value = [&](const char* names, int& value, const char* help) {
+      app.add_option(names, value, help)
+          ->capture_default_str()
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+          ->group(g);
+    };
+    one_value("-G,--cudagraph", graph_launches,
+              "CUDA graph launches: 0 only (graphs are the nccl-graph backend: --backend nccl-graph)");
+    one_value("-m,--agg_iters", agg_iters, "collectives aggregated per iteration: 1 only");
+    one_value("-z,--blocking", blocking, "host wait after each collective: 0 only");
+    one_value("-C,--report_cputime", cputime, "report CPU time instead of GPU time: 0 only");
+    one_value("-R,--local_register", local_register, "buffer registration: 0 only");
+    one_value("-N,--run_cycles", run_cycles, "cycles of the whole run: 1 only (--trials repeats each case)");
   }
 
   void add_settings() {
