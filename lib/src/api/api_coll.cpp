@@ -24,7 +24,8 @@ namespace {
 // calling thread's default streams (legacy and per-thread), where a pageable cudaMemcpy may still be carrying the
 // inputs to the device after it returned. The submission is then a synchronization of those streams.
 void settle_host_order(dfcclComm* c, cudaStream_t stream, const char* fn) {
-  if (stream != DFCCL_NO_STREAM) return;
+  // The host executor (every CPU collective of the torch backend) takes no engine reference here.
+  if (stream != DFCCL_NO_STREAM || c->config.executor != dfcclExecutorCuda) return;
   const std::shared_ptr<Engine> e = engine_ref(c);
   if (!e || !e->check_host_order()) return;
   cudaError_t r = cudaStreamSynchronize(cudaStreamLegacy);
