@@ -12,6 +12,8 @@
 //                                  copied into EngineGlobal by the daemon (scheduler/aborts.h, look_for_aborts)
 #pragma once
 
+#include <cstddef>
+
 #include "flagged.h"
 
 namespace dfccl::core {
@@ -24,6 +26,26 @@ DFCCL_HD inline bool exit_ordered(u64 req, u64 epoch) {
   const u64 r = req & 0xff;
   return (req >> 8) == epoch && (r == kExitIdle || r == kExitStuck || r == kExitQuit);
 }
+
+// Captured collectives (docs/design.md, "CUDA graphs"; scheduler/graph_start.h). Each captured call owns a slot for
+// the life of its graph; each replay posts a new instance of it into ring kGraphRing, which the host never uses, with
+// a sequence number above kGraphSeqBase (host submissions stay below it). graph_state[slot]: kGraphIdle until the
+// slot's first instance, kGraphPending from its post to its completion, then kGraphDone (what a captured dfcclWait
+// waits for). kMaxGraphGroups: the captured collectives of one communicator in one graph form a group, whose replay
+// takes consecutive turns on the communicator's graph lane.
+inline constexpr u32 kGraphRing = kMaxRings - 1;
+inline constexpr u64 kGraphSeqBase = u64(1) << 62;
+enum : u64 { kGraphIdle = 0, kGraphPending = 1, kGraphDone = 2 };
+inline constexpr u32 kMaxGraphGroups = 256;
+
+// A group's turns for one replay (EngineGlobal::graph_group): claim and ready are gen << 32 | replays claimed (resp.
+// published), base the first turn of the replay that ready names.
+struct GraphGroup {
+  u64 claim;
+  u64 ready;
+  u64 base;
+  u64 pad;
+};
 
 struct EngineGlobal {                   // device memory
   u64 ring[kMaxRings][kRingEntries];    // submission rings: (position + 1) << 16 | slot, maybe | kRingCopied
@@ -53,6 +75,17 @@ struct EngineGlobal {                   // device memory
   u64 aborts;                // communicators aborted so far
   u64 abort_gen[kMaxComms];  // by communicator index: attachment number of the last one aborted
   u32 busy[kMaxBlocks];      // block has collectives pending (exit decisions)
+  // Captured collectives (scheduler/graph_start.h): each instance's descriptor, posted by its start; the slot's
+  // state; its graph's generation and how many instances that graph has posted in it; the groups; the graph ring's
+  // positions handed out; the captured waits running now (they keep the daemon: exit.h, kept_by_a_wait).
+  alignas(16) Desc graph_desc[kMaxSlots];  // 16-byte stores (graph_post)
+  u64 graph_state[kMaxSlots];
+  u64 graph_gen[kMaxSlots];
+  u64 graph_runs[kMaxSlots];
+  GraphGroup graph_group[kMaxGraphGroups];
+  u64 graph_ring_tail;
+  u64 graph_seq;  // instances posted so far (their sequence numbers: kGraphSeqBase + 1 + this)
+  u64 graph_waiters;
 };
 
 struct BlockStats {  // accumulated by each block at each exit
@@ -84,6 +117,7 @@ struct StreamWait {
   u64 abort_value;
   const u64* settle_word;
   u64 settle_ns;
+  u64* active;  // non-null (a captured wait): raised while the wait runs (EngineGlobal::graph_waiters)
 };
 
 struct WaitEntry {  // a stream waits until complete[slot] >= seq; probe: the barrier probe issued with the wait
@@ -141,6 +175,26 @@ struct EngineHost {  // pinned host memory
   // host (the progress thread): per slot, the sequence number of its last collective whose request has its final
   // status. Written only for communicators across hosts, whose slots stay taken until then (Engine::settle).
   u64 settled[kMaxSlots];
+  // Captured collectives: the sequence number of a slot's last instance posted (written by its start) and completed
+  // (by the daemon's last block), which tell the progress thread that a replay needs a daemon; how many collectives
+  // each group has (host, while capturing).
+  u64 graph_posted[kMaxSlots];
+  u64 graph_done[kMaxSlots];
+  u64 graph_group_n[kMaxGraphGroups];
+};
+
+// A captured collective's start node's parameters (scheduler/graph_start.h, graph_post), fixed at capture: the collective's descriptor without seq and turn, the slot it owns,
+// its group (the captured collectives of one communicator in one graph), its index in the group and the graph's
+// generation (unique per group: it tells the group's and the slot's words of an earlier owner from this graph's).
+struct GraphStart {
+  Desc desc;  // first: 16-byte aligned
+  EngineGlobal* g;
+  EngineHost* h;
+  u64* turns;  // the communicator's CommDev::graph_turn
+  u32 slot;
+  u32 group;
+  u32 index;
+  u32 gen;
 };
 
 // Tunables of the daemon, passed by value at each launch (docs/environment.md).
@@ -158,6 +212,8 @@ struct DaemonParams {
   u32 prefetch;        // 1: block nblocks is the descriptor prefetcher (scheduler/prefetcher.h)
   u32 pad;
 };
+
+static_assert(offsetof(EngineGlobal, graph_desc) % 16 == 0, "graph_post stores 16-byte packs");
 
 struct EngineView {  // what a daemon launch is given: its memory and parameters
   EngineGlobal* g;

@@ -11,6 +11,12 @@ inline constexpr u32 kRingEntries = kMaxSlots;  // so a ring can hold every outs
 inline constexpr u32 kMaxBlocks = 128;          // daemon blocks (= channels) per engine
 inline constexpr u32 kMaxComms = 256;           // communicators attached to one engine at a time
 inline constexpr u32 kMaxLanes = 64;            // lanes per communicator (sequence lanes + persistent lanes)
+// Lanes of their own per communicator, each a one-lane connection made on first use (lib/src/transport/persistent.h):
+// the persistent ids (DFCCL_MAX_PERSISTENT_IDS of dfccl.h), then the graph lane of captured collectives
+// (docs/design.md, "CUDA graphs").
+inline constexpr u32 kPersistentIds = 8;
+inline constexpr u32 kGraphLaneId = kPersistentIds;
+inline constexpr u32 kOwnLanes = kPersistentIds + 1;
 inline constexpr u32 kCqEntries = kMaxSlots;    // completions can never outnumber outstanding collectives
 inline constexpr u32 kAlignBytes = 16;          // chunk boundaries fall on multiples of 16 bytes
 

@@ -41,6 +41,7 @@ static_assert(sizeof(CommStatic) == 64);
 
 struct CommDev {  // a communicator in device memory
   CommStatic s;
+  u64 graph_turn;  // turns handed out on the graph lane (scheduler/graph_start.h); 0 at init
 };
 
 // A connection region: the lanes' counters, the Simple protocol's slots (every channel), the LL protocol's slots

@@ -1,5 +1,6 @@
 // The CUDA executor's daemon kernel: the shared scheduler run by one thread block per channel.
 #include "../core/scheduler/daemon.h"
+#include "../core/scheduler/graph_start.h"
 #include "daemon.h"
 #include "exec_cuda.cuh"
 
@@ -20,9 +21,8 @@ cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool pre
                           dim3(threads), args, 0, stream);
 }
 
-// See launch_stream_waiter in daemon.h. Thread 0 polls; the others return.
-__global__ void __launch_bounds__(32) stream_waiter(const core::StreamWait w) {
-  if (threadIdx.x != 0) return;
+// Returns once w is satisfied (see launch_stream_waiter in daemon.h).
+__device__ void wait_until(const core::StreamWait& w) {
   const uint64_t* word = w.word;
   uint64_t look_at = 0, settle_until = 0;
   for (;;) {
@@ -49,9 +49,28 @@ __global__ void __launch_bounds__(32) stream_waiter(const core::StreamWait w) {
   }
 }
 
+// See launch_stream_waiter in daemon.h. Thread 0 polls; the others return. A captured wait counts itself in
+// *w.active while it runs (core::kept_by_a_wait).
+__global__ void __launch_bounds__(32) stream_waiter(const core::StreamWait w) {
+  if (threadIdx.x != 0) return;
+  if (w.active) atomicAdd(reinterpret_cast<unsigned long long*>(w.active), 1ull);
+  wait_until(w);
+  if (w.active) atomicAdd(reinterpret_cast<unsigned long long*>(w.active), ~0ull);
+}
+
 cudaError_t launch_stream_waiter(const core::StreamWait& w, cudaStream_t stream) {
   void* args[] = {const_cast<core::StreamWait*>(&w)};
   return cudaLaunchKernel(reinterpret_cast<const void*>(&stream_waiter), dim3(1), dim3(32), args, 0, stream);
+}
+
+// See launch_graph_start in daemon.h.
+__global__ void __launch_bounds__(32) graph_start(const core::GraphStart s) {
+  if (threadIdx.x == 0 && s.g) core::graph_post<CudaExec>(s);  // s.g null: the engine's preload
+}
+
+cudaError_t launch_graph_start(const core::GraphStart& s, cudaStream_t stream) {
+  void* args[] = {const_cast<core::GraphStart*>(&s)};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(&graph_start), dim3(1), dim3(32), args, 0, stream);
 }
 
 cudaError_t resident_blocks(unsigned threads, unsigned* blocks) {

@@ -26,6 +26,10 @@ cudaError_t launch_daemon(const core::EngineView& ev, unsigned threads, bool pre
 // finish the collective (DESIGN invariant 4; docs/design.md, "Abort").
 cudaError_t launch_stream_waiter(const core::StreamWait& w, cudaStream_t stream);
 
+// Caller: the engine, capturing a collective on a stream (lib/src/engine/engine_graph.cpp). Queues on `stream` the
+// one-thread kernel that posts a new instance of the captured collective at each replay (core::graph_post).
+cudaError_t launch_graph_start(const core::GraphStart& s, cudaStream_t stream);
+
 // Caller: the engine at creation. *blocks receives how many daemon blocks of `threads` threads the current device
 // holds at once; returns the error of the queries.
 cudaError_t resident_blocks(unsigned threads, unsigned* blocks);

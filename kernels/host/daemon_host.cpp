@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "../core/scheduler/daemon.h"
+#include "../core/scheduler/graph_start.h"
 #include "exec_host.h"
 
 namespace dfccl::host {
@@ -11,5 +12,7 @@ void run_daemon_block(const core::EngineView& ev, core::u32 b) {
   auto bs = std::make_unique<core::BlockShared>();
   core::daemon_block<HostExec>(ev, b, *bs);
 }
+
+core::u64 post_graph_start(const core::GraphStart& s) { return core::graph_post<HostExec>(s); }
 
 }  // namespace dfccl::host

@@ -94,4 +94,8 @@ struct HostExec {
 // calling thread until the daemon decides to leave.
 void run_daemon_block(const core::EngineView& ev, core::u32 b);
 
+// Caller: the host executor's start of a captured collective's instance (Executor::graph_start), on the calling
+// thread: what a graph's start node runs on a GPU (core::graph_post). Returns the instance's sequence number.
+core::u64 post_graph_start(const core::GraphStart& s);
+
 }  // namespace dfccl::host

@@ -186,10 +186,10 @@ dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info);
 /*               dfcclAllReduce(in, out, n, dfcclFloat32, dfcclSum, comm, 0, DFCCL_NO_STREAM, &req);                  */
 /*             DFCCL_CHECK_HOST_ORDER=1 (debugging) makes each such call synchronize the calling thread's default     */
 /*             streams first: a result right with it and wrong without it means inputs were not ready.                */
-/*             A stream that is capturing a CUDA graph is refused (dfcclNotSupported; nothing queued or captured):  */
-/*             a graph would replay only the doorbell, and every replay after the first would skip the collective.  */
+/*             A stream that is capturing a CUDA graph captures the call: see "CUDA graphs" below.                   */
 /*   request:  out; NULL for fire-and-forget (then completion is observable only through the stream order of later   */
-/*             dfcclWait calls on other requests, or dfcclCommDestroy).                                               */
+/*             dfcclWait calls on other requests, or dfcclCommDestroy). Under capture NULL means NCCL's form: the     */
+/*             stream's later work waits for the collective.                                                          */
 /* Collectives of one communicator are matched across ranks by their order of submission (as in NCCL); collectives   */
 /* of different communicators may be submitted in any order on different ranks. Matched collectives that differ in  */
 /* kind, datatype, count, op or root fail on every rank with dfcclInvalidUsage and a message naming the field, both */
@@ -209,6 +209,32 @@ dfcclResult_t dfcclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                              dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
 dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype, dfcclRedOp_t op,
                           int root, dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
+
+/* ------------------------------------------------------------------------------------------------------------------ */
+/* CUDA graphs. A collective (the five above) called on a stream that is capturing (any capture mode) records a start */
+/*   into the graph, and each replay of the graph runs a NEW instance of it, preemptible like any other collective:  */
+/*   ranks that replay graphs whose collectives of different communicators come in different orders, or that         */
+/*   synchronize the device between replays, do not deadlock. The communicator needs its graph lane, made at init    */
+/*   when DFCCL_GRAPHS=1 is set on every rank (one lane more of connection memory: docs/design.md); without it, and   */
+/*   for communicators across hosts, point-to-point calls, all-to-alls and dfcclStart, capture is refused             */
+/*   (dfcclNotSupported naming the call). Buffers are fixed in the graph, as in NCCL.                                 */
+/*   Matching: the collectives a communicator captures are matched across ranks by their capture order (a mismatch  */
+/*   fails at capture, naming the field), and each replay takes their next turns in that order: every rank replays  */
+/*   the graphs that use a communicator the same number of times and in the same order, and a communicator's         */
+/*   captured collectives form an order apart from its eager ones (a rank cannot replay what another calls eagerly). */
+/*   request NULL: the stream waits for the collective right after it (NCCL's idiom: later work on the stream reads  */
+/*   recvbuff). A ranks' two collectives captured in opposite orders each with its wait right after it is a cycle in  */
+/*   the programs' own stream order, which no library can break; capture the starts first, then the waits.           */
+/*   request non-NULL: a handle of the captured collective (not of an instance): dfcclWait(request, stream) on a     */
+/*   stream capturing the same graph records where the stream waits for the replay's instance; dfcclRequestFree     */
+/*   frees it; other calls refuse it (dfcclInvalidUsage). A collective whose wait is not captured still completes,    */
+/*   and the next replay's start waits for it. dfcclWait of a request made outside the capture is refused.           */
+/*   A graph holds one of its engine's 1024 collective slots per captured collective until CUDA destroys the graph;   */
+/*   capture is refused (dfcclNoResources) where fewer than 64 would remain. Destroy graphs before their              */
+/*   communicators, and instantiate a captured graph once (replays of two instantiations must not overlap).          */
+/*   dfcclCommAbort releases a stream waiting in a replay. Known limit: a device-wide implicit synchronization        */
+/*   (cudaFree, a lazy kernel's first launch) issued after a graph launch while no daemon runs can hold the daemon's */
+/*   relaunch: docs/design.md, "CUDA graphs".                                                                        */
 
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Point-to-point and all-to-all. Arguments as in NCCL, plus priority, stream and request as above.                   */
@@ -267,8 +293,7 @@ dfcclResult_t dfcclPersistentFree(dfcclPersistent_t coll);
 /* dfcclWait: stream waits on the GPU for the collective (a one-thread polling kernel, or a stream memory wait        */
 /*   with DFCCL_WAIT_KERNEL=0); returns at once. Host executor: blocks the calling thread until the collective is    */
 /*   done (at most DFCCL_HOST_WAIT_TIMEOUT_MS, then dfcclTimeout) and returns its status. A device synchronization */
-/*   after dfcclWait waits for peers again: wait as late as possible. Refused on a stream that is capturing a CUDA    */
-/*   graph (see stream above).                                                                                        */
+/*   after dfcclWait waits for peers again: wait as late as possible. On a capturing stream: see "CUDA graphs".       */
 /*   Under serialized launches (CUDA_LAUNCH_BLOCKING=1, compute-sanitizer) the wait holds the calling thread or every */
 /*   later kernel until the collective completes, so ranks that wait in different orders can hang there; the engine */
 /*   warns at creation, and dfcclCommAbort still ends such a hang. Prefer host completion while debugging.          */

@@ -1,6 +1,8 @@
-// The engine on one GPU (CUDA executor, a one-rank communicator): what needs no peer GPU. CUDA graph capture is
-// refused, naming the stream, with nothing queued and the capture left as it was; the stream then serves the
-// communicator as before. The core's division helpers give on the GPU what the host's operators give.
+// The engine on one GPU (CUDA executor, a one-rank communicator): what needs no peer GPU. A capture that cannot hold
+// the call (a communicator without its graph lane, a persistent start, a wait for a collective called outside the
+// capture) is refused, naming the stream, with nothing queued and the capture left as it was; the stream then serves
+// the communicator as before. With DFCCL_GRAPHS=1 a captured all-reduce is exact at every replay. The core's
+// division helpers give on the GPU what the host's operators give.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -99,6 +101,47 @@ TEST(CudaOneGpu, GraphCaptureIsRefusedNamingTheStreamAndQueuesNothing) {
   cudaStreamDestroy(other);
   cudaFree(in);
   cudaFree(out);
+}
+
+// DFCCL_GRAPHS=1: an all-reduce captured in NCCL's form (no request) and one with its wait captured later, replayed
+// with new inputs each time: every replay computes the right result, seen by the stream's later work.
+TEST(CudaOneGpu, CapturedAllReducesReplayExact) {
+  setenv("DFCCL_GRAPHS", "1", 1);  // before the engine is made (no communicator of this process is alive)
+  cudaSetDevice(0);
+  Group g(1, dfcclExecutorCuda);
+  unsetenv("DFCCL_GRAPHS");
+  const size_t n = 1 << 16;
+  int32_t *in = nullptr, *out = nullptr, *out2 = nullptr;
+  CUDA_OK(cudaMalloc(&in, n * 4));
+  CUDA_OK(cudaMalloc(&out, n * 4));
+  CUDA_OK(cudaMalloc(&out2, n * 4));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const uint64_t queued = submitted(g[0]);
+  cudaGraph_t graph = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  ASSERT_EQ(dfcclAllReduce(in, out, n, dfcclInt32, dfcclSum, g[0], 0, s, nullptr), dfcclSuccess) << last_error();
+  dfcclRequest_t req = nullptr;
+  ASSERT_EQ(dfcclAllReduce(out, out2, n, dfcclInt32, dfcclSum, g[0], 0, s, &req), dfcclSuccess) << last_error();
+  int done = 0;
+  EXPECT_EQ(dfcclTest(req, &done), dfcclInvalidUsage) << "a captured call's request is not an instance's";
+  ASSERT_EQ(dfcclWait(req, s), dfcclSuccess) << last_error();
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int k = 0; k < 50; ++k) {
+    CUDA_OK(launch_fill(in, n, 10 + k, s));
+    CUDA_OK(cudaGraphLaunch(exec, s));
+    ASSERT_EQ(count_not_equal(out2, n, 10 + k, s), 0u) << "replay " << k;
+  }
+  EXPECT_EQ(submitted(g[0]), queued) << "replays are not host submissions";
+  dfcclRequestFree(req);
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  cudaStreamDestroy(s);
+  cudaFree(in);
+  cudaFree(out);
+  cudaFree(out2);
 }
 
 // The legacy default stream while a blocking stream captures in global mode: CUDA cannot tell whether work on it

@@ -60,6 +60,12 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, const Desc& d, Cha
   c.preemptions = X::atomic_exch32(&ev.g->preemptions[slot], 0);
   c.wait_us = X::atomic_exch32(&ev.g->wait_max_us[slot], 0);
   c.status = X::atomic_exch32(&ev.g->status[slot], 0u);
+  if (d.seq > kGraphSeqBase) {  // a captured collective's instance: no entry; its slot's next start may go
+    X::fence_device();
+    X::store_flag(&ev.g->graph_state[slot], kGraphDone);
+    X::store_flag(&ev.h->graph_done[slot], d.seq);
+    return;
+  }
   const u64 pos = X::atomic_add64(&ev.g->cq_tail, 1);
   // Then the entry, with no fence: the host waits for every flag, and the data (device memory on a GPU, checked at
   // submission) is read by later GPU work, already ordered by the fence above.

@@ -11,9 +11,12 @@ namespace dfccl::core {
 
 // Caller: thread 0, deciding an exit. Returns whether a listed stream wait keeps the daemon: its barrier probe has
 // run (a device-wide barrier issued after it would wait for its collective and hold any relaunch) and its collective
-// has not completed (docs/design.md, "Implicit synchronizations"). Reads host memory: never called in a loop.
+// has not completed (docs/design.md, "Implicit synchronizations"), or a captured wait runs (graph_start.h). Reads host
+// memory: never called in a loop.
 template <class X>
 DFCCL_DEV bool kept_by_a_wait(const EngineView& ev) {
+  // A captured wait that runs was not held by a barrier issued before it: it is its own probe.
+  if (vload(ev.g->graph_waiters) != 0) return true;
   const u64 nwaits = X::load_acquire(&ev.h->nwaits);
   const u64 probed = vload(ev.h->probe_done);
   for (u64 k = 0; k < nwaits; ++k) {

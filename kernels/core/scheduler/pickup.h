@@ -71,7 +71,7 @@ struct LaneLook {
 
 // Caller: one thread per new submission k of the pass, in parallel. Loads its descriptor, resets its context
 // (ChanCtx) and leaves its key and lane state in fresh_prio / fresh_seq / fresh_lane and its slot in fresh[k]. Source:
-// the prefetcher's copy when ready (at once under kRingCopied), else block 0 reads pinned memory and never waits for
+// a captured collective's instance has its own (EngineGlobal::graph_desc); otherwise the prefetcher's copy when ready (at once under kRingCopied), else block 0 reads pinned memory and never waits for
 // a copy, and the other blocks share one claimed copy. With `looks`, also issues the lane's loads early and returns
 // them with the descriptor in BlockShared::at (LaneLook); otherwise the returned LaneLook names no slot.
 template <class X>
@@ -83,7 +83,9 @@ DFCCL_DEV DFCCL_FORCEINLINE LaneLook accept(const EngineView& ev, BlockShared& b
   ChanCtx& cx = chan_ctx(ev, slot, b);
   Pack* dst = reinterpret_cast<Pack*>(&cx.desc);
   Pack v[kDescPacks];
-  if ((low & kRingCopied) != 0 || X::load_acquire(&ev.g->pre_ready[slot]) == tag) {
+  if (tag_ring(tag) == kGraphRing) {
+    load_desc<X>(ev.g->graph_desc[slot], v);  // a captured collective's instance (scheduler/graph_start.h)
+  } else if ((low & kRingCopied) != 0 || X::load_acquire(&ev.g->pre_ready[slot]) == tag) {
     load_desc<X>(ev.g->pre_desc[slot], v);      // the prefetcher's copy
     if (b == 0) X::shared_inc(&bs.prefetched);  // dfcclStats_t::descPrefetched
   } else if (b == 0) {

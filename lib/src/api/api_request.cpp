@@ -9,12 +9,26 @@
 
 #include "api/argcheck.h"
 #include "comm/comm.h"
+#include "comm/comm_graph.h"
 #include "engine/requests.h"
 #include "transport/p2p.h"
 #include "util/error.h"
 
 using namespace dfccl;
 using namespace dfccl::api;
+
+namespace {
+
+// A captured call's request names a collective of a graph, whose instances complete in the graph's replays.
+void refuse_captured(const RequestState& r, const char* fn) {
+  if (r.captured)
+    throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'request' names a collective captured into a CUDA graph: "
+                                               "its replays complete on their streams (dfcclWait inside the capture); "
+                                               "only dfcclWait there and dfcclRequestFree take it",
+                                               fn));
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -24,8 +38,15 @@ dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream) {
     if (stream == DFCCL_NO_STREAM)
       bad("dfcclWait", "argument 'stream' is DFCCL_NO_STREAM: give the stream that must wait for the collective "
                        "(or wait on the host: dfcclSynchronize)");
+    if (state->captured) {
+      comm_capture_wait(*state, stream);
+      return dfcclSuccess;
+    }
     std::shared_ptr<Engine> engine = state->engine.lock();
-    if (engine) check_not_capturing(stream, engine->executor_kind(), "dfcclWait");
+    if (engine && stream_capturing(stream, engine->executor_kind(), "dfcclWait"))
+      throw Error(dfcclNotSupported, "dfcclWait: argument 'stream' is capturing a CUDA graph, and argument 'request' "
+                                     "names a collective called outside it: a graph can wait only for collectives "
+                                     "captured in it (wait for this one before the capture)");
     // Where the engine waits on the host (the host executor, the CUDA executor under MPS), dfcclWait waits for the
     // collective here and answers with its status (aborted, a peer's failure).
     const bool host = engine ? engine->waits_on_host() : true;
@@ -38,6 +59,7 @@ dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream) {
 dfcclResult_t dfcclTest(dfcclRequest_t request, int* done) {
   return guard([&] {
     const std::shared_ptr<RequestState> state = request_state(request, "dfcclTest");
+    refuse_captured(*state, "dfcclTest");
     if (!done) bad("dfcclTest", "argument 'done' is NULL");
     const int st = state->status.load(std::memory_order_acquire);
     *done = st != dfcclInProgress;
@@ -48,6 +70,7 @@ dfcclResult_t dfcclTest(dfcclRequest_t request, int* done) {
 dfcclResult_t dfcclSynchronize(dfcclRequest_t request, int timeoutMs) {
   return guard([&] {
     const std::shared_ptr<RequestState> state = request_state(request, "dfcclSynchronize");
+    refuse_captured(*state, "dfcclSynchronize");
     if (timeoutMs < 0) bad("dfcclSynchronize", fmt::format("argument 'timeoutMs' = {} must be >= 0", timeoutMs));
     if (!wait_request(*state, timeoutMs))
       throw Error(dfcclTimeout, fmt::format("dfcclSynchronize: the collective did not finish within {} ms", timeoutMs));
@@ -58,6 +81,7 @@ dfcclResult_t dfcclSynchronize(dfcclRequest_t request, int timeoutMs) {
 dfcclResult_t dfcclRequestSetCallback(dfcclRequest_t request, dfcclCallback_t fn, void* userArg) {
   return guard([&] {
     const std::shared_ptr<RequestState> state = request_state(request, "dfcclRequestSetCallback");
+    refuse_captured(*state, "dfcclRequestSetCallback");
     if (!fn) bad("dfcclRequestSetCallback", "argument 'fn' is NULL");
     RequestState& s = *state;
     {
@@ -76,6 +100,7 @@ dfcclResult_t dfcclRequestSetCallback(dfcclRequest_t request, dfcclCallback_t fn
 dfcclResult_t dfcclRequestGetInfo(dfcclRequest_t request, dfcclRequestInfo_t* info) {
   return guard([&] {
     const std::shared_ptr<RequestState> state = request_state(request, "dfcclRequestGetInfo");
+    refuse_captured(*state, "dfcclRequestGetInfo");
     if (!info) bad("dfcclRequestGetInfo", "argument 'info' is NULL");
     std::lock_guard<std::mutex> lk(state->mu);
     *info = state->info;

@@ -106,8 +106,8 @@ void check_buffers(const core::Desc& d, const dfcclComm* c, const char* fn) {
   check_buffer(d.recv, e.recv, dfcclDataType_t(d.dtype), "recvbuff", c, fn);
 }
 
-void check_not_capturing(cudaStream_t stream, dfcclExecutor_t executor, const char* fn) {
-  if (executor != dfcclExecutorCuda || stream == DFCCL_NO_STREAM) return;
+bool stream_capturing(cudaStream_t stream, dfcclExecutor_t executor, const char* fn) {
+  if (executor != dfcclExecutorCuda || stream == DFCCL_NO_STREAM) return false;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   const cudaError_t e = cudaStreamIsCapturing(stream, &status);
   if (e == cudaErrorStreamCaptureImplicit) {
@@ -123,11 +123,10 @@ void check_not_capturing(cudaStream_t stream, dfcclExecutor_t executor, const ch
     bad(fn, fmt::format("argument 'stream' ({}) is not a stream CUDA knows: {}", static_cast<void*>(stream),
                         cudaGetErrorString(e)));
   }
-  if (status != cudaStreamCaptureStatusNone)
-    throw Error(dfcclNotSupported,
-                fmt::format("{}: argument 'stream' is {} CUDA graph capture: dfccl collectives cannot be captured "
-                            "(each would run at the first replay only); submit and wait outside the capture",
-                            fn, status == cudaStreamCaptureStatusActive ? "in a" : "in an invalidated"));
+  if (status == cudaStreamCaptureStatusInvalidated)
+    throw Error(dfcclInvalidUsage,
+                fmt::format("{}: argument 'stream' is in an invalidated CUDA graph capture (end the capture)", fn));
+  return status == cudaStreamCaptureStatusActive;
 }
 
 void check_peer(int peer, const dfcclComm* c, const char* fn) {

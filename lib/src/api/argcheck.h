@@ -62,11 +62,10 @@ BufferElems buffer_elems(core::Kind kind, uint64_t count, uint64_t nranks, bool 
 // Both buffers of a described collective, sized by buffer_elems.
 void check_buffers(const core::Desc& d, const dfcclComm* c, const char* fn);
 
-// A stream of the CUDA executor must not be capturing a CUDA graph: refused before anything is queued. A submission
-// takes its slot, its sequence number and its place in its communicator's order on the host, at the call; a graph
-// would hold only its doorbell and dfcclWait's wait, and each replay after the first would skip the collective
-// without an error (docs/design.md, "Streams and completion"). A stream CUDA does not know is refused too.
-void check_not_capturing(cudaStream_t stream, dfcclExecutor_t executor, const char* fn);
+// Whether a stream of the CUDA executor is capturing a CUDA graph (then the call is captured: comm/comm_graph.h).
+// Refused: a stream CUDA does not know, the legacy stream while another stream captures in global mode (CUDA
+// invalidates that capture), a stream whose capture was invalidated.
+bool stream_capturing(cudaStream_t stream, dfcclExecutor_t executor, const char* fn);
 
 void check_peer(int peer, const dfcclComm* c, const char* fn);
 

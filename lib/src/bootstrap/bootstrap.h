@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bootstrap/unique_id.h"
+#include "core/limits.h"
 #include "dfccl.h"
 
 namespace dfccl {
@@ -81,7 +82,7 @@ class Bootstrap {
   // that are done with a note and returns the count with this one.
   // The point-to-point connections' carving table (p2p_table.h): Areas::p2p_table_bytes after the notes, zeroed.
   void* p2p_area() const;
-  static constexpr int kNoteSlots = 8;
+  static constexpr int kNoteSlots = int(core::kOwnLanes);
   static constexpr size_t kNoteBytes = 128;
   void post_note(int slot, const void* data, size_t bytes);
   bool read_note(int rank, int slot, void* out, size_t bytes) const;

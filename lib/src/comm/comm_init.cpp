@@ -19,6 +19,7 @@
 #include "settings/env.h"
 #include "transport/p2p.h"
 #include "transport/p2p_table.h"
+#include "comm/comm_submit.h"
 #include "transport/persistent.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -345,6 +346,13 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
         peers.push_back({i, int(all[size_t(i)].pid)});
     watch_peers(c.get(), std::move(peers));
     hierarchy_init(c.get(), hosts);
+    if (tp.graph_lane && !c->net.any) {  // before any capture: a capture may not allocate (comm/comm_graph.h)
+      comm_prepare(c.get(), int(core::kGraphLaneId));
+      const PersistentRef lane = persistent_lane(c.get(), int(core::kGraphLaneId));
+      c->graph_cs = lane.cs;
+      c->graph_lane = lane.lane;
+      c->graph_ready = true;
+    }
     log(LogLevel::Info, LogSubsys::Init,
         "communicator {}: rank {} of {} on device {} ({} executor, {} mode); to ranks {} and {} through {}", c->index,
         rank, nranks, cfg.device, cfg.executor == dfcclExecutorHost ? "host" : "CUDA",

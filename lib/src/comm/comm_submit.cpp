@@ -138,6 +138,23 @@ std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persis
   return req;
 }
 
+void comm_capture_submit(dfcclComm* c, core::Desc d, const std::function<void(const core::Desc&)>& record) {
+  std::string mismatch;
+  {
+    std::lock_guard<std::mutex> lk(c->mu);
+    Submitting submitting(c);
+    const MatchKey key{int(core::kGraphLaneId), c->graph_keys};
+    d.lane = uint16_t(c->graph_lane);
+    d.cs = c->graph_cs;
+    mismatch = post_locked(c, key, d, d);
+    if (mismatch.empty()) {
+      record(d);
+      c->graph_keys += 1;  // only once recorded: a refused capture must not shift the matching
+    }
+  }
+  if (!mismatch.empty()) fail_mismatch(c, mismatch);
+}
+
 std::vector<std::shared_ptr<RequestState>> comm_submit_p2p(dfcclComm* c, std::vector<core::Desc> parts, uint32_t lane,
                                                            cudaStream_t stream) {
   std::string mismatch;

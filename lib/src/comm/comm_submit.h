@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -41,6 +42,13 @@ struct ChainPart {
 // called), as a chain (Desc::after as set in them); each communicator's next key moves past its parts. A part that
 // the peers submitted differently fails parts[0].comm (and so every part: the stage communicators above) and throws.
 std::vector<std::shared_ptr<RequestState>> comm_submit_chain(std::vector<ChainPart> parts, cudaStream_t stream);
+
+// Caller: a capture (comm/comm_graph.cpp), for c with its graph lane (made at init). Under c->mu and a submission
+// guard, posts d's
+// signature on the board under the graph lane's next key (its capture order on c), sets d's lane, connection and
+// channels, and calls record(d), which records the start into the capture. Throws the mismatch, failing c, when the
+// peers captured a different collective there; nothing is recorded then.
+void comm_capture_submit(dfcclComm* c, core::Desc d, const std::function<void(const core::Desc&)>& record);
 
 // Whether all-reduce d of c runs as the stages: c has them, the count is a positive multiple of L and the operator is
 // not an average (whose two divisions would round differently from the ring's one).

@@ -20,7 +20,6 @@
 
 namespace dfccl {
 
-using core::kMaxRings;
 using core::kMaxSlots;
 
 namespace {
@@ -205,7 +204,7 @@ std::vector<int> Engine::missing_ranks(const RequestState& r) {
 uint32_t Engine::ring_for_locked(cudaStream_t stream) {
   if (exec_->kind() == dfcclExecutorHost) stream = nullptr;  // the host executor has no streams: one ring
   int free_ring = -1;
-  for (uint32_t r = 0; r < kMaxRings; ++r) {
+  for (uint32_t r = 0; r < core::kGraphRing; ++r) {  // the last ring is the graphs' (graph_start.h)
     if (rings_[r].used && rings_[r].stream == stream) return r;
     if (free_ring < 0 && (!rings_[r].used || rings_[r].outstanding == 0)) free_ring = int(r);
   }
@@ -213,7 +212,7 @@ uint32_t Engine::ring_for_locked(cudaStream_t stream) {
   if (free_ring < 0)
     throw Error(dfcclNoResources, fmt::format("collectives are outstanding on {} different streams of device {} "
                                               "(limit); wait for some before using another stream",
-                                              kMaxRings, exec_->device()));
+                                              core::kGraphRing, exec_->device()));
   Ring& ring = rings_[free_ring];
   ring.used = true;
   ring.stream = stream;
@@ -347,7 +346,7 @@ void Engine::launch_locked(uint64_t now) {
 // A stuck exit's back-off waits for peers that have not arrived; data or credits from another host mean that one
 // has (its daemon may be backing off too: waiting out both back-offs stalls a transfer for milliseconds).
 bool Engine::relaunch_due_locked(uint64_t now) {
-  if (running_ || outstanding_ == 0 || !fault_.empty()) return false;
+  if (running_ || (outstanding_ == 0 && !graph_pending()) || !fault_.empty()) return false;
   if (now < next_launch_ns_ && net_deliveries() != net_seen_) next_launch_ns_ = now;
   return now >= next_launch_ns_;
 }
@@ -515,8 +514,8 @@ void Engine::progress_loop() {
         failed = relaunch_locked(now);
         busy = true;
       }
-      if (!busy && !running_ && outstanding_ == 0 && unsettled_.empty()) {
-        cv_.wait_for(lk, std::chrono::milliseconds(50));
+      if (!busy && !running_ && outstanding_ == 0 && unsettled_.empty()) {  // graphs: their replays post starts
+        cv_.wait_for(lk, ngraph_slots_.load() ? std::chrono::microseconds(20) : std::chrono::microseconds(50000));
         continue;
       }
     }

@@ -49,6 +49,18 @@ class ArrivalSource {
   virtual bool across_hosts() const { return false; }
 };
 
+// The slots and groups that captured graphs hold (engine_graph.cpp; docs/design.md, "CUDA graphs"): shared by the
+// engine and the graphs' release records, so that a graph destroyed after its engine frees nothing twice. No CUDA
+// call touches it: the release runs on a CUDA thread (a user object's destructor).
+struct GraphPool {
+  std::mutex mu;
+  std::vector<uint32_t> free_slots;  // graph slots whose graph is gone (a slot never returns to host submissions)
+  std::vector<uint32_t> free_groups;
+  uint32_t groups_made = 0;
+  uint32_t next_gen = 0;
+  void release(const std::vector<uint32_t>& slots, const std::vector<uint32_t>& groups);
+};
+
 class Engine : public std::enable_shared_from_this<Engine> {
  public:
   static std::shared_ptr<Engine> acquire(dfcclExecutor_t executor, int device, dfcclMode_t mode);
@@ -93,6 +105,22 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // dfcclWait: the stream waits on the GPU (CUDA); the calling thread waits where waits_on_host() (the host executor,
   // the CUDA executor under MPS), at most DFCCL_HOST_WAIT_TIMEOUT_MS, then dfcclTimeout.
   void wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t stream);
+  // Captured collectives (engine_graph.cpp; docs/design.md, "CUDA graphs"). Caller: a capture (comm/comm_graph.h).
+  // graph_take_slot: a slot owned by one captured collective for its graph's life (dfcclNoResources, naming fn, when
+  // fewer than kHostSlotsKept would remain for other submissions). graph_take_group: a group and the generation
+  // that tells its words from an earlier owner's; graph_group_size: how many collectives it has now (before any
+  // replay). graph_post: the start node on `stream` (host executor: posts now). graph_wait: the stream waits for
+  // the instance of `slot` that its replay posted (a polling kernel, released by an abort of the communicator).
+  static constexpr uint32_t kHostSlotsKept = 64;
+  uint32_t graph_take_slot(const char* fn);
+  uint32_t graph_take_group(uint32_t* gen, const char* fn);
+  void graph_group_size(uint32_t group, uint64_t n);
+  void graph_post(cudaStream_t stream, core::Desc d, uint32_t comm_index, uint64_t* turns, uint32_t slot,
+                  uint32_t group, uint32_t index, uint32_t gen);
+  void graph_wait(cudaStream_t stream, uint32_t slot, uint32_t comm_index);
+  const std::shared_ptr<GraphPool>& graph_pool() const { return graph_pool_; }
+  // The sequence number of the last instance of graph slot `slot` that completed (0: none yet).
+  uint64_t graph_done_seq(uint32_t slot) const { return __atomic_load_n(&h_->graph_done[slot], __ATOMIC_ACQUIRE); }
   // Blocks up to timeout_ms for every outstanding collective of one communicator.
   bool wait_comm_idle(uint32_t comm_index, int64_t timeout_ms);
   uint32_t outstanding(uint32_t comm_index);
@@ -231,6 +259,14 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::vector<int> missing_ranks(const RequestState& r);
 
  private:
+  // Whether a captured collective's instance is posted and not done (EngineHost::graph_posted, graph_done): the
+  // progress thread relaunches the daemon for it. Reads only pinned memory and graph_slots_ (appended, never
+  // shrunk), without a lock.
+  bool graph_pending() const;
+  std::shared_ptr<GraphPool> graph_pool_ = std::make_shared<GraphPool>();
+  std::array<uint32_t, core::kMaxSlots> graph_slots_{};  // every slot that ever became a graph slot
+  std::atomic<uint32_t> ngraph_slots_{0};
+
   std::mutex retired_mu_;
   std::vector<Leftovers> retired_;  // what aborted communicators left, freed with the engine
   uint64_t attachments_ = 0;

@@ -61,6 +61,7 @@ EngineConfig EngineConfig::from_env(const Executor& exec, dfcclMode_t mode) {
   t.nslots = uint32_t(pick("DFCCL_SLOTS", "DFCCL_HOST_SLOTS"));
   t.seq_lanes = uint32_t(env_int("DFCCL_LANES"));
   t.persistent_lanes = uint32_t(env_int("DFCCL_PERSISTENT_LANES"));
+  t.graph_lane = uint32_t(env_int("DFCCL_GRAPHS"));
   t.p2p_chan = std::min(uint32_t(pick("DFCCL_P2P_CHANNELS", "DFCCL_HOST_P2P_CHANNELS")), t.nchan);
   t.p2p_arena = uint64_t(pick("DFCCL_P2P_ARENA_BYTES", "DFCCL_HOST_P2P_ARENA_BYTES"));
   return c;

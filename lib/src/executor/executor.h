@@ -62,6 +62,10 @@ class Executor {
   // us). The kernel also goes on once *abort_word == abort_value (pinned: the collective's communicator was aborted);
   // a stream memory wait cannot watch a second word, so a wait with a settle word always takes the kernel.
   virtual void stream_wait(cudaStream_t stream, const core::StreamWait& w, bool by_kernel) = 0;
+  // A captured collective's start (core::GraphStart, kernels/core/scheduler/graph_start.h): queued on `stream` as a
+  // one-thread kernel, recorded by the stream's capture (CUDA); the host executor posts the instance now, on the
+  // calling thread.
+  virtual void graph_start(cudaStream_t stream, const core::GraphStart& s) = 0;
   // Barrier probe: *host_word = value (pinned memory) as soon as the device runs new work, i.e. once no device-wide
   // barrier issued before this call (a lazy module load) holds it back. Host executor: at once.
   virtual void probe(uint64_t* host_word, uint64_t value) = 0;

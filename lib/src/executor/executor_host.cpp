@@ -63,6 +63,7 @@ class HostExecutor final : public Executor {
   void stream_wait(cudaStream_t, const core::StreamWait&, bool) override {
     throw Error(dfcclInternalError, "host executor: stream waits are done on the host");
   }
+  void graph_start(cudaStream_t, const core::GraphStart& s) override { host::post_graph_start(s); }
 
   void launch(const core::EngineView& ev) override {
     join();

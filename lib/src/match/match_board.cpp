@@ -67,7 +67,7 @@ struct MatchBoard::P2pEntry {
 
 size_t MatchBoard::bytes(int nranks) {
   const size_t n = size_t(nranks);
-  return sizeof(Header) + n * (kRingKeys + DFCCL_MAX_PERSISTENT_IDS) * sizeof(Entry) +
+  return sizeof(Header) + n * (kRingKeys + core::kOwnLanes) * sizeof(Entry) +
          kP2pLanes * 2 * n * n * kP2pKeys * sizeof(P2pEntry);
 }
 
@@ -82,7 +82,7 @@ MatchBoard::MatchBoard(std::shared_ptr<Bootstrap> segment, uint32_t seq_lanes)
 
 MatchBoard::Header* MatchBoard::header() const { return reinterpret_cast<Header*>(base_); }
 MatchBoard::Entry* MatchBoard::ring(int rank) const {
-  return reinterpret_cast<Entry*>(base_ + sizeof(Header)) + size_t(rank) * (kRingKeys + DFCCL_MAX_PERSISTENT_IDS);
+  return reinterpret_cast<Entry*>(base_ + sizeof(Header)) + size_t(rank) * (kRingKeys + core::kOwnLanes);
 }
 MatchBoard::Entry* MatchBoard::persistent(int rank) const { return ring(rank) + kRingKeys; }
 MatchBoard::Entry* MatchBoard::slot(int rank, const MatchKey& key) const {
@@ -104,7 +104,7 @@ uint64_t MatchBoard::p2p_signature(const core::Desc& d) { return d.count | uint6
 std::string MatchBoard::post(const MatchKey& key, const core::Desc& d) { return place(rank_, key, signature(d)); }
 
 std::string MatchBoard::mirror(int rank, const MatchKey& key, const Signature& sig) {
-  if (rank < 0 || rank >= nranks_ || rank == rank_ || (key.id >= 0 && key.id >= DFCCL_MAX_PERSISTENT_IDS)) return {};
+  if (rank < 0 || rank >= nranks_ || rank == rank_ || (key.id >= 0 && key.id >= int(core::kOwnLanes))) return {};
   return place(rank, key, sig);
 }
 

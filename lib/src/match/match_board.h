@@ -115,7 +115,7 @@ class MatchBoard final : public ArrivalSource {
   struct Header;
   Header* header() const;
   Entry* ring(int rank) const;        // kRingKeys entries
-  Entry* persistent(int rank) const;  // DFCCL_MAX_PERSISTENT_IDS entries
+  Entry* persistent(int rank) const;  // core::kOwnLanes entries: the persistent ids, then the graph lane
   Entry* slot(int rank, const MatchKey& key) const;
   struct P2pEntry;
   P2pEntry* p2p_slot(const P2pKey& key, bool send_side) const;

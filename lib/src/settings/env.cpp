@@ -66,11 +66,14 @@ const std::vector<EnvVar>& env_table() {
               "CUDA executor: slots per lane: a sender runs up to this many ahead; a ring step streams half "
               "(rounded up)"),
       integer("DFCCL_HOST_SLOTS", "8", 2, 64, "host executor: slots per lane"),
-      integer("DFCCL_LANES", "1", 1, core::kMaxLanes - DFCCL_MAX_PERSISTENT_IDS,
+      integer("DFCCL_LANES", "1", 1, core::kMaxLanes - core::kOwnLanes,
               "sequence lanes per communicator: collectives of one communicator in flight at once"),
       integer("DFCCL_PERSISTENT_LANES", "8", 0, DFCCL_MAX_PERSISTENT_IDS,
               "persistent collective ids a communicator takes; each id's lane (64 MiB with the CUDA defaults) is "
               "allocated by its first prepare"),
+      integer("DFCCL_GRAPHS", "0", 0, 1,
+              "1: each communicator makes its graph lane at init (one lane more: 48 MiB with the CUDA defaults), so "
+              "that its collectives can be captured into CUDA graphs; 0: capturing them is refused"),
       integer("DFCCL_MIN_CHAN_BYTES", "32768", 1, 1 << 30,
               "CUDA executor: bytes per data channel below which fewer channels carry data"),
       integer("DFCCL_SPIN_MIN_NS", "2000", 0, kNsMax, "CUDA executor: lowest spin budget of a primitive"),

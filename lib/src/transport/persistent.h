@@ -22,6 +22,8 @@
 
 struct dfcclComm;
 
+static_assert(DFCCL_MAX_PERSISTENT_IDS == dfccl::core::kPersistentIds, "dfccl.h and the core agree on the ids");
+
 namespace dfccl {
 
 // Where a start of a persistent id runs: the connection its descriptor carries, and its lane: sequence lanes + id

@@ -1,0 +1,74 @@
+// The start of a captured collective's instance (docs/design.md, "CUDA graphs"): what a graph's start node runs at
+// each replay (the CUDA executor's one-thread kernel, kernels/cuda/daemon.cu), and what a host thread runs in its
+// place on the host executor. The daemon picks the instance up from ring kGraphRing like any submission
+// (scheduler/pickup.h, accept) and completes it without a completion-queue entry (scheduler/completion.h).
+#pragma once
+
+#include "../engine_memory.h"
+#include "desc_copy.h"
+
+namespace dfccl::core {
+
+// Caller: one thread, once per replay of the start node (executions of one node never overlap: CUDA orders a graph's
+// launches). Returns the first turn of this replay of group s.group: the first of the group's nodes to run in a
+// replay claims it (host's count of the group's collectives turns from the communicator's counter); the others wait
+// for it to be published. k: how many times this node ran before.
+template <class X>
+DFCCL_DEV u64 graph_replay_base(const GraphStart& s, u64 k) {
+  GraphGroup& grp = s.g->graph_group[s.group];
+  const u64 gen = u64(s.gen) << 32;
+  const u64 want = gen | ((k + 1) & 0xffffffffu);
+  for (;;) {
+    const u64 old = X::load_acquire(&grp.claim);
+    if (old == want) break;  // another node of this replay claimed it
+    // Replay k may claim only after replay k - 1's claim (replays never overlap); the first, over an earlier
+    // owner's words.
+    const bool claimable = k == 0 ? (old & ~u64(0xffffffffu)) != gen : old == (gen | (k & 0xffffffffu));
+    if (!claimable) {
+      X::pause();
+      continue;
+    }
+    if (X::atomic_cas64(&grp.claim, old, want) != old) continue;
+    const u64 n = vload(s.h->graph_group_n[s.group]);
+    grp.base = X::atomic_add64(s.turns, n);
+    X::fence_device();
+    X::store_relaxed(&grp.ready, want);
+    break;
+  }
+  while (X::load_acquire(&grp.ready) != want) X::pause();
+  return vload(grp.base);
+}
+
+// Caller: one thread (see graph_replay_base). Posts a new instance of the captured collective: waits until the
+// slot's previous instance has completed (a replay whose wait was not captured may still run it), numbers and
+// turns the instance, writes its descriptor, marks the slot pending and rings kGraphRing. Returns its seq.
+// Invariant: at most one instance per slot is outstanding, so the ring (kRingEntries >= kMaxSlots) is never lapped
+// while a block may still read an entry (the argument of Engine::ring_for_locked).
+template <class X>
+DFCCL_DEV u64 graph_post(const GraphStart& s) {
+  EngineGlobal* g = s.g;
+  const u32 slot = s.slot;
+  while (X::load_acquire(&g->graph_state[slot]) == kGraphPending) X::pause();
+  if (vload(g->graph_gen[slot]) != s.gen) {  // the slot's first instance for this graph
+    g->graph_gen[slot] = s.gen;
+    g->graph_runs[slot] = 0;
+  }
+  const u64 k = vload(g->graph_runs[slot]);
+  g->graph_runs[slot] = k + 1;
+  const u64 turn = graph_replay_base<X>(s, k) + s.index;
+  Desc d = s.desc;
+  d.seq = kGraphSeqBase + 1 + X::atomic_add64(&g->graph_seq, 1);  // in posting order: blocking mode's age
+  d.turn = turn;
+  Pack v[kDescPacks];
+  memcpy(v, &d, sizeof(Desc));
+  Pack* dst = reinterpret_cast<Pack*>(&g->graph_desc[slot]);
+  for (int i = 0; i < kDescPacks; ++i) X::st16(dst + i, v[i]);
+  X::store_relaxed(&g->graph_state[slot], kGraphPending);
+  X::fence_device();
+  const u64 pos = X::atomic_add64(&g->graph_ring_tail, 1);
+  X::store_release(&g->ring[kGraphRing][pos % kRingEntries], ring_entry(pos, slot));
+  X::store_flag(&s.h->graph_posted[slot], d.seq);  // the progress thread: a daemon is needed
+  return d.seq;
+}
+
+}  // namespace dfccl::core

@@ -1,0 +1,151 @@
+#include "comm/comm_graph.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "comm/comm_submit.h"
+#include "util/clock.h"
+#include "util/error.h"
+
+namespace dfccl {
+
+namespace {
+
+// What one capture holds on one engine: the slots of its collectives and, per communicator, its group. Made by the
+// capture's first call on the engine; released by the user object the graph retains (release_capture), when CUDA
+// destroys the graph, onto the engine's GraphPool, which outlives the engine if need be.
+struct Capture {
+  struct Group {
+    uint32_t index = 0;
+    uint32_t gen = 0;
+    uint64_t n = 0;  // collectives captured in it so far
+  };
+  std::pair<unsigned long long, const void*> key;  // capture id, engine
+  std::shared_ptr<GraphPool> pool;
+  std::vector<uint32_t> slots, groups;
+  std::map<const dfcclComm*, Group> by_comm;
+};
+
+std::mutex captures_mu;
+std::map<std::pair<unsigned long long, const void*>, Capture*> captures;
+
+// A CUDA host function (the user object's destructor): no CUDA call.
+void release_capture(void* p) {
+  auto* cap = static_cast<Capture*>(p);
+  cap->pool->release(cap->slots, cap->groups);
+  {
+    std::lock_guard<std::mutex> lk(captures_mu);
+    captures.erase(cap->key);
+  }
+  delete cap;
+}
+
+[[noreturn]] void cuda_failed(const char* fn, const char* what, cudaError_t e) {
+  throw Error(dfcclUnhandledCudaError,
+              fmt::format("{}: {} failed while capturing: {}", fn, what, cudaGetErrorString(e)));
+}
+
+struct CaptureInfo {
+  unsigned long long id = 0;
+  cudaGraph_t graph = nullptr;
+};
+
+CaptureInfo capture_info(cudaStream_t stream, const char* fn) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CaptureInfo info;
+  const cudaError_t e = cudaStreamGetCaptureInfo(stream, &status, &info.id, &info.graph);
+  if (e != cudaSuccess) cuda_failed(fn, "cudaStreamGetCaptureInfo", e);
+  if (status != cudaStreamCaptureStatusActive)
+    throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'stream' is in an invalidated CUDA graph capture", fn));
+  return info;
+}
+
+// Caller: holding captures_mu. The capture's record on engine e, made (and retained by the graph) the first time.
+Capture& capture_of(const CaptureInfo& info, Engine& e, const char* fn) {
+  const auto key = std::make_pair(info.id, static_cast<const void*>(&e));
+  if (auto it = captures.find(key); it != captures.end()) return *it->second;
+  auto* cap = new Capture;
+  cap->key = key;
+  cap->pool = e.graph_pool();
+  cudaUserObject_t obj = nullptr;
+  cudaError_t r = cudaUserObjectCreate(&obj, cap, release_capture, 1, cudaUserObjectNoDestructorSync);
+  if (r != cudaSuccess) {
+    delete cap;
+    cuda_failed(fn, "cudaUserObjectCreate", r);
+  }
+  r = cudaGraphRetainUserObject(info.graph, obj, 1, cudaGraphUserObjectMove);
+  if (r != cudaSuccess) {
+    cudaUserObjectRelease(obj, 1);  // runs release_capture (nothing held yet) on a CUDA thread
+    cuda_failed(fn, "cudaGraphRetainUserObject", r);
+  }
+  captures[key] = cap;
+  return *cap;
+}
+
+}  // namespace
+
+std::shared_ptr<RequestState> comm_capture(dfcclComm* c, core::Desc d, cudaStream_t stream, bool join, const char* fn) {
+  if (c->net.any)
+    throw Error(dfcclNotSupported, fmt::format("{}: argument 'stream' is capturing a CUDA graph, and this communicator "
+                                               "spans hosts: collectives across hosts cannot be captured yet",
+                                               fn));
+  if (!c->graph_ready)
+    throw Error(dfcclNotSupported, fmt::format("{}: argument 'stream' is capturing a CUDA graph, and this communicator "
+                                               "was created without its graph lane: set DFCCL_GRAPHS=1 on every rank "
+                                               "before creating it (docs/design.md, \"CUDA graphs\")",
+                                               fn));
+  const std::shared_ptr<Engine> e = engine_ref(c);
+  if (!e) throw_comm_ended(c);
+  const CaptureInfo info = capture_info(stream, fn);
+  auto req = join ? nullptr : std::make_shared<RequestState>();
+  comm_capture_submit(c, d, [&](const core::Desc& sd) {
+    std::lock_guard<std::mutex> lk(captures_mu);
+    Capture& cap = capture_of(info, *e, fn);
+    auto it = cap.by_comm.find(c);
+    if (it == cap.by_comm.end()) {
+      Capture::Group g;
+      g.index = e->graph_take_group(&g.gen, fn);
+      cap.groups.push_back(g.index);
+      it = cap.by_comm.emplace(c, g).first;
+    }
+    const uint32_t slot = e->graph_take_slot(fn);
+    cap.slots.push_back(slot);
+    Capture::Group& g = it->second;
+    e->graph_group_size(g.index, g.n + 1);
+    e->graph_post(stream, sd, c->index, &c->dev->graph_turn, slot, g.index, uint32_t(g.n), g.gen);
+    g.n += 1;
+    if (join) {
+      e->graph_wait(stream, slot, c->index);
+      return;
+    }
+    req->captured = true;
+    req->capture_id = info.id;
+    req->slot = slot;
+    req->comm = c->index;
+    req->engine = e;
+    req->info.status = dfcclInProgress;
+    req->info.submitNs = host_now_ns();
+  });
+  return req;
+}
+
+void comm_capture_wait(const RequestState& r, cudaStream_t stream) {
+  const char* fn = "dfcclWait";
+  const std::shared_ptr<Engine> e = r.engine.lock();
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  const cudaError_t ce = stream == DFCCL_NO_STREAM ? cudaSuccess : cudaStreamGetCaptureInfo(stream, &status, &id);
+  if (ce != cudaSuccess) cuda_failed(fn, "cudaStreamGetCaptureInfo", ce);
+  if (!e || status != cudaStreamCaptureStatusActive || id != r.capture_id)
+    throw Error(dfcclInvalidUsage,
+                fmt::format("{}: argument 'request' names a collective captured into a CUDA graph: only a dfcclWait "
+                            "on a stream capturing that same graph can wait for it (its replays complete there)",
+                            fn));
+  e->graph_wait(stream, r.slot, r.comm);
+}
+
+}  // namespace dfccl

@@ -1,0 +1,99 @@
+// The engine's side of captured collectives (docs/design.md, "CUDA graphs"): slots and groups held by graphs, the
+// start and wait nodes a capture records, and whether a replay has posted work that needs a daemon.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "engine/engine.h"
+#include "util/error.h"
+
+namespace dfccl {
+
+void GraphPool::release(const std::vector<uint32_t>& slots, const std::vector<uint32_t>& groups) {
+  std::lock_guard<std::mutex> lk(mu);
+  free_slots.insert(free_slots.end(), slots.begin(), slots.end());
+  free_groups.insert(free_groups.end(), groups.begin(), groups.end());
+}
+
+uint32_t Engine::graph_take_slot(const char* fn) {
+  {
+    std::lock_guard<std::mutex> pk(graph_pool_->mu);
+    if (!graph_pool_->free_slots.empty()) {
+      const uint32_t slot = graph_pool_->free_slots.back();
+      graph_pool_->free_slots.pop_back();
+      return slot;
+    }
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  if (free_slots_.size() <= kHostSlotsKept)
+    throw Error(dfcclNoResources,
+                fmt::format("{}: captured graphs hold {} of device {}'s {} collective slots, and {} are taken by "
+                            "collectives outside graphs: capturing another would leave fewer than {} for those; "
+                            "destroy graphs that are no longer replayed",
+                            fn, ngraph_slots_.load(), exec_->device(), core::kMaxSlots,
+                            core::kMaxSlots - free_slots_.size() - ngraph_slots_.load(), kHostSlotsKept));
+  const uint32_t slot = free_slots_.back();
+  free_slots_.pop_back();
+  const uint32_t n = ngraph_slots_.load();
+  graph_slots_[n] = slot;
+  ngraph_slots_.store(n + 1, std::memory_order_release);
+  return slot;
+}
+
+uint32_t Engine::graph_take_group(uint32_t* gen, const char* fn) {
+  std::lock_guard<std::mutex> pk(graph_pool_->mu);
+  GraphPool& p = *graph_pool_;
+  uint32_t group;
+  if (!p.free_groups.empty()) {
+    group = p.free_groups.back();
+    p.free_groups.pop_back();
+  } else if (p.groups_made < core::kMaxGraphGroups) {
+    group = p.groups_made++;
+  } else {
+    throw Error(dfcclNoResources,
+                fmt::format("{}: {} (communicator, graph) pairs are captured on device {} (limit): destroy graphs that "
+                            "are no longer replayed",
+                            fn, core::kMaxGraphGroups, exec_->device()));
+  }
+  p.next_gen = p.next_gen == 0xffffffffu ? 1 : p.next_gen + 1;  // 0 is no graph's (zeroed words)
+  *gen = p.next_gen;
+  __atomic_store_n(&h_->graph_group_n[group], uint64_t(0), __ATOMIC_RELEASE);
+  return group;
+}
+
+void Engine::graph_group_size(uint32_t group, uint64_t n) {
+  __atomic_store_n(&h_->graph_group_n[group], n, __ATOMIC_RELEASE);
+}
+
+void Engine::graph_post(cudaStream_t stream, core::Desc d, uint32_t comm_index, uint64_t* turns, uint32_t slot,
+                        uint32_t group, uint32_t index, uint32_t gen) {
+  d.comm = uint16_t(comm_index);
+  d.comm_gen = __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED);
+  const core::GraphStart s{d, g_, h_, turns, slot, group, index, gen};
+  exec_->graph_start(stream, s);
+  cv_.notify_all();  // the host executor posted it now: the progress thread launches a daemon
+}
+
+void Engine::graph_wait(cudaStream_t stream, uint32_t slot, uint32_t comm_index) {
+  const core::StreamWait w{&g_->graph_state[slot],
+                           core::kGraphDone,
+                           &h_->abort_gen[comm_index],
+                           __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED),
+                           nullptr,
+                           0,
+                           &g_->graph_waiters};
+  exec_->stream_wait(stream, w, true);
+}
+
+bool Engine::graph_pending() const {
+  const uint32_t n = ngraph_slots_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t s = graph_slots_[i];
+    if (__atomic_load_n(&h_->graph_posted[s], __ATOMIC_ACQUIRE) > __atomic_load_n(&h_->graph_done[s], __ATOMIC_ACQUIRE))
+      return true;
+  }
+  return false;
+}
+
+}  // namespace dfccl
