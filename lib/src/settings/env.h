@@ -1,6 +1,6 @@
 // Every DFCCL_* environment variable in one table: name, default, accepted range or choices, effect. Parsing,
-// validation, `dfccl-info` and docs/environment.md (`dfccl-info --markdown`) all come from it. Values are read when
-// an engine or communicator is created.
+// validation, `dfccl-info` and docs/environment.md (`dfccl-info --markdown`) all come from it. The library reads them
+// through the typed settings of settings.h only.
 #pragma once
 
 #include <cstdint>
