@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <set>
 #include <string>
@@ -358,10 +360,25 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
 }
 
 dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t* config) {
+  // Each rank's color and key, and the outcome of its local checks (its config, the settings): a rank whose checks
+  // fail is named with its reason on the other ranks of its color, which then fail at once instead of waiting for
+  // it until the new communicator's init times out.
   struct SplitInfo {
-    int32_t color, key, rank, pad;
+    int32_t color, key, rank, code;
+    char reason[240];
   };
-  SplitInfo mine{color, key, parent->rank, 0};
+  SplitInfo mine{color, key, parent->rank, dfcclSuccess, {}};
+  std::exception_ptr local_failure;
+  if (color != DFCCL_SPLIT_NOCOLOR) {
+    try {
+      check_all_settings();
+      if (config) resolve_config(config, parent->rank);  // again below with the new rank, which the check ignores
+    } catch (const Error& e) {
+      local_failure = std::current_exception();
+      mine.code = e.code();
+      std::snprintf(mine.reason, sizeof(mine.reason), "%s", e.what());
+    }
+  }
   std::vector<SplitInfo> all(static_cast<size_t>(parent->nranks));
   parent->bootstrap->allgather(&mine, sizeof(mine), all.data());
   // The lowest parent rank of each color makes the new communicator's id (and so runs its rendezvous root).
@@ -375,6 +392,12 @@ dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t
   std::vector<dfcclUniqueId> ids(static_cast<size_t>(parent->nranks));
   parent->bootstrap->allgather(&my_id, sizeof(my_id), ids.data());
   if (color == DFCCL_SPLIT_NOCOLOR) return nullptr;
+  if (local_failure) std::rethrow_exception(local_failure);
+  for (const SplitInfo& s : members)
+    if (s.code != dfcclSuccess)
+      throw Error(dfcclInvalidUsage,
+                  fmt::format("dfcclCommSplit: rank {} of the parent communicator cannot join color {}: {}", s.rank,
+                              color, std::string(s.reason, strnlen(s.reason, sizeof(s.reason)))));
   const dfcclUniqueId id = ids[size_t(members.front().rank)];
   std::stable_sort(members.begin(), members.end(), [](const SplitInfo& a, const SplitInfo& b) {
     return a.key != b.key ? a.key < b.key : a.rank < b.rank;

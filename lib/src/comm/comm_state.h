@@ -125,6 +125,7 @@ struct dfcclComm {
   std::atomic<int> fail_code{dfcclSuccess};
   std::string failure;
   std::atomic<bool> user_aborted{false};  // dfcclCommAbort was called (a destroy after it is refused)
+  std::atomic<bool> destroyed{false};     // dfcclCommDestroy was called (a second one is refused)
   // DFCCL_HIERARCHY: the communicators of the hierarchical all-reduce's stages (comm_submit.h), made at init, owned by
   // this one and sharing its fate; null where it has none.
   struct Hierarchy {
