@@ -43,10 +43,30 @@ TEST(CommSettings, AJunkValueFailsInitNamingTheVariable) {
     EXPECT_EQ(try_init(&message), dfcclInvalidArgument) << name;
     EXPECT_NE(message.find(name), std::string::npos) << name << ": " << message;
   }
-  ScopedEnv odd("DFCCL_NET_SLOT_BYTES", "4100");  // in range, not a multiple of 16
+  ScopedEnv odd("DFCCL_NET_SLOT_BYTES", "16392");  // in range, not a multiple of 16
   std::string message;
   EXPECT_EQ(try_init(&message), dfcclInvalidArgument);
-  EXPECT_NE(message.find("DFCCL_NET_SLOT_BYTES"), std::string::npos) << message;
+  EXPECT_NE(message.find("DFCCL_NET_SLOT_BYTES=16392 must be a multiple of 16"), std::string::npos) << message;
+}
+
+// A variable that only the CUDA executor reads, set while a host-executor engine is made, is reported once under
+// DFCCL_DEBUG=WARN, naming the host executor's own setting where it has one; a variable both read is not.
+TEST(CommSettings, CudaOnlySettingsOnTheHostExecutorAreReported) {
+  ScopedEnv slots("DFCCL_SLOTS", "4"), threads("DFCCL_THREADS", "128"), grow("DFCCL_SPIN_GROW", "4"),
+      chan("DFCCL_MIN_CHAN_BYTES", "4096");
+  testing::internal::CaptureStderr();
+  { Group g(2, dfcclExecutorHost); }
+  { Group again(2, dfcclExecutorHost); }
+  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string slots_warning =
+      "DFCCL_SLOTS is set but only the CUDA executor reads it: the host executor ignores it (its setting is "
+      "DFCCL_HOST_SLOTS)";
+  const size_t first = err.find(slots_warning);
+  EXPECT_NE(first, std::string::npos) << err;
+  EXPECT_EQ(err.find(slots_warning, first + 1), std::string::npos) << "warned twice: " << err;
+  EXPECT_NE(err.find("DFCCL_THREADS is set but only the CUDA executor reads it"), std::string::npos) << err;
+  EXPECT_EQ(err.find("DFCCL_SPIN_GROW"), std::string::npos) << err;
+  EXPECT_EQ(err.find("DFCCL_MIN_CHAN_BYTES"), std::string::npos) << err;
 }
 
 // Abort and destroy take their timeouts from init: junk set afterwards changes nothing, the pending collective ends

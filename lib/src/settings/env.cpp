@@ -72,7 +72,7 @@ const std::vector<EnvVar>& env_table() {
               "persistent collective ids a communicator takes; each id's lane (64 MiB with the CUDA defaults) is "
               "allocated by its first prepare"),
       integer("DFCCL_MIN_CHAN_BYTES", "32768", 1, 1 << 30,
-              "CUDA executor: bytes per data channel below which fewer channels carry data"),
+              "bytes per data channel below which fewer channels carry data"),
       integer("DFCCL_SPIN_MIN_NS", "2000", 0, kNsMax, "CUDA executor: lowest spin budget of a primitive"),
       integer("DFCCL_SPIN_INIT_NS", "20000", 0, kNsMax, "CUDA executor: spin budget of a new collective"),
       integer("DFCCL_SPIN_MAX_NS", "2000000", 0, kNsMax, "CUDA executor: highest spin budget"),

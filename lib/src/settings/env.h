@@ -14,6 +14,8 @@ struct EnvVar {
   const char* default_value;
   int64_t lo, hi;       // an integer variable: the accepted range (decimal digits only)
   const char* choices;  // a word variable: the accepted words, '|'-separated ("": any text); null: an integer
+  // The effect. One that begins with "CUDA executor" names a variable that the host executor never reads (a host
+  // engine warns when one is set: env_warn_ignored_by_host).
   const char* description;
 };
 
