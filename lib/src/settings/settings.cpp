@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "dfccl.h"
 #include "settings/env.h"
 #include "util/error.h"
@@ -99,6 +102,14 @@ LogSettings LogSettings::read() {
   s.subsys = env_str("DFCCL_DEBUG_SUBSYS");
   s.file = env_str("DFCCL_DEBUG_FILE");
   return s;
+}
+
+std::string launch_serialization_setting() {
+  const char* clb = std::getenv("CUDA_LAUNCH_BLOCKING");
+  if (clb && std::strcmp(clb, "1") == 0) return "CUDA_LAUNCH_BLOCKING=1";
+  if (std::getenv("NV_SANITIZER_INJECTION_TRANSPORT_TYPE") || std::getenv("NV_SANITIZER_INJECTION_PORT_BASE"))
+    return "compute-sanitizer";
+  return {};
 }
 
 std::string host_id_setting() { return env_str("DFCCL_HOSTID"); }

@@ -67,6 +67,9 @@ struct LogSettings {
   static LogSettings read();
 };
 
+// Other programs' variables that make CUDA run one kernel at a time: "CUDA_LAUNCH_BLOCKING=1", "compute-sanitizer"
+// (its NV_SANITIZER_* variables), or "" for neither. Caller: the CUDA executor, for the engine's warning.
+std::string launch_serialization_setting();
 // DFCCL_HOSTID: this process's host identity ("": derive it). Caller: the bootstrap, at communicator init.
 std::string host_id_setting();
 // DFCCL_SOCKET_IFNAME: the interfaces a rendezvous root listens on. Caller: dfcclGetUniqueId.
