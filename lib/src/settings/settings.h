@@ -1,7 +1,8 @@
 // The typed settings: the DFCCL_* variables of the table (env.h) as the library uses them, each read by one of the
 // functions below, which are the only readers of the environment outside this folder. Each group is read once, by
 // the object that keeps it: a communicator at its init, an engine when it is created, the logger at its first
-// message. Every reader throws dfcclInvalidArgument naming the variable, its value and what it accepts.
+// message. A reader throws dfcclInvalidArgument naming the variable, its value and what it accepts, where the table
+// (or a rule between values: multiples of 16, spin budgets in order) refuses a value.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@ namespace dfccl {
 
 // Parses every variable of the table and throws at the first that its range or choices reject, so that a value no
 // call would read yet (an abort's timeout, the other executor's setting) fails communicator init, not a later call.
-// Caller: comm_init, and dfccl-info's check.
+// Callers: comm_init, comm_split's local check (before its exchange) and dfccl-info.
 void check_all_settings();
 
 // What a communicator reads at its init (comm_init keeps it in dfcclComm::settings): abort and destroy use these
