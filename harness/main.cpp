@@ -20,6 +20,7 @@
 
 #include "backends/backend.h"
 #include "config/command_line.h"
+#include "config/memory_check.h"
 #include "config/settings.h"
 #include "config/workload.h"
 #include "harness_build_info.h"
@@ -53,16 +54,20 @@ int world_rank() {
 std::string resolve_auto_backends(const std::vector<std::string>& backends) {
   std::vector<std::string> out;
   bool gpus = gpu_count() > 0;
+  // Each backend once: one that auto adds and that is also named stays where it first comes.
+  auto add = [&](const std::string& b) {
+    if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+  };
   for (const auto& b : backends) {
     if (b != "auto") {
-      out.push_back(b);
+      add(b);
       continue;
     }
     if (gpus) {
-      if (backend_compiled("dfccl")) out.push_back("dfccl");
-      if (backend_compiled("nccl")) out.push_back("nccl");
+      if (backend_compiled("dfccl")) add("dfccl");
+      if (backend_compiled("nccl")) add("nccl");
     }
-    if (out.empty()) out.push_back("host");
+    if (out.empty()) add("host");
   }
   std::string s;
   for (const auto& b : out) s += (s.empty() ? "" : ",") + b;
@@ -166,14 +171,17 @@ int max_over_ranks(int rc) {
   return rc;
 }
 
-// Everything refused before anything runs, on every rank alike: NCCL_TESTS_MIN_BW, the workload, the outputs (rank
-// 0), ranks on several hosts without the library's network transport, the world's layout. Returns 0, or the exit code
-// (rank 0 printed why). Then NCCL_TESTS_MIN_BW becomes one --expect per backend.
+// Everything refused before anything runs, on every rank alike: NCCL_TESTS_MIN_BW, the workload, the --expect
+// expressions, the outputs (rank 0), ranks on several hosts without the library's network transport, the world's
+// layout, a sweep larger than a host's memory. Returns 0, or the exit code (rank 0 printed why). Then
+// NCCL_TESTS_MIN_BW becomes one --expect per backend.
 int prepare_run(Options& o, bool root, Workload& w, MpiWorld& world, double& min_bw) {
   int rc = 0;
   try {
     min_bw = nccl_tests_min_bw();
     w = read_workload(o);
+    for (const std::string& e : o.expectations)  // before the run, not after it
+      if (std::string problem = expectation_problem(e, w.backends); !problem.empty()) throw WorkloadError(problem);
     if (root) check_outputs(o, w);
   } catch (const WorkloadError& e) {
     if (root) fmt::print(stderr, "dfccl-harness: {}\n", e.what());
@@ -190,6 +198,13 @@ int prepare_run(Options& o, bool root, Workload& w, MpiWorld& world, double& min
     replay::check_world(w, world.size);
   } catch (const WorkloadError& e) {
     if (root) fmt::print(stderr, "dfccl-harness: {}\n", e.what());
+    return 2;
+  }
+  // Each host's memory (its own ranks), before any buffer is allocated; every rank learns the first host's problem.
+  const std::string memory = agree_error(sweep_memory_problem(
+      w, world.memberships[static_cast<size_t>(w.sweep_group)].size, world.local_size, host_memory_bytes()));
+  if (!memory.empty()) {
+    if (root) fmt::print(stderr, "dfccl-harness: {}\n", memory);
     return 2;
   }
   if (min_bw >= 0)  // nccl-tests' gate (bandwidth below 90 % of NCCL_TESTS_MIN_BW fails), per backend

@@ -18,13 +18,14 @@ What it counts:
           a room built on A's interface. Arrows to a higher floor off any circle are ordinary dependencies.
   rule    an arrow that an intended rule forbids (RULES below: net/ knows no communicator).
   long    a file under lib/src with more than MAX_LINES lines.
-  env     a call of getenv or env_int/env_str/env_is_set in a file of lib/ outside lib/src/settings/ (reported, not
-          checked: the settings are to be read through the settings module only).
+  env     a call of getenv or env_int/env_str/env_is_set in a file of lib/src outside lib/src/settings/: the
+          library reads the environment through the settings module only (lib/src/settings/settings.h). The tools
+          (lib/tools/: dfccl-info shows the environment) are not counted.
 
 Usage: check_layers.py [--root DIR] [--check] [--max-up N] [--map]
   (no flag)  print the numbers, the circles, the up arrows and the long files;
-  --check    also exit 1 when lib/ has a circle, more than --max-up up arrows (default 2), a rule's arrow or a long
-             file;
+  --check    also exit 1 when lib/ has a circle, more than --max-up up arrows (default 2), a rule's arrow, a long
+             file or a read of the environment outside lib/src/settings/;
   --map      print the layer map (the generated section of docs/design.md) and nothing else;
   --check-doc FILE  exit 1 when FILE's generated layer map differs from --map's output.
 """
@@ -173,7 +174,7 @@ def analyse(root):
     env_reads = {}
     env_re = re.compile(r"\b(getenv|env_int|env_str|env_is_set)\s*\(")
     for f in files:
-        if f.startswith(src + "settings/"):
+        if not f.startswith(src) or f.startswith(src + "settings/"):
             continue
         with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
             n = sum(1 for line in fh if env_re.search(line.split("//")[0]))
@@ -257,6 +258,8 @@ def main():
             bad.append("%d arrows that a rule forbids" % len(a["broken"]))
         if a["long_files"]:
             bad.append("%d files over %d lines" % (len(a["long_files"]), MAX_LINES))
+        if a["env_reads"]:
+            bad.append("%d files that read the environment outside lib/src/settings/" % len(a["env_reads"]))
         if bad:
             print("FAIL: " + ", ".join(bad))
             return 1

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -78,7 +79,6 @@ struct Parser {
     app.add_option("--progress", cl.progress_s,
                    "seconds between progress lines on stderr (case k/N, ETA); 0: after every case")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber)
         ->group(g);
     app.add_flag("--list-keys", cl.list_keys, "print every workload key with its default and meaning")->group(g);
     app.add_option("--expect", cl.expectations,
@@ -169,8 +169,10 @@ struct Parser {
     return "";
   }
 
-  // After a successful parse: the refused letters, then the overrides in table order.
+  // After a successful parse: the harness's own values, the refused letters, then the overrides in table order.
   std::string finish() {
+    if (!(cl.progress_s >= 0) || !std::isfinite(cl.progress_s))
+      return fmt::format("--progress {}: the seconds between progress lines must be 0 or more", cl.progress_s);
     if (ngpus != 1)
       return fmt::format("-g/--ngpus {}: one GPU per process only; start one rank per GPU (mpirun -np <GPUs>)", ngpus);
     if (nthreads != 1)
@@ -208,6 +210,17 @@ ParseOutcome parse_command_line(int argc, const char* const* argv, const std::st
   std::ostringstream out, err;
   try {
     p.app.parse(argc, argv);
+  } catch (const CLI::ExtrasError& e) {
+    // An unknown option is most often a misspelt workload key (--section.key): say where the keys are listed.
+    std::string unknown;
+    for (const std::string& arg : p.app.remaining())
+      if (unknown.empty() && arg.size() > 1 && arg[0] == '-') unknown = arg;
+    r.exit_code = 2;
+    r.err = unknown.empty() ? fmt::format("{} (dfccl-harness --help lists the options)\n", e.what())
+                            : fmt::format("unknown option {} (dfccl-harness --list-keys lists the workload keys, "
+                                          "--help every option)\n",
+                                          unknown);
+    return r;
   } catch (const CLI::ParseError& e) {
     const int rc = p.app.exit(e, out, err);
     r.exit_code = rc == 0 ? 0 : 2;

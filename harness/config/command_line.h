@@ -31,8 +31,9 @@ struct ParseOutcome {
   CommandLine options;
 };
 
-// Parses argv (argv[0] is the program). version: what --version prints. A bad option, a bad value of -g, -t or -a,
-// or a negative --progress stops with exit code 2 and a message naming the option.
+// Parses argv (argv[0] is the program). version: what --version prints. A bad value of -g, -t or -a,
+// a negative --progress or an unknown option (with where the workload keys are listed) stops with exit code 2 and a
+// message naming the option.
 ParseOutcome parse_command_line(int argc, const char* const* argv, const std::string& version);
 
 // The --help text.

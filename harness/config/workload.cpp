@@ -402,6 +402,9 @@ void read_run(Values& v, Workload& w) {
 
   w.backends = v.list("run.backend");
   if (w.backends.empty()) fail(v.origin(), "run.backend", "no backend given");
+  for (size_t i = 0; i < w.backends.size(); ++i)  // each backend's results are one group of the file
+    if (std::find(w.backends.begin(), w.backends.begin() + i, w.backends[i]) != w.backends.begin() + i)
+      fail(v.origin(), "run.backend", fmt::format("{} is given twice (each backend runs once)", w.backends[i]));
   store(v.root(), "run.backend", [&] {
     toml::array a;
     for (auto& b : w.backends) a.push_back(b);
@@ -746,6 +749,9 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
 }
 
 Workload load_workload(const std::string& path, const Overrides& overrides) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw WorkloadError(fmt::format("--workload: '{}' is a folder, not a workload file (workloads/<name>.toml)", path));
   std::ifstream in(path);
   if (!in) throw WorkloadError(fmt::format("--workload: cannot read '{}'", path));
   std::stringstream ss;

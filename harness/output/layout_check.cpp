@@ -316,17 +316,19 @@ std::string check_busbw(const Expectation& x, const Counters& c) {
   return "";
 }
 
-// A counter of `c`. Returns the problem ("" when it holds).
-std::string check_counter(const Expectation& x, const Counters& c) {
+// A counter of `c` (null: only the form is checked). Returns the problem ("" when it holds).
+std::string check_counter(const Expectation& x, const Counters* c) {
+  const Counters none;
+  const Counters& k = c ? *c : none;
   const std::pair<const char*, int64_t> counters[] = {
-      {"trials", c.trials},   {"completed", c.completed}, {"deadlocked", c.deadlocked}, {"failed", c.failed},
-      {"stalled", c.stalled}, {"skipped", c.skipped},     {"wrong", c.wrong},           {"rows", c.rows}};
+      {"trials", k.trials},   {"completed", k.completed}, {"deadlocked", k.deadlocked}, {"failed", k.failed},
+      {"stalled", k.stalled}, {"skipped", k.skipped},     {"wrong", k.wrong},           {"rows", k.rows}};
   for (const auto& [name, have] : counters) {
     if (x.name != name) continue;
     if (!x.coll.empty()) return fmt::format("'{}' is counted per backend, not per collective", name);
     long long want = 0;
     if (!parse_whole(x.rhs, &want)) return "the right-hand side is not an integer";
-    if (!compare<long long>(have, x.op, want)) return fmt::format("does not hold: {} is {}", name, have);
+    if (c && !compare<long long>(have, x.op, want)) return fmt::format("does not hold: {} is {}", name, have);
     return "";
   }
   return fmt::format("unknown counter '{}' (trials completed deadlocked failed stalled skipped wrong rows busbw_mean)",
@@ -334,6 +336,18 @@ std::string check_counter(const Expectation& x, const Counters& c) {
 }
 
 }  // namespace
+
+std::string expectation_problem(const std::string& e, const std::vector<std::string>& backends) {
+  Expectation x;
+  std::string problem = split_expectation(e, x);
+  double number = 0;
+  if (problem.empty() && x.backend != "*" && std::find(backends.begin(), backends.end(), x.backend) == backends.end())
+    problem = fmt::format("no backend {} in this run ({})", x.backend, fmt::join(backends, ","));
+  else if (problem.empty() && x.name == "busbw_mean" && !parse_whole(x.rhs, &number))
+    problem = "the right-hand side is not a number";
+  else if (problem.empty() && x.name != "busbw_mean") problem = check_counter(x, nullptr);
+  return problem.empty() ? "" : fmt::format("--expect '{}': {}", e, problem);
+}
 
 std::string read_status(const std::string& path) { return h5::File::open_read(path).attr_string("/", "status"); }
 
@@ -347,7 +361,7 @@ std::vector<std::string> check_expectations(const std::map<std::string, Counters
       auto it = counters.find(x.backend);
       if (it == counters.end()) problem = fmt::format("no backend {} in the file", x.backend);
       else if (x.name == "busbw_mean") problem = check_busbw(x, it->second);
-      else problem = check_counter(x, it->second);
+      else problem = check_counter(x, &it->second);
     }
     if (problem.starts_with("does not hold")) failures.push_back(fmt::format("expectation '{}' {}", e, problem));
     else if (!problem.empty()) failures.push_back(fmt::format("--expect '{}': {}", e, problem));

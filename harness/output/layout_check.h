@@ -33,5 +33,9 @@ std::string read_status(const std::string& path);
 // row cannot).
 std::vector<std::string> check_expectations(const std::map<std::string, Counters>& counters,
                                             const std::vector<std::string>& expectations);
+// Whether `expectation` has the form above (a known counter, an operator, a number; an integer for a counter other
+// than busbw_mean, which alone takes a collective; a backend among `backends`), before any file exists: "" when it
+// does, else the problem as "--expect '<expectation>': ...". Caller: main, before the run.
+std::string expectation_problem(const std::string& expectation, const std::vector<std::string>& backends);
 
 }  // namespace dfccl::harness

@@ -131,7 +131,8 @@ dfcclResult_t dfcclCommInitAllConfig(dfcclComm_t* comms, int ndev, const int* de
 /* color DFCCL_SPLIT_NOCOLOR gives *newcomm = NULL. config NULL inherits the parent's.                                */
 #define DFCCL_SPLIT_NOCOLOR (-1)
 dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* newcomm, const dfcclConfig_t* config);
-/* Waits (bounded) for the communicator's outstanding collectives, then frees it. Requests stay valid. */
+/* Waits (bounded) for the communicator's outstanding collectives, then frees it. Requests stay valid. A second     */
+/* destroy of the same handle returns dfcclInvalidUsage, also for a communicator that a failure ended.              */
 dfcclResult_t dfcclCommDestroy(dfcclComm_t comm);
 /* Fails every outstanding collective of comm with dfcclAborted, releases streams waiting on them, frees comm.      */
 /* Reaches the daemon through pinned memory and makes no CUDA call, so it returns within DFCCL_ABORT_TIMEOUT_MS      */
@@ -305,7 +306,8 @@ dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream);
 dfcclResult_t dfcclTest(dfcclRequest_t request, int* done);
 /* Blocks up to timeoutMs (>= 0) milliseconds; dfcclTimeout if not finished by then. */
 dfcclResult_t dfcclSynchronize(dfcclRequest_t request, int timeoutMs);
-/* fn runs once, on a DFCCL host thread, when the collective finishes (at once, on this thread, if it has). */
+/* fn runs once, on a DFCCL host thread, when the collective finishes (at once, on this thread, if it has). One    */
+/* callback per request: a second call returns dfcclInvalidUsage and leaves the first in place.                      */
 typedef void (*dfcclCallback_t)(dfcclRequest_t request, dfcclResult_t status, void* userArg);
 dfcclResult_t dfcclRequestSetCallback(dfcclRequest_t request, dfcclCallback_t fn, void* userArg);
 

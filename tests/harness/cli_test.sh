@@ -4,7 +4,9 @@
 #   cli_test.sh <mpiexec> <dfccl-harness> <work dir> <case>
 # Cases: sweep (no --workload: nccl-tests' table, footer, -J JSON that parses), help (--help lists every setting of
 # --list-keys, --version), gate (--expect busbw_mean and NCCL_TESTS_MIN_BW pass and fail), out (--out refused when
-# it exists or its folder does not, --overwrite replaces), degenerate (bad sweeps refused fast, naming the option),
+# it exists or its folder does not, --overwrite replaces), degenerate (bad sweeps and options refused fast, naming
+# the option: a folder as --workload, a backend twice, a malformed --expect, a negative --progress, an unknown
+# --section.key with the --list-keys hint, a sweep larger than the host's memory),
 # progress (case k/N and an ETA on stderr, none with --quiet), inplace (run.in_place: every collective exact in place,
 # nccl-tests' 13 leading fields; off and only).
 set -u
@@ -147,6 +149,12 @@ EOF
     check "-t/--nthreads 2: one thread per process only" -t 2
     check "-a/--average 1:" -a 1
     NCCL_TESTS_MIN_BW=abc check "NCCL_TESTS_MIN_BW: 'abc' is not a bandwidth"
+    check "--workload: '.' is a folder, not a workload file" --workload .
+    check "'run.backend': host is given twice" --backend host,host
+    check "--expect 'bogus': no comparison" --expect bogus
+    check "--progress -1: the seconds between progress lines must be 0 or more" --progress -1
+    check "unknown option --run.bogus (dfccl-harness --list-keys lists the workload keys" --run.bogus 1
+    check "all_reduce of 1 TiB in groups of 2, needs at least 2 TiB of host memory per rank" -b 1T -e 1T
     ;;
   progress)
     rm -f p.h5

@@ -61,7 +61,9 @@ TEST(CommandLine, RefusalsNameTheOption) {
   };
   for (const Case& c :
        {Case{{"-g", "2"}, "-g/--ngpus 2"}, Case{{"-t", "8"}, "-t/--nthreads 8"}, Case{{"-a", "1"}, "-a/--average 1"},
-        Case{{"--bogus", "1"}, "--bogus"}, Case{{"--progress", "-1"}, "--progress"}, Case{{"stray"}, "stray"}}) {
+        Case{{"--bogus", "1"}, "--bogus"}, Case{{"stray"}, "stray"},
+        Case{{"--progress", "-1"}, "--progress -1: the seconds between progress lines must be 0 or more"},
+        Case{{"--run.bogus", "1"}, "unknown option --run.bogus (dfccl-harness --list-keys lists the workload keys"}}) {
     ParseOutcome p = parse(c.args);
     ASSERT_TRUE(p.exit_code) << c.message;
     EXPECT_EQ(*p.exit_code, 2) << c.message;

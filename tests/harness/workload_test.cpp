@@ -3,8 +3,10 @@
 
 #include <filesystem>
 
+#include "config/memory_check.h"
 #include "config/settings.h"
 #include "config/workload.h"
+#include "output/layout_check.h"
 #include "workload_error.h"
 
 using namespace dfccl::harness;
@@ -301,4 +303,40 @@ TEST(Workload, ValidationMessages) {
       {{{"mix.collectives", "all_reduce=-1"}}, "test.toml: 'mix.collectives.all_reduce': weight must not be negative"},
   };
   for (const auto& [overrides, message] : cases) EXPECT_EQ(error_of("", overrides), message);
+}
+
+// What main refuses before the run (exit 2): a folder as --workload, a backend given twice, a malformed --expect, and
+// a sweep whose largest case cannot fit in a host's memory, naming the sizes.
+TEST(Workload, ProblemsFoundBeforeTheRun) {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  try {
+    load_workload(dir, {});
+    ADD_FAILURE() << "a folder was read as a workload";
+  } catch (const WorkloadError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a folder, not a workload file"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(error_of("", {{"backend", "host,host"}}).find("'run.backend': host is given twice"), std::string::npos);
+  EXPECT_EQ(error_of("", {{"backend", "host,host-blocking"}}), "");
+
+  const std::vector<std::string> backends = {"host"};
+  EXPECT_EQ(expectation_problem("wrong==0", backends), "");
+  EXPECT_EQ(expectation_problem("host:all_reduce:busbw_mean>=1.5", backends), "");
+  EXPECT_NE(expectation_problem("bogus", backends).find("--expect 'bogus': no comparison"), std::string::npos);
+  EXPECT_NE(expectation_problem("wrongs==0", backends).find("unknown counter 'wrongs'"), std::string::npos);
+  EXPECT_NE(expectation_problem("wrong==x", backends).find("not an integer"), std::string::npos);
+  EXPECT_NE(expectation_problem("busbw_mean>fast", backends).find("not a number"), std::string::npos);
+  EXPECT_NE(expectation_problem("nccl:wrong==0", backends).find("no backend nccl in this run"), std::string::npos);
+
+  // all_reduce of 1 MiB out of place: 1 MiB in, 1 MiB out per rank; all_gather: 1 MiB / 4 in, 1 MiB out.
+  EXPECT_EQ(case_host_bytes(kAllReduce, 1 << 20, 4, DataType::Float32, InPlace::Both), 2u << 20);
+  EXPECT_EQ(case_host_bytes(kAllReduce, 1 << 20, 4, DataType::Float32, InPlace::Only), 1u << 20);
+  EXPECT_EQ(case_host_bytes(kAllGather, 1 << 20, 4, DataType::Float32, InPlace::Both), (1u << 20) + (1u << 18));
+  const Workload w = parse_workload("", "t.toml", {{"b", "1G"}, {"e", "1G"}});
+  EXPECT_EQ(sweep_memory_problem(w, 2, 2, uint64_t(4) << 30), "");  // 2 ranks x 2 GiB fit in 4 GiB
+  const std::string problem = sweep_memory_problem(w, 2, 2, (uint64_t(4) << 30) - 1);
+  EXPECT_NE(problem.find("'sizes.end': the sweep's largest case, all_reduce of 1 GiB in groups of 2, needs at least "
+                         "2 GiB of host memory per rank"),
+            std::string::npos)
+      << problem;
+  EXPECT_NE(problem.find("4 GiB for the 2 ranks on this host"), std::string::npos) << problem;
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -127,6 +128,14 @@ TEST(ApiErrors, EveryBadArgumentIsNamedAndNothingQueuedIsLost) {
   EXPECT_REJECTS(dfcclSynchronize(queued, -1), inv, "'timeoutMs'");
   EXPECT_REJECTS(dfcclWait(nullptr, nullptr), inv, "'request'");
   EXPECT_REJECTS(dfcclRequestSetCallback(queued, nullptr, nullptr), inv, "'fn'");
+  // One callback per request: a second is refused and the first stays.
+  static std::atomic<int> first_calls{0}, second_calls{0};
+  ASSERT_EQ(dfcclRequestSetCallback(
+                queued, [](dfcclRequest_t, dfcclResult_t, void*) { ++first_calls; }, nullptr),
+            dfcclSuccess);
+  EXPECT_REJECTS(dfcclRequestSetCallback(
+                     queued, [](dfcclRequest_t, dfcclResult_t, void*) { ++second_calls; }, nullptr),
+                 dfcclInvalidUsage, "callback already");
   EXPECT_REJECTS(dfcclRequestGetInfo(queued, nullptr), inv, "'info'");
 
   // The queued collective was not disturbed by any of this.
@@ -137,8 +146,10 @@ TEST(ApiErrors, EveryBadArgumentIsNamedAndNothingQueuedIsLost) {
   ASSERT_EQ(dfcclSynchronize(peer, 30000), dfcclSuccess);
   for (float v : b) EXPECT_EQ(v, 2.0f);
   for (float v : peer_out) EXPECT_EQ(v, 2.0f);
-  ASSERT_EQ(dfcclRequestFree(queued), dfcclSuccess);
+  ASSERT_EQ(dfcclRequestFree(queued), dfcclSuccess);  // returns once a callback taken has returned
   ASSERT_EQ(dfcclRequestFree(peer), dfcclSuccess);
+  EXPECT_EQ(first_calls.load(), 1);
+  EXPECT_EQ(second_calls.load(), 0);
   EXPECT_STREQ(dfcclGetErrorString(dfcclInvalidArgument), "invalid argument");
 }
 
@@ -206,6 +217,35 @@ TEST(ApiErrors, AFreedRequestHandleIsRefusedNotAliased) {
   EXPECT_EQ(dfcclSynchronize(fresh, 30000), dfcclSuccess);  // the newer request is untouched
   EXPECT_EQ(dfcclRequestFree(fresh), dfcclSuccess);
   for (dfcclComm_t c : comms) EXPECT_EQ(dfcclCommDestroy(c), dfcclSuccess);
+}
+
+// A split whose local checks fail on one rank (here its config) fails at once on the others of its color too, naming
+// that rank and its reason, instead of their waiting for it until the new communicator's init times out.
+TEST(ApiErrors, ASplitThatFailsOnOneRankNamesItOnTheOthers) {
+  dfccl::test::Group g(2, dfcclExecutorHost);
+  dfcclConfig_t good = DFCCL_CONFIG_INITIALIZER, bad_cfg = DFCCL_CONFIG_INITIALIZER;
+  good.executor = bad_cfg.executor = dfcclExecutorHost;
+  good.initTimeoutMs = 30000;
+  bad_cfg.initTimeoutMs = 0;  // refused: must be positive
+  dfcclComm_t out[2] = {};
+  dfcclResult_t res[2] = {};
+  std::string msg[2];
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread other([&] {
+    res[1] = dfcclCommSplit(g[1], 0, 0, &out[1], &bad_cfg);
+    msg[1] = dfcclGetLastError(nullptr);
+  });
+  res[0] = dfcclCommSplit(g[0], 0, 0, &out[0], &good);
+  msg[0] = dfcclGetLastError(nullptr);
+  other.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << "rank 0 waited for rank 1's init";
+  EXPECT_EQ(res[1], dfcclInvalidArgument);
+  EXPECT_NE(msg[1].find("initTimeoutMs"), std::string::npos) << msg[1];
+  EXPECT_EQ(res[0], dfcclInvalidUsage);
+  EXPECT_NE(msg[0].find("rank 1"), std::string::npos) << msg[0];
+  EXPECT_NE(msg[0].find("initTimeoutMs"), std::string::npos) << msg[0];
+  for (dfcclComm_t c : out)
+    if (c) dfcclCommDestroy(c);
 }
 
 // Host executor: dfcclWait blocks for at most DFCCL_HOST_WAIT_TIMEOUT_MS and returns the collective's status.

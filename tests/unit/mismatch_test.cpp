@@ -4,8 +4,8 @@
 // field, either before them or 150 ms after them. Each rank must see, within 2 s: its submission refused, or its
 // collective fail, with dfcclInvalidUsage — or, where its own part needed nothing from rank 2 (a broadcast's root),
 // success with its data intact and dfcclCommGetAsyncError reporting dfcclInvalidUsage — with the last error naming
-// the field; and dfcclCommDestroy returning within 1 s. A second part checks what a pending collective's ranks are
-// told about the peers that have not called it (dfcclDebugDump, the stuck warning).
+// the field; dfcclCommDestroy returning within 1 s, and a second one refused. A second part checks what a pending
+// collective's ranks are told about the peers that have not called it (dfcclDebugDump, the stuck warning).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -110,6 +110,8 @@ int rank_main(dfcclComm_t comm, int rank, const Case& tc, bool odd_late) {
   const dfcclResult_t d = dfcclCommDestroy(comm);
   ok &= check(d == dfcclSuccess, std::string("dfcclCommDestroy returned ") + dfcclGetErrorString(d));
   ok &= check(ms_since(t1) < 1000, "dfcclCommDestroy took " + std::to_string(ms_since(t1)) + " ms");
+  const dfcclResult_t d2 = dfcclCommDestroy(comm);  // a failed communicator is destroyed once, as any other
+  ok &= check(d2 == dfcclInvalidUsage, std::string("a second dfcclCommDestroy returned ") + dfcclGetErrorString(d2));
   std::printf("[ mismatch ] %s, rank 2 %s: rank %d: %s: %s\n", tc.name, odd_late ? "late" : "early", rank,
               st == dfcclSuccess ? "finished, then the error" : "failed", err.c_str());
   std::fflush(stdout);

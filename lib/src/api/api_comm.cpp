@@ -146,13 +146,17 @@ dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* 
 
 dfcclResult_t dfcclCommDestroy(dfcclComm_t comm) {
   return guard([&] {
+    const char* fn = "dfcclCommDestroy";
     // After a failure (a peer's death, a mismatch) the communicator was already aborted and released: nothing is
-    // left to wait for.
+    // left to wait for, and the first destroy succeeds; a second is refused, as for any communicator.
     if (comm && comm->magic == dfcclComm::kMagic && comm->fail_code.load() != dfcclSuccess && !comm->user_aborted) {
+      if (comm->destroyed.exchange(true))
+        throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'comm' was destroyed already", fn));
       comm_destroy(comm);
       return dfcclSuccess;
     }
-    dfcclComm* c = check_comm(comm, "dfcclCommDestroy");
+    dfcclComm* c = check_comm(comm, fn);
+    c->destroyed = true;
     comm_destroy(c);  // the handle stays allocated, marked dead, so later use is reported rather than undefined
     return dfcclSuccess;
   });

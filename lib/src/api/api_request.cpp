@@ -80,12 +80,17 @@ dfcclResult_t dfcclSynchronize(dfcclRequest_t request, int timeoutMs) {
 
 dfcclResult_t dfcclRequestSetCallback(dfcclRequest_t request, dfcclCallback_t fn, void* userArg) {
   return guard([&] {
-    const std::shared_ptr<RequestState> state = request_state(request, "dfcclRequestSetCallback");
-    refuse_captured(*state, "dfcclRequestSetCallback");
-    if (!fn) bad("dfcclRequestSetCallback", "argument 'fn' is NULL");
+    const char* name = "dfcclRequestSetCallback";
+    const std::shared_ptr<RequestState> state = request_state(request, name);
+    refuse_captured(*state, name);
+    if (!fn) bad(name, "argument 'fn' is NULL");
     RequestState& s = *state;
     {
       std::lock_guard<std::mutex> lk(s.mu);
+      if (s.callback_set)
+        throw Error(dfcclInvalidUsage,
+                    fmt::format("{}: argument 'request' has a callback already (one per request)", name));
+      s.callback_set = true;
       if (s.status.load() == dfcclInProgress) {
         s.callback = fn;
         s.callback_arg = userArg;

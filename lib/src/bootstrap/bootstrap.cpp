@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "bootstrap/rendezvous.h"
-#include "settings/env.h"
+#include "settings/settings.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -62,7 +62,7 @@ Roots& roots() {
 }  // namespace
 
 std::string host_id() {
-  if (std::string id = env_str("DFCCL_HOSTID"); !id.empty()) return id;
+  if (std::string id = host_id_setting(); !id.empty()) return id;
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   std::string id = name;

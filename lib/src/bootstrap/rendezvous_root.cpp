@@ -18,7 +18,7 @@
 
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/rendezvous_wire.h"
-#include "settings/env.h"
+#include "settings/settings.h"
 #include "util/error.h"
 #include "util/thread_name.h"
 
@@ -332,7 +332,7 @@ struct RendezvousRoot::Service {
   }
 };
 
-RendezvousRoot::RendezvousRoot(uint64_t token) : RendezvousRoot(token, env_str("DFCCL_SOCKET_IFNAME")) {}
+RendezvousRoot::RendezvousRoot(uint64_t token) : RendezvousRoot(token, socket_ifname_setting()) {}
 
 RendezvousRoot::RendezvousRoot(uint64_t token, const std::string& ifname_spec) : service_(new Service) {
   const Interface itf = pick_interface(ifname_spec);

@@ -14,7 +14,6 @@
 #include "comm/peer_watch.h"
 #include "match/board_mirror.h"
 #include "match/match_board.h"
-#include "settings/env.h"
 #include "transport/connection.h"
 #include "transport/p2p.h"
 #include "transport/persistent.h"
@@ -114,7 +113,7 @@ void abort_attached(dfcclComm* c, dfcclResult_t why = dfcclAborted, const std::s
   if (why == dfcclAborted) net_tell_aborted(c);
   c->engine->abort_comm(c->index, why, message);
   c->async_error = why;
-  if (wait_quiet(c, env_int("DFCCL_ABORT_TIMEOUT_MS"))) {
+  if (wait_quiet(c, c->settings.abort_timeout_ms)) {
     // Peers may still write into my region: keep it allocated (host: their mapping keeps it alive anyway). On the
     // GPU nothing is freed now: cudaFree and cudaIpcCloseMemHandle wait for the daemon, which in blocking mode may
     // stay for another communicator's collective while the application waits for this abort.
@@ -125,7 +124,7 @@ void abort_attached(dfcclComm* c, dfcclResult_t why = dfcclAborted, const std::s
     log(LogLevel::Warn, LogSubsys::Abort,
         "dfcclCommAbort: rank {} of {}: {} collectives still pending after {} ms (DFCCL_ABORT_TIMEOUT_MS); they end "
         "when the daemon next runs, and the communicator's memory stays until the process exits",
-        c->rank, c->nranks, c->engine->outstanding(c->index), env_int("DFCCL_ABORT_TIMEOUT_MS"));
+        c->rank, c->nranks, c->engine->outstanding(c->index), c->settings.abort_timeout_ms);
     mirror_release(c);
     c->board.reset();
     c->bootstrap.reset();
@@ -155,7 +154,7 @@ void comm_destroy(dfcclComm* c) {
   PeerWatch::remove(c);
   if (!c->alive.exchange(false)) return;  // another thread destroyed or aborted it meanwhile, or a peer died
   if (fail_published_mismatch(c)) return;
-  const int64_t timeout = env_int("DFCCL_DESTROY_TIMEOUT_MS");
+  const int64_t timeout = c->settings.destroy_timeout_ms;
   if (!c->engine) return;
   if (!wait_quiet(c, timeout)) {
     const uint32_t left = c->engine->outstanding(c->index);

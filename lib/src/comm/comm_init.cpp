@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <set>
 #include <string>
@@ -16,7 +18,7 @@
 #include "comm/peer_watch.h"
 #include "match/board_mirror.h"
 #include "match/match_board.h"
-#include "settings/env.h"
+#include "settings/settings.h"
 #include "transport/p2p.h"
 #include "transport/p2p_table.h"
 #include "comm/comm_submit.h"
@@ -79,7 +81,7 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
 }
 
 // What this rank tells the others at init (comm_init's first round).
-RankInfo rank_info(const dfcclConfig_t& cfg, const Engine& e, const Bootstrap& b, int nranks) {
+RankInfo rank_info(const dfcclComm* c, const dfcclConfig_t& cfg, const Engine& e, const Bootstrap& b, int nranks) {
   const TransportParams& tp = e.transport();
   RankInfo mine{};
   mine.nranks = nranks;
@@ -95,10 +97,10 @@ RankInfo rank_info(const dfcclConfig_t& cfg, const Engine& e, const Bootstrap& b
   mine.p2p_chan = tp.p2p_chan;
   mine.pid = uint32_t(getpid());
   mine.host_hash = b.host_hash();
-  mine.net_force = uint32_t(env_int("DFCCL_NET_FORCE"));
-  mine.net_chan = uint32_t(env_int("DFCCL_NET_CHANNELS"));
-  mine.net_slot_bytes = uint32_t(env_int("DFCCL_NET_SLOT_BYTES"));
-  mine.hierarchy = uint32_t(env_int("DFCCL_HIERARCHY"));
+  mine.net_force = c->settings.net_force ? 1 : 0;
+  mine.net_chan = c->settings.net_channels;
+  mine.net_slot_bytes = c->settings.net_slot_bytes;
+  mine.hierarchy = c->settings.hierarchy ? 1 : 0;
   return mine;
 }
 
@@ -136,7 +138,7 @@ std::string network_failure(const dfcclComm* c, const net::Proxy::Notice& notice
 // share its fate and are watched for mismatches only. The functions read c's bootstrap and board, which stay until
 // PeerWatch::remove or the failure they report.
 void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
-  const uint64_t timeout_ns = uint64_t(env_int("DFCCL_PEER_TIMEOUT_S")) * 1000000000ull;
+  const uint64_t timeout_ns = c->settings.peer_timeout_ns;
   const bool other_processes = !peers.empty() || !c->bootstrap->all_local();
   PeerChecks checks;
   checks.peers = std::move(peers);
@@ -212,16 +214,12 @@ dfcclConfig_t resolve_config(const dfcclConfig_t* config, int rank) {
                                                     "DFCCL_INIT_TIMEOUT_MS)",
                                                     c.initTimeoutMs));
   }
-  if (c.executor < 0) {
-    // env_str accepts only the table's words (cuda|host) and names the variable otherwise.
-    c.executor = env_str("DFCCL_EXECUTOR") == "host" ? dfcclExecutorHost : dfcclExecutorCuda;
-  }
+  const CommSettings env = CommSettings::read();
+  if (c.executor < 0) c.executor = env.executor_host ? dfcclExecutorHost : dfcclExecutorCuda;
   if (c.executor != dfcclExecutorCuda && c.executor != dfcclExecutorHost)
     throw Error(dfcclInvalidArgument,
                 fmt::format("argument 'config->executor' = {} is not a dfcclExecutor_t", c.executor));
-  if (c.mode < 0) {
-    c.mode = env_str("DFCCL_MODE") == "blocking" ? dfcclModeBlocking : dfcclModePreemptive;  // preemptive|blocking
-  }
+  if (c.mode < 0) c.mode = env.mode_blocking ? dfcclModeBlocking : dfcclModePreemptive;
   if (c.mode != dfcclModePreemptive && c.mode != dfcclModeBlocking)
     throw Error(dfcclInvalidArgument, fmt::format("argument 'config->mode' = {} is not a dfcclMode_t", c.mode));
   if (c.device < 0) {
@@ -237,7 +235,7 @@ dfcclConfig_t resolve_config(const dfcclConfig_t* config, int rank) {
       c.device = d;
     }
   }
-  if (c.initTimeoutMs < 0) c.initTimeoutMs = int(env_int("DFCCL_INIT_TIMEOUT_MS"));
+  if (c.initTimeoutMs < 0) c.initTimeoutMs = int(env.init_timeout_ms);
   return c;
 }
 
@@ -246,7 +244,7 @@ namespace {
 // comm_init, step 1: every rank's RankInfo (transport settings, device, host, process), checked to agree; the
 // network plan (which ranks are remote) and the connections' shape follow from them. *hosts: every rank's host hash.
 std::vector<RankInfo> agree_on_transport(dfcclComm* c, const dfcclConfig_t& cfg, std::vector<uint64_t>* hosts) {
-  const RankInfo mine = rank_info(cfg, *c->engine, *c->bootstrap, c->nranks);
+  const RankInfo mine = rank_info(c, cfg, *c->engine, *c->bootstrap, c->nranks);
   std::vector<RankInfo> all(static_cast<size_t>(c->nranks));
   c->bootstrap->allgather(&mine, sizeof(mine), all.data());
   c->bootstrap->unlink();  // everybody has the segment mapped
@@ -267,7 +265,7 @@ void make_regions(dfcclComm* c, const std::vector<RankInfo>& all, uint32_t nlane
   const TransportParams& g = c->geometry;
   const int nranks = c->nranks, next = (c->rank + 1) % nranks, prev = (c->rank - 1 + nranks) % nranks;
   RegionInfo my_region{};
-  my_region.p2p_ok = env_int("DFCCL_P2P_DISABLE") == 0;
+  my_region.p2p_ok = !c->settings.p2p_disable;
   for (int q = 0; q < nranks; ++q)
     if (!c->net.remote[size_t(q)] && (tp.p2p_chan > 0 || q == next || q == prev))
       my_region.p2p_ok = my_region.p2p_ok && ex.peer_access(all[size_t(q)].device);
@@ -323,6 +321,9 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
   c->rank = rank;
   c->nranks = nranks;
   try {
+    // Every setting is checked here, also those that only a later call (abort, destroy, a wait) uses.
+    check_all_settings();
+    c->settings = CommSettings::read();
     c->engine = Engine::acquire(dfcclExecutor_t(cfg.executor), cfg.device, dfcclMode_t(cfg.mode));
     c->bootstrap =
         std::make_shared<Bootstrap>(id, rank, nranks, cfg.initTimeoutMs,
@@ -367,10 +368,25 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
 }
 
 dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t* config) {
+  // Each rank's color and key, and the outcome of its local checks (its config, the settings): a rank whose checks
+  // fail is named with its reason on the other ranks of its color, which then fail at once instead of waiting for
+  // it until the new communicator's init times out.
   struct SplitInfo {
-    int32_t color, key, rank, pad;
+    int32_t color, key, rank, code;
+    char reason[240];
   };
-  SplitInfo mine{color, key, parent->rank, 0};
+  SplitInfo mine{color, key, parent->rank, dfcclSuccess, {}};
+  std::exception_ptr local_failure;
+  if (color != DFCCL_SPLIT_NOCOLOR) {
+    try {
+      check_all_settings();
+      if (config) resolve_config(config, parent->rank);  // again below with the new rank, which the check ignores
+    } catch (const Error& e) {
+      local_failure = std::current_exception();
+      mine.code = e.code();
+      std::snprintf(mine.reason, sizeof(mine.reason), "%s", e.what());
+    }
+  }
   std::vector<SplitInfo> all(static_cast<size_t>(parent->nranks));
   parent->bootstrap->allgather(&mine, sizeof(mine), all.data());
   // The lowest parent rank of each color makes the new communicator's id (and so runs its rendezvous root).
@@ -384,6 +400,12 @@ dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t
   std::vector<dfcclUniqueId> ids(static_cast<size_t>(parent->nranks));
   parent->bootstrap->allgather(&my_id, sizeof(my_id), ids.data());
   if (color == DFCCL_SPLIT_NOCOLOR) return nullptr;
+  if (local_failure) std::rethrow_exception(local_failure);
+  for (const SplitInfo& s : members)
+    if (s.code != dfcclSuccess)
+      throw Error(dfcclInvalidUsage,
+                  fmt::format("dfcclCommSplit: rank {} of the parent communicator cannot join color {}: {}", s.rank,
+                              color, std::string(s.reason, strnlen(s.reason, sizeof(s.reason)))));
   const dfcclUniqueId id = ids[size_t(members.front().rank)];
   std::stable_sort(members.begin(), members.end(), [](const SplitInfo& a, const SplitInfo& b) {
     return a.key != b.key ? a.key < b.key : a.rank < b.rank;
@@ -397,7 +419,7 @@ dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t
 }
 
 void hierarchy_init(dfcclComm* c, const std::vector<uint64_t>& hosts) {
-  if (env_int("DFCCL_HIERARCHY") == 0) return;
+  if (!c->settings.hierarchy) return;
   const int l = ranks_per_host(hosts);
   if (l == 0) {
     const bool shared_host = std::set<uint64_t>(hosts.begin(), hosts.end()).size() < hosts.size();

@@ -15,6 +15,7 @@
 #include "dfccl.h"
 #include "engine/engine_config.h"
 #include "executor/executor.h"
+#include "settings/settings.h"
 
 namespace dfccl {
 
@@ -96,6 +97,8 @@ struct dfcclComm {
   // handle goes (mirror_release empties it).
   std::shared_ptr<dfccl::BoardMirror> mirror;
   dfcclConfig_t config{};  // resolved: no -1 fields
+  // The DFCCL_* settings read at init: abort and destroy use these and never read the environment.
+  dfccl::CommSettings settings{};
   int rank = 0, nranks = 0;
   bool host_path = false;  // connection regions in shared host memory (no peer access between the neighbours)
   uint32_t index = ~0u;    // in the engine's communicator table
@@ -126,6 +129,7 @@ struct dfcclComm {
   std::atomic<int> fail_code{dfcclSuccess};
   std::string failure;
   std::atomic<bool> user_aborted{false};  // dfcclCommAbort was called (a destroy after it is refused)
+  std::atomic<bool> destroyed{false};     // dfcclCommDestroy was called (a second one is refused)
   // DFCCL_HIERARCHY: the communicators of the hierarchical all-reduce's stages (comm_submit.h), made at init, owned by
   // this one and sharing its fate; null where it has none.
   struct Hierarchy {

@@ -8,7 +8,6 @@
 #include "bootstrap/bootstrap.h"
 #include "comm/comm_state.h"
 #include "engine/engine.h"
-#include "settings/env.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -107,7 +106,7 @@ net::HopSpec hop(dfcclComm* c, int peer, bool send, char* self, char* shadow, co
 }  // namespace
 
 void net_plan(dfcclComm* c, const std::vector<uint64_t>& host_hashes) {
-  const bool force = env_int("DFCCL_NET_FORCE") != 0;
+  const bool force = c->settings.net_force;
   NetLinks& n = c->net;
   n.remote.assign(host_hashes.size(), 0);
   for (size_t q = 0; q < host_hashes.size(); ++q) {
@@ -125,11 +124,9 @@ void net_plan(dfcclComm* c, const std::vector<uint64_t>& host_hashes) {
 TransportParams net_geometry(const dfcclComm* c, const TransportParams& engine) {
   TransportParams g = engine;
   if (!c->net.any) return g;
-  g.nchan = std::min(engine.nchan, uint32_t(env_int("DFCCL_NET_CHANNELS")));
+  g.nchan = std::min(engine.nchan, c->settings.net_channels);
   g.p2p_chan = std::min(engine.p2p_chan, g.nchan);
-  g.slot_bytes = uint32_t(env_int("DFCCL_NET_SLOT_BYTES"));
-  if (g.slot_bytes % 16 != 0)
-    throw Error(dfcclInvalidArgument, fmt::format("DFCCL_NET_SLOT_BYTES={} is not a multiple of 16", g.slot_bytes));
+  g.slot_bytes = c->settings.net_slot_bytes;  // a multiple of 16 (CommSettings::read)
   return g;
 }
 

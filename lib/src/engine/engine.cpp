@@ -11,7 +11,6 @@
 #include <map>
 #include <tuple>
 
-#include "settings/env.h"
 #include "settings/env_warn.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -36,18 +35,22 @@ bool lock_within(std::unique_lock<std::mutex>& lk, int ms) {
 
 std::shared_ptr<Engine> Engine::acquire(dfcclExecutor_t executor, int device, dfcclMode_t mode) {
   env_warn_unknown();
+  if (executor == dfcclExecutorHost) env_warn_ignored_by_host();
   std::lock_guard<std::mutex> lk(registry_mu);
   auto key = std::make_tuple(int(executor), device, int(mode));
   if (auto e = registry[key].lock()) return e;
+  // The engine's settings, read once here (settings.h).
+  const EngineSettings settings = EngineSettings::read(executor == dfcclExecutorHost);
   std::unique_ptr<Executor> ex =
-      executor == dfcclExecutorHost ? make_host_executor(device) : make_cuda_executor(device);
-  std::shared_ptr<Engine> e(new Engine(std::move(ex), mode));
+      executor == dfcclExecutorHost ? make_host_executor(device) : make_cuda_executor(device, settings.threads);
+  std::shared_ptr<Engine> e(new Engine(std::move(ex), mode, settings));
   registry[key] = e;
   return e;
 }
 
-Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::move(exec)) {
-  cfg_ = EngineConfig::from_env(*exec_, mode);
+Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode, const EngineSettings& settings)
+    : exec_(std::move(exec)) {
+  cfg_ = EngineConfig::make(*exec_, mode, settings);
   backoff_ns_ = cfg_.relaunch_min_ns;
   const std::string serialized = exec_->serialization();
   if (!serialized.empty())
@@ -75,7 +78,7 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode) : exec_(std::mo
       cfg_.params.blocking ? "blocking" : "preemptive", cfg_.params.nblocks, exec_->threads_per_block(),
       cfg_.params.prefetch ? " + prefetcher" : "", cfg_.wait_kernel ? "a polling kernel" : "a stream memory wait",
       cfg_.transport.nslots, cfg_.transport.slot_bytes, cfg_.transport.seq_lanes, cfg_.transport.persistent_lanes);
-  stuck_warn_ns_ = uint64_t(env_int("DFCCL_STUCK_WARN_S")) * 1000000000ull;
+  stuck_warn_ns_ = cfg_.stuck_warn_ns;
   g_ = static_cast<core::EngineGlobal*>(exec_->alloc_device(sizeof(core::EngineGlobal)));
   ctx_ = static_cast<core::ChanCtx*>(exec_->alloc_device(sizeof(core::ChanCtx) * kMaxSlots * cfg_.params.nblocks));
   h_ = static_cast<core::EngineHost*>(exec_->alloc_pinned(sizeof(core::EngineHost)));
@@ -117,10 +120,8 @@ Engine::~Engine() {
 
 std::vector<std::shared_ptr<net::Proxy>> Engine::net_proxies() {
   std::lock_guard<std::mutex> lk(net_mu_);
-  const bool host = exec_->kind() == dfcclExecutorHost;
-  const int want = net::proxy_threads(host);
-  while (int(net_.size()) < want) {
-    auto p = net::Proxy::create(host);
+  while (int(net_.size()) < cfg_.net.threads) {
+    auto p = net::Proxy::create(cfg_.net);
     if (!p.ok())
       throw Error(p.status.code == net::Code::kUnsupported ? dfcclNotSupported : dfcclSystemError,
                   fmt::format("the network transport did not start: {}", p.status.message));

@@ -156,7 +156,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::string host_state_text_locked();
   DeviceSnapshot device_snapshot_locked();
   std::string comm_lanes_text(const DeviceSnapshot& snap, uint32_t i);
-  Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode);
+  Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode, const EngineSettings& settings);
   void progress_loop();
   bool drain_completions();
   // A collective that finished while some rank's signature was not known on this host yet (ArrivalSource::settled):

@@ -1,4 +1,4 @@
-// An engine's settings, read once from the environment table (env.cpp) when the engine is created: the daemon's
+// An engine's settings, read once through the settings module (settings.h) when the engine is created: the daemon's
 // parameters, the transport geometry every communicator of the engine uses, and the host runtime's timings.
 #pragma once
 
@@ -6,6 +6,7 @@
 
 #include "core/types.h"
 #include "dfccl.h"
+#include "settings/settings.h"
 
 namespace dfccl {
 
@@ -37,11 +38,12 @@ struct EngineConfig {
   bool wait_on_host = false;
   bool under_mps = false;
   int64_t host_wait_timeout_ms = 0;
+  uint64_t stuck_warn_ns = 0;  // DFCCL_STUCK_WARN_S (0: never)
+  EngineSettings::Net net{};   // the engine's network proxies (net/proxy.h)
 
-  // Reads the executor's variables (DFCCL_HOST_* for the host executor) and checks what the table's ranges cannot:
-  // blocks that the device holds at once, spin budgets in order, slot sizes in 16-byte units. Throws
-  // dfcclInvalidArgument naming the variable.
-  static EngineConfig from_env(const Executor& exec, dfcclMode_t mode);
+  // From the executor's settings (EngineSettings::read for its kind: DFCCL_HOST_* for the host executor), checking
+  // what only the device can tell: blocks that it holds at once. Throws dfcclInvalidArgument naming the variable.
+  static EngineConfig make(const Executor& exec, dfcclMode_t mode, const EngineSettings& settings);
 };
 
 }  // namespace dfccl

@@ -35,6 +35,7 @@ struct RequestState {
   std::mutex mu;
   std::condition_variable cv;
   dfcclCallback_t callback = nullptr;
+  bool callback_set = false;  // dfcclRequestSetCallback was called (a second call is refused)
   void* callback_arg = nullptr;
   dfcclRequest_t handle = nullptr;  // passed to the callback
   // The callback taken by the progress thread and not yet returned: dfcclRequestFree waits for it (unless called

@@ -86,6 +86,7 @@ class Executor {
 };
 
 std::unique_ptr<Executor> make_host_executor(int device);
-std::unique_ptr<Executor> make_cuda_executor(int device);
+// threads: per daemon block (DFCCL_THREADS), a multiple of 32 in 64..cuda::kDaemonThreads (else dfcclInvalidArgument).
+std::unique_ptr<Executor> make_cuda_executor(int device, unsigned threads);
 
 }  // namespace dfccl

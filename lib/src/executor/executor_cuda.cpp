@@ -13,7 +13,7 @@
 #include "cuda/daemon.h"
 #include "executor/executor.h"
 #include "executor/shm_region.h"
-#include "settings/env.h"
+#include "settings/settings.h"
 #include "util/error.h"
 
 namespace dfccl {
@@ -38,17 +38,11 @@ void check_cu(CUresult r, const char* what) {
 
 // CUDA_LAUNCH_BLOCKING makes every launch return only once its work is done; compute-sanitizer runs one kernel of
 // the device at a time (it announces itself to its target through NV_SANITIZER_* variables).
-std::string detect_serialization() {
-  const char* clb = std::getenv("CUDA_LAUNCH_BLOCKING");
-  if (clb && std::strcmp(clb, "1") == 0) return "CUDA_LAUNCH_BLOCKING=1";
-  if (std::getenv("NV_SANITIZER_INJECTION_TRANSPORT_TYPE") || std::getenv("NV_SANITIZER_INJECTION_PORT_BASE"))
-    return "compute-sanitizer";
-  return {};
-}
+std::string detect_serialization() { return launch_serialization_setting(); }
 
 class CudaExecutor final : public Executor {
  public:
-  explicit CudaExecutor(int device) : device_(device) {
+  CudaExecutor(int device, unsigned threads) : device_(device), threads_(threads) {
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0)
@@ -57,7 +51,6 @@ class CudaExecutor final : public Executor {
       throw Error(dfcclInvalidArgument,
                   fmt::format("CUDA executor: device {} does not exist ({} GPUs)", device, count));
     DFCCL_CUDA(cudaSetDevice(device_));
-    threads_ = unsigned(env_int("DFCCL_THREADS"));
     if (threads_ < 64 || threads_ > cuda::kDaemonThreads || threads_ % 32 != 0)
       throw Error(dfcclInvalidArgument,
                   fmt::format("DFCCL_THREADS={} must be a multiple of 32 in 64..{}", threads_, cuda::kDaemonThreads));
@@ -266,7 +259,7 @@ class CudaExecutor final : public Executor {
   }
 
   int device_;
-  unsigned threads_ = 256;
+  unsigned threads_;  // per daemon block: DFCCL_THREADS
   unsigned resident_ = 0;
   cudaStream_t daemon_stream_ = nullptr, control_stream_ = nullptr, probe_stream_ = nullptr;
   cudaEvent_t done_ = nullptr;
@@ -277,6 +270,8 @@ class CudaExecutor final : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> make_cuda_executor(int device) { return std::make_unique<CudaExecutor>(device); }
+std::unique_ptr<Executor> make_cuda_executor(int device, unsigned threads) {
+  return std::make_unique<CudaExecutor>(device, threads);
+}
 
 }  // namespace dfccl

@@ -8,7 +8,6 @@
 
 #include "core/region.h"
 #include "net/proxy_wire.h"
-#include "settings/env.h"
 #include "util/thread_name.h"
 
 namespace dfccl::net {
@@ -44,23 +43,19 @@ constexpr uint32_t kAbortKind = 3;
 constexpr Tag kAbortTag = tags::make(tags::kControlHop, kAbortKind, 0, 0);
 }  // namespace
 
-int proxy_threads(bool host_executor) {
-  return int(env_int(host_executor ? "DFCCL_HOST_NET_THREADS" : "DFCCL_NET_THREADS"));
-}
-
-Result<std::shared_ptr<Proxy>> Proxy::create(bool host_executor, const Options& options) {
+Result<std::shared_ptr<Proxy>> Proxy::create(const EngineSettings::Net& settings, const Options& options) {
   auto t = make_transport(options);
   if (!t.ok()) return {nullptr, t.status};
-  return {std::shared_ptr<Proxy>(new Proxy(std::move(t.value), host_executor)), {}};
+  return {std::shared_ptr<Proxy>(new Proxy(std::move(t.value), settings)), {}};
 }
 
-Proxy::Proxy(std::unique_ptr<Transport> transport, bool host_executor)
+Proxy::Proxy(std::unique_ptr<Transport> transport, const EngineSettings::Net& settings)
     : t_(std::move(transport)), address_(t_->address()) {
-  spin_ = std::chrono::nanoseconds(env_int(host_executor ? "DFCCL_HOST_NET_SPIN_NS" : "DFCCL_NET_SPIN_NS"));
+  spin_ = std::chrono::nanoseconds(settings.spin_ns);
   std::random_device rd;
   engine_id_ = (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-  beat_period_ = std::chrono::milliseconds(env_int("DFCCL_NET_HEARTBEAT_MS"));
-  silence_ = std::chrono::milliseconds(env_int("DFCCL_NET_TIMEOUT_MS"));
+  beat_period_ = std::chrono::milliseconds(settings.heartbeat_ms);
+  silence_ = std::chrono::milliseconds(settings.timeout_ms);
   thread_ = std::thread([this] {
     name_this_thread("proxy");
     loop();

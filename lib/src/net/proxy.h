@@ -46,6 +46,7 @@
 #include "core/region.h"
 #include "net/board_link.h"
 #include "net/transport.h"
+#include "settings/settings.h"
 
 namespace dfccl::net {
 
@@ -64,15 +65,13 @@ struct HopSpec {
   uint64_t peer_engine = 0;  // the peer proxy's engine_id()
 };
 
-// How many proxies an engine runs: DFCCL_NET_THREADS (CUDA executor) or DFCCL_HOST_NET_THREADS.
-int proxy_threads(bool host_executor);
-
 class Proxy {
  public:
   // Creates the transport and starts the thread; kUnsupported without UCX. The thread polls without pause while
-  // anything moved within the last DFCCL_NET_SPIN_NS (host_executor: DFCCL_HOST_NET_SPIN_NS), then sleeps between
-  // turns.
-  static Result<std::shared_ptr<Proxy>> create(bool host_executor, const Options& options = {});
+  // anything moved within the last settings.spin_ns (DFCCL_NET_SPIN_NS, or DFCCL_HOST_NET_SPIN_NS for the host
+  // executor's engine), then sleeps between turns; it beats every heartbeat_ms and gives a peer up after timeout_ms
+  // of silence (0: never). The caller (the engine) runs settings.threads of them.
+  static Result<std::shared_ptr<Proxy>> create(const EngineSettings::Net& settings, const Options& options = {});
   ~Proxy();  // stops the thread; the transport's destruction ends every request (bounded)
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
@@ -148,7 +147,7 @@ class Proxy {
   // and sets *error when a receive could not be posted.
   template <class Take>
   bool take_inbox(Inbox& in, Tag tag, Tag mask, bool repost, Take take, Status* error = nullptr);
-  Proxy(std::unique_ptr<Transport> transport, bool host_executor);
+  Proxy(std::unique_ptr<Transport> transport, const EngineSettings::Net& settings);
   void loop();
   void run_commands();
   bool step(Hop& h);

@@ -75,7 +75,7 @@ const std::vector<EnvVar>& env_table() {
               "1: each communicator makes its graph lane at init (one lane more: 48 MiB with the CUDA defaults), so "
               "that its collectives can be captured into CUDA graphs; 0: capturing them is refused"),
       integer("DFCCL_MIN_CHAN_BYTES", "32768", 1, 1 << 30,
-              "CUDA executor: bytes per data channel below which fewer channels carry data"),
+              "bytes per data channel below which fewer channels carry data"),
       integer("DFCCL_SPIN_MIN_NS", "2000", 0, kNsMax, "CUDA executor: lowest spin budget of a primitive"),
       integer("DFCCL_SPIN_INIT_NS", "20000", 0, kNsMax, "CUDA executor: spin budget of a new collective"),
       integer("DFCCL_SPIN_MAX_NS", "2000000", 0, kNsMax, "CUDA executor: highest spin budget"),

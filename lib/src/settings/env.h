@@ -1,6 +1,6 @@
 // Every DFCCL_* environment variable in one table: name, default, accepted range or choices, effect. Parsing,
-// validation, `dfccl-info` and docs/environment.md (`dfccl-info --markdown`) all come from it. Values are read when
-// an engine or communicator is created.
+// validation, `dfccl-info` and docs/environment.md (`dfccl-info --markdown`) all come from it. The library reads them
+// through the typed settings of settings.h only.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,8 @@ struct EnvVar {
   const char* default_value;
   int64_t lo, hi;       // an integer variable: the accepted range (decimal digits only)
   const char* choices;  // a word variable: the accepted words, '|'-separated ("": any text); null: an integer
+  // The effect. One that begins with "CUDA executor" names a variable that the host executor never reads (a host
+  // engine warns when one is set: env_warn_ignored_by_host).
   const char* description;
 };
 

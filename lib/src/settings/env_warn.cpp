@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <iterator>
 #include <mutex>
+#include <set>
 #include <string>
+#include <string_view>
 
 #include "settings/env.h"
 #include "util/log.h"
@@ -22,22 +24,43 @@ constexpr const char* kToolVariables[] = {
 
 }  // namespace
 
+std::vector<std::string> env_unknown_names() {
+  std::vector<std::string> names;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry = *e;
+    if (entry.rfind("DFCCL_", 0) != 0) continue;
+    const std::string name = entry.substr(0, entry.find('='));
+    const bool known =
+        std::any_of(env_table().begin(), env_table().end(), [&](const EnvVar& v) { return name == v.name; }) ||
+        std::any_of(std::begin(kToolVariables), std::end(kToolVariables), [&](const char* t) { return name == t; });
+    if (!known) names.push_back(name);
+  }
+  return names;
+}
+
 void env_warn_unknown() {
   static std::once_flag once;
   std::call_once(once, [] {
-    for (char** e = environ; e && *e; ++e) {
-      const std::string entry = *e;
-      if (entry.rfind("DFCCL_", 0) != 0) continue;
-      const std::string name = entry.substr(0, entry.find('='));
-      const bool known =
-          std::any_of(env_table().begin(), env_table().end(), [&](const EnvVar& v) { return name == v.name; }) ||
-          std::any_of(std::begin(kToolVariables), std::end(kToolVariables), [&](const char* t) { return name == t; });
-      if (!known)
-        log(LogLevel::Warn, LogSubsys::Env,
-            "environment variable {} is not a DFCCL setting (did you mean {}?); it is ignored", name,
-            env_closest(name));
-    }
+    for (const std::string& name : env_unknown_names())
+      log(LogLevel::Warn, LogSubsys::Env,
+          "environment variable {} is not a DFCCL setting (did you mean {}?); it is ignored", name, env_closest(name));
   });
+}
+
+void env_warn_ignored_by_host() {
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lk(mu);
+  for (const EnvVar& v : env_table()) {
+    if (std::string_view(v.description).rfind("CUDA executor", 0) != 0 || !env_is_set(v.name)) continue;
+    if (!warned.insert(v.name).second) continue;
+    const std::string twin = "DFCCL_HOST_" + std::string(v.name).substr(6);
+    const bool has_twin =
+        std::any_of(env_table().begin(), env_table().end(), [&](const EnvVar& t) { return twin == t.name; });
+    log(LogLevel::Warn, LogSubsys::Env,
+        "environment variable {} is set but only the CUDA executor reads it: the host executor ignores it{}", v.name,
+        has_twin ? " (its setting is " + twin + ")" : std::string());
+  }
 }
 
 }  // namespace dfccl

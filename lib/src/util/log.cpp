@@ -7,7 +7,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "settings/env.h"
+#include "settings/settings.h"
 
 namespace dfccl {
 namespace {
@@ -28,12 +28,11 @@ struct Logger {
     gethostname(name, sizeof(name) - 1);
     host = name;
     try {
-      const std::string l = env_str("DFCCL_DEBUG");
+      const LogSettings s = LogSettings::read();
       for (int i = 0; i < 4; ++i)
-        if (l == kLevelNames[i]) level = LogLevel(i);
-      subsys = parse_subsys(env_str("DFCCL_DEBUG_SUBSYS"));
-      const std::string file = env_str("DFCCL_DEBUG_FILE");
-      if (!file.empty()) open_file(file);
+        if (s.level == kLevelNames[i]) level = LogLevel(i);
+      subsys = parse_subsys(s.subsys);
+      if (!s.file.empty()) open_file(s.file);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s:%d DFCCL WARN [ENV] %s; logging with the defaults\n", host.c_str(), int(getpid()),
                    e.what());
