@@ -131,7 +131,11 @@ dfcclResult_t dfcclCommInitAllConfig(dfcclComm_t* comms, int ndev, const int* de
 /* color DFCCL_SPLIT_NOCOLOR gives *newcomm = NULL. config NULL inherits the parent's.                                */
 #define DFCCL_SPLIT_NOCOLOR (-1)
 dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* newcomm, const dfcclConfig_t* config);
-/* Waits (bounded) for the communicator's outstanding collectives, then frees it. Requests stay valid. */
+/* Waits (bounded) for the communicator's outstanding collectives, then frees it. Requests stay valid. A handle is  */
+/* a number, never an address: once destroyed or aborted it is refused (dfcclInvalidUsage naming comm; a second     */
+/* dfcclCommAbort does nothing), also after a newer communicator took its place, and nothing of the communicator   */
+/* stays allocated (one still in use by another thread's call goes when that call returns). dfcclCommGetAsyncError */
+/* still reports how it ended (dfcclAborted after an abort) at least until a communicator created after it ends.    */
 dfcclResult_t dfcclCommDestroy(dfcclComm_t comm);
 /* Fails every outstanding collective of comm with dfcclAborted, releases streams waiting on them, frees comm.      */
 /* Reaches the daemon through pinned memory and makes no CUDA call, so it returns within DFCCL_ABORT_TIMEOUT_MS      */
@@ -139,6 +143,8 @@ dfcclResult_t dfcclCommDestroy(dfcclComm_t comm);
 /* (cudaFree, cudaMallocHost, a lazy module load) that waits for the daemon; that synchronization then returns once  */
 /* the daemon has dropped what kept it. The communicator's device memory is freed with its engine (when the last     */
 /* communicator of the process on that device goes). dfcclCommDestroy after an abort returns dfcclInvalidUsage.     */
+/* An abort whose collectives were still pending at its timeout (a WARN says so) leaves the communicator's memory    */
+/* in place, for the daemon that still holds them, until the process exits.                                          */
 dfcclResult_t dfcclCommAbort(dfcclComm_t comm);
 dfcclResult_t dfcclCommGetAsyncError(dfcclComm_t comm, dfcclResult_t* asyncError);
 dfcclResult_t dfcclCommCount(dfcclComm_t comm, int* count);

@@ -15,16 +15,19 @@ namespace dfccl::api {
   throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'comm' was destroyed or aborted", fn));
 }
 
-dfcclComm* check_comm(dfcclComm_t comm, const char* fn) {
+CommRef check_comm(dfcclComm_t comm, const char* fn) {
   if (!comm) bad(fn, "argument 'comm' is NULL");
-  if (comm->magic != dfcclComm::kMagic) bad(fn, "argument 'comm' is not a communicator");
-  if (!comm->alive) {
-    const int code = comm->fail_code.load(std::memory_order_acquire);
-    if (code != dfcclSuccess && !comm->user_aborted)
-      throw Error(dfcclResult_t(code), fmt::format("{}: {}", fn, comm->failure));
+  CommLookup l = comm_lookup(comm);
+  if (l.ended) comm_gone(fn);
+  if (!l.comm) bad(fn, "argument 'comm' is not a communicator");
+  const dfcclComm* c = l.comm.get();
+  if (!c->alive) {
+    const int code = c->fail_code.load(std::memory_order_acquire);
+    if (code != dfcclSuccess && !c->user_aborted)
+      throw Error(dfcclResult_t(code), fmt::format("{}: {}", fn, c->failure));
     comm_gone(fn);
   }
-  return comm;
+  return std::move(l.comm);
 }
 
 dfcclResult_t finished_status(RequestState& s) {

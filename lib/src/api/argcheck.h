@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "api/comm_handles.h"
 #include "comm/comm_state.h"
 #include "engine/engine.h"
 
@@ -22,10 +23,10 @@ inline constexpr uint64_t kMaxCount = uint64_t(1) << 48;
 
 [[noreturn]] void comm_gone(const char* fn);
 
-// A failure that ended the communicator is reported as such (a peer's: dfcclRemoteError naming the rank; collectives
-// that disagree: dfcclInvalidUsage naming the field), unless the application aborted the communicator itself; any
-// other end of it as dfcclInvalidUsage.
-dfcclComm* check_comm(dfcclComm_t comm, const char* fn);
+// The live communicator a handle names, held for the caller's call. A failure that ended the communicator is
+// reported as such (a peer's: dfcclRemoteError naming the rank; collectives that disagree: dfcclInvalidUsage naming
+// the field); a handle that was destroyed or aborted as dfcclInvalidUsage; anything else as dfcclInvalidArgument.
+CommRef check_comm(dfcclComm_t comm, const char* fn);
 
 // A finished request's status; an error that a peer's failure caused becomes this thread's last error.
 dfcclResult_t finished_status(RequestState& s);
