@@ -120,6 +120,11 @@ dfcclResult_t dfcclGetFeatures(int* features);
 /* build with the network transport (dfcclNotSupported otherwise; dfcclGetFeatures tells). The service is a thread:  */
 /* a process that forks ranks should let a child make the id (a child forked beside running threads can inherit a    */
 /* lock that one of them held).                                                                                       */
+/* nranks (ndev) is 1..DFCCL_MAX_RANKS; a larger one is refused (dfcclInvalidArgument naming it) before anything is   */
+/* made. A rank's init maps a shared-memory segment in /dev/shm named by the id; the ranks remove its name once all   */
+/* have it mapped, a failed init removes it too, and one left by processes that were killed during their init is      */
+/* removed by the next init on the host (that finds every process that claimed a rank in it gone).                    */
+#define DFCCL_MAX_RANKS 65536
 dfcclResult_t dfcclGetUniqueId(dfcclUniqueId* uniqueId);
 dfcclResult_t dfcclCommInitRank(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank);
 dfcclResult_t dfcclCommInitRankConfig(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank,

@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "group.h"
+#include "shm_names.h"
 
 namespace dfccl::test {
 namespace {
@@ -140,6 +142,23 @@ TEST(ApiErrors, EveryBadArgumentIsNamedAndNothingQueuedIsLost) {
   ASSERT_EQ(dfcclRequestFree(queued), dfcclSuccess);
   ASSERT_EQ(dfcclRequestFree(peer), dfcclSuccess);
   EXPECT_STREQ(dfcclGetErrorString(dfcclInvalidArgument), "invalid argument");
+}
+
+// A communicator larger than DFCCL_MAX_RANKS is refused before anything is made: no bootstrap segment of the id is
+// left in /dev/shm.
+TEST(ApiErrors, TooManyRanksAreRefusedAndLeaveNoSegment) {
+  dfcclUniqueId id;
+  ASSERT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
+  dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = dfcclExecutorHost;
+  cfg.initTimeoutMs = 1000;
+  dfcclComm_t c = nullptr;
+  EXPECT_REJECTS(dfcclCommInitRankConfig(&c, INT_MAX, id, 0, &cfg), dfcclInvalidArgument, "'nranks'");
+  EXPECT_REJECTS(dfcclCommInitRankConfig(&c, DFCCL_MAX_RANKS + 1, id, 5, &cfg), dfcclInvalidArgument, "'nranks'");
+  EXPECT_EQ(c, nullptr);
+  EXPECT_TRUE(bootstrap_segments(id).empty()) << "left: /dev/shm/" << bootstrap_segments(id).front();
+  dfcclComm_t comms[1] = {};
+  EXPECT_REJECTS(dfcclCommInitAllConfig(comms, DFCCL_MAX_RANKS + 1, nullptr, &cfg), dfcclInvalidArgument, "'ndev'");
 }
 
 TEST(ApiErrors, CudaExecutorWithoutGpuSaysSo) {

@@ -1,16 +1,25 @@
 // A communicator's end leaves nothing behind: rounds of create/destroy and create/abort keep the process's resident
-// memory flat, and a handle kept after its communicator ended is refused (never aliased to the communicator that
-// took its place in the handle table).
+// memory flat, a handle kept after its communicator ended is refused (never aliased to the communicator that took
+// its place in the handle table), and the bootstrap segment of an init killed on the host is removed by the next.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dfccl.h"
+#include "forked_rank.h"
+#include "shm_names.h"
 
 namespace {
+
+using dfccl::test::bootstrap_segments;
 
 // The process's resident set (VmRSS of /proc/self/status), in KiB.
 long rss_kib() {
@@ -39,6 +48,37 @@ void cycle(int rounds, bool abort) {
     for (dfcclComm_t comm : c)
       ASSERT_EQ(abort ? dfcclCommAbort(comm) : dfcclCommDestroy(comm), dfcclSuccess) << dfcclGetLastError(nullptr);
   }
+}
+
+// Rank 0 of 2, in a forked child, is killed (SIGKILL) while its init waits for rank 1: its bootstrap segment stays
+// in /dev/shm, and the next init of this host removes it (every process that claimed a rank in it is gone). First in
+// the file: the fork comes before any test has started library threads in this process.
+TEST(CommLifetime, TheNextInitRemovesTheSegmentOfAKilledInit) {
+  dfccl::test::ForkedId forked;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const dfcclUniqueId id = forked.get(0, 2);
+    dfcclConfig_t cfg = host_config();
+    cfg.initTimeoutMs = 60000;
+    dfcclComm_t c = nullptr;
+    dfcclCommInitRankConfig(&c, 2, id, 0, &cfg);  // waits for rank 1, which never comes
+    _exit(3);
+  }
+  const dfcclUniqueId id = forked.get(1, 2);
+  for (int i = 0; i < 1000 && bootstrap_segments(id).empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::vector<std::string> made = bootstrap_segments(id);
+  kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_EQ(made.size(), 1u) << "rank 0's init made no bootstrap segment within 10 s";
+  ASSERT_EQ(bootstrap_segments(id), made) << "the killed init's segment is still there before the next init";
+  const dfcclConfig_t cfg = host_config();
+  dfcclComm_t next[1] = {};
+  ASSERT_EQ(dfcclCommInitAllConfig(next, 1, nullptr, &cfg), dfcclSuccess) << dfcclGetLastError(nullptr);
+  EXPECT_TRUE(bootstrap_segments(id).empty()) << "the next init left /dev/shm/" << made.front();
+  EXPECT_EQ(dfcclCommDestroy(next[0]), dfcclSuccess);
 }
 
 // 400 rounds of 2 communicators: a leak of 5 KiB per communicator grows the resident set by 4 MiB; the bound is 1 MiB

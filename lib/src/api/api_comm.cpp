@@ -81,7 +81,8 @@ dfcclResult_t dfcclCommInitRankConfig(dfcclComm_t* comm, int nranks, dfcclUnique
     const char* fn = "dfcclCommInitRank";
     if (!comm) bad(fn, "argument 'comm' is NULL");
     *comm = nullptr;
-    if (nranks < 1) bad(fn, fmt::format("argument 'nranks' = {} must be at least 1", nranks));
+    if (nranks < 1 || nranks > DFCCL_MAX_RANKS)
+      bad(fn, fmt::format("argument 'nranks' = {} is outside 1..{} (DFCCL_MAX_RANKS)", nranks, DFCCL_MAX_RANKS));
     if (rank < 0 || rank >= nranks) bad(fn, fmt::format("argument 'rank' = {} is outside 0..{}", rank, nranks - 1));
     parse_unique_id(commId);
     const dfcclConfig_t cfg = resolve_config(config, rank);
@@ -98,7 +99,8 @@ dfcclResult_t dfcclCommInitAllConfig(dfcclComm_t* comms, int ndev, const int* de
   return guard([&] {
     const char* fn = "dfcclCommInitAll";
     if (!comms) bad(fn, "argument 'comms' is NULL");
-    if (ndev < 1) bad(fn, fmt::format("argument 'ndev' = {} must be at least 1", ndev));
+    if (ndev < 1 || ndev > DFCCL_MAX_RANKS)
+      bad(fn, fmt::format("argument 'ndev' = {} is outside 1..{} (DFCCL_MAX_RANKS)", ndev, DFCCL_MAX_RANKS));
     for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
     const dfcclUniqueId id = make_unique_id();
     std::vector<dfcclConfig_t> cfgs;
