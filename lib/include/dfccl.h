@@ -206,7 +206,9 @@ dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info);
 /* kind, datatype, count, op or root fail on every rank with dfcclInvalidUsage and a message naming the field, both */
 /* values and the ranks (a rank whose part needed nothing from the others, e.g. a broadcast's root, may finish with  */
 /* its data right and learn it from dfcclCommGetAsyncError and its next call).                                       */
-/* In place: AllGather sendbuff == recvbuff + rank*sendcount; ReduceScatter recvbuff == sendbuff + rank*recvcount.    */
+/* In place: AllGather sendbuff == recvbuff + rank*sendcount; ReduceScatter recvbuff == sendbuff + rank*recvcount;    */
+/* AllReduce, Broadcast (root) and Reduce (root) sendbuff == recvbuff. Buffers that overlap in any other way are      */
+/* refused (dfcclInvalidArgument naming sendbuff and recvbuff), as are dfcclStart's.                                  */
 #define DFCCL_NO_STREAM ((cudaStream_t)(intptr_t)-1)
 dfcclResult_t dfcclAllReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
                              dfcclRedOp_t op, dfcclComm_t comm, int priority, cudaStream_t stream,
@@ -235,7 +237,10 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
 /*   sendbuff + sdispls[p] go to rank p, which receives them as its recvcounts[r] at recvbuff + rdispls[r]. The     */
 /*   arrays are read during the call only. All-to-alls are collectives: every rank calls them in the same order on */
 /*   a communicator; their transfers never match a dfcclSend or dfcclRecv. Not in place (sendbuff and recvbuff must */
-/*   not overlap), as in NCCL. The request completes when every transfer of the call has.                           */
+/*   not overlap), as in NCCL. The request completes when every transfer of the call has. Receive blocks must not   */
+/*   overlap one another (no element is written twice); send blocks may. The library knows no buffer's size: it      */
+/*   refuses blocks that overlap, and a block whose displacement plus count passes 2^48 elements or the address     */
+/*   space (dfcclInvalidArgument naming both arrays), but a block past the end of its buffer is the caller's error.  */
 /* Each rank's memory for its connections is reserved at init (dfcclCommInfo_t.p2pBytes, DFCCL_P2P_ARENA_BYTES); a   */
 /* connection with a rank is carved from it by the first call with that rank, without waiting for it.             */
 /* DFCCL_P2P_CHANNELS=0 makes none, and these calls then return dfcclInvalidUsage.                                  */

@@ -109,9 +109,11 @@ dfcclResult_t all_to_all(const AllToAllArgs& a, dfcclDataType_t t, dfcclComm* c,
                          dfcclRequest_t* request, const char* fn) {
   check_dtype(t, fn);
   const int n = c->nranks;
-  const auto [slo, shi] = check_blocks(a.sendcounts, a.sdispls, n, "sendcounts", "sdispls", fn);
-  const auto [rlo, rhi] = check_blocks(a.recvcounts, a.rdispls, n, "recvcounts", "rdispls", fn);
   const uint64_t es = core::dtype_size(core::DType(t));
+  const auto [slo, shi] =
+      check_blocks({a.send, a.sendcounts, a.sdispls, "sendbuff", "sendcounts", "sdispls"}, n, es, false, fn);
+  const auto [rlo, rhi] =
+      check_blocks({a.recv, a.recvcounts, a.rdispls, "recvbuff", "recvcounts", "rdispls"}, n, es, true, fn);
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
   if (shi > 0) check_buffer(send + slo * es, shi - slo, t, "sendbuff", c, fn);

@@ -71,10 +71,17 @@ void check_not_capturing(cudaStream_t stream, dfcclExecutor_t executor, const ch
 
 void check_peer(int peer, const dfcclComm* c, const char* fn);
 
-// The elements [lo, hi) that the blocks `counts` at `displs` cover; checks each block's count and end (names the
-// arrays' arguments).
-std::pair<uint64_t, uint64_t> check_blocks(const size_t* counts, const size_t* displs, int n, const char* counts_name,
-                                           const char* displs_name, const char* fn);
+// One side of an all-to-allv: blocks counts[p] elements long at displs[p] elements from buf, and the arguments' names.
+struct Blocks {
+  const void* buf;
+  const size_t *counts, *displs;
+  const char *buf_name, *counts_name, *displs_name;
+};
+
+// The elements [lo, hi) that the n blocks cover. Checks each block's count and displacement, and that its end stays
+// inside the address space from buf (the API has no buffer size: a block past the end of its buffer cannot be
+// told); with `disjoint` (receive blocks), that no two non-empty blocks overlap. Messages name the arguments.
+std::pair<uint64_t, uint64_t> check_blocks(const Blocks& b, int n, uint64_t es, bool disjoint, const char* fn);
 
 dfcclPersistent* check_persistent(dfcclPersistent_t p, const char* fn);
 
