@@ -24,8 +24,8 @@ test: build
 
 # The host executor's engine, abort and stress tests, and the harness's stress under mpirun (its watchdog aborts
 # from another thread), again under AddressSanitizer, in their own build folder: the tests labelled asan (ASAN_TESTS
-# builds their programs). Leaks are not checked: an aborted communicator's handle and memory stay allocated by design
-# (docs/design.md, "Abort").
+# builds their programs). Leaks are not checked: a communicator whose abort gave up waiting for its collectives stays
+# allocated by design (docs/design.md, "Abort"); comm_lifetime_test bounds what every other end leaves.
 ASAN_BUILD ?= build-asan
 ASAN_TESTS = core_abort_test core_cq_test core_prefetch_test core_programs_test api_errors_test host_engine_test \
 	host_stress_test dfccl-harness mismatch_hosts_test mp_collectives net_fault_peer

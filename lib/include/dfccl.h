@@ -120,6 +120,11 @@ dfcclResult_t dfcclGetFeatures(int* features);
 /* build with the network transport (dfcclNotSupported otherwise; dfcclGetFeatures tells). The service is a thread:  */
 /* a process that forks ranks should let a child make the id (a child forked beside running threads can inherit a    */
 /* lock that one of them held).                                                                                       */
+/* nranks (ndev) is 1..DFCCL_MAX_RANKS; a larger one is refused (dfcclInvalidArgument naming it) before anything is   */
+/* made. A rank's init maps a shared-memory segment in /dev/shm named by the id; the ranks remove its name once all   */
+/* have it mapped, a failed init removes it too, and one left by processes that were killed during their init is      */
+/* removed by the next init on the host (that finds every process that claimed a rank in it gone).                    */
+#define DFCCL_MAX_RANKS 65536
 dfcclResult_t dfcclGetUniqueId(dfcclUniqueId* uniqueId);
 dfcclResult_t dfcclCommInitRank(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank);
 dfcclResult_t dfcclCommInitRankConfig(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank,
@@ -131,8 +136,11 @@ dfcclResult_t dfcclCommInitAllConfig(dfcclComm_t* comms, int ndev, const int* de
 /* color DFCCL_SPLIT_NOCOLOR gives *newcomm = NULL. config NULL inherits the parent's.                                */
 #define DFCCL_SPLIT_NOCOLOR (-1)
 dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* newcomm, const dfcclConfig_t* config);
-/* Waits (bounded) for the communicator's outstanding collectives, then frees it. Requests stay valid. A second     */
-/* destroy of the same handle returns dfcclInvalidUsage, also for a communicator that a failure ended.              */
+/* Waits (bounded) for the communicator's outstanding collectives, then frees it. Requests stay valid. A handle is  */
+/* a number, never an address: once destroyed or aborted it is refused (dfcclInvalidUsage naming comm; a second     */
+/* dfcclCommAbort does nothing), also after a newer communicator took its place, and nothing of the communicator   */
+/* stays allocated (one still in use by another thread's call goes when that call returns). dfcclCommGetAsyncError */
+/* still reports how it ended (dfcclAborted after an abort) at least until a communicator created after it ends.    */
 dfcclResult_t dfcclCommDestroy(dfcclComm_t comm);
 /* Fails every outstanding collective of comm with dfcclAborted, releases streams waiting on them, frees comm.      */
 /* Reaches the daemon through pinned memory and makes no CUDA call, so it returns within DFCCL_ABORT_TIMEOUT_MS      */
@@ -140,6 +148,8 @@ dfcclResult_t dfcclCommDestroy(dfcclComm_t comm);
 /* (cudaFree, cudaMallocHost, a lazy module load) that waits for the daemon; that synchronization then returns once  */
 /* the daemon has dropped what kept it. The communicator's device memory is freed with its engine (when the last     */
 /* communicator of the process on that device goes). dfcclCommDestroy after an abort returns dfcclInvalidUsage.     */
+/* An abort whose collectives were still pending at its timeout (a WARN says so) leaves the communicator's memory    */
+/* in place, for the daemon that still holds them, until the process exits.                                          */
 dfcclResult_t dfcclCommAbort(dfcclComm_t comm);
 dfcclResult_t dfcclCommGetAsyncError(dfcclComm_t comm, dfcclResult_t* asyncError);
 dfcclResult_t dfcclCommCount(dfcclComm_t comm, int* count);
@@ -196,7 +206,9 @@ dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info);
 /* kind, datatype, count, op or root fail on every rank with dfcclInvalidUsage and a message naming the field, both */
 /* values and the ranks (a rank whose part needed nothing from the others, e.g. a broadcast's root, may finish with  */
 /* its data right and learn it from dfcclCommGetAsyncError and its next call).                                       */
-/* In place: AllGather sendbuff == recvbuff + rank*sendcount; ReduceScatter recvbuff == sendbuff + rank*recvcount.    */
+/* In place: AllGather sendbuff == recvbuff + rank*sendcount; ReduceScatter recvbuff == sendbuff + rank*recvcount;    */
+/* AllReduce, Broadcast (root) and Reduce (root) sendbuff == recvbuff. Buffers that overlap in any other way are      */
+/* refused (dfcclInvalidArgument naming sendbuff and recvbuff), as are dfcclStart's.                                  */
 #define DFCCL_NO_STREAM ((cudaStream_t)(intptr_t)-1)
 dfcclResult_t dfcclAllReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
                              dfcclRedOp_t op, dfcclComm_t comm, int priority, cudaStream_t stream,
@@ -251,7 +263,10 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
 /*   sendbuff + sdispls[p] go to rank p, which receives them as its recvcounts[r] at recvbuff + rdispls[r]. The     */
 /*   arrays are read during the call only. All-to-alls are collectives: every rank calls them in the same order on */
 /*   a communicator; their transfers never match a dfcclSend or dfcclRecv. Not in place (sendbuff and recvbuff must */
-/*   not overlap), as in NCCL. The request completes when every transfer of the call has.                           */
+/*   not overlap), as in NCCL. The request completes when every transfer of the call has. Receive blocks must not   */
+/*   overlap one another (no element is written twice); send blocks may. The library knows no buffer's size: it      */
+/*   refuses blocks that overlap, and a block whose displacement plus count passes 2^48 elements or the address     */
+/*   space (dfcclInvalidArgument naming both arrays), but a block past the end of its buffer is the caller's error.  */
 /* Each rank's memory for its connections is reserved at init (dfcclCommInfo_t.p2pBytes, DFCCL_P2P_ARENA_BYTES); a   */
 /* connection with a rank is carved from it by the first call with that rank, without waiting for it.             */
 /* DFCCL_P2P_CHANNELS=0 makes none, and these calls then return dfcclInvalidUsage.                                  */

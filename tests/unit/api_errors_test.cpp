@@ -5,12 +5,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "group.h"
+#include "shm_names.h"
 
 namespace dfccl::test {
 namespace {
@@ -151,6 +153,77 @@ TEST(ApiErrors, EveryBadArgumentIsNamedAndNothingQueuedIsLost) {
   EXPECT_EQ(first_calls.load(), 1);
   EXPECT_EQ(second_calls.load(), 0);
   EXPECT_STREQ(dfcclGetErrorString(dfcclInvalidArgument), "invalid argument");
+}
+
+// Send and receive buffers that overlap other than by the kind's in-place rule are refused, naming both, before
+// anything is queued (an all-reduce whose output started one element past its input used to return success with
+// about half its elements wrong); exact in place is accepted and exact.
+TEST(ApiErrors, PartlyOverlappingBuffersAreRefusedNamingBoth) {
+  Group g(2, dfcclExecutorHost);
+  const size_t n = 4096;
+  std::vector<float> a(3 * n, 1.0f);
+  float* x = a.data();
+  const auto refused = [](dfcclResult_t r, const char* call) {
+    EXPECT_EQ(r, dfcclInvalidArgument) << call;
+    const std::string m = dfcclGetLastError(nullptr);
+    EXPECT_NE(m.find("'sendbuff'"), std::string::npos) << call << " said: " << m;
+    EXPECT_NE(m.find("'recvbuff'"), std::string::npos) << call << " said: " << m;
+    EXPECT_NE(m.find("overlap"), std::string::npos) << call << " said: " << m;
+  };
+#define REFUSED(call) refused((call), #call)
+  REFUSED(dfcclAllReduce(x, x + 1, n, dfcclFloat32, dfcclSum, g[0], 0, nullptr, nullptr));
+  REFUSED(dfcclAllReduce(x + n - 1, x, n, dfcclFloat32, dfcclSum, g[0], 0, nullptr, nullptr));
+  REFUSED(dfcclBroadcast(x + 3, x, n, dfcclFloat32, 0, g[0], 0, nullptr, nullptr));
+  REFUSED(dfcclReduce(x, x + 5, n, dfcclFloat32, dfcclSum, 1, g[1], 0, nullptr, nullptr));
+  // Rank 1's block of an all-gather's output is recvbuff + 1 * sendcount; rank 0's place is not rank 1's.
+  REFUSED(dfcclAllGather(x, x, n, dfcclFloat32, g[1], 0, nullptr, nullptr));
+  REFUSED(dfcclAllGather(x + n + 1, x, n, dfcclFloat32, g[1], 0, nullptr, nullptr));
+  REFUSED(dfcclReduceScatter(x, x + 1, n, dfcclFloat32, dfcclSum, g[1], 0, nullptr, nullptr));
+  REFUSED(dfcclReduceScatter(x, x, n, dfcclFloat32, dfcclSum, g[1], 0, nullptr, nullptr));
+  dfcclPersistent_t p = nullptr;
+  ASSERT_EQ(dfcclPrepareAllReduce(n, dfcclFloat32, dfcclSum, g[0], 0, &p), dfcclSuccess) << dfcclGetLastError(nullptr);
+  REFUSED(dfcclStart(p, x, x + 2, 0, nullptr, nullptr));
+  ASSERT_EQ(dfcclPersistentFree(p), dfcclSuccess);
+#undef REFUSED
+  // In place, as each kind's rule says: accepted, and exact on both ranks (the refused calls took no key).
+  std::vector<float> r0(2 * n, 0.0f), r1(2 * n, 0.0f);
+  for (size_t i = 0; i < n; ++i) r0[i] = float(i % 7), r1[n + i] = float(i % 5);
+  dfcclRequest_t q[4] = {};
+  ASSERT_EQ(dfcclAllGather(r0.data(), r0.data(), n, dfcclFloat32, g[0], 0, nullptr, &q[0]), dfcclSuccess)
+      << dfcclGetLastError(nullptr);
+  ASSERT_EQ(dfcclAllGather(r1.data() + n, r1.data(), n, dfcclFloat32, g[1], 0, nullptr, &q[1]), dfcclSuccess)
+      << dfcclGetLastError(nullptr);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(dfcclSynchronize(q[i], 30000), dfcclSuccess);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(r0[i], float(i % 7)) << i;
+    ASSERT_EQ(r0[n + i], float(i % 5)) << i;
+  }
+  EXPECT_EQ(r0, r1);
+  ASSERT_EQ(dfcclAllReduce(r0.data(), r0.data(), 2 * n, dfcclFloat32, dfcclSum, g[0], 0, nullptr, &q[2]), dfcclSuccess)
+      << dfcclGetLastError(nullptr);
+  ASSERT_EQ(dfcclAllReduce(r1.data(), r1.data(), 2 * n, dfcclFloat32, dfcclSum, g[1], 0, nullptr, &q[3]), dfcclSuccess)
+      << dfcclGetLastError(nullptr);
+  for (int i = 2; i < 4; ++i) ASSERT_EQ(dfcclSynchronize(q[i], 30000), dfcclSuccess);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(r0[n + i], 2.0f * float(i % 5)) << i;
+  EXPECT_EQ(r0, r1);
+  for (dfcclRequest_t r : q) EXPECT_EQ(dfcclRequestFree(r), dfcclSuccess);
+}
+
+// A communicator larger than DFCCL_MAX_RANKS is refused before anything is made: no bootstrap segment of the id is
+// left in /dev/shm.
+TEST(ApiErrors, TooManyRanksAreRefusedAndLeaveNoSegment) {
+  dfcclUniqueId id;
+  ASSERT_EQ(dfcclGetUniqueId(&id), dfcclSuccess);
+  dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = dfcclExecutorHost;
+  cfg.initTimeoutMs = 1000;
+  dfcclComm_t c = nullptr;
+  EXPECT_REJECTS(dfcclCommInitRankConfig(&c, INT_MAX, id, 0, &cfg), dfcclInvalidArgument, "'nranks'");
+  EXPECT_REJECTS(dfcclCommInitRankConfig(&c, DFCCL_MAX_RANKS + 1, id, 5, &cfg), dfcclInvalidArgument, "'nranks'");
+  EXPECT_EQ(c, nullptr);
+  EXPECT_TRUE(bootstrap_segments(id).empty()) << "left: /dev/shm/" << bootstrap_segments(id).front();
+  dfcclComm_t comms[1] = {};
+  EXPECT_REJECTS(dfcclCommInitAllConfig(comms, DFCCL_MAX_RANKS + 1, nullptr, &cfg), dfcclInvalidArgument, "'ndev'");
 }
 
 TEST(ApiErrors, CudaExecutorWithoutGpuSaysSo) {

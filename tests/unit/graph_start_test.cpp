@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/comm_handles.h"
 #include "comm/comm_state.h"
 #include "comm/comm_submit.h"
 #include "engine/engine.h"
@@ -31,6 +32,7 @@ const int graphs_on = setenv("DFCCL_GRAPHS", "1", 1);
 
 // One captured all-reduce (int32 sum) of one rank: its start node's parameters and its buffers.
 struct Node {
+  std::shared_ptr<dfcclComm> ref;  // the communicator behind the handle, held for the test
   dfcclComm* comm = nullptr;
   std::shared_ptr<dfccl::Engine> engine;
   core::Desc desc{};
@@ -47,8 +49,10 @@ struct Capture {
 };
 
 // Records an all-reduce of n elements on comm into cap, as comm_capture does (nothing is posted).
-std::unique_ptr<Node> record(dfcclComm_t comm, Capture& cap, size_t n) {
+std::unique_ptr<Node> record(dfcclComm_t handle, Capture& cap, size_t n) {
   auto k = std::make_unique<Node>();
+  k->ref = dfccl::api::comm_lookup(handle).comm;
+  dfcclComm* comm = k->ref.get();
   k->comm = comm;
   k->engine = dfccl::engine_ref(comm);
   k->in.assign(n, 0);

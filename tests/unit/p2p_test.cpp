@@ -278,6 +278,16 @@ TEST(P2pErrors, BadArgumentsNamed) {
           "argument 'rdispls' is NULL");
   refused(dfcclAllToAllv(a.data(), counts, displs, b.data(), bad_counts, displs, dfcclInt32, g[0], 0, nullptr, nullptr),
           "argument 'recvcounts[1]'");
+  // Receive blocks that overlap (the later write would win), and a block whose displacement and count are each
+  // valid but whose end is not.
+  const size_t overlapping[2] = {0, 3}, far[2] = {0, (size_t(1) << 48) - 2};
+  refused(
+      dfcclAllToAllv(a.data(), counts, displs, b.data(), counts, overlapping, dfcclInt32, g[0], 0, nullptr, nullptr),
+      "the blocks of ranks 0 and 1 in 'recvbuff' overlap: 'rdispls[0]' = 0 with 'recvcounts[0]' = 4");
+  refused(dfcclAllToAllv(a.data(), counts, far, b.data(), counts, displs, dfcclInt32, g[0], 0, nullptr, nullptr),
+          "arguments 'sdispls[1]' = 281474976710654 and 'sendcounts[1]' = 4 end");
+  refused(dfcclAllToAllv(a.data(), counts, displs, b.data(), counts, far, dfcclInt32, g[0], 0, nullptr, nullptr),
+          "arguments 'rdispls[1]' = 281474976710654 and 'recvcounts[1]' = 4 end");
   // Still usable: the refused calls took no key.
   std::vector<dfcclRequest_t> reqs(4);
   for (int r = 0; r < 2; ++r) {
@@ -285,6 +295,18 @@ TEST(P2pErrors, BadArgumentsNamed) {
     DFCCL_ASSERT_OK(dfcclRecv(b.data() + 8 * r, 4, dfcclInt32, 1 - r, g[r], 0, nullptr, &reqs[size_t(r) * 2 + 1]));
   }
   EXPECT_EQ(finish(reqs, 10000), "");
+  // Send blocks may overlap (read twice): each rank sends its first 4 elements to both ranks.
+  std::vector<std::vector<int32_t>> in(2, std::vector<int32_t>(8)), out(2, std::vector<int32_t>(8, -1));
+  const size_t same[2] = {0, 0};
+  std::vector<dfcclRequest_t> all(2);
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 0; i < 8; ++i) in[size_t(r)][size_t(i)] = 10 * r + i;
+    DFCCL_ASSERT_OK(dfcclAllToAllv(in[size_t(r)].data(), counts, same, out[size_t(r)].data(), counts, displs,
+                                   dfcclInt32, g[r], 0, nullptr, &all[size_t(r)]));
+  }
+  EXPECT_EQ(finish(all, 10000), "");
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(out[size_t(r)], (std::vector<int32_t>{0, 1, 2, 3, 10, 11, 12, 13})) << "rank " << r;
 }
 
 // Stderr into a file while it lives (the library's warnings and dumps go to stderr); text() reads what came so far,

@@ -102,7 +102,8 @@ dfcclResult_t transfer(core::Kind kind, const void* buf, size_t count, dfcclData
                        dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request) {
   const bool send = kind == core::Kind::Send;
   const char* fn = send ? "dfcclSend" : "dfcclRecv";
-  dfcclComm* c = check_comm(comm, fn);
+  const CommRef held = check_comm(comm, fn);
+  dfcclComm* c = held.get();
   check_count(count, "count", fn);
   check_dtype(datatype, fn);
   check_peer(peer, c, fn);
@@ -125,9 +126,11 @@ dfcclResult_t all_to_all(const AllToAllArgs& a, dfcclDataType_t t, dfcclComm* c,
                          dfcclRequest_t* request, const char* fn) {
   check_dtype(t, fn);
   const int n = c->nranks;
-  const auto [slo, shi] = check_blocks(a.sendcounts, a.sdispls, n, "sendcounts", "sdispls", fn);
-  const auto [rlo, rhi] = check_blocks(a.recvcounts, a.rdispls, n, "recvcounts", "rdispls", fn);
   const uint64_t es = core::dtype_size(core::DType(t));
+  const auto [slo, shi] =
+      check_blocks({a.send, a.sendcounts, a.sdispls, "sendbuff", "sendcounts", "sdispls"}, n, es, false, fn);
+  const auto [rlo, rhi] =
+      check_blocks({a.recv, a.recvcounts, a.rdispls, "recvbuff", "recvcounts", "rdispls"}, n, es, true, fn);
   const char* send = static_cast<const char*>(a.send);
   char* recv = static_cast<char*>(a.recv);
   if (shi > 0) check_buffer(send + slo * es, shi - slo, t, "sendbuff", c, fn);
@@ -148,7 +151,8 @@ dfcclResult_t all_to_all(const AllToAllArgs& a, dfcclDataType_t t, dfcclComm* c,
 
 dfcclResult_t prepare(core::Kind kind, size_t count, dfcclDataType_t t, dfcclRedOp_t op, int root, dfcclComm_t comm,
                       int id, dfcclPersistent_t* coll, const char* fn) {
-  dfcclComm* c = check_comm(comm, fn);
+  const CommRef held = check_comm(comm, fn);
+  dfcclComm* c = held.get();
   if (!coll) bad(fn, "argument 'coll' is NULL");
   check_count(count, "count", fn);
   check_dtype(t, fn);
@@ -176,7 +180,7 @@ dfcclResult_t prepare(core::Kind kind, size_t count, dfcclDataType_t t, dfcclRed
   refuse_if_prepared();  // another thread may have prepared it meanwhile
   c->persistent_prepared[id] = true;
   auto* p = new dfcclPersistent;
-  p->comm = c;
+  p->comm = comm;
   p->desc = make_desc(kind, nullptr, nullptr, count, t, op, root, 0);
   p->id = id;
   *coll = p;
@@ -192,7 +196,8 @@ dfcclResult_t dfcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              dfcclRequest_t* request) {
   return guard([&] {
     const char* fn = "dfcclAllReduce";
-    dfcclComm* c = check_comm(comm, fn);
+    const CommRef held = check_comm(comm, fn);
+    dfcclComm* c = held.get();
     check_count(count, "count", fn);
     check_dtype(datatype, fn);
     check_op(op, fn);
@@ -206,7 +211,8 @@ dfcclResult_t dfcclAllGather(const void* sendbuff, void* recvbuff, size_t sendco
                              dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request) {
   return guard([&] {
     const char* fn = "dfcclAllGather";
-    dfcclComm* c = check_comm(comm, fn);
+    const CommRef held = check_comm(comm, fn);
+    dfcclComm* c = held.get();
     check_count(sendcount, "sendcount", fn);
     check_dtype(datatype, fn);
     const core::Desc d =
@@ -221,7 +227,8 @@ dfcclResult_t dfcclReduceScatter(const void* sendbuff, void* recvbuff, size_t re
                                  dfcclRequest_t* request) {
   return guard([&] {
     const char* fn = "dfcclReduceScatter";
-    dfcclComm* c = check_comm(comm, fn);
+    const CommRef held = check_comm(comm, fn);
+    dfcclComm* c = held.get();
     check_count(recvcount, "recvcount", fn);
     check_dtype(datatype, fn);
     check_op(op, fn);
@@ -235,7 +242,8 @@ dfcclResult_t dfcclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                              dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request) {
   return guard([&] {
     const char* fn = "dfcclBroadcast";
-    dfcclComm* c = check_comm(comm, fn);
+    const CommRef held = check_comm(comm, fn);
+    dfcclComm* c = held.get();
     check_count(count, "count", fn);
     check_dtype(datatype, fn);
     check_root(root, c, fn);
@@ -250,7 +258,8 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
                           int root, dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request) {
   return guard([&] {
     const char* fn = "dfcclReduce";
-    dfcclComm* c = check_comm(comm, fn);
+    const CommRef held = check_comm(comm, fn);
+    dfcclComm* c = held.get();
     check_count(count, "count", fn);
     check_dtype(datatype, fn);
     check_op(op, fn);
@@ -277,7 +286,8 @@ dfcclResult_t dfcclAllToAll(const void* sendbuff, void* recvbuff, size_t count, 
                             dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request) {
   return guard([&] {
     const char* fn = "dfcclAllToAll";
-    dfcclComm* c = check_comm(comm, fn);
+    const CommRef held = check_comm(comm, fn);
+    dfcclComm* c = held.get();
     check_count(count, "count", fn);
     const std::vector<size_t> counts(size_t(c->nranks), count);
     std::vector<size_t> displs(size_t(c->nranks));
@@ -292,7 +302,8 @@ dfcclResult_t dfcclAllToAllv(const void* sendbuff, const size_t* sendcounts, con
                              dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request) {
   return guard([&] {
     const char* fn = "dfcclAllToAllv";
-    dfcclComm* c = check_comm(comm, fn);
+    const CommRef held = check_comm(comm, fn);
+    dfcclComm* c = held.get();
     const AllToAllArgs a{sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls};
     return all_to_all(a, datatype, c, priority, stream, request, fn);
   });
@@ -332,7 +343,8 @@ dfcclResult_t dfcclStart(dfcclPersistent_t coll, const void* sendbuff, void* rec
   return guard([&] {
     const char* fn = "dfcclStart";
     dfcclPersistent* p = check_persistent(coll, fn);
-    dfcclComm* c = check_comm(p->comm, fn);
+    const CommRef held = check_comm(p->comm, fn);
+    dfcclComm* c = held.get();
     core::Desc d = p->desc;
     d.send = sendbuff;
     d.recv = recvbuff;
@@ -345,9 +357,9 @@ dfcclResult_t dfcclStart(dfcclPersistent_t coll, const void* sendbuff, void* rec
 dfcclResult_t dfcclPersistentFree(dfcclPersistent_t coll) {
   return guard([&] {
     dfcclPersistent* p = check_persistent(coll, "dfcclPersistentFree");
-    if (p->comm && p->comm->magic == dfcclComm::kMagic) {
-      std::lock_guard<std::mutex> lk(p->comm->mu);
-      p->comm->persistent_prepared[p->id] = false;
+    if (const CommRef c = comm_lookup(p->comm).comm) {
+      std::lock_guard<std::mutex> lk(c->mu);
+      c->persistent_prepared[p->id] = false;
     }
     p->magic = 0;
     delete p;

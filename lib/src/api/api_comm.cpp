@@ -18,6 +18,17 @@
 using namespace dfccl;
 using namespace dfccl::api;
 
+namespace {
+
+// Caller: dfcclCommDestroy and dfcclCommAbort, once the handle's communicator was checked: ends the handle when the
+// call returns, also by an exception (a destroy that gave up waiting aborted the communicator instead).
+struct EndHandle {
+  dfcclComm_t handle;
+  ~EndHandle() { comm_handle_end(handle); }
+};
+
+}  // namespace
+
 extern "C" {
 
 const char* dfcclGetErrorString(dfcclResult_t r) {
@@ -70,11 +81,12 @@ dfcclResult_t dfcclCommInitRankConfig(dfcclComm_t* comm, int nranks, dfcclUnique
     const char* fn = "dfcclCommInitRank";
     if (!comm) bad(fn, "argument 'comm' is NULL");
     *comm = nullptr;
-    if (nranks < 1) bad(fn, fmt::format("argument 'nranks' = {} must be at least 1", nranks));
+    if (nranks < 1 || nranks > DFCCL_MAX_RANKS)
+      bad(fn, fmt::format("argument 'nranks' = {} is outside 1..{} (DFCCL_MAX_RANKS)", nranks, DFCCL_MAX_RANKS));
     if (rank < 0 || rank >= nranks) bad(fn, fmt::format("argument 'rank' = {} is outside 0..{}", rank, nranks - 1));
     parse_unique_id(commId);
     const dfcclConfig_t cfg = resolve_config(config, rank);
-    *comm = comm_init(nranks, commId, rank, cfg);
+    *comm = comm_handle_new(comm_init(nranks, commId, rank, cfg));
     return dfcclSuccess;
   });
 }
@@ -87,7 +99,8 @@ dfcclResult_t dfcclCommInitAllConfig(dfcclComm_t* comms, int ndev, const int* de
   return guard([&] {
     const char* fn = "dfcclCommInitAll";
     if (!comms) bad(fn, "argument 'comms' is NULL");
-    if (ndev < 1) bad(fn, fmt::format("argument 'ndev' = {} must be at least 1", ndev));
+    if (ndev < 1 || ndev > DFCCL_MAX_RANKS)
+      bad(fn, fmt::format("argument 'ndev' = {} is outside 1..{} (DFCCL_MAX_RANKS)", ndev, DFCCL_MAX_RANKS));
     for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
     const dfcclUniqueId id = make_unique_id();
     std::vector<dfcclConfig_t> cfgs;
@@ -103,12 +116,13 @@ dfcclResult_t dfcclCommInitAllConfig(dfcclComm_t* comms, int ndev, const int* de
     }
     std::vector<dfcclResult_t> results(size_t(ndev), dfcclSuccess);
     std::vector<std::string> messages(static_cast<size_t>(ndev));
+    std::vector<dfcclComm*> made(static_cast<size_t>(ndev), nullptr);
     std::vector<std::thread> threads;
     for (int i = 0; i < ndev; ++i) {
       threads.emplace_back([&, i] {
         name_this_thread("init", unsigned(i));
         results[size_t(i)] = guard([&] {
-          comms[i] = comm_init(ndev, id, i, cfgs[size_t(i)]);
+          made[size_t(i)] = comm_init(ndev, id, i, cfgs[size_t(i)]);
           return dfcclSuccess;
         });
         if (results[size_t(i)] != dfcclSuccess) messages[size_t(i)] = last_error();
@@ -117,14 +131,15 @@ dfcclResult_t dfcclCommInitAllConfig(dfcclComm_t* comms, int ndev, const int* de
     for (auto& t : threads) t.join();
     for (int i = 0; i < ndev; ++i) {
       if (results[size_t(i)] != dfcclSuccess) {
-        for (int j = 0; j < ndev; ++j)
-          if (comms[j]) {
-            comm_abort(comms[j]);
-            comms[j] = nullptr;
+        for (dfcclComm* c : made)
+          if (c) {
+            comm_abort(c);
+            comm_free(c);
           }
         throw Error(results[size_t(i)], fmt::format("{}: rank {}: {}", fn, i, messages[size_t(i)]));
       }
     }
+    for (int i = 0; i < ndev; ++i) comms[i] = comm_handle_new(made[size_t(i)]);
     return dfcclSuccess;
   });
 }
@@ -136,10 +151,12 @@ dfcclResult_t dfcclCommInitAll(dfcclComm_t* comms, int ndev, const int* devlist)
 dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* newcomm, const dfcclConfig_t* config) {
   return guard([&] {
     const char* fn = "dfcclCommSplit";
-    dfcclComm* c = check_comm(comm, fn);
+    const CommRef held = check_comm(comm, fn);
+    dfcclComm* c = held.get();
     if (!newcomm) bad(fn, "argument 'newcomm' is NULL");
     if (color < DFCCL_SPLIT_NOCOLOR) bad(fn, fmt::format("argument 'color' = {} is negative", color));
-    *newcomm = comm_split(c, color, key, config);
+    dfcclComm* made = comm_split(c, color, key, config);
+    *newcomm = made ? comm_handle_new(made) : nullptr;
     return dfcclSuccess;
   });
 }
@@ -148,16 +165,12 @@ dfcclResult_t dfcclCommDestroy(dfcclComm_t comm) {
   return guard([&] {
     const char* fn = "dfcclCommDestroy";
     // After a failure (a peer's death, a mismatch) the communicator was already aborted and released: nothing is
-    // left to wait for, and the first destroy succeeds; a second is refused, as for any communicator.
-    if (comm && comm->magic == dfcclComm::kMagic && comm->fail_code.load() != dfcclSuccess && !comm->user_aborted) {
-      if (comm->destroyed.exchange(true))
-        throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'comm' was destroyed already", fn));
-      comm_destroy(comm);
-      return dfcclSuccess;
-    }
-    dfcclComm* c = check_comm(comm, fn);
-    c->destroyed = true;
-    comm_destroy(c);  // the handle stays allocated, marked dead, so later use is reported rather than undefined
+    // left to wait for.
+    const CommLookup l = comm_lookup(comm);
+    const bool failed = l.comm && l.comm->fail_code.load() != dfcclSuccess && !l.comm->user_aborted;
+    const CommRef c = failed ? l.comm : check_comm(comm, "dfcclCommDestroy");
+    const EndHandle end{comm};  // later use of the handle is refused, never undefined
+    comm_destroy(c.get());
     return dfcclSuccess;
   });
 }
@@ -166,8 +179,11 @@ dfcclResult_t dfcclCommAbort(dfcclComm_t comm) {
   return guard([&] {
     const char* fn = "dfcclCommAbort";
     if (!comm) bad(fn, "argument 'comm' is NULL");
-    if (comm->magic != dfcclComm::kMagic) bad(fn, "argument 'comm' is not a communicator");
-    comm_abort(comm);  // a second abort, or one after destroy, does nothing
+    const CommLookup l = comm_lookup(comm);
+    if (l.ended) return dfcclSuccess;  // a second abort, or one after destroy, does nothing
+    if (!l.comm) bad(fn, "argument 'comm' is not a communicator");
+    const EndHandle end{comm};
+    comm_abort(l.comm.get());
     return dfcclSuccess;
   });
 }
@@ -175,16 +191,20 @@ dfcclResult_t dfcclCommAbort(dfcclComm_t comm) {
 dfcclResult_t dfcclCommGetAsyncError(dfcclComm_t comm, dfcclResult_t* asyncError) {
   return guard([&] {
     const char* fn = "dfcclCommGetAsyncError";
-    if (!comm || comm->magic != dfcclComm::kMagic) bad(fn, "argument 'comm' is not a communicator");
+    const CommLookup l = comm_lookup(comm);
+    if (!l.comm && !l.ended) bad(fn, "argument 'comm' is not a communicator");
     if (!asyncError) bad(fn, "argument 'asyncError' is NULL");
-    *asyncError = dfcclResult_t(comm->async_error.load());
+    if (l.comm) *asyncError = dfcclResult_t(l.comm->async_error.load());
+    else if (l.ended_known) *asyncError = dfcclResult_t(l.ended_async);
+    else comm_gone(fn);
     return dfcclSuccess;
   });
 }
 
 dfcclResult_t dfcclCommCount(dfcclComm_t comm, int* count) {
   return guard([&] {
-    dfcclComm* c = check_comm(comm, "dfcclCommCount");
+    const CommRef held = check_comm(comm, "dfcclCommCount");
+    dfcclComm* c = held.get();
     if (!count) bad("dfcclCommCount", "argument 'count' is NULL");
     *count = c->nranks;
     return dfcclSuccess;
@@ -193,7 +213,8 @@ dfcclResult_t dfcclCommCount(dfcclComm_t comm, int* count) {
 
 dfcclResult_t dfcclCommUserRank(dfcclComm_t comm, int* rank) {
   return guard([&] {
-    dfcclComm* c = check_comm(comm, "dfcclCommUserRank");
+    const CommRef held = check_comm(comm, "dfcclCommUserRank");
+    dfcclComm* c = held.get();
     if (!rank) bad("dfcclCommUserRank", "argument 'rank' is NULL");
     *rank = c->rank;
     return dfcclSuccess;
@@ -202,7 +223,8 @@ dfcclResult_t dfcclCommUserRank(dfcclComm_t comm, int* rank) {
 
 dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device) {
   return guard([&] {
-    dfcclComm* c = check_comm(comm, "dfcclCommDevice");
+    const CommRef held = check_comm(comm, "dfcclCommDevice");
+    dfcclComm* c = held.get();
     if (!device) bad("dfcclCommDevice", "argument 'device' is NULL");
     *device = c->config.device;
     return dfcclSuccess;
@@ -212,7 +234,8 @@ dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device) {
 dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info) {
   return guard([&] {
     const char* fn = "dfcclCommGetInfo";
-    dfcclComm* c = check_comm(comm, fn);
+    const CommRef held = check_comm(comm, fn);
+    dfcclComm* c = held.get();
     if (!info) bad(fn, "argument 'info' is NULL");
     std::shared_ptr<Engine> e = live_engine(c, fn);
     *info = comm_info(c, *e);

@@ -147,7 +147,8 @@ dfcclResult_t dfcclRequestFree(dfcclRequest_t request) {
 
 dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats) {
   return guard([&] {
-    dfcclComm* c = check_comm(comm, "dfcclGetStats");
+    const CommRef held = check_comm(comm, "dfcclGetStats");
+    dfcclComm* c = held.get();
     if (!stats) bad("dfcclGetStats", "argument 'stats' is NULL");
     *stats = live_engine(c, "dfcclGetStats")->stats();
     return dfcclSuccess;
@@ -156,7 +157,8 @@ dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats) {
 
 dfcclResult_t dfcclDebugDump(dfcclComm_t comm, int deviceState) {
   return guard([&] {
-    dfcclComm* c = check_comm(comm, "dfcclDebugDump");
+    const CommRef held = check_comm(comm, "dfcclDebugDump");
+    dfcclComm* c = held.get();
     live_engine(c, "dfcclDebugDump")->debug_dump(stderr, deviceState != 0);
     std::fprintf(stderr, "%s\n", p2p_describe(c).c_str());
     return dfcclSuccess;
@@ -165,7 +167,8 @@ dfcclResult_t dfcclDebugDump(dfcclComm_t comm, int deviceState) {
 
 dfcclResult_t dfcclDeviceSynchronize(dfcclComm_t comm) {
   return guard([&] {
-    dfcclComm* c = check_comm(comm, "dfcclDeviceSynchronize");
+    const CommRef held = check_comm(comm, "dfcclDeviceSynchronize");
+    dfcclComm* c = held.get();
     live_engine(c, "dfcclDeviceSynchronize")->device_synchronize();  // our reference: an abort may release it meanwhile
     return dfcclSuccess;
   });

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
+#include "core/collectives/collectives.h"
 #include "util/error.h"
 #include "util/names.h"
 
@@ -15,16 +19,19 @@ namespace dfccl::api {
   throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'comm' was destroyed or aborted", fn));
 }
 
-dfcclComm* check_comm(dfcclComm_t comm, const char* fn) {
+CommRef check_comm(dfcclComm_t comm, const char* fn) {
   if (!comm) bad(fn, "argument 'comm' is NULL");
-  if (comm->magic != dfcclComm::kMagic) bad(fn, "argument 'comm' is not a communicator");
-  if (!comm->alive) {
-    const int code = comm->fail_code.load(std::memory_order_acquire);
-    if (code != dfcclSuccess && !comm->user_aborted)
-      throw Error(dfcclResult_t(code), fmt::format("{}: {}", fn, comm->failure));
+  CommLookup l = comm_lookup(comm);
+  if (l.ended) comm_gone(fn);
+  if (!l.comm) bad(fn, "argument 'comm' is not a communicator");
+  const dfcclComm* c = l.comm.get();
+  if (!c->alive) {
+    const int code = c->fail_code.load(std::memory_order_acquire);
+    if (code != dfcclSuccess && !c->user_aborted)
+      throw Error(dfcclResult_t(code), fmt::format("{}: {}", fn, c->failure));
     comm_gone(fn);
   }
-  return comm;
+  return std::move(l.comm);
 }
 
 dfcclResult_t finished_status(RequestState& s) {
@@ -100,10 +107,45 @@ BufferElems buffer_elems(core::Kind kind, uint64_t count, uint64_t nranks, bool 
   return {count, count};
 }
 
+namespace {
+
+// The bytes [lo, hi) of `elems` elements of `es` bytes from p (no overflow: kMaxCount times nranks times 8 bytes can
+// exceed 64 bits).
+struct Span {
+  unsigned __int128 lo, hi;
+};
+Span span_of(const void* p, uint64_t elems, uint64_t es) {
+  const auto lo = static_cast<unsigned __int128>(reinterpret_cast<uintptr_t>(p));
+  return {lo, lo + static_cast<unsigned __int128>(elems) * es};
+}
+bool overlap(const Span& a, const Span& b) { return a.lo < b.hi && b.lo < a.hi; }
+
+const char* in_place_rule(core::Kind kind) {
+  switch (kind) {
+    case core::Kind::AllGather: return "sendbuff == recvbuff + rank * sendcount";
+    case core::Kind::ReduceScatter: return "recvbuff == sendbuff + rank * recvcount";
+    default: return "sendbuff == recvbuff";
+  }
+}
+
+}  // namespace
+
 void check_buffers(const core::Desc& d, const dfcclComm* c, const char* fn) {
   const BufferElems e = buffer_elems(d.kind, d.count, uint64_t(c->nranks), c->rank == d.root);
   check_buffer(d.send, e.send, dfcclDataType_t(d.dtype), "sendbuff", c, fn);
   check_buffer(d.recv, e.recv, dfcclDataType_t(d.dtype), "recvbuff", c, fn);
+  // Buffers that overlap other than by the kind's in-place rule (core::in_place, which the programs follow) would
+  // have the collective read input that it already overwrote.
+  if (e.send == 0 || e.recv == 0 || core::in_place(d, c->rank)) return;
+  const uint64_t es = core::dtype_size(d.dtype);
+  if (!overlap(span_of(d.send, e.send, es), span_of(d.recv, e.recv, es))) return;
+  const auto s = reinterpret_cast<uintptr_t>(d.send), r = reinterpret_cast<uintptr_t>(d.recv);
+  const std::string where = s == r ? "at the same address"
+                                   : fmt::format("{} starts {} bytes after {}", s > r ? "sendbuff" : "recvbuff",
+                                                 s > r ? s - r : r - s, s > r ? "recvbuff" : "sendbuff");
+  bad(fn, fmt::format("arguments 'sendbuff' ({}) and 'recvbuff' ({}) overlap ({}), and {} of {} elements is in place "
+                      "only with {} on rank {}",
+                      d.send, d.recv, where, kKindNames[int(d.kind)], d.count, in_place_rule(d.kind), c->rank));
 }
 
 bool stream_capturing(cudaStream_t stream, dfcclExecutor_t executor, const char* fn) {
@@ -134,18 +176,36 @@ void check_peer(int peer, const dfcclComm* c, const char* fn) {
     bad(fn, fmt::format("argument 'peer' = {} is not a rank of the communicator (0..{})", peer, c->nranks - 1));
 }
 
-std::pair<uint64_t, uint64_t> check_blocks(const size_t* counts, const size_t* displs, int n, const char* counts_name,
-                                           const char* displs_name, const char* fn) {
-  if (!counts) bad(fn, fmt::format("argument '{}' is NULL", counts_name));
-  if (!displs) bad(fn, fmt::format("argument '{}' is NULL", displs_name));
+std::pair<uint64_t, uint64_t> check_blocks(const Blocks& b, int n, uint64_t es, bool disjoint, const char* fn) {
+  if (!b.counts) bad(fn, fmt::format("argument '{}' is NULL", b.counts_name));
+  if (!b.displs) bad(fn, fmt::format("argument '{}' is NULL", b.displs_name));
+  const uint64_t base = reinterpret_cast<uintptr_t>(b.buf);
   uint64_t lo = ~uint64_t(0), hi = 0;
+  std::vector<int> used;  // the non-empty blocks
   for (int p = 0; p < n; ++p) {
-    const std::string at = fmt::format("{}[{}]", counts_name, p), dat = fmt::format("{}[{}]", displs_name, p);
-    check_count(counts[p], at.c_str(), fn);
-    check_count(displs[p], dat.c_str(), fn);
-    if (counts[p] == 0) continue;
-    lo = std::min<uint64_t>(lo, displs[p]);
-    hi = std::max<uint64_t>(hi, displs[p] + counts[p]);
+    const std::string at = fmt::format("{}[{}]", b.counts_name, p), dat = fmt::format("{}[{}]", b.displs_name, p);
+    check_count(b.counts[p], at.c_str(), fn);
+    check_count(b.displs[p], dat.c_str(), fn);
+    if (b.counts[p] == 0) continue;
+    const uint64_t end = b.displs[p] + b.counts[p];  // at most 2^49: no overflow
+    if (end > kMaxCount || end * es > ~base)
+      bad(fn, fmt::format("arguments '{}' = {} and '{}' = {} end at element {}, past 2^48 elements or the address "
+                          "space from {} ({})",
+                          dat, b.displs[p], at, b.counts[p], end, b.buf_name, b.buf));
+    lo = std::min<uint64_t>(lo, b.displs[p]);
+    hi = std::max<uint64_t>(hi, end);
+    used.push_back(p);
+  }
+  if (disjoint) {  // no element is written twice: sorted by displacement, each block ends before the next begins
+    std::sort(used.begin(), used.end(), [&](int x, int y) { return b.displs[x] < b.displs[y]; });
+    for (size_t k = 1; k < used.size(); ++k) {
+      const int p = used[k - 1], q = used[k];
+      if (b.displs[p] + b.counts[p] > b.displs[q])
+        bad(fn, fmt::format("the blocks of ranks {} and {} in '{}' overlap: '{}[{}]' = {} with '{}[{}]' = {} reaches "
+                            "past '{}[{}]' = {}",
+                            p, q, b.buf_name, b.displs_name, p, b.displs[p], b.counts_name, p, b.counts[p],
+                            b.displs_name, q, b.displs[q]));
+    }
   }
   return {lo, hi};
 }

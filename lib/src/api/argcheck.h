@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "api/comm_handles.h"
 #include "comm/comm_state.h"
 #include "engine/engine.h"
 
@@ -22,10 +23,10 @@ inline constexpr uint64_t kMaxCount = uint64_t(1) << 48;
 
 [[noreturn]] void comm_gone(const char* fn);
 
-// A failure that ended the communicator is reported as such (a peer's: dfcclRemoteError naming the rank; collectives
-// that disagree: dfcclInvalidUsage naming the field), unless the application aborted the communicator itself; any
-// other end of it as dfcclInvalidUsage.
-dfcclComm* check_comm(dfcclComm_t comm, const char* fn);
+// The live communicator a handle names, held for the caller's call. A failure that ended the communicator is
+// reported as such (a peer's: dfcclRemoteError naming the rank; collectives that disagree: dfcclInvalidUsage naming
+// the field); a handle that was destroyed or aborted as dfcclInvalidUsage; anything else as dfcclInvalidArgument.
+CommRef check_comm(dfcclComm_t comm, const char* fn);
 
 // A finished request's status; an error that a peer's failure caused becomes this thread's last error.
 dfcclResult_t finished_status(RequestState& s);
@@ -69,10 +70,17 @@ bool stream_capturing(cudaStream_t stream, dfcclExecutor_t executor, const char*
 
 void check_peer(int peer, const dfcclComm* c, const char* fn);
 
-// The elements [lo, hi) that the blocks `counts` at `displs` cover; checks each block's count and end (names the
-// arrays' arguments).
-std::pair<uint64_t, uint64_t> check_blocks(const size_t* counts, const size_t* displs, int n, const char* counts_name,
-                                           const char* displs_name, const char* fn);
+// One side of an all-to-allv: blocks counts[p] elements long at displs[p] elements from buf, and the arguments' names.
+struct Blocks {
+  const void* buf;
+  const size_t *counts, *displs;
+  const char *buf_name, *counts_name, *displs_name;
+};
+
+// The elements [lo, hi) that the n blocks cover. Checks each block's count and displacement, and that its end stays
+// inside the address space from buf (the API has no buffer size: a block past the end of its buffer cannot be
+// told); with `disjoint` (receive blocks), that no two non-empty blocks overlap. Messages name the arguments.
+std::pair<uint64_t, uint64_t> check_blocks(const Blocks& b, int n, uint64_t es, bool disjoint, const char* fn);
 
 dfcclPersistent* check_persistent(dfcclPersistent_t p, const char* fn);
 

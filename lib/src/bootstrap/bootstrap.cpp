@@ -1,13 +1,16 @@
 #include "bootstrap/bootstrap.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -59,6 +62,16 @@ Roots& roots() {
   return r;
 }
 
+// The inode of this process's pid namespace, which says where a pid means this process; 0 if /proc cannot tell.
+uint64_t pid_namespace() {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? uint64_t(st.st_ino) : 0;
+}
+
+// A segment that no rank has claimed (its creator died before its claim, or every rank released its claim and died
+// before removing the name) is an orphan only once this old: no live init leaves one unclaimed for long.
+constexpr time_t kUnclaimedOrphanS = 600;
+
 }  // namespace
 
 std::string host_id() {
@@ -77,7 +90,8 @@ std::string host_id() {
 
 struct Bootstrap::Header {
   uint64_t magic;
-  uint64_t pad[7];
+  int64_t nranks;  // the ranks' words that follow (written by each rank that maps the segment)
+  uint64_t pad[6];
 };
 
 // One per rank, after the header.
@@ -87,7 +101,8 @@ struct Bootstrap::RankWord {
   uint64_t owner;      // who claimed the rank: pid << 32 | a random number (0: nobody yet)
   uint64_t state;      // Bootstrap::kRunning, kAborted or kLeft: how this rank's communicator ended
   uint64_t heartbeat;  // CLOCK_MONOTONIC ns of this rank's last beat (its PeerWatch thread)
-  uint64_t pad[3];
+  uint64_t pidns;      // the claimant's pid namespace (its inode; 0: unknown), in which owner's pid is meaningful
+  uint64_t pad[2];
 };
 
 Bootstrap::RankWord* Bootstrap::words() const { return reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1); }
@@ -146,29 +161,40 @@ Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_
   if (std::all_of(hosts_.begin(), hosts_.end(), [&](const std::string& h) { return h == hosts_[0]; })) rv_.reset();
 }
 
-// Maps this host's segment of the id (creating it if this rank comes first) and claims rank_ in it.
+// Maps this host's segment of the id (creating it if this rank comes first) and claims rank_ in it. A segment this
+// call created is removed again if it cannot be sized or mapped, so that a failed init leaves nothing behind.
 void Bootstrap::open_segment() {
   name_ = fmt::format("/dfccl-bs-{:016x}-{:016x}", token_, host_hash_);
+  remove_orphans();
   bytes_ = sizeof(Header) + sizeof(RankWord) * nranks_ + 2 * kSlotBytes * nranks_ + areas_.board_bytes +
            sizeof(Note) * kNoteSlots * nranks_ + areas_.p2p_table_bytes;
-  int fd = shm_open(name_.c_str(), O_CREAT | O_RDWR, 0600);
+  bool created = false;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 3; ++attempt) {  // the creator may remove it between the two opens
+    fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    created = fd >= 0;
+    if (fd < 0 && errno == EEXIST) fd = shm_open(name_.c_str(), O_RDWR, 0600);
+    if (fd < 0 && errno != ENOENT) break;
+  }
   if (fd < 0) throw_system("bootstrap: shm_open " + name_);
+  const auto fail = [&](const char* what) {
+    const int err = errno;
+    close(fd);
+    if (created) shm_unlink(name_.c_str());
+    errno = err;
+    throw_system(fmt::format("bootstrap: {} of {} ({} bytes for {} ranks)", what, name_, bytes_, nranks_));
+  };
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    throw_system("bootstrap: fstat");
-  }
-  if (size_t(st.st_size) < bytes_ && ftruncate(fd, off_t(bytes_)) != 0) {
-    close(fd);
-    throw_system("bootstrap: ftruncate");
-  }
+  if (fstat(fd, &st) != 0) fail("fstat");
+  if (size_t(st.st_size) < bytes_ && ftruncate(fd, off_t(bytes_)) != 0) fail("ftruncate");
   base_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
   if (base_ == MAP_FAILED) {
     base_ = nullptr;
-    throw_system("bootstrap: mmap");
+    fail("mmap");
   }
+  close(fd);
   auto* h = static_cast<Header*>(base_);
+  __atomic_store_n(&h->nranks, int64_t(nranks_), __ATOMIC_RELAXED);
   __atomic_store_n(&h->magic, kSegMagic, __ATOMIC_RELEASE);
   RankWord* words = this->words();
   // A rank is claimed once: a second caller for it (a launcher that gave two processes one rank) is refused, naming
@@ -184,9 +210,64 @@ void Bootstrap::open_segment() {
                                                "rank of a communicator must be initialised exactly once)",
                                                rank_, expected >> 32));
   }
+  __atomic_store_n(&words[rank_].pidns, pid_namespace(), __ATOMIC_RELEASE);  // 0 until now: the claim counts as alive
   __atomic_store_n(&words[rank_].state, uint64_t(kRunning), __ATOMIC_RELAXED);
   beat(now_ns());
   __atomic_store_n(&words[rank_].nranks, int64_t(nranks_), __ATOMIC_RELEASE);
+}
+
+// Whether the segment `name` was left by an init whose processes are all gone: every rank claimed in it was claimed
+// by a process of this pid namespace (`pidns`) that has exited. A claim from another namespace, or whose namespace is
+// not known, counts as alive; an unclaimed segment is judged by its age.
+bool Bootstrap::orphaned(const std::string& name, uint64_t pidns) {
+  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  if (fd < 0) return false;
+  struct stat st;
+  bool orphan = false;
+  if (fstat(fd, &st) == 0) {
+    const bool old = time(nullptr) - st.st_ctime > kUnclaimedOrphanS;
+    void* p = size_t(st.st_size) < sizeof(Header) ? MAP_FAILED
+                                                  : mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    orphan = old;
+    if (p != MAP_FAILED) {
+      const auto* h = static_cast<const Header*>(p);
+      const bool ready = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == kSegMagic;
+      const int64_t n = __atomic_load_n(&h->nranks, __ATOMIC_RELAXED);
+      if (ready && n >= 1 && sizeof(Header) + size_t(n) * sizeof(RankWord) <= size_t(st.st_size)) {
+        const auto* w = reinterpret_cast<const RankWord*>(h + 1);
+        bool claimed = false, alive = false;
+        for (int64_t i = 0; i < n && !alive; ++i) {
+          const uint64_t owner = __atomic_load_n(&w[i].owner, __ATOMIC_ACQUIRE);
+          if (owner == 0) continue;
+          claimed = true;
+          const uint64_t ns = __atomic_load_n(&w[i].pidns, __ATOMIC_ACQUIRE);
+          alive = ns == 0 || ns != pidns || kill(pid_t(owner >> 32), 0) == 0 || errno != ESRCH;
+        }
+        if (claimed) orphan = !alive;
+      }
+      munmap(p, size_t(st.st_size));
+    }
+  }
+  close(fd);
+  return orphan;
+}
+
+void Bootstrap::remove_orphans() const {
+  DIR* dir = opendir("/dev/shm");
+  if (!dir) return;
+  const std::string own = name_.substr(1), suffix = fmt::format("-{:016x}", host_hash_);
+  const uint64_t ns = pid_namespace();
+  std::vector<std::string> orphans;
+  while (const dirent* e = readdir(dir)) {
+    const std::string n = e->d_name;
+    if (n.size() != own.size() || n == own || !n.starts_with("dfccl-bs-") || !n.ends_with(suffix)) continue;
+    if (orphaned("/" + n, ns)) orphans.push_back(n);
+  }
+  closedir(dir);
+  for (const std::string& n : orphans)
+    if (shm_unlink(("/" + n).c_str()) == 0)
+      log(LogLevel::Info, LogSubsys::Init, "bootstrap: removed /dev/shm/{}, left by an init whose processes are gone",
+          n);
 }
 
 uint64_t Bootstrap::now_ns() {

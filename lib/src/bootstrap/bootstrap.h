@@ -97,6 +97,11 @@ class Bootstrap {
   struct Header;
   struct RankWord;
   void open_segment();
+  // Removes this host's segments of other ids whose ranks' processes have all exited without removing them (killed
+  // during init): every init sweeps them before it opens its own. A segment still claimed by a live process, or by
+  // one of another pid namespace, stays.
+  void remove_orphans() const;
+  static bool orphaned(const std::string& name, uint64_t pidns);
   RankWord* words() const;  // the segment's liveness words, one per rank
   struct Note;
   Note* note(int rank, int slot) const;

@@ -90,7 +90,7 @@ class Rendezvous {
  public:
   static constexpr size_t kMaxBytes = 4096;  // largest allgather contribution
   static constexpr size_t kMaxHostId = 255;  // longest host id
-  static constexpr int kMaxRanks = 1 << 16;
+  static constexpr int kMaxRanks = DFCCL_MAX_RANKS;
 
   // Connects to the root (within timeout_ms) and registers; returns once every rank has registered. The root fails
   // the registration for everybody when a rank has not arrived within timeout_ms of the first, naming the missing

@@ -279,4 +279,11 @@ void hierarchy_destroy(dfcclComm* c) {
   std::rethrow_exception(failed);
 }
 
+void comm_free(dfcclComm* c) {
+  if (engine_ref(c)) return;
+  for (dfcclComm* part : {c->hierarchy.intra, c->hierarchy.inter})
+    if (part) comm_free(part);
+  delete c;
+}
+
 }  // namespace dfccl

@@ -32,5 +32,9 @@ void release(dfcclComm* c, Release how);
 // Caller: comm_destroy, before c's own teardown: destroys the stage communicators. When one cannot be destroyed in
 // time, c is aborted and its dfcclTimeout is thrown.
 void hierarchy_destroy(dfcclComm* c);
+// Caller: the communicator handles' table (api/comm_handles.h), once c was destroyed or aborted and no call holds it.
+// Deletes c and its stage communicators; one that still holds its engine (an abort that gave up waiting left its
+// memory in place for the daemon) is left as it is, until the process exits.
+void comm_free(dfcclComm* c);
 
 }  // namespace dfccl

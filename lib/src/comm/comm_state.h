@@ -78,9 +78,8 @@ struct NetLinks {
 };
 }  // namespace dfccl
 
+// A communicator; the application holds it through a handle (api/comm_handles.h), which keeps it alive.
 struct dfcclComm {
-  static constexpr uint32_t kMagic = 0xdfcc0c03u;
-  uint32_t magic = kMagic;
   std::atomic<bool> alive{true};
   // Submissions past their liveness check and not yet queued (comm_submit): an abort from another thread, which
   // takes no lock, waits for them before it frees anything (comm_abort).
@@ -146,7 +145,7 @@ struct dfcclComm {
 struct dfcclPersistent {
   static constexpr uint32_t kMagic = 0xdfcc0f01u;
   uint32_t magic = kMagic;
-  dfcclComm* comm = nullptr;
+  dfcclComm_t comm = nullptr;  // its communicator's handle (a stale one is refused)
   dfccl::core::Desc desc{};
   int id = -1;
 };
