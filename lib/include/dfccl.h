@@ -131,7 +131,11 @@ dfcclResult_t dfcclCommInitAllConfig(dfcclComm_t* comms, int ndev, const int* de
 /* color DFCCL_SPLIT_NOCOLOR gives *newcomm = NULL. config NULL inherits the parent's.                                */
 #define DFCCL_SPLIT_NOCOLOR (-1)
 dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* newcomm, const dfcclConfig_t* config);
-/* Waits (bounded) for the communicator's outstanding collectives, then frees it. Requests stay valid. */
+/* Waits (bounded) for the communicator's outstanding collectives, then frees it. Requests stay valid. Destroy is     */
+/* local, as in NCCL, but the peers learn how many collectives this rank called: a peer's collective that this rank  */
+/* never called fails with dfcclRemoteError naming it ("rank 3 of the communicator ... destroyed its communicator   */
+/* after 5 collectives ..."), on this host and across hosts, whether the process stays or exits; a destroy that    */
+/* waits for such a collective returns at once with it failed so.                                                   */
 dfcclResult_t dfcclCommDestroy(dfcclComm_t comm);
 /* Fails every outstanding collective of comm with dfcclAborted, releases streams waiting on them, frees comm.      */
 /* Reaches the daemon through pinned memory and makes no CUDA call, so it returns within DFCCL_ABORT_TIMEOUT_MS      */
@@ -140,6 +144,10 @@ dfcclResult_t dfcclCommDestroy(dfcclComm_t comm);
 /* the daemon has dropped what kept it. The communicator's device memory is freed with its engine (when the last     */
 /* communicator of the process on that device goes). dfcclCommDestroy after an abort returns dfcclInvalidUsage.     */
 dfcclResult_t dfcclCommAbort(dfcclComm_t comm);
+/* dfcclRemoteError: a peer died, stopped (DFCCL_PEER_TIMEOUT_S, DFCCL_NET_TIMEOUT_MS), aborted, or destroyed the    */
+/* communicator before collectives that need it; the message (dfcclGetLastError after a failed call or request)     */
+/* names the rank that failed first, never a rank that left after seeing the failure; a rank whose peers gave it up */
+/* (stopped or cut off longer than their timeout) names itself.                                                       */
 dfcclResult_t dfcclCommGetAsyncError(dfcclComm_t comm, dfcclResult_t* asyncError);
 dfcclResult_t dfcclCommCount(dfcclComm_t comm, int* count);
 dfcclResult_t dfcclCommUserRank(dfcclComm_t comm, int* rank);
