@@ -141,6 +141,10 @@ dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* 
 /* dfcclCommAbort does nothing), also after a newer communicator took its place, and nothing of the communicator   */
 /* stays allocated (one still in use by another thread's call goes when that call returns). dfcclCommGetAsyncError */
 /* still reports how it ended (dfcclAborted after an abort) at least until a communicator created after it ends.    */
+/* Destroy is local, as in NCCL, but the peers learn how many collectives this rank called: a peer's collective     */
+/* that this rank never called fails with dfcclRemoteError naming it ("rank 3 of the communicator ... destroyed its */
+/* communicator after 5 collectives ..."), on this host and across hosts, whether the process stays or exits; a     */
+/* destroy that waits for such a collective returns at once with it failed so.                                      */
 dfcclResult_t dfcclCommDestroy(dfcclComm_t comm);
 /* Fails every outstanding collective of comm with dfcclAborted, releases streams waiting on them, frees comm.      */
 /* Reaches the daemon through pinned memory and makes no CUDA call, so it returns within DFCCL_ABORT_TIMEOUT_MS      */
@@ -151,6 +155,10 @@ dfcclResult_t dfcclCommDestroy(dfcclComm_t comm);
 /* An abort whose collectives were still pending at its timeout (a WARN says so) leaves the communicator's memory    */
 /* in place, for the daemon that still holds them, until the process exits.                                          */
 dfcclResult_t dfcclCommAbort(dfcclComm_t comm);
+/* dfcclRemoteError: a peer died, stopped (DFCCL_PEER_TIMEOUT_S, DFCCL_NET_TIMEOUT_MS), aborted, or destroyed the    */
+/* communicator before collectives that need it; the message (dfcclGetLastError after a failed call or request)     */
+/* names the rank that failed first, never a rank that left after seeing the failure; a rank whose peers gave it up */
+/* (stopped or cut off longer than their timeout) names itself.                                                       */
 dfcclResult_t dfcclCommGetAsyncError(dfcclComm_t comm, dfcclResult_t* asyncError);
 dfcclResult_t dfcclCommCount(dfcclComm_t comm, int* count);
 dfcclResult_t dfcclCommUserRank(dfcclComm_t comm, int* rank);

@@ -6,7 +6,10 @@
 #      listens on its veth (not loopback): 20 rounds exact, host ids fakenode0..2, the service ends by itself;
 #   3. the same three ranks launched by mpirun through rank_wrap.sh (mpirun_netns.sh);
 #   4. a rank killed with SIGKILL in namespace 2 fails the two others within 5 s, naming it;
-#   5. the network transport (UCX, UCX_TLS=tcp) between namespaces 0 and 1: net_netns_driver and
+#   5. 300 idle connections from namespace 2 (rendezvous_guard.py) while the three ranks register: they finish, the
+#      root closes every idle connection within 8 s, and a sniffer on namespace 0's link sees rendezvous frames but
+#      neither the id's token nor its secret;
+#   6. the network transport (UCX, UCX_TLS=tcp) between namespaces 0 and 1: net_netns_driver and
 #      net_transport_peer exchange messages of 0 bytes to 6 MiB both ways (skipped in a build without UCX).
 # Exit 77 (skipped) without root, ip netns or unshare.
 set -u
@@ -95,6 +98,33 @@ for i in 0 1; do
   [ "$t" -lt 5000 ] || fail "kill: rank $i took $t ms"
 done
 wait "$root_pid" || fail "kill: the root service did not end once every rank was gone"
+
+echo "== 300 idle connections from fakenode2, a sniffer on fakenode0's link"
+guard="$here/rendezvous_guard.py"
+start_root guard
+for _ in $(seq 200); do grep -q '^ROOT ' "$work/guard.root" 2>/dev/null && break; sleep 0.05; done
+read -r root_host root_port < <(sed -n 's/^ROOT \([0-9.]*\):\([0-9]*\) .*/\1 \2/p' "$work/guard.root")
+python3 "$guard" sniff "${NETNS_VETH}h0" "$work/guard.pcap" "$work/guard.stop" &
+sniff_pid=$!
+netns_exec 2 timeout 30 python3 "$guard" flood "$root_host" "$root_port" 300 8 >"$work/guard.flood" 2>&1 &
+flood_pid=$!
+for _ in $(seq 200); do grep -q '^connected' "$work/guard.flood" && break; sleep 0.05; done
+pids=()
+for i in 0 1 2; do
+  netns_exec $i timeout 30 "$peer" rank --id-file "$work/guard.id" --rank $i --nranks 3 --rounds 5 --timeout-ms 5000 \
+    >"$work/guard.$i" 2>&1 &
+  pids+=($!)
+done
+for i in 0 1 2; do wait "${pids[$i]}" || fail "guard: rank $i exited $? beside 300 idle connections"; done
+cat "$work"/guard.[012] >"$work/guard.all"
+check_ranks guard "$work/guard.all"
+wait "$flood_pid"
+cat "$work/guard.flood"
+grep -q '^closed 300 of 300' "$work/guard.flood" || fail "guard: the root left idle connections open"
+touch "$work/guard.stop"
+wait "$sniff_pid"
+python3 "$guard" secret "$work/guard.id" "$work/guard.pcap" || fail "guard: the id's token or secret crossed the wire"
+check_root guard
 
 echo "== UCX transport (tcp) between fakenode0 and fakenode1"
 netns_exec 0 env UCX_NET_DEVICES="${NETNS_VETH}n0" timeout 60 "$bin/net_netns_driver" tcp \

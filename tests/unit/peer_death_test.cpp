@@ -12,8 +12,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "dfccl.h"
@@ -219,3 +221,97 @@ TEST(HostId, RanksOnDifferentHostsConnectThroughTheNetwork) {
   const int local = force && std::string(force) == "1" ? remote : 10;
   EXPECT_EQ(host_id_run("node-a", "node-a"), (std::vector<int>{local, local}));
 }
+
+namespace {
+
+// A rank that destroys its communicator tells its peers how many collectives it called: a peer whose collective it
+// never called fails with dfcclRemoteError naming it, instead of waiting forever (and its destroy returns at once
+// instead of waiting DFCCL_DESTROY_TIMEOUT_MS). Parameters: the ranks' hosts (1: one host; 4: a host each by
+// DFCCL_HOSTID, every connection on the network) and whether the ranks that left stay alive or exit.
+class Departure : public ::testing::TestWithParam<std::tuple<int, bool>> {
+ protected:
+  void SetUp() override {
+    if (std::get<0>(GetParam()) > 1 && !dfccl::net::transport_available())
+      GTEST_SKIP() << "built without a network transport";
+  }
+  // Forks the 4 ranks: `leaves(rank)` ranks destroy after one exact all-reduce; every other rank all-reduces again
+  // `delay_ms` later and must fail naming one of those that left, within 2 s; its destroy must take under 1 s.
+  void run(const std::function<bool(int)>& leaves, int delay_ms, bool destroy_at_once = false) {
+    const int hosts = std::get<0>(GetParam());
+    const bool stay = std::get<1>(GetParam());
+    dfccl::test::run_forked_ranks(
+        kRanks,
+        [hosts](int rank) {
+          setenv("DFCCL_NET_TIMEOUT_MS", "3000", 1);
+          if (hosts > 1) setenv("DFCCL_HOSTID", ("departure-host" + std::to_string(rank)).c_str(), 1);
+        },
+        [&](dfcclComm_t comm, int rank) {
+          std::vector<int32_t> in(4096, rank + 1), out(4096, 0);
+          dfcclRequest_t q = nullptr;
+          if (dfcclAllReduce(in.data(), out.data(), in.size(), dfcclInt32, dfcclSum, comm, 0, nullptr, &q) !=
+                  dfcclSuccess ||
+              dfcclSynchronize(q, 10000) != dfcclSuccess)
+            return std::fprintf(stderr, "rank %d: first all-reduce: %s\n", rank, dfcclGetLastError(nullptr)), 1;
+          dfcclRequestFree(q);
+          if (leaves(rank)) {
+            const dfcclResult_t d = dfcclCommDestroy(comm);
+            if (stay) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+            return d == dfcclSuccess ? 0 : 1;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+          const auto t0 = Clock::now();
+          const dfcclResult_t sub =
+              dfcclAllReduce(in.data(), out.data(), in.size(), dfcclInt32, dfcclSum, comm, 0, nullptr, &q);
+          dfcclResult_t st = sub;
+          double destroy_ms = -1;
+          if (sub == dfcclSuccess && destroy_at_once) {  // the destroy must not wait for the collective's peers
+            const auto t1 = Clock::now();
+            dfcclCommDestroy(comm);
+            destroy_ms = ms_since(t1);
+            comm = nullptr;
+          }
+          if (sub == dfcclSuccess) st = dfcclSynchronize(q, 10000);
+          const std::string err = dfcclGetLastError(nullptr);
+          const double ms = ms_since(t0);
+          if (q) dfcclRequestFree(q);
+          if (comm) {
+            const auto t1 = Clock::now();
+            dfcclCommDestroy(comm);
+            destroy_ms = ms_since(t1);
+          }
+          std::printf("[ departed ] rank %d: %s after %.0f ms, destroy %.0f ms: %s\n", rank, dfcclGetErrorString(st),
+                      ms, destroy_ms, err.c_str());
+          bool named = false;
+          for (int r = 0; r < kRanks; ++r)
+            named = named || (leaves(r) && err.find("rank " + std::to_string(r) + " of the communicator") == 0);
+          bool ok = st == dfcclRemoteError && named && err.find("destroyed its communicator") != std::string::npos;
+          ok = ok && ms < 2000 && destroy_ms < 1000;
+          if (!ok)
+            std::fprintf(stderr, "rank %d: FAIL: the collective did not fail in time naming a rank that left\n", rank);
+          return ok ? 0 : 1;
+        });
+  }
+};
+
+// Rank 3 destroys its communicator after the first all-reduce; the others' second all-reduce names it.
+TEST_P(Departure, ARankThatDestroysBeforeACollectiveIsNamed) {
+  run([](int r) { return r == 3; }, 200);
+}
+
+// The same, each survivor destroying its communicator right after submitting.
+TEST_P(Departure, ADestroyRightAfterASubmissionReturnsAtOnce) {
+  run([](int r) { return r == 3; }, 200, true);
+}
+
+// Ranks 1-3 destroy theirs; rank 0 calls a collective 300 ms later, when nobody is left to run it.
+TEST_P(Departure, ACollectiveAfterEveryoneLeftFailsNamingOne) {
+  run([](int r) { return r != 0; }, 300);
+}
+
+INSTANTIATE_TEST_SUITE_P(Hosts, Departure, ::testing::Combine(::testing::Values(1, 4), ::testing::Values(false, true)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) == 1 ? "OneHost" : "FourHosts") +
+                                  (std::get<1>(info.param) ? "Stay" : "Exit");
+                         });
+
+}  // namespace

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +18,9 @@
 #include <vector>
 
 #include "bootstrap/rendezvous.h"
+#include "bootstrap/rendezvous_wire.h"
 #include "util/error.h"
+#include "util/sha256.h"
 
 namespace {
 
@@ -336,6 +339,8 @@ TEST(RendezvousProtocol, MessageAfterResultKeptForNextRound) {
   std::promise<void> client_done;
   auto fake_root = std::async(std::launch::async, [&] {
     const int fd = accept(lfd, nullptr, nullptr);
+    const std::string challenge = frame_bytes(6, 0, 0, std::string(32, 'n'));
+    [[maybe_unused]] const ssize_t said = send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL);
     char buf[512];
     [[maybe_unused]] const ssize_t got = recv(fd, buf, sizeof(buf), 0);  // the registration (one small message)
     const std::string result = frame_bytes(4, 0, 0, std::string("\x01\0\0\0h", 5));       // RESULT: host "h"
@@ -355,6 +360,240 @@ TEST(RendezvousProtocol, MessageAfterResultKeptForNextRound) {
   EXPECT_LT(o.seconds, 1.0);
   fake_root.get();
   close(lfd);
+}
+
+std::string hex(const Digest256& d) {
+  std::string s;
+  char b[3];
+  for (uint8_t x : d) {
+    std::snprintf(b, sizeof(b), "%02x", unsigned(x));
+    s += b;
+  }
+  return s;
+}
+
+// FIPS 180-4 examples and RFC 4231 test cases 1, 2 and 6 (a key longer than a block).
+TEST(RendezvousAuth, Sha256AndHmacVectors) {
+  EXPECT_EQ(hex(sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(hex(sha256("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(hex(sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(hex(sha256(std::string(1000000, 'a'))), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(hex(hmac_sha256(std::string(20, '\x0b'), "Hi There")),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  EXPECT_EQ(hex(hmac_sha256("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_EQ(hex(hmac_sha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+}
+
+// A raw TCP connection to the root at `id`, or -1.
+int raw_connect(const net::RendezvousId& id) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(id.port);
+  std::memcpy(&a.sin_addr, id.addr, 4);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The next frame from fd within 2 s (type 0 if none).
+net::wire::Frame raw_frame(int fd) {
+  std::string in;
+  net::wire::Frame f;
+  char buf[4096];
+  for (;;) {
+    if (net::wire::take_frame(in, f, 1 << 20)) return f;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 2000) <= 0) return {};
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return {};
+    in.append(buf, size_t(n));
+  }
+}
+
+// A HELLO body for `nonce`: the proof made with `key`, then rank 0 of 1, timeout 2000 ms, host "h".
+std::string hello_body(const std::string& key, const std::string& nonce) {
+  std::string fields;
+  net::wire::put(fields, 0, 4);
+  net::wire::put(fields, 1, 4);
+  net::wire::put(fields, 2000, 4);
+  fields += "h";
+  const Digest256 mac = net::wire::hello_mac(key, nonce, fields);
+  return std::string(reinterpret_cast<const char*>(mac.data()), mac.size()) + fields;
+}
+
+bool send_frame(int fd, uint16_t type, const std::string& body) {
+  const std::string f = frame_bytes(type, 0, 0, body);
+  return send(fd, f.data(), f.size(), MSG_NOSIGNAL) == ssize_t(f.size());
+}
+
+// The registration proves the secret without sending it: the bytes a client sends to a (fake) root hold neither the
+// token nor the secret; a HELLO made for another connection's challenge (a replay), one with a wrong secret and one
+// in the old form (the token in clear) are refused; the right proof on its own connection registers.
+TEST(RendezvousAuth, ChallengeProvesTheSecretAndRefusesReplays) {
+  RendezvousRoot root(0x5ec7e75ec7e7ull, "=lo");
+  const net::RendezvousId& id = root.id();
+  const std::string key = net::wire::auth_key(id.token, id.secret, sizeof(id.secret));
+  EXPECT_NE(std::string(reinterpret_cast<const char*>(id.secret), 16), std::string(16, '\0'));
+
+  // What a client sends: read by a fake root that speaks first with a challenge.
+  const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), len), 0);
+  ASSERT_EQ(listen(lfd, 1), 0);
+  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  net::RendezvousId fake = id;
+  fake.port = ntohs(a.sin_port);
+  auto sniffed = std::async(std::launch::async, [&] {
+    const int fd = accept(lfd, nullptr, nullptr);
+    send_frame(fd, 6, std::string(32, 'n'));
+    const net::wire::Frame f = raw_frame(fd);
+    close(fd);
+    return f;
+  });
+  run_rank([&] { Rendezvous rv(fake, 0, 1, "h", 2000); });
+  const net::wire::Frame hello = sniffed.get();
+  close(lfd);
+  ASSERT_EQ(hello.type, 1);
+  std::string token_bytes;
+  net::wire::put(token_bytes, id.token, 8);
+  EXPECT_EQ(hello.body.find(token_bytes), std::string::npos) << "the token travels in clear";
+  for (size_t at = 0; at + 4 <= sizeof(id.secret); ++at)
+    EXPECT_EQ(hello.body.find(std::string(reinterpret_cast<const char*>(id.secret) + at, 4)), std::string::npos)
+        << "secret bytes " << at << ".. travel in clear";
+  EXPECT_EQ(hello.body, hello_body(key, std::string(32, 'n'))) << "the proof is not HMAC(key, challenge, fields)";
+
+  auto refused = [&](const std::string& body, const char* what) {
+    const int fd = raw_connect(id);
+    ASSERT_GE(fd, 0);
+    const net::wire::Frame challenge = raw_frame(fd);
+    EXPECT_EQ(challenge.type, 6) << what;
+    EXPECT_EQ(challenge.body.size(), 32u) << what;
+    ASSERT_TRUE(send_frame(fd, 1, body)) << what;
+    const net::wire::Frame answer = raw_frame(fd);
+    EXPECT_EQ(answer.type, 5) << what << ": not refused";
+    EXPECT_EQ(answer.code, dfcclInvalidArgument) << what;
+    EXPECT_NE(answer.body.find("does not prove the unique id's secret"), std::string::npos) << answer.body;
+    close(fd);
+  };
+  const int first = raw_connect(id);
+  ASSERT_GE(first, 0);
+  const net::wire::Frame challenge = raw_frame(first);
+  ASSERT_EQ(challenge.type, 6);
+  refused(hello_body(key, challenge.body), "a HELLO made for another connection's challenge");
+  std::string wrong = key;
+  wrong.back() ^= 1;
+  refused(hello_body(wrong, std::string(32, 'x')), "a HELLO with a wrong secret");
+  std::string clear;  // the old registration: token, rank, nranks, timeout, host
+  net::wire::put(clear, id.token, 8);
+  clear += hello_body(key, "").substr(32);
+  clear.resize(44, '\0');
+  refused(clear, "a HELLO with the token in clear");
+  ASSERT_TRUE(send_frame(first, 1, hello_body(key, challenge.body)));
+  const net::wire::Frame result = raw_frame(first);
+  EXPECT_EQ(result.type, 4) << "the right proof was refused: " << result.body;
+  close(first);
+}
+
+// Idle connections cannot hold the port: 1100 connections that never register, from another process, while this
+// process may hold only 1024 files. The root keeps at most RendezvousRoot::kMaxUnregistered of them and closes each
+// after RendezvousRoot::kHelloMs; two ranks still register; once they have, the root no longer listens; its thread
+// does not spin meanwhile.
+TEST(RendezvousAuth, IdleConnectionsAreCappedAndClosed) {
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = std::min<rlim_t>(old.rlim_cur, 1024);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  constexpr int kFlood = 1100;
+  {
+    RendezvousRoot root(0xf100d, "=lo");
+    int report[2];
+    ASSERT_EQ(pipe(report), 0);
+    const pid_t pid = fork();
+    if (pid == 0) {                      // the flood: connect, never speak, count the connections the root closes
+      for (int fd = 3; fd < 1024; ++fd)  // the root's listening socket among them: only the parent may hold it
+        if (fd != report[1]) close(fd);
+      setrlimit(RLIMIT_NOFILE, &old);
+      std::vector<pollfd> fds;
+      for (int i = 0; i < kFlood; ++i) {
+        const int fd = raw_connect(root.id());
+        if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+      }
+      int n = int(fds.size());
+      [[maybe_unused]] ssize_t w = write(report[1], &n, sizeof(n));
+      int closed = 0;
+      const auto limit = Clock::now() + 15s;
+      while (closed < n && Clock::now() < limit) {
+        poll(fds.data(), fds.size(), 100);
+        for (auto& p : fds) {
+          if (p.fd < 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+          char buf[256];
+          const ssize_t r = recv(p.fd, buf, sizeof(buf), MSG_DONTWAIT);
+          if (r > 0) continue;  // the challenge
+          close(p.fd);
+          p.fd = -1;
+          ++closed;
+        }
+      }
+      w = write(report[1], &closed, sizeof(closed));
+      _exit(0);
+    }
+    close(report[1]);
+    int connected = 0, closed = 0;
+    ASSERT_EQ(read(report[0], &connected, sizeof(connected)), ssize_t(sizeof(connected)));
+    EXPECT_EQ(connected, kFlood);
+    rusage before{}, after{};
+    getrusage(RUSAGE_SELF, &before);
+    const auto t0 = Clock::now();
+    std::this_thread::sleep_for(1s);
+    getrusage(RUSAGE_SELF, &after);
+    const double cpu =
+        double(after.ru_utime.tv_sec - before.ru_utime.tv_sec + after.ru_stime.tv_sec - before.ru_stime.tv_sec) +
+        double(after.ru_utime.tv_usec - before.ru_utime.tv_usec + after.ru_stime.tv_usec - before.ru_stime.tv_usec) *
+            1e-6;
+    EXPECT_LT(cpu, 0.3) << "the root's thread spun during the flood";
+    // Idle connections end after kHelloMs (with or without the flood).
+    std::vector<int> idle;
+    for (int i = 0; i < 3; ++i) idle.push_back(raw_connect(root.id()));
+    const auto t1 = Clock::now();
+    for (int fd : idle) {
+      ASSERT_GE(fd, 0);
+      EXPECT_EQ(raw_frame(fd).type, 6);
+      char c = 0;
+      pollfd p{fd, POLLIN, 0};
+      EXPECT_EQ(poll(&p, 1, RendezvousRoot::kHelloMs + 1500), 1);
+      EXPECT_EQ(recv(fd, &c, 1, MSG_DONTWAIT), 0) << "an idle connection was not closed";
+      close(fd);
+    }
+    const double idle_s = std::chrono::duration<double>(Clock::now() - t1).count();
+    EXPECT_GT(idle_s, RendezvousRoot::kHelloMs / 1000.0 - 0.5);
+    const auto out = run_ranks({0, 1}, [&](int rank) {
+      Rendezvous rv(root.id(), rank, 2, host_of(rank), 3000);
+      rv.barrier();
+    });
+    for (const auto& o : out) EXPECT_EQ(o.code, dfcclSuccess) << o.message;
+    const int late = raw_connect(root.id());
+    EXPECT_LT(late, 0) << "the root still listens after its group registered";
+    if (late >= 0) close(late);
+    ASSERT_EQ(read(report[0], &closed, sizeof(closed)), ssize_t(sizeof(closed)));
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_EQ(closed, connected) << "idle connections left open after " << s << " s";
+    std::printf("%d idle connections: root CPU %.3f s in the first second; all closed within %.1f s; one idle "
+                "connection closed after %.2f s\n",
+                connected, cpu, s, idle_s);
+    close(report[0]);
+    waitpid(pid, nullptr, 0);
+  }
+  setrlimit(RLIMIT_NOFILE, &old);
 }
 
 // rendezvous_peer as rank 1; it finishes `rounds` rounds with the others, then sleeps until it is killed.

@@ -99,10 +99,11 @@ struct Bootstrap::RankWord {
   uint64_t seq;        // rounds published
   int64_t nranks;      // what this rank believes
   uint64_t owner;      // who claimed the rank: pid << 32 | a random number (0: nobody yet)
-  uint64_t state;      // Bootstrap::kRunning, kAborted or kLeft: how this rank's communicator ended
+  uint64_t state;      // Bootstrap::kRunning, kAborted, kLeft or kFailed: how this rank's communicator ended
   uint64_t heartbeat;  // CLOCK_MONOTONIC ns of this rank's last beat (its PeerWatch thread)
   uint64_t pidns;      // the claimant's pid namespace (its inode; 0: unknown), in which owner's pid is meaningful
-  uint64_t pad[2];
+  uint64_t cause;      // kFailed: origin + 1, and the Cause << 32; written before the state
+  uint64_t count;      // kLeft: the order-matched collectives it submitted; written before the state
 };
 
 Bootstrap::RankWord* Bootstrap::words() const { return reinterpret_cast<RankWord*>(static_cast<Header*>(base_) + 1); }
@@ -276,7 +277,19 @@ uint64_t Bootstrap::now_ns() {
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-void Bootstrap::set_state(uint64_t state) { __atomic_store_n(&words()[rank_].state, state, __ATOMIC_RELEASE); }
+// Ends `rank`'s word with `state` unless it has ended already; `extra` (cause or count, per state) is written first.
+static void end_word(uint64_t* state_word, uint64_t* extra_word, uint64_t state, uint64_t extra) {
+  uint64_t seen = __atomic_load_n(state_word, __ATOMIC_ACQUIRE);
+  if (seen != Bootstrap::kRunning && seen != 0) return;
+  if (extra_word) __atomic_store_n(extra_word, extra, __ATOMIC_RELEASE);
+  __atomic_compare_exchange_n(state_word, &seen, state, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+void Bootstrap::set_state(uint64_t state) { set_peer_state(rank_, state); }
+
+void Bootstrap::set_failed(int origin, Cause cause) { set_peer_failed(rank_, origin, cause); }
+
+void Bootstrap::set_left(uint64_t collectives) { set_peer_left(rank_, collectives); }
 
 void Bootstrap::beat(uint64_t now) { __atomic_store_n(&words()[rank_].heartbeat, now, __ATOMIC_RELEASE); }
 
@@ -316,16 +329,22 @@ uint64_t Bootstrap::take_note(int rank, int slot) {
 
 uint64_t Bootstrap::peer_state(int rank) const { return __atomic_load_n(&words()[rank].state, __ATOMIC_ACQUIRE); }
 
-void Bootstrap::set_peer_state(int rank, uint64_t state) {
-  __atomic_store_n(&words()[rank].state, state, __ATOMIC_RELEASE);
+void Bootstrap::set_peer_state(int rank, uint64_t state) { end_word(&words()[rank].state, nullptr, state, 0); }
+
+void Bootstrap::set_peer_failed(int rank, int origin, Cause cause) {
+  end_word(&words()[rank].state, &words()[rank].cause, kFailed, uint64_t(uint32_t(origin + 1)) | uint64_t(cause) << 32);
 }
 
-void Bootstrap::set_peer_left(int rank) {
-  uint64_t seen = peer_state(rank);
-  while (seen != kAborted && !__atomic_compare_exchange_n(&words()[rank].state, &seen, uint64_t(kLeft), false,
-                                                          __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-  }
+void Bootstrap::set_peer_left(int rank, uint64_t collectives) {
+  end_word(&words()[rank].state, &words()[rank].count, kLeft, collectives);
 }
+
+Bootstrap::PeerCause Bootstrap::peer_cause(int rank) const {
+  const uint64_t w = __atomic_load_n(&words()[rank].cause, __ATOMIC_ACQUIRE);
+  return {int(uint32_t(w)) - 1, Cause(uint32_t(w >> 32))};
+}
+
+uint64_t Bootstrap::peer_count(int rank) const { return __atomic_load_n(&words()[rank].count, __ATOMIC_ACQUIRE); }
 
 uint64_t Bootstrap::peer_heartbeat(int rank) const {
   return __atomic_load_n(&words()[rank].heartbeat, __ATOMIC_ACQUIRE);

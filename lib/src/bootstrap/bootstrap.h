@@ -57,18 +57,32 @@ class Bootstrap {
   void unlink();
 
   // Liveness words in the segment, which every rank keeps mapped for the communicator's life: how each rank's
-  // communicator ended (kRunning until it aborts or is destroyed) and its heartbeat, written by its PeerWatch thread
-  // and read by the peers' (comm_init.cpp, watch_peers).
-  static constexpr uint64_t kRunning = 1, kAborted = 2, kLeft = 3;
+  // communicator ended (kRunning until it aborts, fails or is destroyed) and its heartbeat, written by its PeerWatch
+  // thread and read by the peers' (comm_init.cpp, watch_peers). The first end stands: a later set_* of an ended rank
+  // changes nothing. kFailed: another rank's failure ended the communicator (peer_cause names it and how), so that a
+  // rank that leaves after a failure never takes the blame (invariant 8). kLeft: destroyed after peer_count
+  // order-matched collectives.
+  static constexpr uint64_t kRunning = 1, kAborted = 2, kLeft = 3, kFailed = 4;
+  // How a rank failed, as the rank that saw it first recorded it (kFailed).
+  enum Cause : uint32_t { kCauseOther = 0, kCauseExited, kCauseSilent, kCauseAborted, kCauseNetwork, kCauseLeft };
+  struct PeerCause {
+    int origin = -1;  // the rank that failed
+    Cause cause = kCauseOther;
+  };
   static uint64_t now_ns();
-  void set_state(uint64_t state);
+  void set_state(uint64_t state);  // kAborted
+  void set_failed(int origin, Cause cause);
+  void set_left(uint64_t collectives);
   void beat(uint64_t now_ns);
   uint64_t peer_state(int rank) const;
   uint64_t peer_heartbeat(int rank) const;
-  // A rank on another host: its state as its messages tell it (its own words are in its host's segment).
+  PeerCause peer_cause(int rank) const;
+  uint64_t peer_count(int rank) const;
+  // A rank on another host: its end as its messages tell it (its own words are in its host's segment); an end
+  // already recorded stands.
   void set_peer_state(int rank, uint64_t state);
-  // The same for a rank on another host that destroyed its communicator: kLeft, unless kAborted was recorded.
-  void set_peer_left(int rank);
+  void set_peer_failed(int rank, int origin, Cause cause);
+  void set_peer_left(int rank, uint64_t collectives);
   // Whether `rank` is on this rank's host (shares the segment; its liveness words and process are visible here).
   bool local(int rank) const { return hosts_.empty() || hosts_[size_t(rank)] == hosts_[size_t(rank_)]; }
   bool all_local() const { return !rv_; }

@@ -108,7 +108,8 @@ void encode_rendezvous_id(const RendezvousId& rid, dfcclUniqueId& id) {
   put(s, rid.port, 2);
   put(s, rid.scope_id, 4);
   s.append(reinterpret_cast<const char*>(rid.addr), 16);
-  static_assert(kRendezvousIdBytes == 40);
+  s.append(reinterpret_cast<const char*>(rid.secret), sizeof(rid.secret));
+  static_assert(kRendezvousIdBytes == 56);
   std::memcpy(id.internal + kRendezvousIdOffset, s.data(), kRendezvousIdBytes);
 }
 
@@ -124,6 +125,7 @@ RendezvousId parse_rendezvous_id(const dfcclUniqueId& id) {
   r.port = uint16_t(get(p + 18, 2));
   r.scope_id = uint32_t(get(p + 20, 4));
   std::memcpy(r.addr, p + 24, 16);
+  std::memcpy(r.secret, p + 40, sizeof(r.secret));
   if (fam != 4 && fam != 6)
     throw Error(dfcclInvalidArgument, fmt::format("argument 'commId': unknown address family {} (4 or 6)", fam));
   if (r.port == 0) throw Error(dfcclInvalidArgument, "argument 'commId': the rendezvous port is 0");
@@ -189,6 +191,35 @@ int connect_to(const RendezvousId& id, Clock::time_point deadline, int rank) {
                           errno_text(err)));
 }
 
+// The root's CHALLENGE, the first frame of a connection, received before `deadline`: its nonce, or "" if the
+// connection ended first (the root closes the oldest unregistered connections when it has too many: try again).
+// Anything else is dfcclRemoteError naming the root.
+std::string read_challenge(int fd, const RendezvousId& id, Clock::time_point deadline, int rank) {
+  std::string in;
+  char buf[256];
+  Frame f;
+  for (;;) {
+    try {
+      if (take_frame(in, f, kNonceBytes)) break;
+    } catch (const std::runtime_error& e) {
+      throw Error(dfcclRemoteError, fmt::format("rendezvous: rank {}: the root at {} sent a bad challenge: {}", rank,
+                                                id.to_string(), e.what()));
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, remaining_ms(deadline)) <= 0)
+      throw Error(dfcclTimeout,
+                  fmt::format("rendezvous: rank {}: the root at {} sent no challenge in time", rank, id.to_string()));
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n > 0) in.append(buf, size_t(n));
+    else if (n == 0 || (errno != EINTR && errno != EAGAIN)) return "";
+  }
+  if (f.type != kChallenge || f.body.size() != kNonceBytes)
+    throw Error(dfcclRemoteError, fmt::format("rendezvous: rank {}: the root at {} opened with message {}, not a "
+                                              "challenge (a root of another version?)",
+                                              rank, id.to_string(), f.type));
+  return f.body;
+}
+
 // Sends all of `s` before `deadline`; false if the connection broke or the deadline passed.
 bool send_all(int fd, const std::string& s, Clock::time_point deadline) {
   for (size_t done = 0; done < s.size();) {
@@ -215,13 +246,32 @@ Rendezvous::Rendezvous(const RendezvousId& id, int rank, int nranks, const std::
   if (host_id.size() > kMaxHostId)
     throw Error(dfcclInvalidArgument, fmt::format("host id '{}' is longer than {} bytes", host_id, kMaxHostId));
   if (timeout_ms < 1) throw Error(dfcclInvalidArgument, fmt::format("timeout {} ms: expected >= 1", timeout_ms));
-  fd_ = connect_to(id, Clock::now() + milliseconds(timeout_ms), rank);
-  std::string body;
-  put(body, id.token, 8);
-  put(body, uint32_t(rank), 4);
-  put(body, uint32_t(nranks), 4);
-  put(body, uint32_t(timeout_ms), 4);
-  body += host_id;
+  const auto deadline = Clock::now() + milliseconds(timeout_ms);
+  std::string nonce;
+  while (nonce.empty()) {
+    fd_ = connect_to(id, deadline, rank);
+    try {
+      nonce = read_challenge(fd_, id, deadline, rank);
+    } catch (...) {
+      close(fd_);
+      throw;
+    }
+    if (nonce.empty()) {
+      close(fd_);
+      if (Clock::now() >= deadline)
+        throw Error(dfcclRemoteError, fmt::format("rendezvous: rank {}: the root at {} closed every connection "
+                                                  "before its challenge",
+                                                  rank, id.to_string()));
+      usleep(20000);
+    }
+  }
+  std::string fields;
+  put(fields, uint32_t(rank), 4);
+  put(fields, uint32_t(nranks), 4);
+  put(fields, uint32_t(timeout_ms), 4);
+  fields += host_id;
+  const Digest256 mac = hello_mac(auth_key(id.token, id.secret, sizeof(id.secret)), nonce, fields);
+  const std::string body = std::string(reinterpret_cast<const char*>(mac.data()), mac.size()) + fields;
   try {
     if (!send_all(fd_, frame(kHello, 0, 0, body), Clock::now() + milliseconds(timeout_ms)))
       throw Error(dfcclRemoteError,

@@ -2,10 +2,13 @@
 // segment's rounds (bootstrap.h). docs/net-transport.md, "Rendezvous across hosts", states the protocol. In short:
 //  - RendezvousRoot is the root service, started by the process that creates the unique id. It listens on one
 //    address (DFCCL_SOCKET_IFNAME, else the first non-loopback IPv4 interface, else loopback; port 0) and answers
-//    from one service thread until every rank of its group has left or its owner destroys it.
+//    from one service thread until every rank of its group has left or its owner destroys it. A connection that has
+//    not registered within kHelloMs is closed, at most kMaxUnregistered are kept (the oldest goes first), and the
+//    service stops listening once its group has registered.
 //  - RendezvousId is what a unique id carries to reach it (magic, token, IPv4/IPv6 address, port), encoded at
 //    kRendezvousIdOffset of dfcclUniqueId, after today's UniqueIdData.
-//  - Rendezvous is one rank's client: it registers (token, rank, nranks, host id), then runs allgather and barrier
+//  - Rendezvous is one rank's client: it registers (rank, nranks, host id, with a keyed hash of the root's challenge
+//    that proves it knows the id's token and secret without sending them), then runs allgather and barrier
 //    rounds. Every call is bounded by a timeout; failures are dfccl::Error: dfcclTimeout naming the ranks that never
 //    arrived, dfcclInvalidUsage for a duplicate rank or an nranks disagreement, dfcclRemoteError naming a rank whose
 //    connection dropped (or the root's), dfcclInvalidArgument for a malformed id or argument.
@@ -27,6 +30,7 @@ namespace dfccl::net {
 // Where a root service listens: the address a unique id carries.
 struct RendezvousId {
   uint64_t token = 0;             // names the group; a client with another token is refused
+  uint8_t secret[16] = {};        // random, with the token the key of the registration's proof (rendezvous_wire.h)
   int family = 0;                 // AF_INET or AF_INET6
   uint8_t addr[16] = {};          // network byte order; IPv4 uses the first 4 bytes
   uint32_t scope_id = 0;          // IPv6 link-local scope (interface index); 0 otherwise
@@ -36,7 +40,7 @@ struct RendezvousId {
 
 // The payload's place and size in dfcclUniqueId::internal: after UniqueIdData, which stays as it is.
 constexpr size_t kRendezvousIdOffset = 32;
-constexpr size_t kRendezvousIdBytes = 40;  // magic 8, token 8, family 2, port 2, scope 4, address 16
+constexpr size_t kRendezvousIdBytes = 56;  // magic 8, token 8, family 2, port 2, scope 4, address 16, secret 16
 static_assert(sizeof(UniqueIdData) <= kRendezvousIdOffset);
 static_assert(kRendezvousIdOffset + kRendezvousIdBytes <= DFCCL_UNIQUE_ID_BYTES);
 
@@ -62,8 +66,10 @@ Interface pick_interface(const std::string& spec);
 
 class RendezvousRoot {
  public:
-  // Listens on pick_interface(ifname_spec) and starts the service thread. Throws dfcclSystemError if the socket
-  // cannot be made.
+  static constexpr int kHelloMs = 3000;        // a connection's time to register after it was accepted
+  static constexpr int kMaxUnregistered = 64;  // connections kept that have not registered yet
+  // Listens on pick_interface(ifname_spec) with a random secret of its own; the id carries both.
+  // Starts the service thread. Throws dfcclSystemError if the socket cannot be made.
   RendezvousRoot(uint64_t token, const std::string& ifname_spec);
   // The same with DFCCL_SOCKET_IFNAME.
   explicit RendezvousRoot(uint64_t token);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +31,18 @@ namespace {
 
 constexpr size_t kMaxClientBody = Rendezvous::kMaxBytes + 64 + Rendezvous::kMaxHostId;
 
+// Random bytes from the kernel (getrandom); throws dfcclSystemError if it has none.
+std::string random_bytes(size_t n) {
+  std::string s(n, '\0');
+  for (size_t got = 0; got < n;) {
+    const ssize_t r = getrandom(s.data() + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) throw_system("rendezvous: getrandom");
+    got += size_t(r);
+  }
+  return s;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -39,8 +52,11 @@ struct RendezvousRoot::Service {
   struct Conn {
     std::string peer;  // "10.77.0.2:41234"
     std::string in, out;
+    std::string nonce;  // its challenge; emptied by the one HELLO it may answer with
+    Clock::time_point accepted;
     int rank = -1;  // registered rank, or -1
     bool close_after_write = false, dead = false;
+    bool unregistered() const { return !nonce.empty() && !dead && !close_after_write; }
   };
   struct Round {
     bool open = false;
@@ -53,7 +69,9 @@ struct RendezvousRoot::Service {
   };
 
   uint64_t token = 0;
+  std::string key;  // wire::auth_key of the token and the secret
   int listen_fd = -1;
+  Clock::time_point accept_paused_until;  // after the process ran out of file descriptors
   int wake[2] = {-1, -1};
   std::map<int, Conn> conns;  // by file descriptor
   // The group: fixed by the first registration, reset when every registered rank is gone before it completed.
@@ -104,17 +122,21 @@ struct RendezvousRoot::Service {
     failed.reset();
   }
 
+  // A registration: its proof (wire::hello_mac of this connection's challenge) first; a connection gets one try.
   void on_hello(int fd, Conn& c, const Frame& f) {
-    if (f.body.size() < 20) throw std::runtime_error("short registration");
-    const uint64_t tok = get(f.body.data(), 8);
-    const int rank = int(int32_t(get(f.body.data() + 8, 4)));
-    const int n = int(int32_t(get(f.body.data() + 12, 4)));
-    const int timeout = int(int32_t(get(f.body.data() + 16, 4)));
-    const std::string host = f.body.substr(20);
-    if (tok != token)
+    if (f.body.size() < kMacBytes + 12) throw std::runtime_error("short registration");
+    const std::string nonce = std::exchange(c.nonce, std::string());
+    Digest256 mac;
+    std::memcpy(mac.data(), f.body.data(), kMacBytes);
+    const std::string fields = f.body.substr(kMacBytes);
+    if (nonce.empty() || !digest_equal(mac, hello_mac(key, nonce, fields)))
       return refuse(fd, dfcclInvalidArgument,
-                    "rendezvous: the unique id's token does not match this root's "
-                    "(a stale or foreign id?)");
+                    "rendezvous: the registration does not prove the unique id's secret: its token or secret does "
+                    "not match this root's (a stale or foreign id?)");
+    const int rank = int(int32_t(get(fields.data(), 4)));
+    const int n = int(int32_t(get(fields.data() + 4, 4)));
+    const int timeout = int(int32_t(get(fields.data() + 8, 4)));
+    const std::string host = fields.substr(12);
     if (n < 1 || n > Rendezvous::kMaxRanks || rank < 0 || rank >= n)
       return refuse(fd, dfcclInvalidArgument, fmt::format("rendezvous: rank {} of nranks {} is out of range", rank, n));
     if (failed) return refuse(fd, failed->first, failed->second);
@@ -182,9 +204,19 @@ struct RendezvousRoot::Service {
       body += *d;
     }
     for (int fd : rank_fd) send(fd, kResult, 0, round.seq, body);
-    if (round.kind == kRegister) complete = true;
+    if (round.kind == kRegister) complete_registration();
     round.open = false;
     ++next_seq;
+  }
+
+  // The group is complete: nobody else may register, so the service stops listening and drops every connection that
+  // has not registered.
+  void complete_registration() {
+    complete = true;
+    if (listen_fd >= 0) close(listen_fd);
+    listen_fd = -1;
+    for (auto& [fd, c] : conns)
+      if (c.rank < 0 && !c.close_after_write) c.dead = true;
   }
 
   void check_deadline() {
@@ -202,6 +234,7 @@ struct RendezvousRoot::Service {
   }
 
   void on_frame(int fd, Conn& c, const Frame& f) {
+    if (c.close_after_write) return;  // refused: what it sends after the refusal is not read
     if (f.type == kHello && c.rank < 0) return on_hello(fd, c, f);
     if (c.rank < 0) throw std::runtime_error("a message before registration");
     if (f.type == kLeave) return on_leave(c);
@@ -273,16 +306,46 @@ struct RendezvousRoot::Service {
     if (c.close_after_write) c.dead = true;
   }
 
+  // Accepts every waiting connection and challenges it. Beyond kMaxUnregistered connections that have not registered,
+  // the oldest of them is closed; a process out of file descriptors pauses accepting for 100 ms (the listening
+  // socket would otherwise stay readable and spin the thread).
   void accept_all() {
     for (;;) {
       sockaddr_storage a{};
       socklen_t len = sizeof(a);
       const int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&a), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) return;
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+          accept_paused_until = Clock::now() + milliseconds(100);
+        return;
+      }
       const int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      conns[fd].peer = address_text(a);
+      Conn& c = conns[fd];
+      c.peer = address_text(a);
+      c.accepted = Clock::now();
+      c.nonce = random_bytes(kNonceBytes);
+      c.out = frame(kChallenge, 0, 0, c.nonce);
+      cap_unregistered();
     }
+  }
+
+  void cap_unregistered() {
+    int count = 0;
+    Conn* oldest = nullptr;
+    for (auto& [fd, c] : conns) {
+      if (!c.unregistered()) continue;
+      ++count;
+      if (!oldest || c.accepted < oldest->accepted) oldest = &c;
+    }
+    if (count > RendezvousRoot::kMaxUnregistered) oldest->dead = true;
+  }
+
+  // Connections that have not registered within kHelloMs of their accept are closed.
+  void expire_unregistered() {
+    const auto limit = Clock::now() - milliseconds(RendezvousRoot::kHelloMs);
+    for (auto& [fd, c] : conns)
+      if (c.unregistered() && c.accepted < limit) c.dead = true;
   }
 
   // Closes dead connections; returns whether the service is over (the group completed and every rank is gone).
@@ -317,13 +380,15 @@ struct RendezvousRoot::Service {
   void run() {
     std::vector<pollfd> fds;
     for (;;) {
-      fds.assign({{wake[0], POLLIN, 0}, {listen_fd, POLLIN, 0}});
+      const bool accepting = listen_fd >= 0 && Clock::now() >= accept_paused_until;
+      fds.assign({{wake[0], POLLIN, 0}, {accepting ? listen_fd : -1, POLLIN, 0}});
       for (auto& [fd, c] : conns) fds.push_back({fd, short(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
       if (poll(fds.data(), fds.size(), poll_timeout()) < 0 && errno != EINTR) break;
       if (fds[0].revents) break;
       if (fds[1].revents & POLLIN) accept_all();
       read_ready(fds);
       check_deadline();
+      expire_unregistered();
       for (auto& [fd, c] : conns)
         if (!c.dead) write_conn(fd, c);
       if (sweep()) break;
@@ -339,6 +404,9 @@ RendezvousRoot::RendezvousRoot(uint64_t token, const std::string& ifname_spec) :
   ifname_ = itf.name;
   Service& s = *service_;
   s.token = token;
+  const std::string secret = random_bytes(sizeof(id_.secret));
+  std::memcpy(id_.secret, secret.data(), sizeof(id_.secret));
+  s.key = auth_key(token, id_.secret, sizeof(id_.secret));
   sockaddr_storage a = itf.addr;
   if (a.ss_family == AF_INET) reinterpret_cast<sockaddr_in&>(a).sin_port = 0;
   else reinterpret_cast<sockaddr_in6&>(a).sin6_port = 0;

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <string>
 
+#include "util/sha256.h"
+
 namespace dfccl::net::wire {
 
 using Clock = std::chrono::steady_clock;
@@ -20,7 +22,7 @@ using std::chrono::milliseconds;
 inline constexpr uint32_t kFrameMagic = 0x56524644u;  // "DFRV"
 inline constexpr size_t kHeaderBytes = 16;            // magic 4, type 2, code 2, seq 4, body length 4
 
-enum Type : uint16_t { kHello = 1, kRound = 2, kLeave = 3, kResult = 4, kFail = 5 };
+enum Type : uint16_t { kHello = 1, kRound = 2, kLeave = 3, kResult = 4, kFail = 5, kChallenge = 6 };
 enum Kind : uint16_t { kRegister = 0, kAllgather = 1, kBarrier = 2 };
 
 inline const char* kind_name(uint16_t kind) {
@@ -44,6 +46,24 @@ inline std::string frame(uint16_t type, uint16_t code, uint32_t seq, const std::
   put(s, seq, 4);
   put(s, body.size(), 4);
   return s + body;
+}
+
+// The registration's proof of the unique id's secret. The root opens every connection with a CHALLENGE of
+// kNonceBytes random bytes; the client's HELLO body is hello_mac(key, nonce, fields) followed by `fields` (rank,
+// nranks, timeout, host id), so the secret never crosses the network and a HELLO is good for one connection only.
+// key: the id's token (8 bytes, little-endian) then its secret (RendezvousId::secret).
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kMacBytes = 32;
+inline std::string auth_key(uint64_t token, const uint8_t* secret, size_t secret_bytes) {
+  std::string k;
+  for (int i = 0; i < 8; ++i) k.push_back(char(uint8_t(token >> (8 * i))));
+  return k + std::string(reinterpret_cast<const char*>(secret), secret_bytes);
+}
+inline Digest256 hello_mac(const std::string& key, const std::string& nonce, std::string_view fields) {
+  std::string m = "DFRV-HELLO";
+  m += nonce;
+  m += fields;
+  return hmac_sha256(key, m);
 }
 
 struct Frame {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -145,6 +147,50 @@ bool fail_published_mismatch(dfcclComm* c) {
   return true;
 }
 
+std::string departed_early(const dfcclComm* c, int* rank) {
+  if (!c->bootstrap) return {};
+  const uint64_t mine = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(c->next_key)).load(std::memory_order_relaxed);
+  for (int q = 0; q < c->nranks; ++q) {
+    if (q == c->rank || c->bootstrap->peer_state(q) != Bootstrap::kLeft) continue;
+    const uint64_t theirs = c->bootstrap->peer_count(q);
+    if (theirs >= mine) continue;
+    *rank = q;
+    return fmt::format("destroyed its communicator after {} collectives, but this rank has called {}: collective #{} "
+                       "(in submission order) and later ones need it",
+                       theirs, mine, theirs);
+  }
+  return {};
+}
+
+// Caller: destroy, once it owns the communicator's end, while it waits for the collectives. A peer that left before
+// collectives that need it fails the communicator as PeerWatch would have (its collectives then end at once,
+// instead of the destroy's full timeout); true if so.
+bool fail_departed(dfcclComm* c) {
+  int rank = -1;
+  const std::string why = departed_early(c, &rank);
+  if (why.empty() || c->fail_claimed.exchange(true)) return false;
+  c->failure =
+      fmt::format("rank {} of the communicator (size {}; this process is rank {}) {}", rank, c->nranks, c->rank, why);
+  c->fail_code.store(dfcclRemoteError, std::memory_order_release);
+  c->bootstrap->set_failed(rank, Bootstrap::kCauseLeft);
+  log(LogLevel::Warn, LogSubsys::Abort, "{}: its collectives fail with dfcclRemoteError", c->failure);
+  abort_attached(c, dfcclRemoteError, c->failure);
+  return true;
+}
+
+// wait_quiet in slices of 100 ms, failing the communicator when a peer turns out to have left before collectives
+// that this rank still waits for (fail_departed). Quiet: true; *failed says whether it was failed instead.
+bool wait_quiet_or_departed(dfcclComm* c, int64_t timeout_ms, bool* failed) {
+  const uint64_t deadline = host_now_ns() + uint64_t(timeout_ms) * 1000000ull;
+  for (;;) {
+    const uint64_t now = host_now_ns();
+    const int64_t left = now < deadline ? int64_t((deadline - now) / 1000000ull) : 0;
+    if (wait_quiet(c, std::min<int64_t>(left, 100))) return true;
+    if ((*failed = fail_departed(c))) return true;
+    if (left <= 0) return false;
+  }
+}
+
 namespace {
 void destroy_stages(dfcclComm* c);
 }  // namespace
@@ -156,15 +202,20 @@ void comm_destroy(dfcclComm* c) {
   if (fail_published_mismatch(c)) return;
   const int64_t timeout = c->settings.destroy_timeout_ms;
   if (!c->engine) return;
-  if (!wait_quiet(c, timeout)) {
+  bool failed = false;
+  const bool quiet = wait_quiet_or_departed(c, timeout, &failed);
+  if (failed) return;
+  if (!quiet) {
     const uint32_t left = c->engine->outstanding(c->index);
     abort_attached(c);
     throw Error(dfcclTimeout, fmt::format("dfcclCommDestroy: {} collectives of rank {} were still pending after {} ms "
                                           "(DFCCL_DESTROY_TIMEOUT_MS); the communicator was aborted instead",
                                           left, c->rank, timeout));
   }
-  c->bootstrap->set_state(Bootstrap::kLeft);  // the peers no longer count on this rank (nor its process)
-  mirror_leave(c);                            // nor do those of other hosts, once the message reaches them
+  // The peers no longer count on this rank (nor its process) beyond its collectives so far; nor do those of other
+  // hosts, once the message reaches them.
+  c->bootstrap->set_left(c->next_key);
+  mirror_leave(c);
   // The last writes a peer makes into my region are the credits for what I sent it: wait for them (not for the
   // peers to call destroy: destroy is local, as in NCCL), then free.
   const uint64_t t0 = host_now_ns();
@@ -238,12 +289,14 @@ dfcclComm* failing_parent(const dfcclComm* c) {
 }
 }  // namespace
 
-void comm_fail(dfcclComm* c, int rank, const std::string& reason) {
+void comm_fail(dfcclComm* c, int rank, const std::string& reason, Bootstrap::Cause cause) {
   const dfcclComm* from = nullptr;
+  if (c->bootstrap) c->bootstrap->set_failed(rank, cause);  // before anything a peer could see this rank do
   if (dfcclComm* parent = failing_parent(c)) {  // named in the parent's ranks
     from = c;
     rank = c->hierarchy.parent_rank[size_t(rank)];
     c = parent;
+    if (c->bootstrap) c->bootstrap->set_failed(rank, cause);
   }
   const std::string msg = fmt::format("rank {} of the communicator (size {}; this process is rank {}) {}", rank,
                                       c->nranks, c->rank, reason);

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "bootstrap/bootstrap.h"
 #include "comm/comm_state.h"
 
 namespace dfccl {
@@ -15,7 +16,12 @@ void comm_destroy(dfcclComm* comm);
 void comm_abort(dfcclComm* comm);
 // A peer of comm failed (PeerWatch's thread; reason: "exited", "aborted the communicator", ...): comm is aborted with
 // dfcclRemoteError, every pending collective reports it with a message naming the rank, and so do later calls.
-void comm_fail(dfcclComm* comm, int rank, const std::string& reason);
+// The communicator's liveness word records the failed rank and `cause` first, so that peers that see this rank go
+// name that rank, not this one (invariant 8).
+void comm_fail(dfcclComm* comm, int rank, const std::string& reason, Bootstrap::Cause cause);
+// "" or why comm cannot go on because a peer destroyed its communicator early: the first peer that left (kLeft)
+// after fewer order-matched collectives than comm has submitted, with *rank that peer. Any thread.
+std::string departed_early(const dfcclComm* comm, int* rank);
 // The ranks of comm submitted differing collectives under one key (MatchBoard): comm is aborted with
 // dfcclInvalidUsage and `message`, which every pending collective and later call reports.
 void comm_fail_mismatch(dfcclComm* comm, const std::string& message);

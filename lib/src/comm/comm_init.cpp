@@ -104,22 +104,61 @@ RankInfo rank_info(const dfcclComm* c, const dfcclConfig_t& cfg, const Engine& e
   return mine;
 }
 
-// A failure that a connected rank relayed (net_tell_failed: its communicator broke on notice.origin), reported at
-// the fifth probe that finds it, so that this rank's own finding, where it has one, names the cause first.
-std::string relayed_failure(const dfcclComm* c, const net::Proxy::Notice& notice, int* rank, int* rounds) {
-  const bool valid = notice.from >= 0 && notice.from < c->nranks && notice.origin >= 0 && notice.origin < c->nranks;
-  if (!valid || notice.origin == c->rank) return {};  // a notice naming no rank of c is not believed
-  if (++*rounds < 5) return {};
-  *rank = notice.origin;
-  return fmt::format("failed or aborted, as rank {} reported (its connections reach that rank)", notice.from);
+// How a failure that `reason` describes (a probe's or PeerWatch's text) is recorded in the liveness words.
+Bootstrap::Cause cause_of(const std::string& reason) {
+  auto starts = [&](const char* p) { return reason.rfind(p, 0) == 0; };
+  if (starts("exited")) return Bootstrap::kCauseExited;
+  if (starts("aborted the communicator")) return Bootstrap::kCauseAborted;
+  if (starts("destroyed its communicator")) return Bootstrap::kCauseLeft;
+  if (starts("has not been heard from") || starts("was not heard from") ||
+      reason.find("not been heard from") != std::string::npos)
+    return Bootstrap::kCauseSilent;
+  if (starts("network connection") || starts("failed on the network")) return Bootstrap::kCauseNetwork;
+  return Bootstrap::kCauseOther;
+}
+
+const char* cause_text(Bootstrap::Cause cause) {
+  switch (cause) {
+    case Bootstrap::kCauseExited: return "exited";
+    case Bootstrap::kCauseSilent: return "has not been heard from (stopped, hung or cut off)";
+    case Bootstrap::kCauseAborted: return "aborted the communicator";
+    case Bootstrap::kCauseNetwork: return "failed on the network";
+    case Bootstrap::kCauseLeft: return "destroyed its communicator before collectives that need it";
+    default: return "failed";
+  }
+}
+
+// The rank to name for a failure found on `rank`: a rank whose communicator ended on another rank's failure
+// (kFailed) passes the blame to that rank, along the chain, with *reason the cause it recorded; else `rank` itself
+// (*reason unchanged). The chain may end at this rank: its peers gave it up (stopped or cut off longer than their
+// timeout), and it says so by naming itself.
+int blame(const dfcclComm* c, int rank, std::string* reason) {
+  int q = rank;
+  for (int steps = 0; steps < c->nranks && c->bootstrap->peer_state(q) == Bootstrap::kFailed; ++steps) {
+    const Bootstrap::PeerCause pc = c->bootstrap->peer_cause(q);
+    if (pc.origin < 0 || pc.origin >= c->nranks || pc.origin == q) break;
+    *reason = fmt::format("{} (found by rank {}, whose communicator failed on it{})", cause_text(pc.cause), q,
+                          pc.origin == c->rank ? ": this rank was given up by its peers" : "");
+    q = pc.origin;
+  }
+  return q;
+}
+
+// The notices of c's remote peers into this host's liveness words: an abort (kAborted), or the rank whose failure
+// ended the peer's communicator (kFailed). A notice naming no rank of c is not believed.
+void record_notices(dfcclComm* c) {
+  for (const net::Proxy::Notice& n : net_notices(c)) {
+    if (n.from < 0 || n.from >= c->nranks || n.from == c->rank || c->bootstrap->local(n.from)) continue;
+    if (n.origin < 0) c->bootstrap->set_peer_state(n.from, Bootstrap::kAborted);
+    else if (n.origin < c->nranks) c->bootstrap->set_peer_failed(n.from, n.origin, Bootstrap::Cause(n.cause));
+  }
 }
 
 // A broken network connection of c (a peer that left cleanly is no failure; a proxy whose engine went says so first:
 // net/proxy.h), reported at the second probe that finds it, or the tenth for a peer process on this host
 // (DFCCL_NET_FORCE=1), so that one that died is named by its pidfd first: a process's sockets close before it has
-// finished exiting. Else a relayed failure (relayed_failure).
-std::string network_failure(const dfcclComm* c, const net::Proxy::Notice& notice, int* rank, int* net_rounds,
-                            int* relay_rounds) {
+// finished exiting.
+std::string network_failure(const dfcclComm* c, int* rank, int* net_rounds) {
   int broken = -1;
   std::string m = net_failure(c, &broken);
   *net_rounds = m.empty() || c->bootstrap->peer_state(broken) == Bootstrap::kLeft ? 0 : *net_rounds + 1;
@@ -127,25 +166,55 @@ std::string network_failure(const dfcclComm* c, const net::Proxy::Notice& notice
     *rank = broken;
     return m;
   }
-  return relayed_failure(c, notice, rank, relay_rounds);
+  return {};
+}
+
+// What the liveness words say of peer i: "" (running, or left after every collective this rank called), or why c
+// fails, with *rank the rank to name (blame). A peer that is still there but ended on another rank's failure
+// (kFailed) is reported only when `relayed` (the caller's patience: this rank's own finding, where it has one, names
+// the cause in its own words first); one that is gone (its process or its connections) at once.
+std::string peer_end(const dfcclComm* c, int i, int* rank, bool relayed) {
+  const uint64_t state = c->bootstrap->peer_state(i);
+  *rank = i;
+  std::string why;
+  if (state == Bootstrap::kAborted) return "aborted the communicator";
+  if (state == Bootstrap::kLeft) {
+    int q = -1;
+    why = departed_early(c, &q);
+    return q == i ? why : std::string();
+  }
+  if (state != Bootstrap::kFailed || !relayed) return {};
+  *rank = blame(c, i, &why);
+  return why;
 }
 
 // Registers c with PeerWatch: a mismatch that any rank published on the match board fails it with
-// dfcclInvalidUsage; its peers in other processes fail it when they exit without destroying it, abort it, or fall
-// silent for DFCCL_PEER_TIMEOUT_S (0: never) — on this host through their processes (`peers`) and the segment's
-// liveness words, on other hosts through the network connections (their state words carry what their messages
-// said: an abort notice sets kAborted); its probe beats this rank's heartbeat. Ranks that are threads of this process
-// share its fate and are watched for mismatches only. The functions read c's bootstrap and board, which stay until
-// PeerWatch::remove or the failure they report.
+// dfcclInvalidUsage; its peers in other processes fail it when they exit without destroying it, abort it, destroy it
+// before collectives that c has called, or fall silent for DFCCL_PEER_TIMEOUT_S (0: never) — on this host through
+// their processes (`peers`) and the segment's liveness words, on other hosts through the network connections (their
+// state words carry what their messages said: an abort notice sets kAborted, a relayed failure kFailed, a leave
+// message kLeft). A peer whose communicator ended on another rank's failure (kFailed) passes the blame on (blame):
+// the rank named is the one that failed first (invariant 8). Its probe beats this rank's heartbeat. Ranks that are
+// threads of this process share its fate and are watched for mismatches only. The functions read c's bootstrap and
+// board, which stay until PeerWatch::remove or the failure they report.
 void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
   const uint64_t timeout_ns = c->settings.peer_timeout_ns;
   const bool other_processes = !peers.empty() || !c->bootstrap->all_local();
   PeerChecks checks;
   checks.peers = std::move(peers);
-  checks.departed = [c](int rank) { return c->bootstrap->peer_state(rank) == Bootstrap::kLeft; };
+  checks.exited = [c](int rank, std::string* reason) {
+    if (c->bootstrap->peer_state(rank) == Bootstrap::kRunning) return rank;  // reason: "exited"
+    int named = -1;
+    *reason = peer_end(c, rank, &named, true);
+    return reason->empty() ? -1 : named;
+  };
   auto net_rounds = std::make_shared<int>(0);    // probes in a row that found a network failure
-  auto relay_rounds = std::make_shared<int>(0);  // probes that found a failure relayed by a connected rank
-  checks.probe = [c, timeout_ns, other_processes, net_rounds, relay_rounds](int* rank) -> std::string {
+  auto relay_rounds = std::make_shared<int>(0);  // probes that found a peer ended on another rank's failure
+  // Silence counts from the start of this watch at the earliest: a peer's last beat may be its claim of the rank,
+  // before an init that took longer than the timeout on a busy machine, and its own watch starts with this one.
+  const uint64_t started = Bootstrap::now_ns();
+  c->bootstrap->beat(started);
+  checks.probe = [c, timeout_ns, other_processes, net_rounds, relay_rounds, started](int* rank) -> std::string {
     if (std::string m = c->board->published(); !m.empty()) {
       *rank = c->rank;
       return m;
@@ -153,28 +222,37 @@ void watch_peers(dfcclComm* c, std::vector<PeerProcess> peers) {
     if (!other_processes) return {};
     const uint64_t now = Bootstrap::now_ns();
     c->bootstrap->beat(now);
-    const net::Proxy::Notice notice = net_notice(c);
-    if (notice.from >= 0 && notice.origin < 0 && !c->bootstrap->local(notice.from))
-      c->bootstrap->set_peer_state(notice.from, Bootstrap::kAborted);
+    record_notices(c);
+    // Patience with a peer that ended on another rank's failure (peer_end), none when that rank is this one: its
+    // peers gave it up, and it has no finding of its own to wait for.
+    bool relayed = false, me = false;
+    for (int i = 0; i < c->nranks; ++i) {
+      if (i == c->rank || c->bootstrap->peer_state(i) != Bootstrap::kFailed) continue;
+      relayed = true;
+      me = me || c->bootstrap->peer_cause(i).origin == c->rank;
+    }
+    relayed = me || (relayed && ++*relay_rounds >= 5);
     for (int i = 0; i < c->nranks; ++i) {
       if (i == c->rank) continue;
-      const uint64_t state = c->bootstrap->peer_state(i);
-      if (state == Bootstrap::kLeft) continue;
-      *rank = i;
-      if (state == Bootstrap::kAborted) return "aborted the communicator";
-      if (!c->bootstrap->local(i)) continue;  // its heartbeat is the network's (net_failure)
-      const uint64_t last = c->bootstrap->peer_heartbeat(i);
+      if (std::string why = peer_end(c, i, rank, relayed); !why.empty()) return why;
+      if (c->bootstrap->peer_state(i) != Bootstrap::kRunning || !c->bootstrap->local(i)) continue;
+      *rank = i;  // its heartbeat is in this host's segment (a remote one's is the network's: net_failure)
+      const uint64_t last = std::max(c->bootstrap->peer_heartbeat(i), started);
       if (timeout_ns && now > last && now - last > timeout_ns)
         return fmt::format("has not been heard from for {} s (stopped or hung; DFCCL_PEER_TIMEOUT_S)",
                            (now - last) / 1000000000ull);
     }
-    // Last, as its cause may be one found above.
-    return network_failure(c, notice, rank, net_rounds.get(), relay_rounds.get());
+    // Last, as its cause may be one found above; a broken connection to a rank that recorded another's failure
+    // passes the blame on too.
+    std::string m = network_failure(c, rank, net_rounds.get());
+    if (!m.empty()) *rank = blame(c, *rank, &m);
+    return m;
   };
   checks.on_failure = [c](int rank, const std::string& reason) {
     if (std::string m = c->board->published(); !m.empty()) return comm_fail_mismatch(c, m);
-    net_tell_failed(c, rank);  // ranks that only this rank's connections reach learn of it too
-    comm_fail(c, rank, reason);
+    const Bootstrap::Cause cause = cause_of(reason);
+    net_tell_failed(c, rank, cause);  // ranks that only this rank's connections reach learn of it too
+    comm_fail(c, rank, reason, cause);
   };
   PeerWatch::add(c, std::move(checks));
 }

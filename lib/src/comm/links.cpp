@@ -218,19 +218,19 @@ std::string net_failure(const dfcclComm* c, int* rank) {
 
 void net_tell_aborted(dfcclComm* c) { net_tell_failed(c, -1); }
 
-void net_tell_failed(dfcclComm* c, int origin) {
+void net_tell_failed(dfcclComm* c, int origin, uint32_t cause) {
   const NetLinks& n = c->net;
   for (size_t k = 0; k < n.keys.size(); ++k)
-    if (n.keys[k]) n.proxies[k]->tell(n.keys[k], origin);
+    if (n.keys[k]) n.proxies[k]->tell(n.keys[k], origin, cause);
 }
 
-net::Proxy::Notice net_notice(const dfcclComm* c) {
+std::vector<net::Proxy::Notice> net_notices(const dfcclComm* c) {
   const NetLinks& n = c->net;
-  for (size_t k = 0; k < n.keys.size(); ++k) {
-    const net::Proxy::Notice got = n.keys[k] ? n.proxies[k]->notice(n.keys[k]) : net::Proxy::Notice{};
-    if (got.from >= 0) return got;
-  }
-  return {};
+  std::vector<net::Proxy::Notice> all;
+  for (size_t k = 0; k < n.keys.size(); ++k)
+    if (n.keys[k])
+      for (const net::Proxy::Notice& got : n.proxies[k]->notices(n.keys[k])) all.push_back(got);
+  return all;
 }
 
 }  // namespace dfccl

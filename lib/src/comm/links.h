@@ -42,10 +42,12 @@ std::string net_failure(const dfcclComm* c, int* rank);
 // Caller: the application's abort of c, before release. Tells every rank that c's hops reach that this rank aborted
 // (queued; does not wait).
 void net_tell_aborted(dfcclComm* c);
-// Caller: c's failure caused by rank `origin` (once). Tells every rank that c's hops reach that `origin` broke c, so
-// that ranks with no connection to it learn of it too (queued; does not wait).
-void net_tell_failed(dfcclComm* c, int origin);
-// The first notice that came to c's hops: a remote rank that aborted c (origin -1), or that told which rank broke it.
-net::Proxy::Notice net_notice(const dfcclComm* c);
+// Caller: c's failure caused by rank `origin` (once; cause: a Bootstrap::Cause). Tells every rank that c's hops
+// reach that `origin` broke c, and how, so that ranks with no connection to it learn of it too, and a rank that sees
+// this one go blames `origin` (queued; does not wait).
+void net_tell_failed(dfcclComm* c, int origin, uint32_t cause = 0);
+// The notices that came to c's hops, the first of each remote rank: one that aborted c (origin -1), or that told
+// which rank broke it.
+std::vector<net::Proxy::Notice> net_notices(const dfcclComm* c);
 
 }  // namespace dfccl

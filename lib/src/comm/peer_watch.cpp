@@ -41,10 +41,11 @@ struct Watcher {
         pollfd p{w.fds[i], POLLIN, 0};
         gone = ::poll(&p, 1, 0) > 0;
       }
-      if (gone && !(w.checks.departed && w.checks.departed(rank))) {
-        *reason = "exited";
-        return rank;
-      }
+      if (!gone) continue;
+      *reason = "exited";
+      const int named = w.checks.exited ? w.checks.exited(rank, reason) : rank;
+      if (named >= 0) return named;
+      reason->clear();
     }
     int rank = -1;
     if (w.checks.probe) *reason = w.checks.probe(&rank);

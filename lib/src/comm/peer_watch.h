@@ -1,7 +1,7 @@
 // Liveness of the other processes of this host's communicators (DESIGN invariant 8). One thread per process, every
 // kPollMs, for each registered owner (a communicator):
 //   - polls the pidfds of its peers in other processes (a process cannot fake its own exit, and a recycled pid is
-//     never mistaken for the peer), skipping peers that `departed` says left cleanly;
+//     never mistaken for the peer); `exited` says whom a peer's exit blames (none if it left cleanly);
 //   - calls its probe, which beats this rank's heartbeat and reports a peer that aborted or fell silent.
 // The first failure found is handed to on_failure(rank, reason) once, on that thread. Threads of one process
 // (dfcclCommInitAll) are not registered: they share their fate.
@@ -20,7 +20,9 @@ struct PeerProcess {
 
 struct PeerChecks {
   std::vector<PeerProcess> peers;               // watched through pidfds
-  std::function<bool(int rank)> departed;       // true: that peer left cleanly (its exit is no failure)
+  // The rank to name for the exit of peer `rank` (itself, with *reason "exited", or the rank whose failure ended the
+  // peer's communicator, with *reason set), or -1 when the exit is no failure (it left cleanly). Unset: `rank`.
+  std::function<int(int rank, std::string* reason)> exited;
   std::function<std::string(int* rank)> probe;  // "" or a reason, with *rank the peer it names
   std::function<void(int rank, const std::string& reason)> on_failure;
 };

@@ -21,7 +21,7 @@ namespace {
 // One message's payload (after the link's header). kPost: a collective's post (rank: its sender; id, n: the key;
 // a, b: the signature's count and shape). kP2p: a point-to-point post (rank, peer: the sender and receiver; lane,
 // n: the key; a: the signature; b: 1 for the send side). kText: a mismatch, its text after this struct. kLeave:
-// rank destroyed its communicator.
+// rank destroyed its communicator after n order-matched collectives.
 enum : uint32_t { kPost = 1, kP2p = 2, kText = 3, kLeave = 4 };
 struct Wire {
   uint32_t type;
@@ -78,7 +78,7 @@ class Sink final : public net::BoardSink {
     if (w.type == kP2p) return board_->mirror_p2p(P2pKey{w.lane, w.rank, w.peer, w.n}, w.b != 0, w.a);
     if (w.type == kText && bytes > sizeof(w))
       board_->publish(std::string(reinterpret_cast<const char*>(payload) + sizeof(w), bytes - sizeof(w)));
-    if (w.type == kLeave) leave(w.rank);
+    if (w.type == kLeave) leave(w.rank, w.n);
     return {};
   }
   std::vector<std::byte> encode_text(const std::string& text) const override {
@@ -94,10 +94,10 @@ class Sink final : public net::BoardSink {
 
  private:
   // A rank of another host destroyed its communicator: this host's senders skip it from now on.
-  void leave(int rank) const {
+  void leave(int rank, uint64_t collectives) const {
     const std::shared_ptr<Bootstrap> words = routes_->segment.lock();
     if (words && rank >= 0 && size_t(rank) < routes_->host_of.size() && routes_->host_of[size_t(rank)] >= 0)
-      words->set_peer_left(rank);
+      words->set_peer_left(rank, collectives);
   }
 
   std::shared_ptr<MatchBoard> board_;
@@ -217,6 +217,7 @@ void mirror_leave(dfcclComm* c) {
   Wire w{};
   w.type = kLeave;
   w.rank = c->rank;
+  w.n = c->next_key;
   queue(*c->mirror, c->rank, c->mirror->routes->receivers(), encode(w));
 }
 

@@ -35,7 +35,8 @@ void mirror_post_p2p(dfcclComm* c, const P2pKey& key, const core::Desc& d);
 // Caller: a submission that found a mismatch. Queues its text for the receiver of every other host.
 void mirror_mismatch(dfcclComm* c, const std::string& text);
 // Caller: destroy, once this rank is kLeft in its host's liveness words. Tells the ranks of the other hosts (their
-// receivers) that this rank left, so that they send their posts to the next rank of this host from then on.
+// receivers) that this rank left after c->next_key order-matched collectives, so that they send their posts to the
+// next rank of this host from then on and fail collectives of theirs that needed it (departed_early).
 void mirror_leave(dfcclComm* c);
 // Caller: release (and an abort that leaves the memory), before the proxies go: unregisters the board and drops the
 // proxy. Idempotent; the queued messages still go.

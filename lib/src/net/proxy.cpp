@@ -164,13 +164,16 @@ bool Proxy::wait_detached(uint64_t key, std::chrono::steady_clock::time_point de
   return gone;
 }
 
-void Proxy::tell(uint64_t key, int origin) {
+void Proxy::tell(uint64_t key, int origin, uint32_t cause) {
   std::lock_guard<std::mutex> lk(cmd_mu_);
-  cmds_.push_back([this, key, origin] {
+  cmds_.push_back([this, key, origin, cause] {
     for (auto& h : hops_) {
-      if (h->key != key || h->failed || h->peer == Peer{}) continue;
+      // A peer given up for its silence may be alive (stopped, cut off): it is told too, so that it learns, once it
+      // runs again, that its peers gave it up (its own failure, not theirs).
+      if (h->key != key || (h->failed && !h->silent) || h->peer == Peer{}) continue;
       Outgoing& n = notices_.emplace_back();
-      n.word = uint64_t(h->s.their_id) | uint64_t(uint32_t(origin + 1)) << 32;
+      n.word =
+          uint64_t(h->s.their_id) | uint64_t(uint32_t(origin + 1) & 0xffffffu) << 32 | uint64_t(cause & 0xff) << 56;
       auto r = t_->isend(h->peer, kAbortTag, &n.word, sizeof(n.word));
       if (r.ok()) n.req = r.value;
       else notices_.pop_back();
@@ -179,23 +182,26 @@ void Proxy::tell(uint64_t key, int origin) {
   has_cmds_ = true;
 }
 
-Proxy::Notice Proxy::notice(uint64_t key) const {
+std::vector<Proxy::Notice> Proxy::notices(uint64_t key) const {
   std::lock_guard<std::mutex> lk(done_mu_);
   auto it = notices_in_.find(key);
-  return it == notices_in_.end() ? Notice{} : it->second;
+  return it == notices_in_.end() ? std::vector<Notice>{} : it->second;
 }
 
 // The peers' notices: each names the hop (of this engine) whose communicator its sender aborted, or that the origin
-// rank it carries broke.
+// rank it carries broke (word: the hop id, origin + 1 in bits 32..55, the cause in bits 56..63).
 bool Proxy::take_aborts() {
   return take_inbox(aborts_, kAbortTag, tags::kExact, true, [&](const Completion& c, uint64_t word) {
     if (c.code != Code::kOk) return true;
     const uint32_t hop = uint32_t(word);
-    const int origin = int(uint32_t(word >> 32)) - 1;
+    const int origin = int(uint32_t(word >> 32) & 0xffffffu) - 1;
+    const uint32_t cause = uint32_t(word >> 56);
     for (auto& h : hops_)
       if (h->s.my_id == hop && !h->detaching) {
         std::lock_guard<std::mutex> lk(done_mu_);
-        notices_in_.emplace(h->key, Notice{h->s.peer_rank, origin});
+        std::vector<Notice>& got = notices_in_[h->key];
+        if (std::none_of(got.begin(), got.end(), [&](const Notice& n) { return n.from == h->s.peer_rank; }))
+          got.push_back(Notice{h->s.peer_rank, origin, cause});
       }
     return true;
   });
@@ -284,7 +290,10 @@ void Proxy::judge(PeerInfo& p, SteadyClock::time_point now) {
       resumed_ == SteadyClock::time_point{} ? std::string("none")
                                             : fmt::format("{} ms long, ended {} ms ago", stall_.count(), ms(resumed_)));
   for (auto& h : hops_)
-    if (h->peer == p.peer) fail(*h, why);
+    if (h->peer == p.peer && !h->failed) {
+      h->silent = true;
+      fail(*h, why);
+    }
 }
 
 // The peers' heartbeats: the sender is known by the engine id it carries. Reposted receives match beats already

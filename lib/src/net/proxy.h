@@ -24,8 +24,9 @@
 //    rank's to report (its abort, or the failure that ended its communicators).
 //  - A communicator that its application aborts tells the peer of each of its hops (tell); the peer's proxy records it
 //    for that peer's communicator (notice), whose peer watch reports "aborted the communicator". A communicator that a
-//    peer's failure broke tells them the same way which rank broke it, so that ranks with no connection to that rank
-//    fail too.
+//    peer's failure broke tells them the same way which rank broke it and how, so that ranks with no connection to
+//    that rank fail too and a rank that sees this one go blames that rank; a peer given up for its silence alone is
+//    told too (it may run again: it then learns that it is the one its peers gave up).
 #pragma once
 
 #include <array>
@@ -92,15 +93,17 @@ class Proxy {
   // "" or why the hops of `key` failed, with *rank the peer it names.
   std::string failure(uint64_t key, int* rank) const;
   // Caller: the abort of the communicator whose hops are `key`, before it detaches them (origin -1), or its failure
-  // caused by rank `origin`. Queues, for the peer of each hop, a notice that this rank aborted the communicator, or
-  // that `origin` broke it (sent by the thread; it does not wait).
-  void tell(uint64_t key, int origin);
-  // The first notice that came to the hops of `key`: the peer that sent it and its origin (-1: the peer aborted), or
-  // {-1, -1}.
+  // caused by rank `origin` (how: `cause`, a Bootstrap::Cause the proxy carries as a number). Queues, for the peer
+  // of each hop, a notice that this rank aborted the communicator, or that `origin` broke it (sent by the thread; it
+  // does not wait).
+  void tell(uint64_t key, int origin, uint32_t cause = 0);
+  // The notices that came to the hops of `key`, the first of each peer in arrival order: the peer that sent it, its
+  // origin (-1: the peer aborted) and cause.
   struct Notice {
     int from = -1, origin = -1;
+    uint32_t cause = 0;
   };
-  Notice notice(uint64_t key) const;
+  std::vector<Notice> notices(uint64_t key) const;
   // The match board's messages to and from other hosts that this proxy carries (board_link.h).
   BoardLink& board_link() { return *board_link_; }
   // How many times this thread has stored a tail (data arrived) or a head (credits arrived) for the daemon: the
@@ -125,6 +128,7 @@ class Proxy {
     uint64_t key = 0;
     Peer peer;
     bool failed = false, detaching = false;
+    bool silent = false;  // failed by silence alone (judge): its connection may still carry a notice to the peer
     std::chrono::steady_clock::time_point heard{};  // when a data or credit message of the peer last came
     struct Row {
       uint64_t a = 0, b = 0, c = 0, d = 0;  // send: forwarded, done, credit, head; receive: posted, tail, credited
@@ -186,7 +190,7 @@ class Proxy {
   std::condition_variable done_cv_;
   std::map<uint64_t, int> live_hops_;  // key -> hops the thread still holds
   std::map<uint64_t, std::pair<int, std::string>> failures_;
-  std::map<uint64_t, Notice> notices_in_;  // key -> the first notice its hops received
+  std::map<uint64_t, std::vector<Notice>> notices_in_;  // key -> the first notice of each peer, in arrival order
 
   // The thread's own state.
   std::vector<std::unique_ptr<Hop>> hops_;

@@ -18,11 +18,12 @@ namespace {
 // dfcclRemoteError when rank q destroyed or aborted the communicator; `when` ends the message.
 void throw_if_peer_gone(const dfcclComm* c, int q, int id, const char* when) {
   const uint64_t state = c->bootstrap->peer_state(q);
-  if (state == Bootstrap::kLeft || state == Bootstrap::kAborted)
-    throw Error(
-        dfcclRemoteError,
-        fmt::format("dfcclStart: persistent id {}: rank {} of {} {} {}", id, q, c->nranks,
-                    state == Bootstrap::kLeft ? "destroyed the communicator" : "aborted the communicator", when));
+  if (state == Bootstrap::kLeft || state == Bootstrap::kAborted || state == Bootstrap::kFailed)
+    throw Error(dfcclRemoteError, fmt::format("dfcclStart: persistent id {}: rank {} of {} {} {}", id, q, c->nranks,
+                                              state == Bootstrap::kLeft      ? "destroyed the communicator"
+                                              : state == Bootstrap::kAborted ? "aborted the communicator"
+                                                                             : "ended the communicator on a failure",
+                                              when));
 }
 
 // Rank q's region for persistent id `id`, once q has prepared it (its note in the bootstrap segment). Throws when
