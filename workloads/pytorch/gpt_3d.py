@@ -11,9 +11,10 @@ parallelism: torch.distributed.tensor.parallel with torch's defaults (paralleliz
 tp rank 0: src_data_rank=0), column-parallel q/k/v and MLP-in, row-parallel attention-out and MLP-out. Pipeline
 parallelism: torch.distributed.pipelining, Schedule1F1B with one stage per rank, or ScheduleInterleaved1F1B with two
 (--schedule interleaved). Data parallelism: FSDP2 fully_shard over dp (--dp-mode ddp: DistributedDataParallel over
-dp, with torch's TP+DDP transform). Every rank builds the whole model from --seed and keeps its stages; the tokens
-are synthetic (a fixed rule: token t+1 = (5 t + 3) mod vocab from a random start), the global batch is split over
-the dp replicas and then into --microbatches.
+dp, with torch's TP+DDP transform; with tp > 1 it is not exact against one process, on Gloo either). Every rank
+builds the whole model from --seed and keeps its stages; the tokens are synthetic (a fixed rule: token t+1 =
+(5 t + 3) mod vocab from a random start), the global batch is split over the dp replicas and then into
+--microbatches.
 
 --check: global rank 0 then trains the whole model in one process on the same global batches (the --reference
 training) and exits 1 when a step's loss differs by more than --rtol (relative). --checkpoint DIR: after the last
