@@ -1,5 +1,6 @@
 // The collectives of ProcessGroupDFCCL: all-reduce, broadcast, reduce, all-gather, reduce-scatter (with their
-// coalesced and base forms) and barrier, each as DFCCL collectives submitted through ProcessGroupDFCCL::run.
+// coalesced and base forms), the sparse all-reduce and the barriers, each as DFCCL collectives submitted through
+// ProcessGroupDFCCL::run.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -87,7 +88,37 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allreduceImpl(std::vector<at::
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
+  if (!tensors.empty() && tensors[0].is_sparse()) return sparseAllreduce(tensors, opts.reduceOp, "allreduce");
   return allreduceImpl(tensors, opts.reduceOp, "allreduce");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                                   const c10d::AllreduceOptions& opts) {
+  return sparseAllreduce(tensors, opts.reduceOp, "allreduce_sparse");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::sparseAllreduce(std::vector<at::Tensor>& tensors,
+                                                                  const c10d::ReduceOp& rop, const std::string& name) {
+  TORCH_CHECK(tensors.size() == 1, "dfccl: ", name, " takes one tensor per process");
+  at::Tensor sparse = tensors[0];
+  auto work = makeWork(name, c10d::OpType::ALLREDUCE, sparse, tensors);
+  if (!sparse.is_sparse()) throwDist(work->name().str() + ": the tensor is not a sparse (COO) tensor");
+  at::Tensor dense = sparse.to_dense().contiguous();
+  const Reduction r = reductionOf(rop, dense.scalar_type(), work->name().str());
+  premultiply(dense, r);
+  work->stash(sparse);
+  work->stash(dense);
+  const int64_t sparseDims = sparse.sparse_dim();
+  work->setPost([sparse, dense, sparseDims]() mutable { sparse.copy_(dense.to_sparse(sparseDims).coalesce()); });
+  std::vector<Step> steps;
+  if (dense.numel() > 0)
+    steps.push_back({dense,
+                     [dense, r](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+                       return dfcclAllReduce(dense.data_ptr(), dense.data_ptr(), size_t(dense.numel()), r.type, r.op, c,
+                                             0, s, q);
+                     },
+                     size_t(dense.numel())});
+  return run(work, steps);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -195,6 +226,48 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::_allgather_base(at::Tensor& ou
                                                                   const c10d::AllgatherOptions&) {
   std::vector<at::Tensor> outs{output}, ins{input};
   return allgatherBase(outs, ins, "_allgather_base", c10d::OpType::_ALLGATHER_BASE);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
+                                                                      std::vector<at::Tensor>& inputs,
+                                                                      const c10d::AllgatherOptions&) {
+  TORCH_CHECK(!inputs.empty(), "dfccl: allgather_coalesced: no tensors");
+  std::vector<at::Tensor> outs;
+  for (const auto& l : outputLists) outs.insert(outs.end(), l.begin(), l.end());
+  auto work = makeWork("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED, inputs[0], outs);
+  const std::string where = work->name().str();
+  if (outputLists.size() != inputs.size())
+    throwDist(where + ": " + std::to_string(inputs.size()) + " inputs but " + std::to_string(outputLists.size()) +
+              " output lists");
+  std::vector<Step> steps;
+  std::vector<std::pair<at::Tensor, std::vector<at::Tensor>>> copies;  // (gathered, its output list)
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor in = inputs[i];
+    checkTensor(in, where);
+    if (int(outputLists[i].size()) != getSize())
+      throwDist(where + ": output list " + std::to_string(i) + " has " + std::to_string(outputLists[i].size()) +
+                " tensors, the group " + std::to_string(getSize()) + " ranks");
+    for (const at::Tensor& o : outputLists[i])
+      if (o.numel() != in.numel() || o.scalar_type() != in.scalar_type() || o.device() != in.device())
+        throwDist(where + ": every tensor of output list " + std::to_string(i) +
+                  " must match its input's numel, dtype and device");
+    const at::Tensor flat = at::empty({in.numel() * getSize()}, in.options());
+    work->stash(in);
+    work->stash(flat);
+    copies.emplace_back(flat, outputLists[i]);
+    if (in.numel() == 0) continue;
+    steps.push_back({in,
+                     [in, flat](dfcclComm_t c, cudaStream_t s, dfcclRequest_t* q) {
+                       return dfcclAllGather(in.data_ptr(), flat.data_ptr(), bytesOf(in), dfcclUint8, c, 0, s, q);
+                     },
+                     bytesOf(in)});
+  }
+  work->setPost([copies]() mutable {
+    for (auto& [flat, outs] : copies)
+      for (size_t r = 0; r < outs.size(); ++r)
+        outs[r].copy_(flat.narrow(0, int64_t(r) * outs[r].numel(), outs[r].numel()).view_as(outs[r]));
+  });
+  return run(work, steps);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,

@@ -1,5 +1,6 @@
 // Point-to-point and all-to-all of ProcessGroupDFCCL: send, recv (not recvAnysource), alltoall_base and alltoall,
-// as DFCCL transfers and all-to-alls submitted through ProcessGroupDFCCL::run.
+// and the rooted ops carried by one all-to-all (gather, scatter), as DFCCL transfers and all-to-alls submitted
+// through ProcessGroupDFCCL::run.
 #include <algorithm>
 #include <functional>
 #include <string>
@@ -178,6 +179,111 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::alltoall(std::vector<at::Tenso
       byteView(outs[p]).copy_(out.narrow(0, int64_t(recv.displs[p]), int64_t(recv.bytes[p])));
   });
   std::vector<Step> steps{{in, allToAllSubmit(in, out, send, recv), 0, ReqKind::AllToAll}};
+  return run(work, steps);
+}
+
+// The one all-to-all of a rooted op (gather, scatter) in bytes: every other rank sends `each` bytes to the root
+// (gather) or the root sends `each` bytes to every other rank (scatter); the other parts are empty, the root's own
+// part included (the root copies it itself: a transfer to oneself would wait for its own receive, which a daemon
+// without preemption (DFCCL_MODE=blocking) runs only after the send, once it exceeds the connection's buffering).
+// `packed`: this side is the root's, laid out in group-rank order.
+namespace {
+Parts rootedParts(int size, int root, int rank, size_t each, bool packed) {
+  Parts p;
+  for (int r = 0; r < size; ++r) {
+    const bool moves = rank != r && (packed ? rank == root : r == root);
+    p.bytes.push_back(moves ? each : 0);
+    p.displs.push_back(packed && rank == root ? size_t(r) * each : 0);
+  }
+  return p;
+}
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                         std::vector<at::Tensor>& inputs,
+                                                         const c10d::GatherOptions& opts) {
+  TORCH_CHECK(inputs.size() == 1, "dfccl: gather takes one input tensor per process");
+  const at::Tensor in = inputs[0];
+  const int root = int(opts.rootRank);
+  const bool atRoot = getRank() == root;
+  std::vector<at::Tensor> outs = atRoot && !outputs.empty() ? outputs[0] : std::vector<at::Tensor>{};
+  auto work = makeWork("gather", c10d::OpType::GATHER, in, outs);
+  const std::string where = work->name().str();
+  checkTensor(in, where);
+  checkPeer(root, where + ": root");
+  if (atRoot) {
+    if (outputs.size() != 1 || int(outs.size()) != getSize())
+      throwDist(where + ": the root's gather list has " + std::to_string(outs.size()) + " tensors, the group " +
+                std::to_string(getSize()) + " ranks");
+    for (const at::Tensor& o : outs)
+      if (o.numel() != in.numel() || o.scalar_type() != in.scalar_type() || o.device() != in.device())
+        throwDist(where + ": every tensor of the gather list must match the input's numel, dtype and device");
+  } else if (!outputs.empty() && !outputs[0].empty()) {
+    throwDist(where + ": a gather list is given on rank " + std::to_string(getRank()) + ", which is not the root (" +
+              std::to_string(root) + ")");
+  }
+  // Every other rank sends its input to the root, which receives them into one packed buffer (its own part copied
+  // there on the current stream), copied out on completion.
+  const size_t each = bytesOf(in);
+  const at::Tensor src = byteView(in);
+  const at::Tensor flat = at::empty({int64_t(atRoot ? each * size_t(getSize()) : 0)}, src.options());
+  if (atRoot) flat.narrow(0, int64_t(size_t(root) * each), int64_t(each)).copy_(src);
+  work->stash(src);
+  work->stash(flat);
+  if (atRoot)
+    work->setPost([flat, outs, each]() mutable {
+      for (size_t r = 0; r < outs.size(); ++r)
+        byteView(outs[r]).copy_(flat.narrow(0, int64_t(r * each), int64_t(each)));
+    });
+  std::vector<Step> steps;
+  if (each > 0 && getSize() > 1)
+    steps.push_back({src,
+                     allToAllSubmit(src, flat, rootedParts(getSize(), root, getRank(), each, false),
+                                    rootedParts(getSize(), root, getRank(), each, true)),
+                     each, ReqKind::AllToAll});
+  return run(work, steps);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::scatter(std::vector<at::Tensor>& outputs,
+                                                          std::vector<std::vector<at::Tensor>>& inputs,
+                                                          const c10d::ScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == 1, "dfccl: scatter takes one output tensor per process");
+  const at::Tensor out = outputs[0];
+  const int root = int(opts.rootRank);
+  const bool atRoot = getRank() == root;
+  auto work = makeWork("scatter", c10d::OpType::SCATTER, out, outputs);
+  const std::string where = work->name().str();
+  checkTensor(out, where);
+  checkPeer(root, where + ": root");
+  std::vector<at::Tensor> ins;
+  if (atRoot) {
+    if (inputs.size() != 1 || int(inputs[0].size()) != getSize())
+      throwDist(where + ": the root's scatter list has " + std::to_string(inputs.empty() ? 0 : inputs[0].size()) +
+                " tensors, the group " + std::to_string(getSize()) + " ranks");
+    for (const at::Tensor& t : inputs[0]) {
+      checkTensor(t, where);
+      if (t.numel() != out.numel() || t.scalar_type() != out.scalar_type() || t.device() != out.device())
+        throwDist(where + ": every tensor of the scatter list must match the output's numel, dtype and device");
+      ins.push_back(byteView(t));
+    }
+  } else if (!inputs.empty() && !inputs[0].empty()) {
+    throwDist(where + ": a scatter list is given on rank " + std::to_string(getRank()) + ", which is not the root (" +
+              std::to_string(root) + ")");
+  }
+  // The root sends from one packed copy of its list (its own part copied into its output on the current stream);
+  // every other rank receives straight into its output.
+  const size_t each = bytesOf(out);
+  const at::Tensor dst = byteView(out);
+  const at::Tensor packed = atRoot ? at::cat(ins) : at::empty({0}, dst.options());
+  if (atRoot) dst.copy_(ins[size_t(root)]);
+  work->stash(packed);
+  work->stash(dst);
+  std::vector<Step> steps;
+  if (each > 0 && getSize() > 1)
+    steps.push_back({dst,
+                     allToAllSubmit(packed, dst, rootedParts(getSize(), root, getRank(), each, true),
+                                    rootedParts(getSize(), root, getRank(), each, false)),
+                     each, ReqKind::AllToAll});
   return run(work, steps);
 }
 

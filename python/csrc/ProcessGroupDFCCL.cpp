@@ -1,11 +1,12 @@
 // ProcessGroupDFCCL's process-group glue: its communicators, the submission path every op goes through (makeWork,
-// submitOne, run), the ops it does not implement, abort and shutdown; and the helpers of Common.hpp.
+// submitOne, run), abort and shutdown; and the helpers of Common.hpp.
 #include "ProcessGroupDFCCL.hpp"
 
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -107,6 +108,10 @@ dfcclComm_t ProcessGroupDFCCL::commFor(const at::Tensor& t, const std::string& o
 c10::intrusive_ptr<WorkDFCCL> ProcessGroupDFCCL::makeWork(const std::string& op, c10d::OpType type,
                                                           const at::Tensor& like, std::vector<at::Tensor> outputs) {
   checkOpen(op);
+  {
+    std::lock_guard<std::mutex> lk(countsMutex_);
+    ++opCounts_[op];
+  }
   std::optional<at::Device> cuda;
   if (like.is_cuda()) cuda = like.device();
   return c10::make_intrusive<WorkDFCCL>(OpName{groupId_, op, ++seq_}, getRank(), type, cuda, timeout_,
@@ -158,21 +163,89 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::run(const c10::intrusive_ptr<W
     throw;
   }
   work->arm();
+  if (coalescing_) coalesced_.push_back(work);
   return work;
 }
 
-// ---------------------------------------------------------------------------------------------------------------------
-// Not implemented, and the lifecycle
+void ProcessGroupDFCCL::startCoalescing() {
+  std::lock_guard<std::mutex> lk(submitMutex_);
+  if (coalescing_) throwDist("dfccl: group '" + groupId_ + "': startCoalescing: a coalesced block is already open");
+  coalescing_ = true;
+  coalesced_.clear();
+}
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::gather(std::vector<std::vector<at::Tensor>>&,
-                                                         std::vector<at::Tensor>&, const c10d::GatherOptions&) {
-  unsupported("gather", "not implemented in this version (use all_gather)");
+c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::endCoalescing() {
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  {
+    std::lock_guard<std::mutex> lk(submitMutex_);
+    if (!coalescing_) throwDist("dfccl: group '" + groupId_ + "': endCoalescing without startCoalescing");
+    coalescing_ = false;
+    works.swap(coalesced_);
+  }
+  return CoalescedWork::create(getRank(), std::move(works));
 }
-c10::intrusive_ptr<c10d::Work> ProcessGroupDFCCL::scatter(std::vector<at::Tensor>&,
-                                                          std::vector<std::vector<at::Tensor>>&,
-                                                          const c10d::ScatterOptions&) {
-  unsupported("scatter", "not implemented in this version (use broadcast)");
+
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupDFCCL::getBackendOptions() {
+  auto o = c10::make_intrusive<Options>("dfccl", timeout_);
+  o->group_name = groupId_;
+  o->global_ranks_in_group = state_->globalRanks;
+  return o;
 }
+
+c10d::ErrorType ProcessGroupDFCCL::getError() {
+  return state_->aborted ? c10d::ErrorType::COMM_ERROR : c10d::ErrorType::SUCCESS;
+}
+
+void ProcessGroupDFCCL::monitoredBarrier(const c10d::BarrierOptions& opts, bool) {
+  auto work = barrier(opts);
+  const auto timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+  work->wait(timeout);  // raises with the ranks that never arrived (WorkDFCCL::stuckReport)
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// CoalescedWork
+
+c10::intrusive_ptr<CoalescedWork> CoalescedWork::create(int rank, std::vector<c10::intrusive_ptr<c10d::Work>> works) {
+  auto w = c10::make_intrusive<CoalescedWork>(rank, std::move(works));
+  w->pending_.store(w->works_.size() + 1);
+  for (auto& sub : w->works_) sub->getFuture()->addCallback([w](c10::ivalue::Future&) { w->oneDone(); });
+  w->oneDone();
+  return w;
+}
+
+CoalescedWork::CoalescedWork(int rank, std::vector<c10::intrusive_ptr<c10d::Work>> works)
+    : c10d::Work(rank, c10d::OpType::COALESCED), works_(std::move(works)) {
+  std::vector<c10::Device> devices;
+  for (auto& sub : works_) {
+    for (const at::Tensor& t : sub->result()) {
+      outputs_.push_back(t);
+      if (t.is_cuda() && std::find(devices.begin(), devices.end(), t.device()) == devices.end())
+        devices.push_back(t.device());
+    }
+  }
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()), devices);
+}
+
+void CoalescedWork::oneDone() {
+  if (pending_.fetch_sub(1) != 1) return;
+  std::exception_ptr err;
+  for (auto& sub : works_)
+    if (sub->getFuture()->hasError()) {
+      err = sub->getFuture()->exception_ptr();
+      break;
+    }
+  finish(err);
+  if (err) future_->setError(err);
+  else future_->markCompleted(c10::IValue(outputs_));
+}
+
+bool CoalescedWork::wait(std::chrono::milliseconds timeout) {
+  for (auto& sub : works_) sub->wait(timeout);
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// The lifecycle
 
 void GroupState::abortComms() {
   std::lock_guard<std::mutex> lk(mu);
@@ -208,6 +281,11 @@ std::map<std::string, std::pair<size_t, size_t>> ProcessGroupDFCCL::memory() con
     if (c && dfcclCommGetInfo(c, &info) == dfcclSuccess) out[key] = {info.connectionBytes, info.p2pBytes};
   }
   return out;
+}
+
+std::map<std::string, uint64_t> ProcessGroupDFCCL::opCounts() const {
+  std::lock_guard<std::mutex> lk(countsMutex_);
+  return opCounts_;
 }
 
 }  // namespace dfccl_torch

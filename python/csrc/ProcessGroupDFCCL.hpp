@@ -123,6 +123,28 @@ class WorkDFCCL : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+// The work of a coalesced block (startCoalescing .. endCoalescing): the works of the ops issued inside it, each
+// submitted when it was issued. It completes, and its Future with every op's outputs, once all of them have; the
+// first error among them is its error. wait() waits for each op's work in issue order (so CUDA tensors make the
+// current stream wait, as each op's own wait does).
+class CoalescedWork : public c10d::Work {
+ public:
+  // The way to make one (the constructor only gathers the outputs; create() hooks the works' Futures).
+  static c10::intrusive_ptr<CoalescedWork> create(int rank, std::vector<c10::intrusive_ptr<c10d::Work>> works);
+  CoalescedWork(int rank, std::vector<c10::intrusive_ptr<c10d::Work>> works);
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void synchronize() override { wait(kNoTimeout); }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  std::vector<at::Tensor> result() override { return outputs_; }
+
+ private:
+  void oneDone();
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+  std::vector<at::Tensor> outputs_;
+  std::atomic<size_t> pending_{0};
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
 // Construction parameters, from torch's _DistributedBackendOptions.
 struct GroupParams {
   c10::intrusive_ptr<c10d::Store> store;
@@ -141,6 +163,13 @@ class ProcessGroupDFCCL : public c10d::Backend {
 
   const std::string getBackendName() const override { return "dfccl"; }
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  // The group's timeout, name and global ranks.
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  // COMM_ERROR once the group is aborted, else SUCCESS.
+  c10d::ErrorType getError() override;
+  // Ops are numbered per group from 0 on every rank (the #seq of messages): nothing to agree on.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return seq_; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -165,7 +194,23 @@ class ProcessGroupDFCCL : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::ReduceScatterOptions& opts) override;
+  // The deprecated list form of allgather_into_tensor_coalesced: one all-gather per input, copied out on completion.
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  // Sparse (COO) tensors, reduced densely: each is made dense, all-reduced, and written back as a coalesced sparse
+  // tensor (in place) on completion. allreduce takes sparse tensors the same way.
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                  const c10d::AllreduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // A barrier waited for on the host for at most opts.timeout (unset: the group's); when it runs out, raises
+  // DistBackendError naming the ranks that never arrived (all of them, whatever waitAllRanks says).
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks = false) override;
+  // Ops issued between startCoalescing and endCoalescing are submitted as they come (DFCCL needs no grouping);
+  // endCoalescing returns one CoalescedWork for all of them. supportsCoalescing stays false, so torch's own
+  // batch_isend_irecv issues its ops alone; torch's _coalescing_manager(group, device) reaches these.
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
   // Point-to-point (dfcclSend/dfcclRecv, any dtype, moved as bytes; tags are ignored: the k-th send from a to b
   // matches the k-th recv at b from a) and all-to-all (dfcclAllToAll for equal splits, else dfcclAllToAllv).
@@ -178,7 +223,9 @@ class ProcessGroupDFCCL : public c10d::Backend {
                                                const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
-  // Not implemented in this version: each raises DistBackendError naming the op.
+  // Rooted ops as one all-to-all (dfcclAllToAllv, bytes): gather sends every other rank's input to the root, which
+  // copies them out into its gather list on completion; scatter sends the root's list (one packed copy) to every
+  // other rank's output. The root copies its own part itself (no transfer to itself). Non-roots pass no list.
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -194,6 +241,9 @@ class ProcessGroupDFCCL : public c10d::Backend {
   // Connection memory of this rank per communicator, from dfcclCommGetInfo: {"cpu"|"cuda": (connectionBytes,
   // p2pBytes)}; empty after shutdown or abort.
   std::map<std::string, std::pair<size_t, size_t>> memory() const;
+  // Ops issued on this rank so far, by op name (the backend's: allreduce, _allgather_base, send, ...); every op
+  // counts once when it is issued, whether or not it succeeds.
+  std::map<std::string, uint64_t> opCounts() const;
 
  private:
   using Submit = std::function<dfcclResult_t(dfcclComm_t, cudaStream_t, dfcclRequest_t*)>;
@@ -219,6 +269,8 @@ class ProcessGroupDFCCL : public c10d::Backend {
                                                const std::string& name, c10d::OpType type);
   int checkPeer(int peer, const std::string& where) const;
   c10::intrusive_ptr<c10d::Work> p2p(std::vector<at::Tensor>& tensors, int peer, bool isSend);
+  c10::intrusive_ptr<c10d::Work> sparseAllreduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op,
+                                                 const std::string& name);
   c10::intrusive_ptr<c10d::Work> reduceScatterBase(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                    const c10d::ReduceOp& op, const std::string& name,
                                                    c10d::OpType type);
@@ -239,8 +291,12 @@ class ProcessGroupDFCCL : public c10d::Backend {
   dfcclComm_t cudaComm_ = nullptr;
   int cudaDevice_ = -1;
   uint64_t seq_ = 0;
+  mutable std::mutex countsMutex_;
+  std::map<std::string, uint64_t> opCounts_;
   std::atomic<bool> shutDown_{false};
   std::mutex submitMutex_;  // one submission at a time: collectives of a communicator match by submission order
+  bool coalescing_ = false;  // between startCoalescing and endCoalescing (guarded by submitMutex_)
+  std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;
 };
 
 }  // namespace dfccl_torch

@@ -25,7 +25,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def_property_readonly("has_cuda", &ProcessGroupDFCCL::hasCudaComm)
       .def("memory", &ProcessGroupDFCCL::memory,
            "{'cpu'|'cuda': (connectionBytes, p2pBytes)}: this rank's connection memory per communicator of the group "
-           "(dfcclCommGetInfo); empty after shutdown or abort");
+           "(dfcclCommGetInfo); empty after shutdown or abort")
+      .def("op_counts", &ProcessGroupDFCCL::opCounts,
+           "{op: count}: the ops issued on this rank of the group so far, by the backend's op name (allreduce, "
+           "_allgather_base, send, ...)");
   m.def("version", [] {
     int v = 0;
     dfcclGetVersion(&v);

@@ -1,4 +1,6 @@
 """Every op x dtype x reduction on CPU tensors, exact against a torch reference, on 2 and 4 ranks."""
+import datetime
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -147,9 +149,74 @@ def check_reduce_scatter(rank, world, fails):
             expect(fails, f"reduce_scatter {dtype} {name}", out2, want)
 
 
+def check_gather_scatter(rank, world, fails):
+    for dtype in (torch.float32, torch.int64, torch.bool, torch.bfloat16):
+        for root in (0, world - 1):
+            outs = [torch.empty(N, dtype=dtype) for _ in range(world)] if rank == root else None
+            dist.gather(data(rank, dtype), outs, dst=root)
+            if rank == root:
+                for r in range(world):
+                    expect(fails, f"gather {dtype} root {root} part {r}", outs[r], data(r, dtype))
+            out = torch.empty(N, dtype=dtype)
+            ins = [data(r, dtype, salt=root) for r in range(world)] if rank == root else None
+            work = dist.scatter(out, ins, src=root, async_op=True)
+            work.wait()
+            expect(fails, f"scatter {dtype} root {root}", out, data(rank, dtype, salt=root))
+    objs = [None] * world if rank == 0 else None
+    dist.gather_object({"rank": rank}, objs, dst=0)
+    if rank == 0 and objs != [{"rank": r} for r in range(world)]:
+        fails.append(f"gather_object: {objs}")
+    got = [None]
+    dist.scatter_object_list(got, [f"to {r}" for r in range(world)] if rank == 1 else None, src=1)
+    if got != [f"to {rank}"]:
+        fails.append(f"scatter_object_list: {got}")
+
+
+def check_other_backend_ops(rank, world, fails):
+    pg = dist.distributed_c10d._get_default_group()
+    be = pg._get_backend(torch.device("cpu"))
+    # allgather_coalesced (the list form)
+    ins = [data(rank, torch.float32, 5), data(rank, torch.int32, 3)]
+    outs = [[torch.empty(5) for _ in range(world)], [torch.empty(3, dtype=torch.int32) for _ in range(world)]]
+    pg.allgather_coalesced(outs, ins).wait()
+    for i, n in enumerate((5, 3)):
+        for r in range(world):
+            expect(fails, f"allgather_coalesced {i} part {r}", outs[i][r], data(r, ins[i].dtype, n))
+    # sparse all-reduce (densified)
+    idx = torch.tensor([[rank % 3, 4]])
+    sp = torch.sparse_coo_tensor(idx, torch.tensor([1.0 + rank, 2.0]), (6,), check_invariants=True)
+    dist.all_reduce(sp)
+    want = torch.zeros(6)
+    for r in range(world):
+        want[r % 3] += 1.0 + r
+    want[4] += 2.0 * world
+    if not sp.is_sparse or not torch.equal(sp.to_dense(), want):
+        fails.append(f"all_reduce sparse: {sp}")
+    # a coalesced block (torch's _coalescing_manager with a device): one work for every op of the block
+    a, b = data(rank, torch.float32), data(rank, torch.int64, 9)
+    with dist.distributed_c10d._coalescing_manager(pg, torch.device("cpu"), async_ops=True) as cm:
+        dist.broadcast(a, src=0)
+        dist.broadcast(b, src=1)
+    cm.wait()
+    expect(fails, "coalesced broadcast 0", a, data(0, torch.float32))
+    expect(fails, "coalesced broadcast 1", b, data(1, torch.int64, 9))
+    # monitored barrier (the backend's: torch 2.11's dist.monitored_barrier accepts Gloo only)
+    be.monitored_barrier(datetime.timedelta(seconds=30))
+    # what the backend tells about itself
+    if be._get_sequence_number_for_group() <= 0:
+        fails.append("sequence number: 0 after the ops above")
+    counts = be.op_counts()
+    for op in ("gather", "scatter", "allgather_coalesced", "allreduce", "broadcast", "barrier"):
+        if counts.get(op, 0) < 1:
+            fails.append(f"op_counts has no {op}: {counts}")
+
+
 def check_errors(rank, world, fails):
-    expect_raises(fails, "gather", lambda: dist.gather(torch.ones(4), [torch.empty(4) for _ in range(world)]
-                                                       if rank == 0 else None), ["gather", "not supported"])
+    if rank != 0:  # raised before anything is submitted: the root does not take part
+        pg = dist.distributed_c10d._get_default_group()
+        expect_raises(fails, "gather list on a non-root",
+                      lambda: pg.gather([[torch.empty(4) for _ in range(world)]], [torch.ones(4)]),
+                      ["gather", "not the root"])
     expect_raises(fails, "all_reduce int16", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)),
                   ["allreduce", "Short", "group '0'"])
     expect_raises(fails, "all_reduce BAND", lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32),
@@ -160,7 +227,7 @@ def check_errors(rank, world, fails):
 def all_ops(rank, world):
     fails = []
     for check in (check_allreduce, check_reduce, check_broadcast_allgather, check_coalesced, check_reduce_scatter,
-                  check_errors):
+                  check_gather_scatter, check_other_backend_ops, check_errors):
         check(rank, world, fails)
     dist.barrier()
     return fails

@@ -43,9 +43,25 @@ def parse(description, extra=None, argv=None):
     return args
 
 
+def mpi_env():
+    """Under mpirun (Open MPI's OMPI_COMM_WORLD_*, or PMI_RANK/PMI_SIZE) and not torchrun: sets RANK, WORLD_SIZE and
+    LOCAL_RANK from MPI's variables, and MASTER_ADDR/MASTER_PORT to 127.0.0.1:29500 unless set (one host)."""
+    if "RANK" in os.environ:
+        return
+    for rank, size, local in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+                              ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")):
+        if rank in os.environ and size in os.environ:
+            os.environ["RANK"], os.environ["WORLD_SIZE"] = os.environ[rank], os.environ[size]
+            os.environ["LOCAL_RANK"] = os.environ.get(local, os.environ[rank])
+            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+            os.environ.setdefault("MASTER_PORT", "29500")
+            return
+
+
 def init(args):
-    """Joins the job torchrun started (RANK, WORLD_SIZE, MASTER_ADDR/PORT, LOCAL_RANK) with args.backend; returns
-    the device of this rank's tensors."""
+    """Joins the job torchrun (RANK, WORLD_SIZE, MASTER_ADDR/PORT, LOCAL_RANK) or mpirun (mpi_env) started, with
+    args.backend; returns the device of this rank's tensors."""
+    mpi_env()
     if args.backend == "dfccl":
         import dfccl_torch  # noqa: F401  (registers the backend)
     if args.device == "cuda":
@@ -78,6 +94,8 @@ class Run:
         self.start = time.monotonic()
         self.date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.extra = {}  # more summary columns (float or int), set by the example
+        self.step_columns = {}  # more columns of the steps table: name -> one value per step (warm-up included)
+        self.tables = {}  # more tables under /backends/<backend>: name -> {column: values}
 
     @contextlib.contextmanager
     def step(self):
@@ -208,10 +226,12 @@ def write_h5(path, run, times, summ, gpus, status):
         _table(f.create_group("summary"), row)
         g = f.create_group(f"backends/{a.backend}")
         for k, v in {"backend": a.backend, "executor": "cuda" if a.device == "cuda" else "host",
-                     "mode": "preemptive" if a.backend == "dfccl" else a.backend, "completion": "torch Work.wait",
-                     "available": 1}.items():
+                     "mode": os.environ.get("DFCCL_MODE", "preemptive") if a.backend == "dfccl" else a.backend,
+                     "completion": "torch Work.wait", "available": 1}.items():
             g.attrs[k] = v
         n = len(times)
         _table(g.create_group("steps"), {
             "step": list(range(-a.warmup, n - a.warmup)), "warmup": [int(i < a.warmup) for i in range(n)],
-            "time_s": times, "loss": run.losses, "wrong": run.wrong})
+            "time_s": times, "loss": run.losses, "wrong": run.wrong, **run.step_columns})
+        for name, cols in run.tables.items():
+            _table(g.create_group(name), cols)
