@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "bootstrap/unique_id.h"
-#include "core/limits.h"
 #include "dfccl.h"
 
 namespace dfccl {
@@ -96,7 +95,7 @@ class Bootstrap {
   // that are done with a note and returns the count with this one.
   // The point-to-point connections' carving table (p2p_table.h): Areas::p2p_table_bytes after the notes, zeroed.
   void* p2p_area() const;
-  static constexpr int kNoteSlots = int(core::kOwnLanes);
+  static constexpr int kNoteSlots = 9;  // the persistent ids and the graph lane (core::kOwnLanes; persistent.h checks)
   static constexpr size_t kNoteBytes = 128;
   void post_note(int slot, const void* data, size_t bytes);
   bool read_note(int rank, int slot, void* out, size_t bytes) const;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "bootstrap/bootstrap.h"
 #include "core/region.h"
 #include "dfccl.h"
 #include "engine/engine.h"
@@ -23,6 +24,7 @@
 struct dfcclComm;
 
 static_assert(DFCCL_MAX_PERSISTENT_IDS == dfccl::core::kPersistentIds, "dfccl.h and the core agree on the ids");
+static_assert(dfccl::Bootstrap::kNoteSlots == int(dfccl::core::kOwnLanes), "a note per lane of its own");
 
 namespace dfccl {
 
