@@ -183,9 +183,10 @@ struct EngineHost {  // pinned host memory
   u64 graph_group_n[kMaxGraphGroups];
 };
 
-// A captured collective's start node's parameters (scheduler/graph_start.h, graph_post), fixed at capture: the collective's descriptor without seq and turn, the slot it owns,
-// its group (the captured collectives of one communicator in one graph), its index in the group and the graph's
-// generation (unique per group: it tells the group's and the slot's words of an earlier owner from this graph's).
+// A captured collective's start node's parameters (scheduler/graph_start.h, graph_post), fixed at capture: the
+// collective's descriptor without seq and turn, the slot it owns, its group (the captured collectives of one
+// communicator in one graph), its index in the group and the graph's generation (unique per group: it tells the group's
+// and the slot's words of an earlier owner from this graph's).
 struct GraphStart {
   Desc desc;  // first: 16-byte aligned
   EngineGlobal* g;

@@ -71,9 +71,10 @@ struct LaneLook {
 
 // Caller: one thread per new submission k of the pass, in parallel. Loads its descriptor, resets its context
 // (ChanCtx) and leaves its key and lane state in fresh_prio / fresh_seq / fresh_lane and its slot in fresh[k]. Source:
-// a captured collective's instance has its own (EngineGlobal::graph_desc); otherwise the prefetcher's copy when ready (at once under kRingCopied), else block 0 reads pinned memory and never waits for
-// a copy, and the other blocks share one claimed copy. With `looks`, also issues the lane's loads early and returns
-// them with the descriptor in BlockShared::at (LaneLook); otherwise the returned LaneLook names no slot.
+// a captured collective's instance has its own (EngineGlobal::graph_desc); otherwise the prefetcher's copy when ready
+// (at once under kRingCopied), else block 0 reads pinned memory and never waits for a copy, and the other blocks share
+// one claimed copy. With `looks`, also issues the lane's loads early and returns them with the descriptor in
+// BlockShared::at (LaneLook); otherwise the returned LaneLook names no slot.
 template <class X>
 DFCCL_DEV DFCCL_FORCEINLINE LaneLook accept(const EngineView& ev, BlockShared& bs, u32 b, u32 k, bool looks) {
   const u32 low = bs.fresh[k];

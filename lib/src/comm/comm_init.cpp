@@ -14,6 +14,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "comm/comm_failure.h"
+#include "comm/comm_submit.h"
 #include "comm/links.h"
 #include "comm/peer_watch.h"
 #include "match/board_mirror.h"
@@ -21,7 +22,6 @@
 #include "settings/settings.h"
 #include "transport/p2p.h"
 #include "transport/p2p_table.h"
-#include "comm/comm_submit.h"
 #include "transport/persistent.h"
 #include "util/error.h"
 #include "util/log.h"

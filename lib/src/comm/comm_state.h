@@ -108,10 +108,10 @@ struct dfcclComm {
   void* next_ptr = nullptr;
   void* prev_ptr = nullptr;
   uint64_t next_key = 0;
-  uint64_t graph_keys = 0;  // collectives captured so far: the graph lane's board keys (comm/comm_graph.h)
-  bool graph_ready = false;               // DFCCL_GRAPHS=1: the graph lane was made at init, with
-  dfccl::core::CommStatic graph_cs{};     // its connection (what a captured descriptor carries)
-  uint32_t graph_lane = 0;                // and its lane number (the match board's key)
+  uint64_t graph_keys = 0;             // collectives captured so far: the graph lane's board keys (comm/comm_graph.h)
+  bool graph_ready = false;            // DFCCL_GRAPHS=1: the graph lane was made at init, with
+  dfccl::core::CommStatic graph_cs{};  // its connection (what a captured descriptor carries)
+  uint32_t graph_lane = 0;             // and its lane number (the match board's key)
   dfccl::P2pConnections p2p;  // point-to-point connections to every rank (p2p.h)
   dfccl::NetLinks net;        // the connections through the network (comm/links.h)
   // The connections' shape: the engine's transport, or, with network connections, their own (net_geometry).

@@ -69,7 +69,7 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
   // finished is reported before the work behind the wait runs.
   const core::StreamWait w{
       &g_->complete[r->slot], r->seq, abort_word, abort_value, r->settles ? &h_->settled[r->slot] : nullptr,
-      kSettleWaitNs, nullptr};
+      kSettleWaitNs,          nullptr};
   exec_->stream_wait(stream, w, cfg_.wait_kernel);
   if (probe != 0) confirm_wait(probe);
 }
