@@ -292,7 +292,7 @@ dfcclComm* failing_parent(const dfcclComm* c) {
 void comm_fail(dfcclComm* c, int rank, const std::string& reason, Bootstrap::Cause cause) {
   const dfcclComm* from = nullptr;
   if (c->bootstrap) c->bootstrap->set_failed(rank, cause);  // before anything a peer could see this rank do
-  if (dfcclComm* parent = failing_parent(c)) {  // named in the parent's ranks
+  if (dfcclComm* parent = failing_parent(c)) {              // named in the parent's ranks
     from = c;
     rank = c->hierarchy.parent_rank[size_t(rank)];
     c = parent;

@@ -52,7 +52,7 @@ struct PersistentLane {
 };
 
 struct PersistentLanes {
-  std::mutex mu;  // the first prepare and the first start of an id
+  std::mutex mu;                                // the first prepare and the first start of an id
   PersistentLane lane[dfccl::core::kOwnLanes];  // the persistent ids, then the graph lane (core::kGraphLaneId)
 };
 // The connections through the network (comm/links.h).
@@ -112,8 +112,8 @@ struct dfcclComm {
   bool graph_ready = false;            // DFCCL_GRAPHS=1: the graph lane was made at init, with
   dfccl::core::CommStatic graph_cs{};  // its connection (what a captured descriptor carries)
   uint32_t graph_lane = 0;             // and its lane number (the match board's key)
-  dfccl::P2pConnections p2p;  // point-to-point connections to every rank (p2p.h)
-  dfccl::NetLinks net;        // the connections through the network (comm/links.h)
+  dfccl::P2pConnections p2p;           // point-to-point connections to every rank (p2p.h)
+  dfccl::NetLinks net;                 // the connections through the network (comm/links.h)
   // The connections' shape: the engine's transport, or, with network connections, their own (net_geometry).
   dfccl::TransportParams geometry{};
   uint32_t persistent_lanes = 0;      // DFCCL_PERSISTENT_LANES at init: ids 0 .. persistent_lanes - 1

@@ -19,7 +19,7 @@ struct PeerProcess {
 };
 
 struct PeerChecks {
-  std::vector<PeerProcess> peers;               // watched through pidfds
+  std::vector<PeerProcess> peers;  // watched through pidfds
   // The rank to name for the exit of peer `rank` (itself, with *reason "exited", or the rank whose failure ended the
   // peer's communicator, with *reason set), or -1 when the exit is no failure (it left cleanly). Unset: `rank`.
   std::function<int(int rank, std::string* reason)> exited;

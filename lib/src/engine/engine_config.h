@@ -20,8 +20,8 @@ struct TransportParams {
   uint32_t seq_lanes;  // lanes for collectives matched by order
   uint32_t persistent_lanes;
   uint32_t graph_lane;  // DFCCL_GRAPHS: each communicator makes its graph lane at init (comm/comm_graph.h)
-  uint32_t p2p_chan;   // channels of a full point-to-point connection (0: none)
-  uint64_t p2p_arena;  // bytes for a communicator's point-to-point connections per rank (p2p.h)
+  uint32_t p2p_chan;    // channels of a full point-to-point connection (0: none)
+  uint64_t p2p_arena;   // bytes for a communicator's point-to-point connections per rank (p2p.h)
 };
 
 struct EngineConfig {
