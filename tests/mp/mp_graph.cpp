@@ -52,37 +52,30 @@ cudaGraphExec_t capture(const std::string& mode, dfcclComm_t a, dfcclComm_t b, c
   if (mode == "joined") {
     allreduce(a, ba, s, nullptr);
     allreduce(b, bb, s, nullptr);
-  } else if (mode == "forked") {
-    cudaEvent_t fork, join;
-    cuda_ok(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), "cudaEventCreate");
-    cuda_ok(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), "cudaEventCreate");
-    cuda_ok(cudaEventRecord(fork, s), "cudaEventRecord");
-    cuda_ok(cudaStreamWaitEvent(s2, fork), "cudaStreamWaitEvent");
+  } else {  // deferred and blocking on s; forked: B on s2, forked from s and joined back
+    const bool forked = mode == "forked";
+    const cudaStream_t sb = forked ? s2 : s;
+    cudaEvent_t fork = nullptr, join = nullptr;
+    if (forked) {
+      cuda_ok(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), "cudaEventCreate");
+      cuda_ok(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), "cudaEventCreate");
+      cuda_ok(cudaEventRecord(fork, s), "cudaEventRecord");
+      cuda_ok(cudaStreamWaitEvent(s2, fork), "cudaStreamWaitEvent");
+    }
     dfcclRequest_t ra = nullptr, rb = nullptr;
     if (g_rank == 0) {
       allreduce(a, ba, s, &ra);
-      allreduce(b, bb, s2, &rb);
+      allreduce(b, bb, sb, &rb);
     } else {
-      allreduce(b, bb, s2, &rb);
+      allreduce(b, bb, sb, &rb);
       allreduce(a, ba, s, &ra);
     }
     ok(dfcclWait(ra, s), "dfcclWait (captured)");
-    ok(dfcclWait(rb, s2), "dfcclWait (captured)");
-    cuda_ok(cudaEventRecord(join, s2), "cudaEventRecord");
-    cuda_ok(cudaStreamWaitEvent(s, join), "cudaStreamWaitEvent");
-    dfcclRequestFree(ra);
-    dfcclRequestFree(rb);
-  } else {  // deferred, blocking
-    dfcclRequest_t ra = nullptr, rb = nullptr;
-    if (g_rank == 0) {
-      allreduce(a, ba, s, &ra);
-      allreduce(b, bb, s, &rb);
-    } else {
-      allreduce(b, bb, s, &rb);
-      allreduce(a, ba, s, &ra);
+    ok(dfcclWait(rb, sb), "dfcclWait (captured)");
+    if (forked) {
+      cuda_ok(cudaEventRecord(join, s2), "cudaEventRecord");
+      cuda_ok(cudaStreamWaitEvent(s, join), "cudaStreamWaitEvent");
     }
-    ok(dfcclWait(ra, s), "dfcclWait (captured)");
-    ok(dfcclWait(rb, s), "dfcclWait (captured)");
     dfcclRequestFree(ra);
     dfcclRequestFree(rb);
   }
