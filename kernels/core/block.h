@@ -59,6 +59,7 @@ struct BlockShared {
   u32 progressed;
   u64 passes, heartbeat_ns;  // scheduler passes of this launch; last heartbeat written
   u64 abort_look_ns;         // the last channel's block without a prefetcher: next look for aborts (exit.h)
+  u64 kept_look_ns;          // a stand-in kept by waits: next look at them (exit.h)
   u64 primitives;            // primitives run in this launch
   u32 prefetched;            // block 0: submissions accepted from the prefetcher's copy in this launch
   u64 prof[kNumPhases];      // kProfile: cycles per phase (thread 0)

@@ -26,6 +26,9 @@ DFCCL_HD inline bool exit_ordered(u64 req, u64 epoch) {
   const u64 r = req & 0xff;
   return (req >> 8) == epoch && (r == kExitIdle || r == kExitStuck || r == kExitQuit);
 }
+// Launch tags (scheduler/owner.h): a host launch's is its epoch (below kStandInTag), a stand-in's has kStandInTag.
+inline constexpr u64 kStandInTag = u64(1) << 54;
+DFCCL_HD inline bool is_standin(u64 tag) { return (tag & kStandInTag) != 0; }
 
 // Captured collectives (docs/design.md, "CUDA graphs"; scheduler/graph_start.h). Each captured call owns a slot for
 // the life of its graph; each replay posts a new instance of it into ring kGraphRing, which the host never uses, with
@@ -86,6 +89,10 @@ struct EngineGlobal {                   // device memory
   u64 graph_ring_tail;
   u64 graph_seq;  // instances posted so far (their sequence numbers: kGraphSeqBase + 1 + this)
   u64 graph_waiters;
+  // The launch that runs the scheduler, and each launch's verdict (scheduler/owner.h): [0] the host's launches,
+  // [1 + slot] the stand-ins of the slot's instances.
+  u64 owner;
+  u64 verdict[kMaxSlots + 1];
 };
 
 struct BlockStats {  // accumulated by each block at each exit
@@ -117,7 +124,15 @@ struct StreamWait {
   u64 abort_value;
   const u64* settle_word;
   u64 settle_ns;
-  u64* active;  // non-null (a captured wait): raised while the wait runs (EngineGlobal::graph_waiters)
+};
+
+// A captured wait's parameters (scheduler/graph_wait.h), fixed at capture: the slot of its collective, and the
+// communicator's abort word and attachment number (an abort releases the wait).
+struct GraphWait {
+  const u64* abort_word;
+  u64 abort_value;
+  u32 slot;
+  u32 pad;
 };
 
 struct WaitEntry {  // a stream waits until complete[slot] >= seq; probe: the barrier probe issued with the wait
@@ -157,6 +172,7 @@ struct EngineHost {  // pinned host memory
   u64 probe_done;              // device (probe stream): the last barrier probe that ran
   u64 nwaits;                  // host: entries of waits[] (released after the entries are written)
   u64 exit_announced;          // device: epoch of a daemon deciding to leave (0 after it decided to stay)
+  u64 standin_runs;            // device: captured waits that ran the scheduler (scheduler/graph_wait.h)
   WaitEntry waits[kMaxSlots];  // host: stream waits (dfcclWait) issued; completed ones are removed lazily
   // Submissions as the host posts them, before their doorbells (scheduler/prefetcher.h): record n % kMaxSlots
   // = the n-th submission (whose seq is n + 1) with its descriptor (PostRecord).
@@ -211,7 +227,7 @@ struct DaemonParams {
   u64 idle_ns;         // exit after this long with nothing to run
   u64 stuck_ns;        // exit after this long without progress while collectives are pending
   u32 prefetch;        // 1: block nblocks is the descriptor prefetcher (scheduler/prefetcher.h)
-  u32 pad;
+  u32 standin;         // 0: a host launch; slot + 1: a captured wait standing in for the daemon (graph_wait.h)
 };
 
 static_assert(offsetof(EngineGlobal, graph_desc) % 16 == 0, "graph_post stores 16-byte packs");

@@ -1,6 +1,6 @@
 // The CUDA executor's daemon kernel: the shared scheduler run by one thread block per channel.
 #include "../core/scheduler/daemon.h"
-#include "../core/scheduler/graph_start.h"
+#include "../core/scheduler/graph_wait.h"
 #include "daemon.h"
 #include "exec_cuda.cuh"
 
@@ -49,13 +49,10 @@ __device__ void wait_until(const core::StreamWait& w) {
   }
 }
 
-// See launch_stream_waiter in daemon.h. Thread 0 polls; the others return. A captured wait counts itself in
-// *w.active while it runs (core::kept_by_a_wait).
+// See launch_stream_waiter in daemon.h. Thread 0 polls; the others return.
 __global__ void __launch_bounds__(32) stream_waiter(const core::StreamWait w) {
   if (threadIdx.x != 0) return;
-  if (w.active) atomicAdd(reinterpret_cast<unsigned long long*>(w.active), 1ull);
   wait_until(w);
-  if (w.active) atomicAdd(reinterpret_cast<unsigned long long*>(w.active), ~0ull);
 }
 
 cudaError_t launch_stream_waiter(const core::StreamWait& w, cudaStream_t stream) {
@@ -71,6 +68,20 @@ __global__ void __launch_bounds__(32) graph_start(const core::GraphStart s) {
 cudaError_t launch_graph_start(const core::GraphStart& s, cudaStream_t stream) {
   void* args[] = {const_cast<core::GraphStart*>(&s)};
   return cudaLaunchKernel(reinterpret_cast<const void*>(&graph_start), dim3(1), dim3(32), args, 0, stream);
+}
+
+// See launch_graph_wait in daemon.h.
+__global__ void __launch_bounds__(kDaemonThreads, 1) graph_wait(const core::EngineView ev, const core::GraphWait w) {
+  __shared__ core::BlockShared bs;
+  if (w.abort_word == nullptr) return;  // the engine's preload
+  core::graph_wait_block<CudaExec>(ev, w, blockIdx.x, bs);
+}
+
+cudaError_t launch_graph_wait(const core::EngineView& ev, const core::GraphWait& w, unsigned threads,
+                              cudaStream_t stream) {
+  void* args[] = {const_cast<core::EngineView*>(&ev), const_cast<core::GraphWait*>(&w)};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(&graph_wait), dim3(ev.p.nblocks + ev.p.prefetch),
+                          dim3(threads), args, 0, stream);
 }
 
 cudaError_t resident_blocks(unsigned threads, unsigned* blocks) {

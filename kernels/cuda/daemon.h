@@ -30,6 +30,13 @@ cudaError_t launch_stream_waiter(const core::StreamWait& w, cudaStream_t stream)
 // one-thread kernel that posts a new instance of the captured collective at each replay (core::graph_post).
 cudaError_t launch_graph_start(const core::GraphStart& s, cudaStream_t stream);
 
+// Caller: the engine, capturing a wait for a captured collective (lib/src/engine/engine_graph.cpp). Queues on
+// `stream` the wait node: ev.p.nblocks blocks of `threads` threads (and the prefetcher's), whose block 0 polls until
+// the instance of w.slot is done, and which run the scheduler themselves when no daemon runs
+// (core::graph_wait_block). preload (w.abort_word null): returns at once, as launch_daemon's.
+cudaError_t launch_graph_wait(const core::EngineView& ev, const core::GraphWait& w, unsigned threads,
+                              cudaStream_t stream);
+
 // Caller: the engine at creation. *blocks receives how many daemon blocks of `threads` threads the current device
 // holds at once; returns the error of the queries.
 cudaError_t resident_blocks(unsigned threads, unsigned* blocks);

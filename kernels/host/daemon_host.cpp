@@ -2,7 +2,7 @@
 #include <memory>
 
 #include "../core/scheduler/daemon.h"
-#include "../core/scheduler/graph_start.h"
+#include "../core/scheduler/graph_wait.h"
 #include "exec_host.h"
 
 namespace dfccl::host {
@@ -14,5 +14,10 @@ void run_daemon_block(const core::EngineView& ev, core::u32 b) {
 }
 
 core::u64 post_graph_start(const core::GraphStart& s) { return core::graph_post<HostExec>(s); }
+
+void run_graph_wait_block(const core::EngineView& ev, const core::GraphWait& w, core::u32 b) {
+  auto bs = std::make_unique<core::BlockShared>();
+  core::graph_wait_block<HostExec>(ev, w, b, *bs);
+}
 
 }  // namespace dfccl::host

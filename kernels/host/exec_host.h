@@ -97,5 +97,7 @@ void run_daemon_block(const core::EngineView& ev, core::u32 b);
 // Caller: the host executor's start of a captured collective's instance (Executor::graph_start), on the calling
 // thread: what a graph's start node runs on a GPU (core::graph_post). Returns the instance's sequence number.
 core::u64 post_graph_start(const core::GraphStart& s);
+// Block b of a captured wait (core::graph_wait_block), on the calling thread.
+void run_graph_wait_block(const core::EngineView& ev, const core::GraphWait& w, core::u32 b);
 
 }  // namespace dfccl::host

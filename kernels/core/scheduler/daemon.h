@@ -15,6 +15,7 @@
 
 #include "attempt.h"
 #include "exit.h"
+#include "owner.h"
 #include "pickup.h"
 #include "prefetcher.h"
 
@@ -41,6 +42,7 @@ DFCCL_DEV DFCCL_FORCEINLINE void start_block(const EngineView& ev, u32 b, BlockS
     bs.passes = 0;
     bs.heartbeat_ns = 0;
     bs.abort_look_ns = 0;
+    bs.kept_look_ns = 0;
     X::atomic_max64(&ev.g->last_activity_ns, X::now_ns());
   }
   X::sync();
@@ -113,15 +115,18 @@ DFCCL_DEV DFCCL_FORCEINLINE void end_block(const EngineView& ev, u32 b, BlockSha
   }
 }
 
-// Caller: every thread of block b of a daemon launch (b == nblocks: the prefetcher). Runs the block's scheduler from
-// launch to exit: start_block, then passes (pick_up, run_pass, should_exit) until an exit, then end_block.
+// Caller: every thread of block b of a launch that owns the engine (owner.h; b == nblocks: the prefetcher). Runs the
+// block's scheduler from launch to exit: start_block, then passes (pick_up, run_pass, should_exit) until an exit,
+// then end_block, and leaves the owner.
 template <class X>
-DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
+DFCCL_DEV void run_launch(const EngineView& ev, u32 b, BlockShared& bs) {
+  const u32 tid = X::tid(), nt = X::nthreads();
   if (b >= ev.p.nblocks) {
-    prefetch_descs<X>(ev);
+    prefetch_descs<X>(ev);  // one warp: the others return at once
+    X::warp_sync();
+    if (tid == 0) leave_owner<X>(ev);
     return;
   }
-  const u32 tid = X::tid(), nt = X::nthreads();
   const u64 t_launch = prof_now<X>(), ns_launch = kProfile ? X::now_ns() : 0;
   start_block<X>(ev, b, bs, tid, nt);
   for (;;) {
@@ -144,6 +149,20 @@ DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
   }
   prof_add<X>(bs, kPhaseLaunch, t_launch);
   end_block<X>(ev, b, bs, tid, nt, ns_launch);
+  X::sync();
+  if (tid == 0) leave_owner<X>(ev);
+}
+
+// Caller: every thread of block b of a daemon launch by the host. Runs the scheduler if the launch takes the engine
+// (owner.h); a launch that yields to a stand-in reports an idle exit, and the host launches again while work waits.
+template <class X>
+DFCCL_DEV void daemon_block(const EngineView& ev, u32 b, BlockShared& bs) {
+  bool runs = false;
+  if (X::tid() == 0) {
+    runs = enter_launch<X>(ev, b, ev.p.epoch, &ev.g->verdict[0]);
+    if (b == 0 && !runs) ev.h->exit_reason = kExitIdle;
+  }
+  if (X::sync_or(runs)) run_launch<X>(ev, b, bs);
 }
 
 }  // namespace dfccl::core

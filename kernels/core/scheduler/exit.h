@@ -6,6 +6,7 @@
 #include "../block.h"
 #include "../engine_memory.h"
 #include "aborts.h"
+#include "owner.h"
 
 namespace dfccl::core {
 
@@ -28,8 +29,10 @@ DFCCL_DEV bool kept_by_a_wait(const EngineView& ev) {
 
 // Caller: thread 0 of block b, at the end of each pass. Publishes the block's activity (busy, last_activity_ns) and
 // returns whether the daemon leaves now: an exit ordered for this launch, quit, or no progress for stuck_ns with work
-// pending (idle_ns without), unless a stream wait keeps it. Invariant: one block decides (kExitPending), announcing
-// before its last scan, so that a wait the host confirms meanwhile either keeps the daemon or sees the exit.
+// pending (idle_ns without), unless a stream wait keeps it. A stand-in (graph_wait.h) stays until its own collective is
+// done instead, then leaves unless a wait keeps it. Invariant: one block decides (kExitPending), announcing before its
+// last scan, so that a wait the host confirms meanwhile either keeps the daemon or sees the exit, and a captured wait
+// that comes meanwhile either is seen or sees the owner leaving (owner.h).
 template <class X>
 DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   const u64 now = X::now_ns();
@@ -42,31 +45,42 @@ DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   if (exit_ordered(req, ev.p.epoch)) return true;
   if (req == ((ev.p.epoch << 8) | kExitPending)) return false;  // another block is deciding
   if (quit != 0) return true;
-  if (now <= last || now - last <= min_of(ev.p.idle_ns, ev.p.stuck_ns)) return false;
   bool busy = false;
-  for (u32 k = 0; k < ev.p.nblocks; ++k) busy = busy || vload(ev.g->busy[k]) != 0;
-  if (busy && ev.p.blocking) return false;  // blocking mode waits, like NCCL: only idleness ends the daemon
-  if (now - last <= (busy ? ev.p.stuck_ns : ev.p.idle_ns)) return false;
-  if (kept_by_a_wait<X>(ev)) {
-    X::atomic_max64(&ev.g->last_activity_ns, now);  // look again after another period
-    return false;
+  if (ev.p.standin != 0) {  // leaves once its collective is done, unless waits keep it (look again every 10 us)
+    if (X::load_acquire(&ev.g->graph_state[ev.p.standin - 1]) != kGraphDone || now < bs.kept_look_ns) return false;
+    if (kept_by_a_wait<X>(ev)) {
+      bs.kept_look_ns = now + 10000;
+      return false;
+    }
+  } else {
+    if (now <= last || now - last <= min_of(ev.p.idle_ns, ev.p.stuck_ns)) return false;
+    for (u32 k = 0; k < ev.p.nblocks; ++k) busy = busy || vload(ev.g->busy[k]) != 0;
+    if (busy && ev.p.blocking) return false;  // blocking mode waits, like NCCL: only idleness ends the daemon
+    if (now - last <= (busy ? ev.p.stuck_ns : ev.p.idle_ns)) return false;
+    if (kept_by_a_wait<X>(ev)) {
+      X::atomic_max64(&ev.g->last_activity_ns, now);  // look again after another period
+      return false;
+    }
   }
-  // Decide in two steps. A host thread confirming a wait (dfcclWait: its probe has run) then reads exit_announced;
-  // this block announces, then scans again: either it sees the confirmed wait and stays, or the host sees the
-  // announcement and launches the next daemon itself (Engine::confirm_wait).
+  // Decide in two steps. A host thread confirming a wait (dfcclWait: its probe has run) then reads exit_announced,
+  // and a captured wait the owner word; this block announces, then scans again: either it sees the confirmed or
+  // counted wait and stays, or the host sees the announcement and launches the next daemon itself
+  // (Engine::confirm_wait), or the captured wait sees the owner leaving and takes the engine after it (owner.h).
   const u64 pending = (ev.p.epoch << 8) | kExitPending;
   if (X::atomic_cas64(&ev.g->exit_request, req, pending) != req) return false;
+  mark_leaving<X>(ev, true);
   ev.h->exit_announced = ev.p.epoch;
   X::fence_system();
   if (kept_by_a_wait<X>(ev)) {
     ev.h->exit_announced = 0;
+    mark_leaving<X>(ev, false);
     X::atomic_max64(&ev.g->last_activity_ns, now);
     X::fence_system();
     X::atomic_cas64(&ev.g->exit_request, pending, req);
     return false;
   }
   const u64 reason = busy ? kExitStuck : kExitIdle;
-  ev.h->exit_reason = reason;
+  if (ev.p.standin == 0) ev.h->exit_reason = reason;  // the host's launches' back-off
   X::atomic_cas64(&ev.g->exit_request, pending, (ev.p.epoch << 8) | reason);
   return true;
 }

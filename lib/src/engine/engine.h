@@ -110,7 +110,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // fewer than kHostSlotsKept would remain for other submissions). graph_take_group: a group and the generation
   // that tells its words from an earlier owner's; graph_group_size: how many collectives it has now (before any
   // replay). graph_post: the start node on `stream` (host executor: posts now). graph_wait: the stream waits for
-  // the instance of `slot` that its replay posted (a polling kernel, released by an abort of the communicator).
+  // the instance of `slot` that its replay posted, the wait node running the scheduler itself while no daemon does
+  // (core::graph_wait_block; host executor: waits now), released by an abort of the communicator.
   static constexpr uint32_t kHostSlotsKept = 64;
   uint32_t graph_take_slot(const char* fn);
   uint32_t graph_take_group(uint32_t* gen, const char* fn);
@@ -121,6 +122,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const std::shared_ptr<GraphPool>& graph_pool() const { return graph_pool_; }
   // The sequence number of the last instance of graph slot `slot` that completed (0: none yet).
   uint64_t graph_done_seq(uint32_t slot) const { return __atomic_load_n(&h_->graph_done[slot], __ATOMIC_ACQUIRE); }
+  // How many captured waits ran the scheduler themselves (stood in for the daemon) so far.
+  uint64_t standin_runs() const { return __atomic_load_n(&h_->standin_runs, __ATOMIC_ACQUIRE); }
   // Blocks up to timeout_ms for every outstanding collective of one communicator.
   bool wait_comm_idle(uint32_t comm_index, int64_t timeout_ms);
   uint32_t outstanding(uint32_t comm_index);

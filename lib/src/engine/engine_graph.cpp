@@ -76,14 +76,14 @@ void Engine::graph_post(cudaStream_t stream, core::Desc d, uint32_t comm_index, 
 }
 
 void Engine::graph_wait(cudaStream_t stream, uint32_t slot, uint32_t comm_index) {
-  const core::StreamWait w{&g_->graph_state[slot],
-                           core::kGraphDone,
-                           &h_->abort_gen[comm_index],
-                           __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED),
-                           nullptr,
-                           0,
-                           &g_->graph_waiters};
-  exec_->stream_wait(stream, w, true);
+  core::EngineView ev;
+  ev.g = g_;
+  ev.ctx = ctx_;
+  ev.h = h_;
+  ev.p = cfg_.params;  // the node sets the epoch (its tag) and standin at each replay
+  const core::GraphWait w{&h_->abort_gen[comm_index], __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED), slot,
+                          0};
+  exec_->graph_wait(stream, ev, w);
 }
 
 bool Engine::graph_pending() const {

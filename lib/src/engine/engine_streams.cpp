@@ -69,7 +69,7 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
   // finished is reported before the work behind the wait runs.
   const core::StreamWait w{
       &g_->complete[r->slot], r->seq, abort_word, abort_value, r->settles ? &h_->settled[r->slot] : nullptr,
-      kSettleWaitNs,          nullptr};
+      kSettleWaitNs};
   exec_->stream_wait(stream, w, cfg_.wait_kernel);
   if (probe != 0) confirm_wait(probe);
 }
@@ -77,8 +77,9 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
 // After listing a wait: make sure a daemon will run for it without another host call, which an implicit
 // synchronization of another thread could hold (cudaFree holds kernel launches: docs/design.md). Spin until the
 // wait's barrier probe has run, bounded by DFCCL_PROBE_SPIN_NS.
-// - It ran: no barrier is pending. The running daemon stays for the wait unless it had already announced its exit
-//   (EngineHost::exit_announced, read after seeing the probe: see should_exit); then launch the next one now.
+// - It ran: no barrier is pending. The running daemon (or a stand-in) stays for the wait unless it had already
+//   announced its exit (EngineHost::exit_announced, read after seeing the probe: see should_exit); then launch the
+//   next one now.
 // - It did not run: a barrier is probably pending; the running daemon will leave for it, and the work listed after
 //   it needs a daemon launched after it. Launch one now, from this thread: the call returns once the barrier is
 //   resolved (launches are held meanwhile) and before this thread's own next implicit synchronization.
@@ -93,7 +94,9 @@ void Engine::confirm_wait(uint64_t probe) {
   }
   std::atomic_thread_fence(std::memory_order_seq_cst);
   std::lock_guard<std::mutex> lk(mu_);
-  const bool leaving = __atomic_load_n(&h_->exit_announced, __ATOMIC_ACQUIRE) == epoch_;
+  // A stand-in's announcement counts too (a captured wait running the scheduler: core::graph_wait_block).
+  const uint64_t announced = __atomic_load_n(&h_->exit_announced, __ATOMIC_ACQUIRE);
+  const bool leaving = announced == epoch_ || core::is_standin(announced);
   if (!running_ || !ran || leaving) {
     standby_launches_ += running_ ? 1 : 0;
     launch_locked(host_now_ns());

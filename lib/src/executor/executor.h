@@ -66,6 +66,10 @@ class Executor {
   // one-thread kernel, recorded by the stream's capture (CUDA); the host executor posts the instance now, on the
   // calling thread.
   virtual void graph_start(cudaStream_t stream, const core::GraphStart& s) = 0;
+  // A captured wait (core::GraphWait, kernels/core/scheduler/graph_wait.h): queued on `stream` as a kernel of the
+  // daemon's shape that polls until the instance is done and runs the scheduler itself while no daemon does (CUDA);
+  // the host executor runs it now, on one thread per daemon block, and returns once it is done.
+  virtual void graph_wait(cudaStream_t stream, const core::EngineView& ev, const core::GraphWait& w) = 0;
   // Barrier probe: *host_word = value (pinned memory) as soon as the device runs new work, i.e. once no device-wide
   // barrier issued before this call (a lazy module load) holds it back. Host executor: at once.
   virtual void probe(uint64_t* host_word, uint64_t value) = 0;

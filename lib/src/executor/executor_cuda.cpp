@@ -67,11 +67,11 @@ class CudaExecutor final : public Executor {
     DFCCL_CUDA(cuda::launch_daemon(none, threads_, /*preload=*/true, daemon_stream_));
     DFCCL_CUDA(cudaMalloc(reinterpret_cast<void**>(&zero_word_), sizeof(uint64_t)));
     DFCCL_CUDA(cudaMemsetAsync(zero_word_, 0, sizeof(uint64_t), daemon_stream_));
-    // Loads the stream waiter and the graphs' start kernel too: a graph's first replay must not be a lazy load, a
-    // device-wide barrier that would hold the daemon's launch behind the graph's own wait.
-    DFCCL_CUDA(cuda::launch_stream_waiter(core::StreamWait{zero_word_, 0, zero_word_, 0, nullptr, 0, nullptr},
-                                          daemon_stream_));
+    // Loads the stream waiter and the graphs' start and wait kernels too: a graph's first replay must not be a lazy
+    // load, a device-wide barrier that would hold the daemon's launch behind the graph's own wait.
+    DFCCL_CUDA(cuda::launch_stream_waiter(core::StreamWait{zero_word_, 0, zero_word_, 0, nullptr, 0}, daemon_stream_));
     DFCCL_CUDA(cuda::launch_graph_start(core::GraphStart{}, daemon_stream_));
+    DFCCL_CUDA(cuda::launch_graph_wait(none, core::GraphWait{}, threads_, daemon_stream_));
     DFCCL_CUDA(cudaStreamSynchronize(daemon_stream_));
     DFCCL_CUDA(cuda::resident_blocks(threads_, &resident_));
   }
@@ -150,6 +150,9 @@ class CudaExecutor final : public Executor {
 
   void graph_start(cudaStream_t stream, const core::GraphStart& s) override {
     DFCCL_CUDA(cuda::launch_graph_start(s, stream));
+  }
+  void graph_wait(cudaStream_t stream, const core::EngineView& ev, const core::GraphWait& w) override {
+    DFCCL_CUDA(cuda::launch_graph_wait(ev, w, threads_, stream));
   }
 
   void probe(uint64_t* host_word, uint64_t value) override {

@@ -64,6 +64,15 @@ class HostExecutor final : public Executor {
     throw Error(dfcclInternalError, "host executor: stream waits are done on the host");
   }
   void graph_start(cudaStream_t, const core::GraphStart& s) override { host::post_graph_start(s); }
+  void graph_wait(cudaStream_t, const core::EngineView& ev, const core::GraphWait& w) override {
+    std::vector<std::thread> blocks;
+    for (uint32_t b = 0; b < ev.p.nblocks + ev.p.prefetch; ++b)
+      blocks.emplace_back([ev, w, b] {
+        name_this_thread("gw", b);
+        host::run_graph_wait_block(ev, w, b);
+      });
+    for (auto& t : blocks) t.join();
+  }
 
   void launch(const core::EngineView& ev) override {
     join();

@@ -1,0 +1,46 @@
+// A captured wait (docs/design.md, "CUDA graphs", "Stand-ins"): what a graph's wait node runs at each replay, one
+// block per daemon block (the CUDA executor's graph_wait kernel, kernels/cuda/daemon.cu). It holds its stream until
+// the instance of slot w.slot is done, and when no daemon runs it runs the scheduler itself until then (it stands in):
+// a device-wide synchronization issued after the graph's launch waits for this node and holds any daemon launched
+// after it, so the node must not depend on one.
+#pragma once
+
+#include "daemon.h"
+#include "graph_start.h"
+
+namespace dfccl::core {
+
+// Caller: every thread of block b of the wait node, once per replay, after the instance's start (graph_post) in
+// stream order. Block 0's thread 0 counts the wait in graph_waiters (which keeps any owner: exit.h) before deciding,
+// so that an owner either stays for it or is seen leaving (owner.h). Returns once the instance is done, its
+// communicator aborted, or the engine quits.
+template <class X>
+DFCCL_DEV void graph_wait_block(EngineView ev, const GraphWait& w, u32 b, BlockShared& bs) {
+  const u32 tid = X::tid();
+  ev.p.epoch = standin_tag(vload(ev.g->graph_desc[w.slot].seq));
+  ev.p.standin = w.slot + 1;
+  bool runs = false;
+  if (tid == 0) {
+    if (b == 0) {
+      X::atomic_add64(&ev.g->graph_waiters, 1);
+      X::fence_system();
+    }
+    runs = enter_launch<X>(ev, b, ev.p.epoch, &ev.g->verdict[w.slot + 1]);
+    if (b == 0 && runs) {
+      X::atomic_add64(&ev.g->graph_waiters, ~u64(0));  // the owner is not a waiter
+      ev.h->standin_runs += 1;                         // the owner's alone
+    }
+  }
+  runs = X::sync_or(runs);
+  if (runs) run_launch<X>(ev, b, bs);
+  if (b != 0 || tid != 0) return;
+  // The stand-in left once the instance was done (or on quit); a waiter polls until then.
+  for (u64 k = 0;; ++k) {
+    if (X::load_acquire(&ev.g->graph_state[w.slot]) == kGraphDone) break;
+    if ((k & 255) == 0 && (vload(*w.abort_word) == w.abort_value || vload(ev.g->quit) != 0)) break;
+    X::pause();
+  }
+  if (!runs) X::atomic_add64(&ev.g->graph_waiters, ~u64(0));
+}
+
+}  // namespace dfccl::core

@@ -1,0 +1,99 @@
+// Who runs the scheduler (docs/design.md, "CUDA graphs", "Stand-ins"): one launch at a time owns the engine's
+// blocks, whether the host launched it (a daemon) or a captured wait stands in for one (graph_wait.h). The owner
+// word is tag << 9 | leaving << 8 | members: the tag of the owning launch (a host launch's epoch, or a stand-in's
+// kStandInTag | its instance's sequence number), whether it is deciding to leave or leaving (exit.h, should_exit),
+// and how many of its blocks run now. A launch's block 0 decides whether the launch runs and publishes the verdict;
+// each other block then joins the owner, unless that launch is already over.
+#pragma once
+
+#include "../block.h"
+#include "../engine_memory.h"
+
+namespace dfccl::core {
+
+inline constexpr u64 kOwnerLeaving = u64(1) << 8;
+inline constexpr u64 kOwnerMembers = 0xff;
+static_assert(kMaxBlocks + 1 <= kOwnerMembers, "the owner word counts the blocks of a launch in 8 bits");
+
+DFCCL_HD inline u64 owner_tag(u64 owner) { return owner >> 9; }
+// The tag of the stand-in for the instance whose sequence number is seq.
+DFCCL_HD inline u64 standin_tag(u64 seq) { return kStandInTag | (seq & (kStandInTag - 1)); }
+
+// Caller: thread 0 of block 0 of the launch `tag` (ev.p.standin: slot + 1 of a stand-in's collective, 0 for a host
+// launch). Takes the engine for the launch, or returns false when the launch does not run:
+// - a host launch yields to a stand-in that stays: that one serves the waits the host launched for (it stays for
+//   listed and captured waits: exit.h) and the host launches again for the rest once it has left;
+// - a stand-in yields to any owner that stays (its wait, counted in graph_waiters before this call, keeps that
+//   owner), or gives up once its own collective is done.
+// It waits while the owner is leaving. Invariant: at most one launch owns the engine.
+template <class X>
+DFCCL_DEV bool take_owner(const EngineView& ev, u64 tag) {
+  const bool standin = is_standin(tag);
+  for (;;) {
+    const u64 o = X::load_acquire(&ev.g->owner);
+    if (o == 0) {
+      if (X::atomic_cas64(&ev.g->owner, 0, (tag << 9) | 1) == 0) return true;
+      continue;
+    }
+    if ((o & kOwnerLeaving) == 0 && (standin || is_standin(owner_tag(o)))) return false;
+    if (standin && X::load_acquire(&ev.g->graph_state[ev.p.standin - 1]) == kGraphDone) return false;
+    if (vload(ev.g->quit) != 0) return false;
+    X::pause();
+  }
+}
+
+// Caller: thread 0 of a block b > 0 of the launch `tag`, whose block 0 took the engine. Joins it; returns false if
+// the launch has ended (left, ordered to leave, or quit) before this block came.
+template <class X>
+DFCCL_DEV bool join_owner(const EngineView& ev, u64 tag) {
+  for (;;) {
+    const u64 o = X::load_acquire(&ev.g->owner);
+    if (owner_tag(o) != tag) return false;
+    if ((o & kOwnerLeaving) != 0) {  // deciding (it may stay) or leaving
+      if (exit_ordered(vload(ev.g->exit_request), tag) || vload(ev.g->quit) != 0) return false;
+      X::pause();
+      continue;
+    }
+    if (X::atomic_cas64(&ev.g->owner, o, o + 1) == o) return true;
+  }
+}
+
+// Caller: thread 0 of every block of the launch `tag`, at its start. Block 0 decides (take_owner) and publishes the
+// verdict in *verdict (EngineGlobal::verdict: tag << 1 | runs); the others wait for it and join. Returns whether this
+// block runs the scheduler.
+template <class X>
+DFCCL_DEV bool enter_launch(const EngineView& ev, u32 b, u64 tag, u64* verdict) {
+  if (b == 0) {
+    const bool runs = take_owner<X>(ev, tag);
+    X::store_release(verdict, (tag << 1) | (runs ? 1 : 0));
+    return runs;
+  }
+  u64 v;
+  while (((v = X::load_acquire(verdict)) >> 1) != tag) {
+    if (vload(ev.g->quit) != 0) return false;
+    X::pause();
+  }
+  return (v & 1) != 0 && join_owner<X>(ev, tag);
+}
+
+// Caller: thread 0 of a block that ran the scheduler, after its last write of engine state (the block's threads
+// synchronized before). The last block out releases the engine.
+template <class X>
+DFCCL_DEV void leave_owner(const EngineView& ev) {
+  X::fence_device();
+  const u64 o = X::atomic_add64(&ev.g->owner, ~u64(0)) - 1;
+  if ((o & kOwnerMembers) == 0) X::atomic_cas64(&ev.g->owner, o, 0);  // fails if a late block joined meanwhile
+}
+
+// Caller: the block deciding its launch's exit (exit.h). Marks the owner leaving (a stand-in that comes now waits
+// for the release instead of relying on it), or clears the mark when the launch stays after all.
+template <class X>
+DFCCL_DEV void mark_leaving(const EngineView& ev, bool leaving) {
+  for (;;) {
+    const u64 o = X::load_acquire(&ev.g->owner);
+    const u64 n = leaving ? (o | kOwnerLeaving) : (o & ~kOwnerLeaving);
+    if (owner_tag(o) != ev.p.epoch || X::atomic_cas64(&ev.g->owner, o, n) == o) return;
+  }
+}
+
+}  // namespace dfccl::core

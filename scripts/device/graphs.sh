@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Collectives captured into CUDA graphs (docs/design.md, "CUDA graphs") on the one-GPU machine, two ranks
+# time-sliced: builds the graph tests into build-dev, then runs them each under a short timeout (a hang costs its
+# timeout, not the call), then the latency probe.
+#   [REPLAYS=1000 MODES=... CUDA_MODULE_LOADING=... TAG=...] scripts/device/graphs.sh [steps...]
+#   steps: build unit mp engine latency peers torch (default: build unit mp latency peers)
+# Logs and summary.txt in $OUT.
+cd "$(dirname "$0")/../.."
+. scripts/device/env.sh
+B=build-dev
+BIN=$B/bin
+steps=${*:-build unit mp latency peers}
+has() { [[ " $steps " == *" $1 "* ]]; }
+M=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x DFCCL_GRAPHS=1)
+[ -n "${CUDA_MODULE_LOADING:-}" ] && M+=(-x CUDA_MODULE_LOADING)
+tag=${TAG:+_$TAG}  # TAG: a suffix for the mp steps' logs (several settings in one call)
+if has build; then
+  targets="graph_start_test mp_graph cuda_one_gpu_test graph_latency peer_death_cuda_test mismatch_hosts_cuda_test"
+  targets+=" device_fault_cuda_test dfccl-harness dfccl_shared cuda_engine_test mp_abort"
+  step configure 120 cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DDFCCL_BUILD_PROBES=ON -DDFCCL_DEPS_PREFIX="$PWD/.deps"
+  # shellcheck disable=SC2086
+  step build 400 cmake --build $B -j16 --target $targets
+  tail -5 "$OUT/build.log"
+fi
+if has unit; then
+  step graph_start_test 60 "$BIN/graph_start_test"
+  step cuda_one_gpu_test 120 "$BIN/cuda_one_gpu_test"
+fi
+if has mp; then
+  for mode in ${MODES:-deferred forked joined}; do
+    step "mp_graph_$mode$tag" "${MP_S:-90}" "${M[@]}" "$BIN/mp_graph" "$mode" "${REPLAYS:-1000}"
+    grep -E "PASSED|FAIL|dumping|replays exact" "$OUT/mp_graph_$mode$tag.log" | tail -3
+  done
+  step "mp_graph_blocking$tag" 60 "${M[@]}" "$BIN/mp_graph" blocking
+  grep -E "PASSED|FAIL" "$OUT/mp_graph_blocking$tag.log" | tail -2
+fi
+if has engine; then  # the eager paths beside the graphs' (the same scheduler ownership: owner.h)
+  step cuda_engine_test 240 "$BIN/cuda_engine_test"
+  step mp_abort 120 "${M[@]}" "$BIN/mp_abort"
+fi
+if has latency; then
+  step graph_latency 120 "$BIN/graph_latency" "${ITERS:-100}" "${BATCH:-20}"
+  cat "$OUT/graph_latency.log"
+fi
+if has peers; then
+  step ctest_peers 300 ctest --test-dir $B -R "peer_death_cuda|mismatch_hosts_cuda|device_fault_cuda" \
+    --timeout 120 --output-on-failure
+  grep -E "tests passed|Passed|Failed|\*\*\*" "$OUT/ctest_peers.log" | tail -12
+fi
+if has torch; then
+  export DFCCL_TORCH_PYTHON=${DFCCL_TORCH_PYTHON:-python3} MAX_JOBS=16
+  step ctest_torch 580 ctest --test-dir $B -R "python_build|python_gpt_3d_cuda" --timeout 560 --output-on-failure
+  grep -E "tests passed|Passed|Failed|passed|failed" "$OUT/ctest_torch.log" | tail -12
+fi
+cat "$OUT/summary.txt"
+steps_status
