@@ -49,8 +49,8 @@ if has peers; then
   grep -E "tests passed|Passed|Failed|\*\*\*" "$OUT/ctest_peers.log" | tail -12
 fi
 if has torch; then
-  export DFCCL_TORCH_PYTHON=${DFCCL_TORCH_PYTHON:-python3} MAX_JOBS=16
-  step ctest_torch 580 ctest --test-dir $B -R "python_build|python_gpt_3d_cuda" --timeout 560 --output-on-failure
+  export DFCCL_TORCH_PYTHON=${DFCCL_TORCH_PYTHON:-$(command -v python3)} MAX_JOBS=16
+  step ctest_torch 420 ctest --test-dir $B -R "python_build|python_gpt_3d_cuda" --timeout 400 --output-on-failure
   grep -E "tests passed|Passed|Failed|passed|failed" "$OUT/ctest_torch.log" | tail -12
 fi
 cat "$OUT/summary.txt"
