@@ -61,8 +61,7 @@ DFCCL_DEV u64 graph_post(const GraphStart& s) {
   d.turn = turn;
   Pack v[kDescPacks];
   memcpy(v, &d, sizeof(Desc));
-  Pack* dst = reinterpret_cast<Pack*>(&g->graph_desc[slot]);
-  for (int i = 0; i < kDescPacks; ++i) X::st16(dst + i, v[i]);
+  store_desc<X>(g->graph_desc[slot], v);
   X::store_relaxed(&g->graph_state[slot], kGraphPending);
   X::fence_device();
   const u64 pos = X::atomic_add64(&g->graph_ring_tail, 1);

@@ -163,7 +163,6 @@ dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* 
 
 dfcclResult_t dfcclCommDestroy(dfcclComm_t comm) {
   return guard([&] {
-    const char* fn = "dfcclCommDestroy";
     // After a failure (a peer's death, a mismatch) the communicator was already aborted and released: nothing is
     // left to wait for.
     const CommLookup l = comm_lookup(comm);

@@ -54,12 +54,17 @@ struct CaptureInfo {
   cudaGraph_t graph = nullptr;
 };
 
-CaptureInfo capture_info(cudaStream_t stream, const char* fn) {
+// The capture status of `stream`, with the capture's id and graph in *info; a CUDA error fails the call (fn).
+cudaStreamCaptureStatus capture_status(cudaStream_t stream, const char* fn, CaptureInfo* info) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  CaptureInfo info;
-  const cudaError_t e = cudaStreamGetCaptureInfo(stream, &status, &info.id, &info.graph);
+  const cudaError_t e = cudaStreamGetCaptureInfo(stream, &status, &info->id, &info->graph);
   if (e != cudaSuccess) cuda_failed(fn, "cudaStreamGetCaptureInfo", e);
-  if (status != cudaStreamCaptureStatusActive)
+  return status;
+}
+
+CaptureInfo capture_info(cudaStream_t stream, const char* fn) {
+  CaptureInfo info;
+  if (capture_status(stream, fn, &info) != cudaStreamCaptureStatusActive)
     throw Error(dfcclInvalidUsage, fmt::format("{}: argument 'stream' is in an invalidated CUDA graph capture", fn));
   return info;
 }
@@ -136,11 +141,10 @@ std::shared_ptr<RequestState> comm_capture(dfcclComm* c, core::Desc d, cudaStrea
 void comm_capture_wait(const RequestState& r, cudaStream_t stream) {
   const char* fn = "dfcclWait";
   const std::shared_ptr<Engine> e = r.engine.lock();
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  unsigned long long id = 0;
-  const cudaError_t ce = stream == DFCCL_NO_STREAM ? cudaSuccess : cudaStreamGetCaptureInfo(stream, &status, &id);
-  if (ce != cudaSuccess) cuda_failed(fn, "cudaStreamGetCaptureInfo", ce);
-  if (!e || status != cudaStreamCaptureStatusActive || id != r.capture_id)
+  CaptureInfo info;
+  const cudaStreamCaptureStatus status =
+      stream == DFCCL_NO_STREAM ? cudaStreamCaptureStatusNone : capture_status(stream, fn, &info);
+  if (!e || status != cudaStreamCaptureStatusActive || info.id != r.capture_id)
     throw Error(dfcclInvalidUsage,
                 fmt::format("{}: argument 'request' names a collective captured into a CUDA graph: only a dfcclWait "
                             "on a stream capturing that same graph can wait for it (its replays complete there)",
