@@ -80,8 +80,8 @@ __global__ void __launch_bounds__(kDaemonThreads, 1) graph_wait(const core::Engi
 cudaError_t launch_graph_wait(const core::EngineView& ev, const core::GraphWait& w, unsigned threads,
                               cudaStream_t stream) {
   void* args[] = {const_cast<core::EngineView*>(&ev), const_cast<core::GraphWait*>(&w)};
-  return cudaLaunchKernel(reinterpret_cast<const void*>(&graph_wait), dim3(ev.p.nblocks + ev.p.prefetch),
-                          dim3(threads), args, 0, stream);
+  return cudaLaunchKernel(reinterpret_cast<const void*>(&graph_wait), dim3(ev.p.nblocks + ev.p.prefetch), dim3(threads),
+                          args, 0, stream);
 }
 
 cudaError_t resident_blocks(unsigned threads, unsigned* blocks) {
