@@ -253,9 +253,9 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
 /*   A graph holds one of its engine's 1024 collective slots per captured collective until CUDA destroys the graph;   */
 /*   capture is refused (dfcclNoResources) where fewer than 64 would remain. Destroy graphs before their              */
 /*   communicators, and instantiate a captured graph once (replays of two instantiations must not overlap).          */
-/*   dfcclCommAbort releases a stream waiting in a replay. Known limit: a device-wide implicit synchronization        */
-/*   (cudaFree, a lazy kernel's first launch) issued after a graph launch while no daemon runs can hold the daemon's */
-/*   relaunch: docs/design.md, "CUDA graphs".                                                                        */
+/*   dfcclCommAbort releases a stream waiting in a replay. A device-wide synchronization (cudaFree, a lazy kernel's  */
+/*   first launch, cudaDeviceSynchronize) right after a graph launch is safe: a captured wait runs the collectives   */
+/*   itself when no daemon runs (docs/design.md, "CUDA graphs").                                                     */
 
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Point-to-point and all-to-all. Arguments as in NCCL, plus priority, stream and request as above.                   */
