@@ -1,5 +1,7 @@
-// The dfccl backends: `dfccl` and `dfccl-blocking` (CUDA executor, preemptive or blocking), `host` and
-// `host-blocking` (the CPU executor, preemptive or blocking).
+// The dfccl backends: `dfccl` and `dfccl-blocking` (CUDA executor, preemptive or blocking), `dfccl-graph` (CUDA
+// executor, each timing span's collectives and their waits captured into a CUDA graph and replayed once, as
+// nccl-graph does; the communicators are made with their graph lane, DFCCL_GRAPHS=1), `host` and `host-blocking`
+// (the CPU executor, preemptive or blocking).
 // One communicator per slot, all on this process's device (the node-local rank; a virtual device for the host
 // executor), so that they share one engine. Requests are waited for as late as possible (end of the iteration).
 #include <fmt/format.h>
@@ -43,16 +45,18 @@ double longer(double a, double b) { return std::isnan(a) ? b : std::max(a, b); }
 
 class DfcclBackend final : public Backend {
  public:
-  DfcclBackend(const BackendContext& ctx, std::string name, bool on_gpu, bool blocking)
+  DfcclBackend(const BackendContext& ctx, std::string name, bool on_gpu, bool blocking, bool graphs = false)
       : ctx_(ctx),
         name_(std::move(name)),
         on_gpu_(on_gpu),
         blocking_(blocking),
+        graphs_(graphs),
         timing_(TimingPlan::of(*ctx.workload)) {
     if (on_gpu_) {
       int n = 0;
       if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw BackendError("no CUDA device");
       gpu_.emplace(ctx.local_rank % n, ctx.workload->streams == Streams::PerGroup ? kNumGroupKinds : 1);
+      gpu_->use_graphs(graphs_);
       host_completion_ = ctx.workload->completion != Completion::Stream;
       host_order_ = ctx.workload->order == SubmitOrder::Host;
     }
@@ -80,6 +84,11 @@ class DfcclBackend final : public Backend {
       if (host_order_) b.completion += "; submitted host-ordered (DFCCL_NO_STREAM)";
       b.timing = timing_.describe("host clock", "") +
                  "; e2e (submit -> completion seen by the host) and core from dfcclRequestGetInfo";
+    } else if (graphs_) {
+      b.completion = "stream: dfcclWait(request, stream) at the end of the iteration, captured with the collectives "
+                     "into one CUDA graph per timing span (the stream waits on the GPU)";
+      b.timing = timing_.describe("CUDA events", "on stream 0") +
+                 " around the graph's replay; no e2e or core (a captured request is no instance's)";
     } else {
       b.completion = "stream: dfcclWait(request, stream) at the end of the iteration (the stream waits on the GPU)";
       b.timing = timing_.describe("CUDA events", "on stream 0") +
@@ -102,6 +111,7 @@ class DfcclBackend final : public Backend {
       config.executor = on_gpu_ ? dfcclExecutorCuda : dfcclExecutorHost;
       config.mode = blocking_ ? dfcclModeBlocking : dfcclModePreemptive;
       config.device = gpu_ ? gpu_->device() : ctx_.local_rank;  // one engine per process for all its communicators
+      const GraphLane lane(graphs_);
       dfccl_check(dfcclCommInitRankConfig(&comms_[i], slots[i].size, id, slots[i].rank, &config),
                   "dfcclCommInitRankConfig");
       if (settings_.empty()) settings_ = describe(comms_[i]);
@@ -305,7 +315,13 @@ class DfcclBackend final : public Backend {
   void end_iteration() override {
     auto& reqs = iter_reqs_.back();
     if (gpu_ && !host_completion_) {
-      for (auto& r : reqs) dfccl_check(dfcclWait(r.req, gpu_->stream(stream_of(plans_[r.entry]))), "dfcclWait");
+      for (auto& r : reqs) {
+        dfccl_check(dfcclWait(r.req, gpu_->stream(stream_of(plans_[r.entry]))), "dfcclWait");
+        if (graphs_) {  // a captured request names no instance: nothing more to ask it
+          dfcclRequestFree(r.req);
+          r.req = nullptr;
+        }
+      }
       gpu_->iteration_end();
       return;
     }
@@ -329,6 +345,7 @@ class DfcclBackend final : public Backend {
     for (size_t i = 0; i < iter_reqs_.size() && i < out.size(); ++i) {
       out[i].entries.resize(plans_.size());
       for (auto& r : iter_reqs_[i]) {
+        if (!r.req) continue;  // dfccl-graph: freed once captured
         // The stream has seen the completion; the host may see it a little later.
         dfcclResult_t status = dfcclSynchronize(r.req, 5000);
         if (status == dfcclTimeout) throw BackendError("dfccl: a request is not done after its iteration completed");
@@ -504,9 +521,28 @@ class DfcclBackend final : public Backend {
     iter_reqs_.clear();
   }
 
+  // DFCCL_GRAPHS=1 while a communicator of dfccl-graph is made (its graph lane: dfccl.h, "CUDA graphs"), restored
+  // after, so that the run's other backends make theirs as the environment says.
+  struct GraphLane {
+    explicit GraphLane(bool on) : on_(on) {
+      if (!on_) return;
+      const char* v = std::getenv("DFCCL_GRAPHS");
+      had_ = v != nullptr;
+      if (had_) old_ = v;
+      setenv("DFCCL_GRAPHS", "1", 1);
+    }
+    ~GraphLane() {
+      if (!on_) return;
+      if (had_) setenv("DFCCL_GRAPHS", old_.c_str(), 1);
+      else unsetenv("DFCCL_GRAPHS");
+    }
+    bool on_, had_ = false;
+    std::string old_;
+  };
+
   BackendContext ctx_;
   std::string name_;
-  bool on_gpu_, blocking_;
+  bool on_gpu_, blocking_, graphs_;
   TimingPlan timing_;
   bool host_completion_ = true;
   bool callback_completion_ = false;
@@ -531,6 +567,7 @@ class DfcclBackend final : public Backend {
 std::unique_ptr<Backend> make_dfccl_backend(const BackendContext& ctx, const std::string& name) {
   if (name == "dfccl") return std::make_unique<DfcclBackend>(ctx, name, true, false);
   if (name == "dfccl-blocking") return std::make_unique<DfcclBackend>(ctx, name, true, true);
+  if (name == "dfccl-graph") return std::make_unique<DfcclBackend>(ctx, name, true, false, true);
   if (name == "host") return std::make_unique<DfcclBackend>(ctx, name, false, false);
   return std::make_unique<DfcclBackend>(ctx, name, false, true);
 }

@@ -15,7 +15,8 @@ bool backend_compiled(const std::string& name) {
 #ifdef DFCCL_HARNESS_HAVE_NCCL
     return true;
 #endif
-  } else if (name == "dfccl" || name == "dfccl-blocking" || name == "host" || name == "host-blocking") {
+  } else if (name == "dfccl" || name == "dfccl-blocking" || name == "dfccl-graph" || name == "host" ||
+             name == "host-blocking") {
 #ifdef DFCCL_HARNESS_HAVE_DFCCL
     return true;
 #endif

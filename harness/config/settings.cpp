@@ -24,8 +24,9 @@ const Setting kSettings[] = {
      "sweep | mix | step | replay (default: step if [[step]] entries exist, mix if [mix], replay if [sim], else "
      "sweep)"},
     {"run.backend", Type::StringList, "['auto']", one_of(kBackendNames, "backend"),
-     "backends to run, in order: dfccl, dfccl-blocking, nccl, nccl-graph (NCCL, each timing span captured into a "
-     "CUDA graph and replayed: nccl-tests -G), host, host-blocking; auto = dfccl,nccl with GPUs, else host"},
+     "backends to run, in order: dfccl, dfccl-blocking, dfccl-graph (each timing span's collectives and waits "
+     "captured into a CUDA graph and replayed), nccl, nccl-graph (the same for NCCL: nccl-tests -G), host, "
+     "host-blocking; auto = dfccl,nccl with GPUs, else host"},
     {"run.iterations", Type::Int, "20", at_least(1), "timed iterations per trial (nccl-tests -n)"},
     {"run.warmup", Type::Int, "5", at_least(0), "untimed warm-up iterations per trial (nccl-tests -w)"},
     {"run.trials", Type::Int, "1", at_least(1),

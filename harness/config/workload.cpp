@@ -511,20 +511,33 @@ void read_disturbances(Values& v, Workload& w) {
   w.compute_probability = v.number("compute.probability");
 }
 
-// nccl-graph captures the iterations it times into CUDA graphs: nothing that cannot be captured may happen in them.
-void check_nccl_graph(const Workload& w, const std::string& origin) {
-  if (std::find(w.backends.begin(), w.backends.end(), "nccl-graph") == w.backends.end()) return;
-  const std::pair<const char*, double> uncapturable[] = {
-      {"sync.probability", w.sync_probability},
-      {"host_alloc.probability", w.host_alloc_probability},
-      {"implicit.cuda_free_probability", w.cuda_free_probability},
-      {"implicit.lazy_kernel_probability", w.lazy_kernel_probability}};
-  for (const auto& [key, p] : uncapturable)
-    if (p > 0)
-      fail(origin, key,
-           "must be 0 with backend nccl-graph (a CUDA graph cannot capture a synchronization or an allocation)");
-  if (w.nccl_comms == NcclComms::Nonblocking)
+// nccl-graph and dfccl-graph capture the iterations they time into CUDA graphs: nothing that cannot be captured may
+// happen in them; dfccl-graph captures its waits too (stream completion, hence stream order) and no point-to-point
+// call.
+void check_graph_backends(const Workload& w, const std::string& origin) {
+  for (const char* name : {"nccl-graph", "dfccl-graph"}) {
+    if (std::find(w.backends.begin(), w.backends.end(), name) == w.backends.end()) continue;
+    const std::pair<const char*, double> uncapturable[] = {
+        {"sync.probability", w.sync_probability},
+        {"host_alloc.probability", w.host_alloc_probability},
+        {"implicit.cuda_free_probability", w.cuda_free_probability},
+        {"implicit.lazy_kernel_probability", w.lazy_kernel_probability}};
+    for (const auto& [key, p] : uncapturable)
+      if (p > 0)
+        fail(origin, key,
+             fmt::format("must be 0 with backend {} (a CUDA graph cannot capture a synchronization or an allocation)",
+                         name));
+  }
+  if (std::find(w.backends.begin(), w.backends.end(), "nccl-graph") != w.backends.end() &&
+      w.nccl_comms == NcclComms::Nonblocking)
     fail(origin, "run.nccl_comms", "must not be nonblocking with backend nccl-graph (it captures blocking calls)");
+  if (std::find(w.backends.begin(), w.backends.end(), "dfccl-graph") == w.backends.end()) return;
+  if (w.completion != Completion::Stream)
+    fail(origin, "run.completion", "must be stream with backend dfccl-graph (it captures dfcclWait on the stream)");
+  for (const Collective* c : w.sweep_collectives)
+    if (c->kind == CollKind::SendRecv || c->kind == CollKind::P2p || c->kind == CollKind::AllToAll)
+      fail(origin, "sweep.collectives",
+           fmt::format("{} cannot run with backend dfccl-graph (dfccl captures the five collectives only)", c->name));
 }
 
 // A [[step]] entry's src and dst (p2p entries only): ranks of the group, taken modulo its size later.
@@ -736,7 +749,7 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   read_sizes(v, w, factor_given);
   read_mix_and_sim(v, w);
   read_disturbances(v, w);
-  check_nccl_graph(w, origin);
+  check_graph_backends(w, origin);
   read_steps(root, w, origin);
   read_pipeline(v, w);
   resolve_kind(v, w, file_has_mix, file_has_sim);

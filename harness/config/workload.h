@@ -68,8 +68,8 @@ inline constexpr const char* kSyncPlacementNames[] = {"between", "before_wait"};
 enum class HostAllocKind : int { MallocHost, FreeHost, HostRegister };  // each of host_alloc.kinds
 inline constexpr const char* kHostAllocKindNames[] = {"malloc_host", "free_host", "host_register"};
 // Backend names (run.backend; "auto" is resolved by main before the run).
-inline constexpr const char* kBackendNames[] = {"dfccl", "dfccl-blocking", "nccl", "nccl-graph",
-                                                "host",  "host-blocking",  "auto"};
+inline constexpr const char* kBackendNames[] = {"dfccl",      "dfccl-blocking", "dfccl-graph",   "nccl",
+                                                "nccl-graph", "host",           "host-blocking", "auto"};
 
 // The name of an enum-valued setting's value, from its names above.
 template <class E, size_t N>

@@ -144,6 +144,19 @@ TEST(Workload, NcclGraphRefusesWhatAGraphCannotCapture) {
             std::string::npos);
 }
 
+// dfccl-graph captures its waits too: stream completion and order only, what a graph cannot capture refused as for
+// nccl-graph, and the point-to-point collectives that dfccl does not capture refused by name.
+TEST(Workload, DfcclGraphRefusesWhatItCannotCapture) {
+  EXPECT_NO_THROW(parse_workload("", "g.toml", {{"backend", "dfccl-graph,nccl-graph"}}));
+  for (const auto& [key, value] : {std::pair{"run.completion", "host"}, std::pair{"sync.probability", "0.1"}}) {
+    const std::string e = error_of("", {{"backend", "dfccl-graph"}, {key, value}});
+    EXPECT_NE(e.find(key), std::string::npos) << e;
+    EXPECT_NE(e.find("dfccl-graph"), std::string::npos) << e;
+  }
+  const std::string e = error_of("", {{"backend", "dfccl-graph"}, {"collectives", "all_reduce,sendrecv"}});
+  EXPECT_NE(e.find("sendrecv cannot run with backend dfccl-graph"), std::string::npos) << e;
+}
+
 TEST(Workload, ErrorsNameTheKey) {
   EXPECT_NE(error_of("[run]\niteratons = 3\n").find("run.iteratons"), std::string::npos);
   EXPECT_NE(error_of("[runn]\nx = 1\n").find("'runn'"), std::string::npos);
@@ -285,8 +298,8 @@ TEST(Workload, ValidationMessages) {
        "test.toml: 'host_alloc.kinds': 'malloc' is not malloc_host, free_host or host_register"},
       {{{"kind", "grid"}}, "test.toml: 'kind': 'grid' is not sweep, mix, step or replay"},
       {{{"backend", "mpi"}},
-       "test.toml: 'run.backend': unknown backend 'mpi' (dfccl, dfccl-blocking, nccl, nccl-graph, host, host-blocking, "
-       "auto)"},
+       "test.toml: 'run.backend': unknown backend 'mpi' (dfccl, dfccl-blocking, dfccl-graph, nccl, nccl-graph, host, "
+       "host-blocking, auto)"},
       {{{"collectives", "gather"}},
        "test.toml: 'sweep.collectives': unknown collective 'gather' (all_reduce, all_gather, reduce_scatter, "
        "broadcast, reduce, sendrecv, all_to_all, p2p)"},
