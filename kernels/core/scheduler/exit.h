@@ -62,6 +62,9 @@ DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
       return false;
     }
   }
+  // Not before every block of the launch has joined it (owner.h): each joined block makes at least one pass, whose
+  // exit check looks for aborts on the last block, before it leaves.
+  if ((vload(ev.g->owner) & kOwnerMembers) < ev.p.nblocks + ev.p.prefetch) return false;
   // Decide in two steps. A host thread confirming a wait (dfcclWait: its probe has run) then reads exit_announced,
   // and a captured wait the owner word; this block announces, then scans again: either it sees the confirmed or
   // counted wait and stays, or the host sees the announcement and launches the next daemon itself

@@ -3,7 +3,8 @@
 // word is tag << 9 | leaving << 8 | members: the tag of the owning launch (a host launch's epoch, or a stand-in's
 // kStandInTag | its instance's sequence number), whether it is deciding to leave or leaving (exit.h, should_exit),
 // and how many of its blocks run now. A launch's block 0 decides whether the launch runs and publishes the verdict;
-// each other block then joins the owner, unless that launch is already over.
+// each other block then joins the owner, unless that launch is already over. Waiting blocks idle (X::idle: the host
+// executor's threads sleep, leaving the cores to the blocks that run).
 #pragma once
 
 #include "../block.h"
@@ -38,7 +39,7 @@ DFCCL_DEV bool take_owner(const EngineView& ev, u64 tag) {
     if ((o & kOwnerLeaving) == 0 && (standin || is_standin(owner_tag(o)))) return false;
     if (standin && X::load_acquire(&ev.g->graph_state[ev.p.standin - 1]) == kGraphDone) return false;
     if (vload(ev.g->quit) != 0) return false;
-    X::pause();
+    X::idle();
   }
 }
 
@@ -51,7 +52,7 @@ DFCCL_DEV bool join_owner(const EngineView& ev, u64 tag) {
     if (owner_tag(o) != tag) return false;
     if ((o & kOwnerLeaving) != 0) {  // deciding (it may stay) or leaving
       if (exit_ordered(vload(ev.g->exit_request), tag) || vload(ev.g->quit) != 0) return false;
-      X::pause();
+      X::idle();
       continue;
     }
     if (X::atomic_cas64(&ev.g->owner, o, o + 1) == o) return true;
@@ -71,7 +72,7 @@ DFCCL_DEV bool enter_launch(const EngineView& ev, u32 b, u64 tag, u64* verdict) 
   u64 v;
   while (((v = X::load_acquire(verdict)) >> 1) != tag) {
     if (vload(ev.g->quit) != 0) return false;
-    X::pause();
+    X::idle();
   }
   return (v & 1) != 0 && join_owner<X>(ev, tag);
 }
