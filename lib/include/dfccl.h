@@ -123,7 +123,9 @@ dfcclResult_t dfcclGetFeatures(int* features);
 /* nranks (ndev) is 1..DFCCL_MAX_RANKS; a larger one is refused (dfcclInvalidArgument naming it) before anything is   */
 /* made. A rank's init maps a shared-memory segment in /dev/shm named by the id; the ranks remove its name once all   */
 /* have it mapped, a failed init removes it too, and one left by processes that were killed during their init is      */
-/* removed by the next init on the host (that finds every process that claimed a rank in it gone).                    */
+/* removed by the next init on the host (that finds every process that claimed a rank in it gone). The same holds    */
+/* for the connection regions in /dev/shm (host executor; GPUs without peer access): one whose creator was killed    */
+/* before its peers mapped it is removed by the next communicator's connections on the host.                        */
 #define DFCCL_MAX_RANKS 65536
 dfcclResult_t dfcclGetUniqueId(dfcclUniqueId* uniqueId);
 dfcclResult_t dfcclCommInitRank(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank);

@@ -30,12 +30,16 @@ dfcclConfig_t host_config(int init_timeout_ms = -1) {
   return cfg;
 }
 
-// Shared-memory names of this process's regions still in /dev/shm.
+// Shared-memory names of this process's regions still in /dev/shm (dfccl-rg-<pid namespace>-<pid>-...).
 int own_region_names() {
-  const std::string prefix = "dfccl-rg-" + std::to_string(getpid()) + "-";
+  const std::string pid = "-" + std::to_string(getpid()) + "-";
   int n = 0;
   if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d)) n += std::string(e->d_name).rfind(prefix, 0) == 0;
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      const size_t ns_end = name.rfind("dfccl-rg-", 0) == 0 ? name.find('-', 9) : std::string::npos;
+      n += ns_end != std::string::npos && name.compare(ns_end, pid.size(), pid) == 0;
+    }
     closedir(d);
   }
   return n;

@@ -1,9 +1,10 @@
 // A /dev/shm without room for a connection region is a clear error at creation, never a SIGBUS when the region is
-// first written. A forked child gets a private mount namespace with a 1 MiB /dev/shm (needs root: skipped
+// first written; a region left by a killed process is removed by the next creation. A forked child gets a private mount namespace with a 1 MiB /dev/shm (needs root: skipped
 // otherwise), creates a 256 KiB region (works, every page writable) and then an 8 MiB one: dfcclSystemError naming
 // /dev/shm and the size.
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "executor/shm_region.h"
 #include "util/error.h"
@@ -57,4 +59,41 @@ TEST(ShmRegion, ASmallDevShmIsAnErrorNotABusError) {
   ASSERT_TRUE(WIFEXITED(status)) << "the child died with signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "no private /dev/shm (needs root)";
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+namespace {
+
+bool in_dev_shm(const char* handle) { return access((std::string("/dev/shm") + handle).c_str(), F_OK) == 0; }
+
+}  // namespace
+
+// A child creates a region and is killed before anyone maps it (as during an init): the parent's next creation
+// removes the child's name and keeps the regions of live processes (its own earlier one).
+TEST(ShmRegion, ARegionOfAKilledProcessIsRemovedByTheNextCreate) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dfccl::RegionBlob child = dfccl::shm_region_create(0, 64 << 10, "test");
+    (void)!write(fds[1], child.handle, sizeof(child.handle));
+    pause();
+    _exit(0);
+  }
+  close(fds[1]);
+  char handle[sizeof(dfccl::RegionBlob::handle)] = {};
+  ASSERT_EQ(read(fds[0], handle, sizeof(handle)), ssize_t(sizeof(handle)));
+  close(fds[0]);
+  dfccl::RegionBlob mine = dfccl::shm_region_create(0, 64 << 10, "test");
+  EXPECT_TRUE(in_dev_shm(handle)) << "a live process's region was removed: " << handle;
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(in_dev_shm(handle)) << handle;
+  dfccl::RegionBlob next = dfccl::shm_region_create(0, 64 << 10, "test");
+  EXPECT_FALSE(in_dev_shm(handle)) << "the killed child's region outlived it: /dev/shm" << handle;
+  EXPECT_TRUE(in_dev_shm(mine.handle)) << "this process's own region was removed: " << mine.handle;
+  dfccl::shm_region_free(mine);
+  dfccl::shm_region_free(next);
 }

@@ -24,6 +24,7 @@
 #include "settings/settings.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/process.h"
 
 namespace dfccl {
 namespace {
@@ -60,12 +61,6 @@ class Roots {
 Roots& roots() {
   static Roots r;
   return r;
-}
-
-// The inode of this process's pid namespace, which says where a pid means this process; 0 if /proc cannot tell.
-uint64_t pid_namespace() {
-  struct stat st;
-  return stat("/proc/self/ns/pid", &st) == 0 ? uint64_t(st.st_ino) : 0;
 }
 
 // A segment that no rank has claimed (its creator died before its claim, or every rank released its claim and died
@@ -242,7 +237,7 @@ bool Bootstrap::orphaned(const std::string& name, uint64_t pidns) {
           if (owner == 0) continue;
           claimed = true;
           const uint64_t ns = __atomic_load_n(&w[i].pidns, __ATOMIC_ACQUIRE);
-          alive = ns == 0 || ns != pidns || kill(pid_t(owner >> 32), 0) == 0 || errno != ESRCH;
+          alive = ns == 0 || ns != pidns || !process_exited(pid_t(owner >> 32));
         }
         if (claimed) orphan = !alive;
       }

@@ -1,5 +1,6 @@
 #include "executor/shm_region.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
@@ -8,16 +9,52 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "util/error.h"
+#include "util/log.h"
+#include "util/process.h"
 
 namespace dfccl {
 
+namespace {
+
+// Region names: /dfccl-rg-<pid namespace, hex>-<creator pid>-<device>-<counter>.
+constexpr const char* kRegionPrefix = "dfccl-rg-";
+
+// Removes the regions whose creator, a process of this pid namespace, has exited. A region's name goes once every
+// peer has mapped it; one whose creator was killed during its init stays otherwise until the host reboots. Peers
+// that still map it keep their mapping; a peer that has not mapped it yet fails its init as it would anyway (the
+// creator is gone).
+void remove_orphan_regions(uint64_t pidns) {
+  if (pidns == 0) return;
+  DIR* dir = opendir("/dev/shm");
+  if (!dir) return;
+  const std::string ours = fmt::format("{}{:x}-", kRegionPrefix, pidns);
+  std::vector<std::string> orphans;
+  while (const dirent* e = readdir(dir)) {
+    const std::string n = e->d_name;
+    if (!n.starts_with(ours)) continue;
+    const long pid = std::strtol(n.c_str() + ours.size(), nullptr, 10);
+    if (pid > 0 && process_exited(pid_t(pid))) orphans.push_back(n);
+  }
+  closedir(dir);
+  for (const std::string& n : orphans)
+    if (shm_unlink(("/" + n).c_str()) == 0)
+      log(LogLevel::Info, LogSubsys::Init, "removed /dev/shm/{}, a connection region whose process is gone", n);
+}
+
+}  // namespace
+
 RegionBlob shm_region_create(int device, size_t bytes, const char* who) {
   static std::atomic<uint64_t> counter{0};
+  const uint64_t pidns = pid_namespace();
+  remove_orphan_regions(pidns);
   RegionBlob blob{};
-  const std::string name = fmt::format("/dfccl-rg-{}-{}-{}", getpid(), device, counter.fetch_add(1));
+  const std::string name =
+      fmt::format("/{}{:x}-{}-{}-{}", kRegionPrefix, pidns, getpid(), device, counter.fetch_add(1));
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) throw_system(fmt::format("{}: shm_open {}", who, name));
   // The pages are reserved now: a /dev/shm without room for them (a container's is often 64 MiB) is an error here,

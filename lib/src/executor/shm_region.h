@@ -9,7 +9,8 @@
 namespace dfccl {
 
 // Creates a zero-filled region of `bytes`, named after this process and `device`, its pages reserved (dfcclSystemError
-// naming /dev/shm when it has no room); fills blob (pid, device, ptr, bytes, handle = the name).
+// naming /dev/shm when it has no room); fills blob (pid, device, ptr, bytes, handle = the name). First removes the
+// names of regions left by processes of this pid namespace that have exited (killed before their peers mapped them).
 RegionBlob shm_region_create(int device, size_t bytes, const char* who);
 // Maps a peer's region by name (a mapping of our own, also inside one process).
 void* shm_region_map(const RegionBlob& blob, const char* who);
