@@ -228,6 +228,7 @@ struct DaemonParams {
   u64 stuck_ns;        // exit after this long without progress while collectives are pending
   u32 prefetch;        // 1: block nblocks is the descriptor prefetcher (scheduler/prefetcher.h)
   u32 standin;         // 0: a host launch; slot + 1: a captured wait standing in for the daemon (graph_wait.h)
+  u64 sleep_ns;        // host executor: a wait yields the core this long, then sleeps (X::backoff)
 };
 
 static_assert(offsetof(EngineGlobal, graph_desc) % 16 == 0, "graph_post stores 16-byte packs");

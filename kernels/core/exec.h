@@ -32,6 +32,10 @@
 //   u64  now_ns()                               a clock in nanoseconds, monotonic, shared by the blocks
 //   u64  cycles()                               a fine clock of this block (phase profile only)
 //   void pause()                                back off inside a polling loop
+//   void backoff(u64 waited_ns)                 back off inside a wait whose condition has not held for waited_ns:
+//                                               a GPU pauses; a CPU thread spins a little, then sleeps for a part of
+//                                               what it has waited (its peers may need the core: spin, then block)
+//   bool kRests                                 the scheduler backs off (backoff) when a pass found nothing to run
 //   void idle()                                 back off in a loop that found nothing to do (the prefetcher)
 //   bool sync_and(bool v), sync_or(bool v)      barrier of the block that also combines one value of every thread
 //   void st_ll(Pack* p, Pack v)                 LL line store: two 8-byte words, each single-copy atomic, no order

@@ -66,6 +66,8 @@ struct CudaExec {
   }
   __device__ static __forceinline__ u64 cycles() { return clock64(); }  // SM clock (phase profile)
   __device__ static __forceinline__ void pause() {}
+  static constexpr bool kRests = false;
+  __device__ static __forceinline__ void backoff(u64) {}
   __device__ static __forceinline__ void idle() {}
   // Loads at L2 (.cg): slots are rewritten by peers, so L1 must not keep old lines.
   __device__ static __forceinline__ Pack ld16(const Pack* p) {

@@ -132,7 +132,7 @@ DFCCL_DEV bool ll_op(BlockShared& bs, u64 i_op, u64 budget_ns, bool unbounded, Q
         ok = false;
         break;
       }
-      X::pause();
+      X::backoff(waited);  // thread 0's wait; the others' 0
     }
   }
   if (ok && send && tid == 0) {

@@ -8,7 +8,8 @@
 //      oldest runs) (attempt.h): resume its program at its saved step until it ends or a primitive's spin budget
 //      runs out (preemption: the step index stays saved, and the block moves on);
 //   3. leave when told (engine shutdown, another block's exit request) or when no block made progress for stuck_ns
-//      with collectives pending or for idle_ns with none (exit.h). Contexts live in device memory, so leaving saves
+//      with collectives pending or for idle_ns with none (exit.h); after a pass without progress a CPU thread backs
+//      off (X::backoff), as every wait of a primitive does. Contexts live in device memory, so leaving saves
 //      only the ring positions; the host relaunches the daemon while work is pending (DESIGN invariants 3 and 4).
 // One more block, where the device holds it, is the descriptor prefetcher (prefetcher.h).
 #pragma once
@@ -146,6 +147,9 @@ DFCCL_DEV void run_launch(const EngineView& ev, u32 b, BlockShared& bs) {
     X::sync();
     prof_add<X>(bs, kPhaseExit, t0);
     if (bs.exit) break;
+    // A pass without progress: a CPU thread backs off by how long the engine has been quiet (X::backoff).
+    if constexpr (X::kRests)
+      if (!bs.progressed) X::backoff(X::now_ns() - vload(ev.g->last_activity_ns));
   }
   prof_add<X>(bs, kPhaseLaunch, t_launch);
   end_block<X>(ev, b, bs, tid, nt, ns_launch);

@@ -495,6 +495,7 @@ bool Engine::settle_unsettled(uint64_t now) {
 void Engine::progress_loop() {
   const bool host = exec_->kind() == dfcclExecutorHost;
   uint32_t quiet = 0;
+  uint64_t busy_ns = host_now_ns();  // when a turn last found something to do
   Failed failed;  // the requests a failed relaunch took out (fault_locked)
   while (!stop_) {
     bool busy = drain_completions();
@@ -517,14 +518,18 @@ void Engine::progress_loop() {
       }
       if (!busy && !running_ && outstanding_ == 0 && unsettled_.empty()) {  // graphs: their replays post starts
         cv_.wait_for(lk, ngraph_slots_.load() ? std::chrono::microseconds(20) : std::chrono::microseconds(50000));
+        busy_ns = host_now_ns();  // the quiet time of new work counts from here
         continue;
       }
     }
     complete_failed(failed);
     if (busy) {
       quiet = 0;
-    } else if (host || ++quiet > 1000) {
-      std::this_thread::sleep_for(std::chrono::microseconds(host ? 50 : 5));
+      busy_ns = now;
+    } else if (host) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(cfg_.progress_nap_ns(now - busy_ns)));
+    } else if (++quiet > 1000) {
+      std::this_thread::sleep_for(std::chrono::microseconds(5));
     } else {
       std::this_thread::yield();
     }
@@ -566,32 +571,6 @@ bool Engine::daemon_gone_locked(uint64_t now) {
         exec_->device(), exits_stuck_, cfg_.relaunch_max_ns / 1000);
   backoff_ns_ = std::min(backoff_ns_ * 2, cfg_.relaunch_max_ns);
   return true;
-}
-
-// Polls, without the engine's lock: the progress thread can hold it inside a daemon launch that another thread's
-// implicit synchronization holds (cudaHostUnregister, cudaFree), and an abort must end even then (docs/design.md,
-// "Abort").
-bool Engine::wait_comm_idle(uint32_t comm_index, int64_t timeout_ms) {
-  const uint64_t t0 = host_now_ns();
-  for (;;) {
-    if (comm_outstanding_[comm_index].load() == 0) return true;
-    if (host_now_ns() - t0 >= uint64_t(timeout_ms) * 1000000ull) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
-
-uint32_t Engine::outstanding(uint32_t comm_index) { return comm_outstanding_[comm_index].load(); }
-
-// Without the engine's lock (see wait_comm_idle). Concurrent aborts each store their entry, then count: the count's
-// release orders the entry before it, and whichever count the daemon sees covers every entry stored before it.
-void Engine::abort_comm(uint32_t comm_index, dfcclResult_t why, const std::string& message) {
-  if (why != dfcclAborted) {
-    std::lock_guard<std::mutex> fl(failure_mu_);
-    failure_[comm_index] = {why, message};
-  }
-  __atomic_store_n(&h_->abort_gen[comm_index], __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED),
-                   __ATOMIC_RELAXED);
-  __atomic_fetch_add(&h_->aborts, uint64_t(1), __ATOMIC_RELEASE);
 }
 
 }  // namespace dfccl

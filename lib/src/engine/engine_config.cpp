@@ -31,6 +31,7 @@ EngineConfig EngineConfig::make(const Executor& exec, dfcclMode_t mode, const En
   p.spin_grow = s.spin_grow;
   p.min_chan_bytes = s.min_chan_bytes;
   p.idle_ns = s.idle_ns;
+  p.sleep_ns = host ? s.host_sleep_ns : ~0ull;
   p.stuck_ns = s.stuck_ns;
   c.relaunch_min_ns = s.relaunch_ns;
   c.relaunch_max_ns = s.relaunch_max_ns;

@@ -2,6 +2,7 @@
 // parameters, the transport geometry every communicator of the engine uses, and the host runtime's timings.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/types.h"
@@ -40,6 +41,13 @@ struct EngineConfig {
   int64_t host_wait_timeout_ms = 0;
   uint64_t stuck_warn_ns = 0;  // DFCCL_STUCK_WARN_S (0: never)
   EngineSettings::Net net{};   // the engine's network proxies (net/proxy.h)
+
+  // The host executor's progress thread, quiet for quiet_ns with work outstanding: how long it sleeps before it looks
+  // again. Spin, then block (DFCCL_HOST_SLEEP_NS): 50 us, then an eighth of the quiet time up to 1 ms, so that a
+  // completion is seen at most about 1/8 of its collective's time late.
+  uint64_t progress_nap_ns(uint64_t quiet_ns) const {
+    return quiet_ns < params.sleep_ns ? 50000 : std::clamp<uint64_t>(quiet_ns / 8, 50000, 1000000);
+  }
 
   // From the executor's settings (EngineSettings::read for its kind: DFCCL_HOST_* for the host executor), checking
   // what only the device can tell: blocks that it holds at once. Throws dfcclInvalidArgument naming the variable.

@@ -110,6 +110,10 @@ const std::vector<EnvVar>& env_table() {
       integer("DFCCL_HOST_SPIN_MAX_NS", "20000000", 0, kNsMax, "host executor: highest spin budget"),
       integer("DFCCL_HOST_IDLE_NS", "5000000", 0, kNsMax,
               "host executor: daemon exits after this long with nothing to run"),
+      integer("DFCCL_HOST_SLEEP_NS", "20000", 0, kNsMax,
+              "host executor: spin, then block: a waiting engine thread (the daemon's, the progress thread) yields "
+              "the core this long, then sleeps an eighth of its wait so far between looks (at most 200 us; the "
+              "progress thread 1 ms), leaving the cores to ranks that have work; larger than every wait: spins"),
       integer("DFCCL_HOST_STUCK_NS", "5000000", 0, kNsMax,
               "host executor: daemon exits after this long without progress"),
       integer("DFCCL_HOST_RELAUNCH_NS", "200000", 0, kNsMax, "host executor: first relaunch back-off"),

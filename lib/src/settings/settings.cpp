@@ -71,6 +71,7 @@ EngineSettings EngineSettings::read(bool host) {
   s.spin_grow = u32("DFCCL_SPIN_GROW");
   s.min_chan_bytes = u32("DFCCL_MIN_CHAN_BYTES");
   s.idle_ns = pick("DFCCL_IDLE_NS", "DFCCL_HOST_IDLE_NS");
+  s.host_sleep_ns = u64("DFCCL_HOST_SLEEP_NS");
   s.stuck_ns = pick("DFCCL_STUCK_NS", "DFCCL_HOST_STUCK_NS");
   s.relaunch_ns = pick("DFCCL_RELAUNCH_NS", "DFCCL_HOST_RELAUNCH_NS");
   s.relaunch_max_ns = pick("DFCCL_RELAUNCH_MAX_NS", "DFCCL_HOST_RELAUNCH_MAX_NS");
