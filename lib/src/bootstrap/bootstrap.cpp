@@ -131,6 +131,17 @@ dfcclUniqueId make_unique_id() {
   return id;
 }
 
+dfcclUniqueId local_unique_id(uint64_t token) {
+  dfcclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  UniqueIdData d{};
+  d.magic = kIdMagic;
+  d.token = token;
+  d.creator_pid = uint32_t(getpid());
+  std::memcpy(id.internal, &d, sizeof(d));
+  return id;
+}
+
 UniqueIdData parse_unique_id(const dfcclUniqueId& id) {
   UniqueIdData d;
   std::memcpy(&d, id.internal, sizeof(d));
@@ -163,7 +174,7 @@ void Bootstrap::open_segment() {
   name_ = fmt::format("/dfccl-bs-{:016x}-{:016x}", token_, host_hash_);
   remove_orphans();
   bytes_ = sizeof(Header) + sizeof(RankWord) * nranks_ + 2 * kSlotBytes * nranks_ + areas_.board_bytes +
-           sizeof(Note) * kNoteSlots * nranks_ + areas_.p2p_table_bytes;
+           sizeof(Note) * kNoteSlots * nranks_ + areas_.p2p_table_bytes + areas_.agreement_bytes;
   bool created = false;
   int fd = -1;
   for (int attempt = 0; fd < 0 && attempt < 3; ++attempt) {  // the creator may remove it between the two opens
@@ -297,6 +308,8 @@ void* Bootstrap::p2p_area() const {
   return static_cast<char*>(board_area()) + areas_.board_bytes + sizeof(Note) * kNoteSlots * size_t(nranks_);
 }
 
+void* Bootstrap::agreement_area() const { return static_cast<char*>(p2p_area()) + areas_.p2p_table_bytes; }
+
 Bootstrap::Note* Bootstrap::note(int rank, int slot) const {
   if (slot < 0 || slot >= kNoteSlots || rank < 0 || rank >= nranks_)
     throw Error(dfcclInternalError, fmt::format("bootstrap: note {} of rank {} does not exist", slot, rank));
@@ -380,7 +393,18 @@ void Bootstrap::wait_round(uint64_t seq, int timeout_ms) const {
   };
   const auto t0 = std::chrono::steady_clock::now();
   auto sleep = std::chrono::microseconds(1);
+  auto watched = t0;
   for (std::vector<int> who = missing(); !who.empty(); who = missing()) {
+    if (gone_ && std::chrono::steady_clock::now() - watched > std::chrono::milliseconds(5)) {
+      watched = std::chrono::steady_clock::now();
+      for (int i : who) {
+        const std::string why = gone_(i);
+        // Read again after the answer: a rank that entered the round before it went is not missing.
+        if (!why.empty() && __atomic_load_n(&words[i].seq, __ATOMIC_ACQUIRE) < seq)
+          throw Error(dfcclRemoteError,
+                      fmt::format("bootstrap: rank {} of {} {} before entering round {}", i, nranks_, why, seq));
+      }
+    }
     if (std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(timeout_ms)) {
       std::string list;
       for (size_t k = 0; k < who.size() && k < 16; ++k) list += (k ? "," : "") + std::to_string(who[k]);

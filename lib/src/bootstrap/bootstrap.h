@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <memory>
@@ -27,6 +28,9 @@ class Rendezvous;
 // (logged at WARN).
 dfcclUniqueId make_unique_id();
 UniqueIdData parse_unique_id(const dfcclUniqueId& id);  // throws InvalidArgument naming 'commId' if malformed
+// An id with this token and no rendezvous root: its ranks meet in this host's segment only, and nothing runs for it
+// in any process. The shrink derives such ids from its communicator's token (comm/comm_shrink.h).
+dfcclUniqueId local_unique_id(uint64_t token);
 
 // This process's host identity: DFCCL_HOSTID, else the host name and the kernel's boot id (as NCCL's host hash), so
 // that two machines or containers that share a host name are still told apart.
@@ -41,6 +45,7 @@ class Bootstrap {
   struct Areas {
     size_t board_bytes = 0;
     size_t p2p_table_bytes = 0;
+    size_t agreement_bytes = 0;  // the shrink's agreement (comm/shrink_agreement.h)
   };
   // Claims `rank` in this host's segment (a second claim is dfcclInvalidUsage naming the holder), then registers with
   // the id's root (if it has one) and waits there for every rank: dfcclTimeout naming the missing ones.
@@ -52,6 +57,12 @@ class Bootstrap {
   // Every rank contributes `bytes` (<= kSlotBytes); `all` receives nranks * bytes, rank order.
   void allgather(const void* mine, size_t bytes, void* all, int timeout_ms = -1);
   void barrier(int timeout_ms = -1);
+  // Makes the rounds fail fast on a rank that will never come: while a round waits, `gone(rank)` is asked (every
+  // few ms) about each rank that has not entered it; a non-empty answer (why: "exited ...") for a rank still missing
+  // after it fails the round with dfcclRemoteError naming the rank. gone must be sound (never a live rank); since a
+  // gone rank's words are final, every waiting rank then fails the same round. Rounds through a rendezvous root
+  // (ranks on several hosts) do not ask it.
+  void set_watch(std::function<std::string(int rank)> gone) { gone_ = std::move(gone); }
   // Removes the segment's name once every rank has it mapped (the mapping stays valid).
   void unlink();
 
@@ -95,6 +106,8 @@ class Bootstrap {
   // that are done with a note and returns the count with this one.
   // The point-to-point connections' carving table (p2p_table.h): Areas::p2p_table_bytes after the notes, zeroed.
   void* p2p_area() const;
+  // The shrink's agreement area (Areas::agreement_bytes after the carving table), zeroed at creation.
+  void* agreement_area() const;
   static constexpr int kNoteSlots = 9;  // the persistent ids and the graph lane (core::kOwnLanes; persistent.h checks)
   static constexpr size_t kNoteBytes = 128;
   void post_note(int slot, const void* data, size_t bytes);
@@ -131,6 +144,7 @@ class Bootstrap {
   bool unlinked_ = false;
   std::vector<std::string> hosts_;       // every rank's host id (empty: the id has no root; all on this host)
   std::unique_ptr<net::Rendezvous> rv_;  // the rounds, when the ranks are on several hosts
+  std::function<std::string(int)> gone_;  // set_watch
 };
 
 }  // namespace dfccl
