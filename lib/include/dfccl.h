@@ -138,6 +138,28 @@ dfcclResult_t dfcclCommInitAllConfig(dfcclComm_t* comms, int ndev, const int* de
 /* color DFCCL_SPLIT_NOCOLOR gives *newcomm = NULL. config NULL inherits the parent's.                                */
 #define DFCCL_SPLIT_NOCOLOR (-1)
 dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* newcomm, const dfcclConfig_t* config);
+/* Collective over the ranks of comm that go on after a failure (as MPIX_Comm_shrink, ncclCommShrink): *newcomm is a */
+/* communicator of the ranks of comm that are not excluded, renumbered in comm's order, on the same executor and     */
+/* transports. comm may have failed (dfcclRemoteError) or be alive. excludeRanks: nExclude ranks of comm to leave     */
+/* out (the same list on every caller); NULL (nExclude 0): the ranks this rank's communicator found failed (the rank  */
+/* its dfcclRemoteError named, and every peer whose process has exited). The survivors agree on one excluded set     */
+/* before the new communicator is made (docs/design.md, "Shrink"): the union of the lists or found sets of the ranks */
+/* it keeps, plus every rank whose process exits before it calls dfcclCommShrink; a rank that exits while the new    */
+/* communicator is being made is excluded too (the survivors agree again). Every caller that the set keeps returns   */
+/* the same communicator; a caller that the set excludes (or that excludes itself) gets *newcomm = NULL and          */
+/* dfcclSuccess. The other ranks must call it within initTimeoutMs (config's, else comm's), else dfcclTimeout names */
+/* them; a rank that another rank's list excludes should not call it (it may wait for that timeout). A rank that     */
+/* exits after the call returns is a failure of the new communicator, reported as any other (dfcclRemoteError), and */
+/* a shrink of it goes on. When the set is not empty, comm fails with dfcclRemoteError naming its lowest rank        */
+/* ("... was excluded by dfcclCommShrink") unless it had failed already: its pending collectives end with that       */
+/* status, their buffers and requests stay valid, and dfcclCommDestroy(comm) returns without waiting for the         */
+/* excluded ranks; with an empty set comm is left as it was. config NULL inherits comm's. A replacement process      */
+/* joins through a fresh id: one survivor calls dfcclGetUniqueId, the id reaches the others (a dfcclBroadcast on     */
+/* *newcomm) and the newcomer, and all call dfcclCommInitRank with the new size. dfcclNotSupported: comm spans       */
+/* hosts or uses the network transport (the agreement runs in one host's shared memory), has more than 4096 ranks,   */
+/* or runs on the CUDA executor (not supported yet).                                                                 */
+dfcclResult_t dfcclCommShrink(dfcclComm_t comm, const int* excludeRanks, int nExclude, dfcclComm_t* newcomm,
+                              const dfcclConfig_t* config);
 /* Waits (bounded) for the communicator's outstanding collectives, then frees it. Requests stay valid. A handle is  */
 /* a number, never an address: once destroyed or aborted it is refused (dfcclInvalidUsage naming comm; a second     */
 /* dfcclCommAbort does nothing), also after a newer communicator took its place, and nothing of the communicator   */

@@ -1,5 +1,5 @@
-// The C API's library and communicator calls: errors, version, features, unique ids, init, split, destroy, abort
-// and the communicator's queries. No exception leaves an entry point (guard in util/error.h).
+// The C API's library and communicator calls: errors, version, features, unique ids, init, split, shrink, destroy,
+// abort and the communicator's queries. No exception leaves an entry point (guard in util/error.h).
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -156,6 +156,35 @@ dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* 
     if (!newcomm) bad(fn, "argument 'newcomm' is NULL");
     if (color < DFCCL_SPLIT_NOCOLOR) bad(fn, fmt::format("argument 'color' = {} is negative", color));
     dfcclComm* made = comm_split(c, color, key, config);
+    *newcomm = made ? comm_handle_new(made) : nullptr;
+    return dfcclSuccess;
+  });
+}
+
+dfcclResult_t dfcclCommShrink(dfcclComm_t comm, const int* excludeRanks, int nExclude, dfcclComm_t* newcomm,
+                              const dfcclConfig_t* config) {
+  return guard([&] {
+    const char* fn = "dfcclCommShrink";
+    if (!comm) bad(fn, "argument 'comm' is NULL");
+    if (!newcomm) bad(fn, "argument 'newcomm' is NULL");
+    *newcomm = nullptr;
+    // A communicator that a failure ended is what a shrink is for; one that the application ended is refused.
+    const CommLookup l = comm_lookup(comm);
+    const bool failed = l.comm && l.comm->fail_code.load() != dfcclSuccess && !l.comm->user_aborted;
+    const CommRef held = failed ? l.comm : check_comm(comm, fn);
+    dfcclComm* c = held.get();
+    if (!excludeRanks && nExclude != 0)
+      bad(fn, fmt::format("argument 'nExclude' = {} with 'excludeRanks' NULL (NULL takes the failed ranks: pass 0)",
+                          nExclude));
+    if (nExclude < 0 || nExclude > c->nranks)
+      bad(fn, fmt::format("argument 'nExclude' = {} is outside 0..{}", nExclude, c->nranks));
+    for (int i = 0; i < nExclude; ++i)
+      if (excludeRanks[i] < 0 || excludeRanks[i] >= c->nranks)
+        bad(fn, fmt::format("argument 'excludeRanks[{}]' = {} is outside 0..{}", i, excludeRanks[i], c->nranks - 1));
+    if (c->config.executor != dfcclExecutorHost)
+      throw Error(dfcclNotSupported, "dfcclCommShrink: only the host executor is supported so far (the CUDA "
+                                     "executor's shrink is not tested yet)");
+    dfcclComm* made = comm_shrink(c, excludeRanks, nExclude, config);
     *newcomm = made ? comm_handle_new(made) : nullptr;
     return dfcclSuccess;
   });

@@ -298,6 +298,8 @@ void comm_fail(dfcclComm* c, int rank, const std::string& reason, Bootstrap::Cau
     c = parent;
     if (c->bootstrap) c->bootstrap->set_failed(rank, cause);
   }
+  int none = -1;
+  c->failed_rank.compare_exchange_strong(none, rank);
   const std::string msg = fmt::format("rank {} of the communicator (size {}; this process is rank {}) {}", rank,
                                       c->nranks, c->rank, reason);
   // A peer's own abort is the application's decision (its watchdog usually aborts every rank): INFO. A death or

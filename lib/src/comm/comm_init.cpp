@@ -393,7 +393,8 @@ void make_comm_static(dfcclComm* c, uint32_t nlanes) {
 
 }  // namespace
 
-dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclConfig_t& cfg) {
+dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclConfig_t& cfg,
+                     std::function<std::string(int)> gone) {
   auto c = std::make_unique<dfcclComm>();
   c->config = cfg;
   c->rank = rank;
@@ -406,6 +407,9 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     c->bootstrap =
         std::make_shared<Bootstrap>(id, rank, nranks, cfg.initTimeoutMs,
                                     Bootstrap::Areas{MatchBoard::bytes(nranks), p2p_table::p2p_table_bytes(nranks)});
+    if (gone) c->bootstrap->set_watch(std::move(gone));
+    c->token = c->bootstrap->token();
+    c->one_host = c->bootstrap->all_local();
     Engine& e = *c->engine;
     const TransportParams& tp = e.transport();
     std::vector<uint64_t> hosts;
@@ -432,6 +436,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
       c->graph_lane = lane.lane;
       c->graph_ready = true;
     }
+    c->bootstrap->set_watch({});  // the init's rounds only: later rounds (a split) wait as any init does
     log(LogLevel::Info, LogSubsys::Init,
         "communicator {}: rank {} of {} on device {} ({} executor, {} mode); to ranks {} and {} through {}", c->index,
         rank, nranks, cfg.device, cfg.executor == dfcclExecutorHost ? "host" : "CUDA",

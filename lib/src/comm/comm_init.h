@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "comm/comm_state.h"
@@ -12,7 +14,10 @@ namespace dfccl {
 // Fills every -1 field of a config from the environment and defaults; rank picks the host executor's device.
 dfcclConfig_t resolve_config(const dfcclConfig_t* config, int rank);
 
-dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclConfig_t& resolved);
+// gone: set on the bootstrap (Bootstrap::set_watch) so that its rounds fail fast on a rank that went (the shrink's
+// init of the survivors); empty: rounds wait for every rank until the init timeout.
+dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclConfig_t& resolved,
+                     std::function<std::string(int)> gone = {});
 dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t* config);
 // Caller: comm_init, once c is connected (hosts[r]: rank r's host, alike on every rank). With DFCCL_HIERARCHY=1 and
 // hosts laid out as above, splits c into its stage communicators (c->hierarchy; every rank of c splits, deciding

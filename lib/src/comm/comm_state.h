@@ -127,6 +127,12 @@ struct dfcclComm {
   std::atomic<bool> fail_claimed{false};  // the first failure claims it (comm_failure.cpp, fail_once)
   std::atomic<int> fail_code{dfcclSuccess};
   std::string failure;
+  std::atomic<int> failed_rank{-1};  // dfcclRemoteError: the rank its failure named (the shrink's proposal)
+  // What a shrink needs after a failure released the bootstrap (comm/comm_shrink.h): the id's token, whether every
+  // rank shares this host's segment, and the shrinks of this communicator so far (each derives its own ids).
+  uint64_t token = 0;
+  bool one_host = false;
+  uint32_t shrinks = 0;
   std::atomic<bool> user_aborted{false};  // dfcclCommAbort was called (a destroy after it is refused)
   std::atomic<bool> destroyed{false};     // dfcclCommDestroy was called (a second one is refused)
   // DFCCL_HIERARCHY: the communicators of the hierarchical all-reduce's stages (comm_submit.h), made at init, owned by

@@ -111,4 +111,19 @@ void PeerWatch::remove(const void* owner) {
   wt.cv.notify_all();
 }
 
+bool PeerWatch::exited(const void* owner, int rank) {
+  Watcher& wt = watcher();
+  std::lock_guard<std::mutex> lk(wt.mu);
+  auto it = wt.watched.find(owner);
+  if (it == wt.watched.end()) return false;
+  const Watched& w = it->second;
+  for (size_t i = 0; i < w.checks.peers.size(); ++i) {
+    if (w.checks.peers[i].rank != rank) continue;
+    if (w.fds[i] < 0) return true;
+    pollfd p{w.fds[i], POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+  return false;
+}
+
 }  // namespace dfccl

@@ -35,6 +35,10 @@ class PeerWatch {
   // Stops watching for `owner`; after it returns, none of its functions is running or will run. Not callable from
   // them.
   static void remove(const void* owner);
+  // Whether the process of `owner`'s peer `rank` has exited, by its pidfd (sound: never true for a live process, nor
+  // for a recycled pid). False for a rank not watched (this process's, or none registered for owner). Any thread
+  // but the watch's own.
+  static bool exited(const void* owner, int rank);
 };
 
 }  // namespace dfccl
