@@ -4,7 +4,7 @@
 // ranks they found failed) and run exact collectives on the communicator of three, whose ranks are the survivors in
 // their old order; the old communicator's destroy returns at once. Also: a replacement process joins the survivors
 // through a fresh id; an explicit exclusion of a live rank fails the old communicator's pending collective naming
-// it; a rank that dies during the agreement is excluded too.
+// it; a rank that dies during the agreement is excluded too; ranks as threads of one process exclude one by list.
 // ShrinkTrials: SHRINK_TRIALS trials (default 3) of a random victim killed at a random time (SHRINK_SEED), with the
 // time from the kill to the first completed collective on the shrunk communicator (the measure: <= 2 s).
 #include <gtest/gtest.h>
@@ -400,6 +400,45 @@ TEST(Shrink, AnExplicitExclusionFailsTheOldPendingCollective) {
       });
 }
 
+// Ranks as threads of one process (dfcclCommInitAll): ranks 0-2 exclude rank 3 by list, rank 3 excludes itself and
+// gets NULL; the three all-reduce exactly on the new communicator, ranks in their old order.
+TEST(Shrink, ThreadsOfOneProcessExcludeOneByList) {
+  dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = dfcclExecutorHost;
+  dfcclComm_t comms[kRanks] = {};
+  ASSERT_EQ(dfcclCommInitAllConfig(comms, kRanks, nullptr, &cfg), dfcclSuccess) << dfcclGetLastError(nullptr);
+  dfcclComm_t made[kRanks] = {};
+  int wrong[kRanks] = {}, rank_of[kRanks] = {}, size_of[kRanks] = {};
+  dfcclResult_t st[kRanks] = {}, sum_st[kRanks] = {};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      const int exclude[1] = {3};
+      st[r] = dfcclCommShrink(comms[r], exclude, 1, &made[r], nullptr);
+      if (st[r] != dfcclSuccess || !made[r]) return;
+      dfcclCommUserRank(made[r], &rank_of[r]);
+      dfcclCommCount(made[r], &size_of[r]);
+      sum_st[r] = all_reduce(made[r], r + 1, 6, &wrong[r]);
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(st[r], dfcclSuccess) << "rank " << r;
+    if (r == 3) {
+      EXPECT_EQ(made[r], nullptr);
+      continue;
+    }
+    ASSERT_NE(made[r], nullptr) << "rank " << r;
+    EXPECT_EQ(rank_of[r], r);
+    EXPECT_EQ(size_of[r], 3);
+    EXPECT_EQ(sum_st[r], dfcclSuccess) << "rank " << r;
+    EXPECT_EQ(wrong[r], 0) << "rank " << r;
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    if (made[r]) dfcclCommDestroy(made[r]);
+    EXPECT_EQ(dfcclCommDestroy(comms[r]), dfcclSuccess) << "rank " << r << ": " << dfcclGetLastError(nullptr);
+  }
+}
+
 TEST(Shrink, BadArgumentsAreNamed) {
   dfccl::test::run_forked_ranks(
       1, [](int) {},
@@ -469,7 +508,9 @@ TEST(ShrinkTrials, RandomVictimAndTime) {
   EXPECT_EQ(hangs, 0);
   EXPECT_EQ(failed, 0);
   EXPECT_EQ(wrong, 0);
-  if (!second) EXPECT_LT(worst, 2000);  // the measure: one kill, the defaults
+  if (!second) {
+    EXPECT_LT(worst, 2000);  // the measure: one kill, the defaults
+  }
 }
 
 }  // namespace
