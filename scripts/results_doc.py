@@ -75,6 +75,27 @@ def outcomes(paths):
     return lines
 
 
+def torch_runs(paths):
+    """One row per PyTorch workload file (workloads/pytorch): its training outcome."""
+    lines = ["| file | backend | ranks | layout | steps | median step (ms) | loss difference from one process | "
+             "wrong |", "|---|---|---:|---|---:|---:|---:|---:|"]
+    for p in paths:
+        for r in summary(p):
+            diff = r.get("reference_max_rel_diff")
+            lines.append(f"| `{os.path.relpath(p, 'results')}` | {r['backend']} | {attr(p, 'nranks')} | "
+                         f"{attr(p, 'layout')} | {r['steps']} | {r['step_time_median_s'] * 1e3:.1f} | "
+                         f"{'' if diff is None else f'{diff:.2g}'} | {r['wrong']} |")
+    return lines
+
+
+def harness_files(pattern):
+    return [p for p in files(pattern) if attr(p, "tool") != "dfccl-torch"]
+
+
+def torch_files(pattern):
+    return [p for p in files(pattern) if attr(p, "tool") == "dfccl-torch"]
+
+
 def compare(path, colls, size_list, base="nccl"):
     return table(cases(path), colls, sizes(size_list), [base])
 
@@ -144,11 +165,15 @@ def document():
     out += section("Several ranks on one GPU",
                    "2, 4 or 8 ranks time-sliced on one H200 (run 101 under MPS): the multi-rank protocol on the CUDA "
                    "executor with real peers. These say nothing about speed or NVLink; `odd-*` are sizes 12 B × 3^k.")
-    out += outcomes(files("results/gpu/one-gpu/*/*.h5"))
+    out += outcomes(harness_files("results/gpu/one-gpu/*/*.h5"))
+    out += section("PyTorch programs on one GPU",
+                   "`workloads/pytorch/` programs with their ranks time-sliced on one GPU: each file's training "
+                   "against the same model trained by one process (`--check`); exactness only, not speed.")
+    out += torch_runs(torch_files("results/gpu/one-gpu/*/*.h5"))
     out += section("8 ranks on the host executor",
                    "One CPU thread per daemon block, 8 MPI ranks on a 2-core machine: outcomes only. The blocking "
                    "backend is NCCL's behaviour. Plot: `results/host/deadlock_rate.png`.")
-    out += outcomes(files("results/host/*.h5"))
+    out += outcomes(harness_files("results/host/*.h5"))
     out += section("Simulator",
                    "Deadlock rates of NCCL-like execution models, and their validation against the harness trial by "
                    "trial: `docs/simulator.md`, `results/sim/tables.md`, `results/sim/validation.md` (both generated "
