@@ -82,7 +82,10 @@ class SeveralFiles(unittest.TestCase):
         self.assertEqual(set(df["path"]) | set(dr.summary(harness)["path"]), set(harness))
         self.assertEqual(str(df["world_nranks"].dtype), "int64")
         for p in paths:
-            if p not in harness:
+            if tool(p) == "dfccl-torch":  # a PyTorch workload's file: steps and a summary, no cases
+                self.assertTrue(dr.cases(p).empty, p)
+                self.assertGreater(len(dr.steps(p)), 0, p)
+            elif p not in harness:
                 with self.assertRaisesRegex(ValueError, "not a dfccl-harness file"):
                     dr.cases(p)
 
