@@ -47,6 +47,7 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
   u64 next = ev.g->pre_next;
   u64 hn = ev.g->host_next;
   u64 look_at = 0;
+  u64 busy_at = X::kRests ? X::now_ns() : 0;  // a CPU thread: when a turn last copied or forwarded something
   for (;;) {
     u64 stop = 0;
     if (lane == 0) {
@@ -108,8 +109,14 @@ DFCCL_DEV void prefetch_descs(const EngineView& ev) {
     }
     u64 rang = 0;
     if (lane == 0) rang = forward_host_doorbell<X>(ev, hn, door, copied) ? 1 : 0;
-    if (X::shfl(rang, 0) != 0) ++hn;
-    else if (!posted) X::idle();
+    const bool forwarded = X::shfl(rang, 0) != 0;
+    if (forwarded) ++hn;
+    if constexpr (X::kRests) {  // spin, then block, as every wait of the host executor (X::backoff)
+      if (posted || forwarded) busy_at = X::now_ns();
+      else X::backoff(X::now_ns() - busy_at);
+    } else if (!forwarded && !posted) {
+      X::idle();
+    }
   }
   if (lane == 0) {
     ev.g->pre_next = next;
