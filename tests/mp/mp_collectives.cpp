@@ -9,6 +9,11 @@
 //                                          scripts/device/ranks_on_one_gpu.sh)
 // MP_EXPECT_HIERARCHY=L: the world communicator must have the hierarchical all-reduce over hosts of L ranks
 // (DFCCL_HIERARCHY=1; dfcclCommInfo_t.hierarchyRanksPerHost), else the run fails.
+// MP_MATRIX=rotated: the matrices with one data type per case instead of all of them, for runs whose point is the
+// path the bytes take (network transport, proxies, hosts, hierarchy stages) rather than the reductions, which the run
+// with the full matrices covers: every collective, operator, count and placement once, its type rotating so that
+// each collective meets every type (and those with an operator every element size at the largest count); every
+// point-to-point count with two types, every type once.
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
@@ -30,6 +35,7 @@ namespace {
 
 int g_rank = 0, g_size = 1;
 bool g_cuda = false;
+bool g_rotated = false;  // MP_MATRIX=rotated
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "rank %d: %s: %s\n", g_rank, what.c_str(), dfcclGetLastError(nullptr));
@@ -84,10 +90,14 @@ long matrix(dfcclComm_t comm) {
   long wrong = 0, cases = 0;
   for (int coll = 0; coll < 5; ++coll)
     for (int t = 0; t < dfcclNumTypes; ++t)
-      for (dfcclRedOp_t op : ops) {
+      for (int o = 0; o < 5; ++o) {
+        const dfcclRedOp_t op = ops[o];
         if ((coll == int(Coll::AllGather) || coll == int(Coll::Broadcast)) && op != dfcclSum) continue;
-        for (size_t count : counts)
+        for (int n = 0; n < 5; ++n)
           for (bool in_place : {false, true}) {
+            // MP_MATRIX=rotated: one type per case (int8 for the out-of-place sum all-reduce of the largest count).
+            if (g_rotated && t != (coll + 3 * o + 2 * n + int(in_place) + 2) % dfcclNumTypes) continue;
+            const size_t count = counts[n];
             const Case c{Coll(coll), dfcclDataType_t(t), op, count, int(count % size_t(g_size)), in_place};
             Buffers b(c, g_size);
             auto& rs = b.recv_storage(g_rank);
@@ -128,7 +138,9 @@ long p2p_matrix(dfcclComm_t comm) {
   std::mt19937 rng(uint32_t(g_rank) + 1);
   const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
   for (int t = 0; t < dfcclNumTypes; ++t)
-    for (size_t count : counts) {
+    for (int n = 0; n < 5; ++n) {
+      if (g_rotated && (t + n) % 5 != 0) continue;
+      const size_t count = counts[n];
       const dfcclDataType_t type = dfcclDataType_t(t);
       const size_t bytes = count * type_size(type), tag = count * 16 + size_t(t);
       auto input = [&](int rank, size_t elems, uint64_t first) {
@@ -269,6 +281,14 @@ int main(int argc, char** argv) {
     int n = 0;
     cudaGetDeviceCount(&n);
     cudaSetDevice(g_rank % n);
+  }
+  if (const char* m = std::getenv("MP_MATRIX")) {
+    g_rotated = std::string(m) == "rotated";
+    if (!g_rotated && std::string(m) != "full") {
+      if (g_rank == 0) std::fprintf(stderr, "mp_collectives: MP_MATRIX '%s': expected full or rotated\n", m);
+      MPI_Finalize();
+      return 2;
+    }
   }
   const dfcclExecutor_t ex = g_cuda ? dfcclExecutorCuda : dfcclExecutorHost;
   dfcclComm_t world = make_comm(MPI_COMM_WORLD, ex);
