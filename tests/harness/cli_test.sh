@@ -11,6 +11,10 @@
 # nccl-tests' 13 leading fields; off and only).
 set -u
 mpiexec=$1 harness=$2 dir=$3 case=$4
+# Every run here ends by itself (nothing is signalled): when a rank exits non-zero, mpirun kills the others at once
+# instead of waiting a second after each of its signals (Open MPI's default), so that a refusal takes what the
+# harness takes.
+export OMPI_MCA_odls_base_sigkill_timeout=0
 mkdir -p "$dir"
 cd "$dir" || exit 1
 run() {  # run <np> args...: the harness under mpirun on the host executor, stdout in out.txt, stderr in err.txt
