@@ -24,6 +24,11 @@ if [[ ${1:-} == build || ${1:-} == build-if-torch ]] && [[ -x $py && -f $stamp &
     exit 0
   fi
 fi
+# --device cuda: no NVIDIA device node, no GPU for torch either (skipped without starting Python).
+if [[ " $* " == *" --device cuda "* ]] && ! compgen -G "/dev/nvidia[0-9]*" > /dev/null && [[ ! -e /dev/dxg ]]; then
+  echo "run_pytest.sh: --device cuda but no GPU device node (/dev/nvidia*, /dev/dxg): skipped"
+  exit 77
+fi
 if [[ ! -x $py ]] || ! "$py" -c 'import torch.distributed' 2>/dev/null; then
   echo "run_pytest.sh: no Python with torch at $py (set DFCCL_TORCH_PYTHON, or run .ci/run once): skipped"
   [[ ${1:-} == build-if-torch ]] && exit 0
