@@ -70,12 +70,15 @@ def test_gpt_3d_disorder_hangs_in_blocking_mode(tmp_path):
     connection buffering smaller than a pipeline message (so that a send waits for its receiver, as a real model's
     activations do): the four ranks of two replicas x two stages (tp 1) wait for each other in a cycle at their moved
     reductions. The watchdog names the stuck ops and the ranks that never arrived after the groups' timeout and
-    aborts the groups (TORCH_DFCCL_WATCHDOG=abort, which also releases CUDA streams): the job fails."""
+    aborts the groups (TORCH_DFCCL_WATCHDOG=abort, which also releases CUDA streams): the job fails. The groups'
+    timeout (10 s on CPU, 20 s on CUDA, whose start-up takes longer) must exceed every wait before the cycle, the
+    ranks' skew at start-up included, so that what the watchdog finds is the cycle."""
     out = tmp_path / "gpt_3d.h5"
     env = {"DFCCL_MODE": "blocking", "TORCH_DFCCL_WATCHDOG": "abort", "DFCCL_HOST_SLOT_BYTES": "1024",
            "DFCCL_HOST_SLOTS": "2", "DFCCL_SLOT_BYTES": "1024", "DFCCL_SLOTS": "2"}
+    timeout = "20" if os.environ.get("TORCH_DFCCL_TEST_DEVICE", "cpu") == "cuda" else "10"
     p, cmd = torchrun(out, "--tp", "1", "--steps", "1", "--warmup", "0", "--schedule", "interleaved",
-                         "--disorder", "--timeout", "20", ranks=4, env=env, timeout=240)
+                         "--disorder", "--timeout", timeout, ranks=4, env=env, timeout=240)
     text = p.stdout + p.stderr
     assert p.returncode != 0, f"{cmd}: completed in blocking mode\n{p.stdout[-3000:]}"
     assert "dfccl watchdog: dfccl: group '" in text, text[-6000:]
