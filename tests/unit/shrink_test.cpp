@@ -78,19 +78,30 @@ struct Plan {
   int second_delay_ms = 0;
 };
 
+// A survivor's start: all-reduces exactly (as the victim does) until one fails (the victim's kill); r.rank is set,
+// err receives the failure's message.
+dfcclResult_t until_failure(dfcclComm_t comm, int rank, Report& r, std::string& err) {
+  r.rank = rank;
+  dfcclResult_t st = dfcclSuccess;
+  for (int i = 2; st == dfcclSuccess; ++i) st = all_reduce(comm, (rank + 1) * i, 10 * i, &r.wrong);
+  err = dfcclGetLastError(nullptr);
+  return st;
+}
+
+// r with why = "rank <r.rank>: <why>".
+Report failed(Report r, const std::string& why) {
+  std::snprintf(r.why, sizeof(r.why), "rank %d: %s", r.rank, why.c_str());
+  return r;
+}
+
 // A survivor: all-reduces exactly until one fails (the victim's kill), checks the failure, shrinks, checks the new
 // communicator (size, ranks, exact all-reduces and an all-gather of the old ranks), destroys the old one; the first
 // collective's completion time goes in the report.
 Report survivor(dfcclComm_t comm, int rank, const Plan& p) {
   Report r;
-  r.rank = rank;
-  auto fail = [&](const std::string& why) {
-    std::snprintf(r.why, sizeof(r.why), "rank %d: %s", rank, why.c_str());
-    return r;
-  };
-  dfcclResult_t st = dfcclSuccess;
-  for (int i = 2; st == dfcclSuccess; ++i) st = all_reduce(comm, (rank + 1) * i, 10 * i, &r.wrong);  // as the victim
-  const std::string err = dfcclGetLastError(nullptr);
+  std::string err;
+  dfcclResult_t st = until_failure(comm, rank, r, err);
+  auto fail = [&](const std::string& why) { return failed(r, why); };
   if (st != dfcclRemoteError) return fail(std::string("the old collective returned ") + dfcclGetErrorString(st));
   if (err.find("rank " + std::to_string(p.victim) + " ") == std::string::npos)
     return fail("the failure does not name rank " + std::to_string(p.victim) + ": " + err);
@@ -156,14 +167,9 @@ Report survivor(dfcclComm_t comm, int rank, const Plan& p) {
 // the first victim, which was dead before any shrink) and all-reduces exactly among them.
 Report elastic_survivor(dfcclComm_t comm, int rank, const Plan& p) {
   Report r;
-  r.rank = rank;
-  auto fail = [&](const std::string& why) {
-    std::snprintf(r.why, sizeof(r.why), "rank %d: %s", rank, why.c_str());
-    return r;
-  };
-  dfcclResult_t st = dfcclSuccess;
-  for (int i = 2; st == dfcclSuccess; ++i) st = all_reduce(comm, (rank + 1) * i, 10 * i, &r.wrong);
-  const std::string err = dfcclGetLastError(nullptr);
+  std::string err;
+  dfcclResult_t st = until_failure(comm, rank, r, err);
+  auto fail = [&](const std::string& why) { return failed(r, why); };
   if (st != dfcclRemoteError) return fail(std::string("the old collective returned ") + dfcclGetErrorString(st));
   if (err.find("rank " + std::to_string(p.victim) + " ") == std::string::npos &&
       err.find("rank " + std::to_string(p.second_victim) + " ") == std::string::npos)
