@@ -1,7 +1,7 @@
 // A /dev/shm without room for a connection region is a clear error at creation, never a SIGBUS when the region is
-// first written; a region left by a killed process is removed by the next creation. A forked child gets a private mount namespace with a 1 MiB /dev/shm (needs root: skipped
-// otherwise), creates a 256 KiB region (works, every page writable) and then an 8 MiB one: dfcclSystemError naming
-// /dev/shm and the size.
+// first written; a region left by a killed process is removed by the next creation. A forked child gets a private mount
+// namespace with a 1 MiB /dev/shm (needs root: skipped otherwise), creates a 256 KiB region (works, every page
+// writable) and then an 8 MiB one: dfcclSystemError naming /dev/shm and the size.
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
