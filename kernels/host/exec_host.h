@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -66,21 +67,21 @@ struct HostExec {
   // Spin, then block: a wait yields the core for its first sleep_ns (DaemonParams::sleep_ns, DFCCL_HOST_SLEEP_NS,
   // this thread's launch), then sleeps an eighth of what it has waited (within [kNapMinNs, kNapMaxNs]), so that a
   // wait costs at most about 1/8 more than its condition took, and ranks that outnumber the cores leave them to the
-  // ranks that have work. The daemon's threads sleep with a timer slack of 1 us (executor_host.cpp), so that a nap is
-  // as long as asked.
+  // ranks that have work. The daemon's threads sleep with a timer slack of 1 us, so that a nap is
+  // as long as asked (daemon_host.cpp).
   static constexpr u64 kNapMinNs = 2000, kNapMaxNs = 200000;
   static constexpr bool kRests = true;
-  static inline thread_local u64 sleep_ns = ~0ull;  // set by the thread's run_daemon_block / run_graph_wait_block
+  static inline thread_local u64 sleep_ns = ~0ull;  // set when the thread starts running blocks (daemon_host.cpp)
   static void backoff(u64 waited_ns) {
     if (waited_ns < sleep_ns) {
       sched_yield();
       return;
     }
-    const u64 nap = waited_ns / 8 < kNapMinNs ? kNapMinNs : (waited_ns / 8 > kNapMaxNs ? kNapMaxNs : waited_ns / 8);
+    const u64 nap = std::clamp(waited_ns / 8, kNapMinNs, kNapMaxNs);
     const timespec ts{time_t(nap / 1000000000ull), long(nap % 1000000000ull)};
     nanosleep(&ts, nullptr);
   }
-  // The prefetcher's empty turns: a CPU thread of its own would take the daemon threads' cores (CI has two).
+  // A block waiting for the engine's owner (owner.h): its thread sleeps, leaving the cores to the blocks that run.
   static void idle() { std::this_thread::sleep_for(std::chrono::microseconds(20)); }
   static Pack ld16(const Pack* p) {
     Pack v;

@@ -1,7 +1,6 @@
 // The host executor: the daemon's blocks are CPU threads; "device memory" is process memory; connection regions
 // are POSIX shared memory so that ranks may be threads of one process or separate (MPI) processes.
 #include <fmt/format.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,8 +19,6 @@
 
 namespace dfccl {
 namespace {
-
-constexpr unsigned long kTimerSlackNs = 1000;
 
 class HostExecutor final : public Executor {
  public:
@@ -71,7 +68,6 @@ class HostExecutor final : public Executor {
     std::vector<std::thread> blocks;
     for (uint32_t b = 0; b < ev.p.nblocks + ev.p.prefetch; ++b)
       blocks.emplace_back([ev, w, b] {
-        prctl(PR_SET_TIMERSLACK, kTimerSlackNs);
         name_this_thread("gw", b);
         host::run_graph_wait_block(ev, w, b);
       });
@@ -85,7 +81,6 @@ class HostExecutor final : public Executor {
     ++launched_;
     for (uint32_t b = 0; b < ev.p.nblocks + ev.p.prefetch; ++b) {
       threads_.emplace_back([this, ev, b] {
-        prctl(PR_SET_TIMERSLACK, kTimerSlackNs);  // the waits' naps (HostExec::backoff) as long as asked
         if (b < ev.p.nblocks) name_this_thread("hb", b);
         else name_this_thread("prefetch");
         host::run_daemon_block(ev, b);
