@@ -1,6 +1,5 @@
 #include "bootstrap/bootstrap.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -260,21 +259,14 @@ bool Bootstrap::orphaned(const std::string& name, uint64_t pidns) {
 }
 
 void Bootstrap::remove_orphans() const {
-  DIR* dir = opendir("/dev/shm");
-  if (!dir) return;
   const std::string own = name_.substr(1), suffix = fmt::format("-{:016x}", host_hash_);
   const uint64_t ns = pid_namespace();
-  std::vector<std::string> orphans;
-  while (const dirent* e = readdir(dir)) {
-    const std::string n = e->d_name;
-    if (n.size() != own.size() || n == own || !n.starts_with("dfccl-bs-") || !n.ends_with(suffix)) continue;
-    if (orphaned("/" + n, ns)) orphans.push_back(n);
-  }
-  closedir(dir);
-  for (const std::string& n : orphans)
-    if (shm_unlink(("/" + n).c_str()) == 0)
-      log(LogLevel::Info, LogSubsys::Init, "bootstrap: removed /dev/shm/{}, left by an init whose processes are gone",
-          n);
+  remove_dev_shm_orphans(
+      [&](const std::string& n) {
+        return n.size() == own.size() && n != own && n.starts_with("dfccl-bs-") && n.ends_with(suffix) &&
+               orphaned("/" + n, ns);
+      },
+      "left by an init whose processes are gone");
 }
 
 uint64_t Bootstrap::now_ns() {

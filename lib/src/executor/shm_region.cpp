@@ -1,6 +1,5 @@
 #include "executor/shm_region.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
@@ -11,10 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <vector>
 
 #include "util/error.h"
-#include "util/log.h"
 #include "util/process.h"
 
 namespace dfccl {
@@ -30,20 +27,14 @@ constexpr const char* kRegionPrefix = "dfccl-rg-";
 // creator is gone).
 void remove_orphan_regions(uint64_t pidns) {
   if (pidns == 0) return;
-  DIR* dir = opendir("/dev/shm");
-  if (!dir) return;
   const std::string ours = fmt::format("{}{:x}-", kRegionPrefix, pidns);
-  std::vector<std::string> orphans;
-  while (const dirent* e = readdir(dir)) {
-    const std::string n = e->d_name;
-    if (!n.starts_with(ours)) continue;
-    const long pid = std::strtol(n.c_str() + ours.size(), nullptr, 10);
-    if (pid > 0 && process_exited(pid_t(pid))) orphans.push_back(n);
-  }
-  closedir(dir);
-  for (const std::string& n : orphans)
-    if (shm_unlink(("/" + n).c_str()) == 0)
-      log(LogLevel::Info, LogSubsys::Init, "removed /dev/shm/{}, a connection region whose process is gone", n);
+  remove_dev_shm_orphans(
+      [&](const std::string& n) {
+        if (!n.starts_with(ours)) return false;
+        const long pid = std::strtol(n.c_str() + ours.size(), nullptr, 10);
+        return pid > 0 && process_exited(pid_t(pid));
+      },
+      "a connection region whose process is gone");
 }
 
 }  // namespace
