@@ -6,6 +6,12 @@ The ranks are forked by a forkserver that has imported torch (and nothing of dfc
 rank starts as a fresh process with the environment of the test at the call, imports dfccl_torch and makes its
 process group, as a spawned one would, without paying for torch's import again.
 
+run_script(script, world, *args, env=None, timeout=240) runs a workload script as torchrun would start it on one
+host (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/MASTER_PORT set; each rank runs the file as __main__), with its ranks
+forked from the same forkserver, and returns a Launch: its returncode (the first non-zero rank exit code, else 0),
+each rank's stdout and stderr joined in rank order, and the equivalent torchrun command for messages. As torchrun
+does, once a rank fails the others are given `grace` seconds and then killed.
+
 `pytest --device cuda` runs the tests that take their tensors' device from devices.device() on CUDA tensors (every
 rank on GPU rank % device_count); the default is cpu (DFCCL's host executor).
 """
@@ -13,9 +19,12 @@ import datetime
 import multiprocessing as mp
 import os
 import queue
+import runpy
+import socket
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 
 import pytest
 
@@ -99,5 +108,94 @@ def run_ranks(tmp_path):
         if errors:
             pytest.fail(f"{fn.__name__} on {world} ranks ({backend}):\n" + "\n".join(errors))
         return [results[r] for r in range(world)]
+
+    return run
+
+
+def _script_entry(script, argv, env, out_path, err_path):
+    """A rank of run_script: the script as __main__ with its output in two files; exits with the script's code."""
+    code = 1
+    try:
+        for fd, path in ((1, out_path), (2, err_path)):
+            f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(f, fd)
+            os.close(f)
+        sys.stdout.reconfigure(line_buffering=True)
+        sys.stderr.reconfigure(line_buffering=True)
+        os.environ.clear()
+        os.environ.update(env)
+        sys.argv = [script, *argv]
+        sys.path.insert(0, os.path.dirname(script))
+        runpy.run_path(script, run_name="__main__")
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:  # noqa: B036 - a failing rank prints its traceback and exits 1, as under torchrun
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+@dataclass
+class Launch:
+    returncode: int
+    stdout: str
+    stderr: str
+    cmd: str
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def run_script(tmp_path):
+    counter = [0]
+
+    def run(script, world, *args, env=None, timeout=240, grace=30):
+        counter[0] += 1
+        logs = tmp_path / f"launch{counter[0]}"
+        logs.mkdir()
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["torch", "torch.distributed"])
+        base = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
+        base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(world),
+                    LOCAL_WORLD_SIZE=str(world), GROUP_RANK="0", TORCHELASTIC_RUN_ID="dfccl-tests")
+        argv = [str(a) for a in args]
+        procs = []
+        for r in range(world):
+            renv = dict(base, RANK=str(r), LOCAL_RANK=str(r), ROLE_RANK=str(r))
+            p = ctx.Process(target=_script_entry, args=(script, argv, renv, str(logs / f"{r}.out"),
+                                                        str(logs / f"{r}.err")))
+            p.start()
+            procs.append(p)
+        deadline = time.monotonic() + timeout
+        first_failure = None
+        try:
+            while any(p.exitcode is None for p in procs):
+                now = time.monotonic()
+                if first_failure is None and any(p.exitcode not in (None, 0) for p in procs):
+                    first_failure = now
+                if now > deadline or (first_failure is not None and now > first_failure + grace):
+                    break
+                time.sleep(0.05)
+        finally:
+            for p in procs:
+                if p.exitcode is None:
+                    p.kill()
+                p.join(timeout=30)
+        cmd = (f"torchrun --standalone --nproc-per-node {world} {script} {' '.join(argv)}")
+        out = "".join((logs / f"{r}.out").read_text(errors="replace") for r in range(world))
+        err = "".join((logs / f"{r}.err").read_text(errors="replace") for r in range(world))
+        codes = [p.exitcode for p in procs]
+        if time.monotonic() > deadline and first_failure is None:
+            pytest.fail(f"{cmd}: no exit after {timeout} s (exit codes {codes})\n{out[-3000:]}\n{err[-5000:]}")
+        failed = [c for c in codes if c != 0]
+        code = 0 if not failed else (failed[0] if failed[0] > 0 else 128 - failed[0])
+        return Launch(code, out, err, cmd)
 
     return run

@@ -1,5 +1,5 @@
-"""The examples under workloads/pytorch run briefly under torchrun on 2 ranks (on the tests' device) and write their
-HDF5 file: its root attributes, /summary and /backends/dfccl/steps, also as scripts/dfccl_results.py reads them."""
+"""The examples under workloads/pytorch run briefly on 2 ranks, on the tests' device (ddp.py under torchrun itself,
+the others started as torchrun starts them, conftest.run_script), and write their HDF5 file: its root attributes, /summary and /backends/dfccl/steps, also as scripts/dfccl_results.py reads them."""
 import csv as csvlib
 import io
 import math
@@ -22,6 +22,13 @@ def torchrun(script, out, *args, timeout=180):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     assert p.returncode == 0, f"{' '.join(cmd)}: exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-5000:]}"
+    return p.stdout
+
+
+def launch(run_script, script, out, *args):
+    device = os.environ.get("TORCH_DFCCL_TEST_DEVICE", "cpu")
+    p = run_script(os.path.join(WORKLOADS, script), 2, "--device", device, "--out", out, *args, timeout=180)
+    assert p.returncode == 0, f"{p.cmd}: exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-5000:]}"
     return p.stdout
 
 
@@ -70,19 +77,19 @@ def test_ddp(tmp_path):
         assert cols["workload"] == "ddp" and cols["backend"] == "dfccl" and cols["steps"] == "6", cols
 
 
-def test_two_groups(tmp_path):
+def test_two_groups(run_script, tmp_path):
     out = tmp_path / "two_groups.h5"
     args = ["--steps", "30", "--warmup", "1", "--count", "4096"]
     if os.environ.get("TORCH_DFCCL_TEST_DEVICE") == "cuda":
         args += ["--sync-between", "--empty-cache"]
-    torchrun("two_groups.py", out, *args)
+    launch(run_script, "two_groups.py", out, *args)
     _, summary, table = check_file(out, "two_groups", 30, 1)
     assert all(w == 0 for w in table["wrong"]), table["wrong"]
 
 
-def test_pipeline_1f1b(tmp_path):
+def test_pipeline_1f1b(run_script, tmp_path):
     out = tmp_path / "pipeline.h5"
-    log = torchrun("pipeline_1f1b.py", out, "--steps", "5", "--warmup", "1", "--check")
+    log = launch(run_script, "pipeline_1f1b.py", out, "--steps", "5", "--warmup", "1", "--check")
     assert "largest relative difference from the unpipelined run" in log, log
     attrs, summary, _ = check_file(out, "pipeline_1f1b", 5, 1)
     assert attrs["layout"] == "pp=2" and summary["reference_max_rel_diff"] <= 1e-5, summary
