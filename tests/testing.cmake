@@ -6,12 +6,13 @@
 # (PROCESSORS), so that ctest -j N runs no more than N ranks at once. Label `asan`: what `make test-asan` runs.
 include(GoogleTest)
 
-# dfccl_gtest_properties(<name> [LABELS <label>...] [RUN_SERIAL] [ENVIRONMENT <VAR=value>...])
+# dfccl_gtest_properties(<name> [LABELS <label>...] [RUN_SERIAL] [SERIAL_CASES <regex>] [ENVIRONMENT <VAR=value>...])
 # Sets properties on every discovered case of gtest binary <name> (or of its variant <name><suffix>,
 # dfccl_add_gtest_variant) when ctest lists them (after discovery): LABELS add to the labels given before (a list,
 # e.g. unit asan, which gtest_discover_tests' PROPERTIES cannot carry), ENVIRONMENT replaces the environment.
+# RUN_SERIAL: every case runs alone; with SERIAL_CASES, only the cases whose ctest name matches <regex> do.
 function(dfccl_gtest_properties name)
-  cmake_parse_arguments(ARG "RUN_SERIAL" "" "LABELS;ENVIRONMENT" ${ARGN})
+  cmake_parse_arguments(ARG "RUN_SERIAL" "SERIAL_CASES" "LABELS;ENVIRONMENT" ${ARGN})
   set(file ${CMAKE_CURRENT_BINARY_DIR}/${name}_properties.cmake)
   get_property(known DIRECTORY PROPERTY DFCCL_GTEST_LABELS_${name} SET)
   if(NOT known)
@@ -19,9 +20,13 @@ function(dfccl_gtest_properties name)
   endif()
   get_property(labels DIRECTORY PROPERTY DFCCL_GTEST_LABELS_${name})
   get_property(serial DIRECTORY PROPERTY DFCCL_GTEST_SERIAL_${name})
+  get_property(cases DIRECTORY PROPERTY DFCCL_GTEST_SERIAL_CASES_${name})
   list(APPEND labels ${ARG_LABELS})
   list(REMOVE_DUPLICATES labels)
-  if(ARG_RUN_SERIAL)
+  if(ARG_RUN_SERIAL AND ARG_SERIAL_CASES)
+    set(cases "${ARG_SERIAL_CASES}")
+    list(REMOVE_ITEM labels serial)
+  elseif(ARG_RUN_SERIAL)
     set(serial " RUN_SERIAL TRUE")
   endif()
   if(ARG_ENVIRONMENT)
@@ -29,17 +34,25 @@ function(dfccl_gtest_properties name)
   endif()
   set_property(DIRECTORY PROPERTY DFCCL_GTEST_LABELS_${name} ${labels})
   set_property(DIRECTORY PROPERTY DFCCL_GTEST_SERIAL_${name} "${serial}")
+  set_property(DIRECTORY PROPERTY DFCCL_GTEST_SERIAL_CASES_${name} "${cases}")
   # ctest's scripts know set_tests_properties only (no set_property on tests): the whole set, rewritten each time.
-  file(WRITE ${file} "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS [==[${labels}]==]${serial})\nendif()\n")
+  set(text "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS [==[${labels}]==]${serial})\n")
+  if(cases)
+    string(APPEND text "  set(_serial \${${name}_TESTS})\n  list(FILTER _serial INCLUDE REGEX [==[${cases}]==])\n"
+           "  if(_serial)\n    set_tests_properties(\${_serial} PROPERTIES RUN_SERIAL TRUE LABELS [==[${labels};serial]==])\n"
+           "  endif()\n")
+  endif()
+  file(WRITE ${file} "${text}endif()\n")
 endfunction()
 
 # dfccl_add_gtest(<name> SOURCES <files...> LIBS <targets...> [OWN_MAIN] [LABELS <labels>] [TIMEOUT <s>] [SERIAL])
 # Builds one GoogleTest binary bin/<name>; each of its test cases becomes a ctest test named <name>.<Suite>.<Case>
 # (listed when ctest runs, so that listing needs no GPU). Exit code 77 means "skipped" (device tests on a machine
 # without enough GPUs, gpu_check.h). TIMEOUT applies to each case. OWN_MAIN: the sources define main() (else
-# gtest_main does). SERIAL: each case runs alone (RUN_SERIAL, label serial).
+# gtest_main does). SERIAL: each case runs alone (RUN_SERIAL, label serial); with SERIAL_CASES <regex>, only the
+# cases whose ctest name matches (those that bound a time).
 function(dfccl_add_gtest name)
-  cmake_parse_arguments(ARG "OWN_MAIN;SERIAL" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "OWN_MAIN;SERIAL" "TIMEOUT;SERIAL_CASES" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   if(ARG_OWN_MAIN)
     target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest Threads::Threads)
@@ -56,7 +69,9 @@ function(dfccl_add_gtest name)
   endif()
   gtest_discover_tests(${name} TEST_PREFIX "${name}." DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
                        PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${timeout})
-  if(ARG_SERIAL)
+  if(ARG_SERIAL AND ARG_SERIAL_CASES)
+    dfccl_gtest_properties(${name} RUN_SERIAL SERIAL_CASES "${ARG_SERIAL_CASES}")
+  elseif(ARG_SERIAL)
     list(APPEND label serial)
     dfccl_gtest_properties(${name} RUN_SERIAL)
   endif()
@@ -64,12 +79,12 @@ function(dfccl_add_gtest name)
 endfunction()
 
 # dfccl_add_gtest_variant(<name> <suffix> ENVIRONMENT <VAR=value>... [FILTER <gtest filter>] [LABELS <labels>]
-#                         [TIMEOUT <s>] [SERIAL])
+#                         [TIMEOUT <s>] [SERIAL [SERIAL_CASES <regex>]])
 # The cases of gtest binary <name> (those FILTER selects) once more, with an environment, as ctest tests
 # <name>.<Suite>.<Case><suffix>: one test per case, so that ctest -j spreads them (a whole binary as one test would
 # hold a slot for all its cases). Labels: the folder's unless LABELS.
 function(dfccl_add_gtest_variant name suffix)
-  cmake_parse_arguments(ARG "SERIAL" "TIMEOUT" "ENVIRONMENT;FILTER;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "TIMEOUT;SERIAL_CASES" "ENVIRONMENT;FILTER;LABELS" ${ARGN})
   set(filter)
   if(ARG_FILTER)
     set(filter TEST_FILTER ${ARG_FILTER})
@@ -86,7 +101,9 @@ function(dfccl_add_gtest_variant name suffix)
                        ${filter} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
                        PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${timeout})
   set(serial)
-  if(ARG_SERIAL)
+  if(ARG_SERIAL AND ARG_SERIAL_CASES)
+    set(serial RUN_SERIAL SERIAL_CASES "${ARG_SERIAL_CASES}")
+  elseif(ARG_SERIAL)
     list(APPEND label serial)
     set(serial RUN_SERIAL)
   endif()
