@@ -8,15 +8,16 @@
 #               NET_FAULT_RANKS_PER_HOST=2 puts ranks 0-1 and 2-3 on one host each (the hierarchical all-reduce).
 # Scenario resume: the victim stops as in stop; once every survivor has named it (D/detected<R>), this script sends it
 # SIGCONT, and the victim must not blame the survivors, which keep beating, for the time it was stopped.
-# Heartbeats: DFCCL_NET_TIMEOUT_MS=3000 (a stopped rank or cut link must be named within 3000 + 1500 ms; a killed
-# or aborting one within 2000 ms). Exits 0 when every rank passed its checks; prints every rank's line and times.
+# Heartbeats: DFCCL_NET_TIMEOUT_MS=1500 (a stopped rank or cut link must be named within 1500 + 1500 ms; a killed
+# or aborting one within 2000 ms); the late rank of scenario late is 1000 ms later than that timeout. Init waits up to
+# 3000 ms for the ranks. Exits 0 when every rank passed its checks; prints every rank's line and times.
 set -u
 mode=${1:?usage: net_faults_test.sh netns|plain SCENARIO NET_FAULT_PEER}
 scen=${2:?scenario}
 bin=${3:?net_fault_peer binary}
 N=4
 V=1
-timeout_ms=3000
+timeout_ms=1500
 . "$(dirname "$0")/netns_lib.sh"
 if [ "$mode" = netns ]; then
   netns_require
@@ -47,7 +48,7 @@ unset DFCCL_NET_FORCE
 start_rank() {
   local r=$1
   local args=("$scen" --rank "$r" --nranks "$N" --victim "$V" --dir "$dir" --bound-ms "$bound"
-    --init-timeout-ms "$timeout_ms")
+    --init-timeout-ms 3000 --late-ms $((timeout_ms + 1000)))
   if [ "$mode" = netns ]; then
     local cut="ip link set dev ${NETNS_VETH}n$r down"
     UCX_NET_DEVICES=${NETNS_VETH}n$r NET_FAULT_CUT=$cut "$NETNS_DIR/netns_exec.sh" "$r" "$bin" "${args[@]}" > "$dir/out$r" 2>&1 &

@@ -1,5 +1,6 @@
 // net_fault_peer: one rank of the network fault tests (tests/netns/net_faults_test.sh starts one per fake host).
 //   net_fault_peer SCENARIO --rank R --nranks N --victim V --dir D [--bound-ms B] [--init-timeout-ms T]
+//                  [--late-ms L]
 // Rank 0 makes the unique id and writes it (hex) to D/id; the others wait up to 30 s for it. Every rank inits
 // (host executor), runs one exact all-reduce so that every network connection is up, checks that its ring goes
 // through the network transport, then:
@@ -17,7 +18,8 @@
 //                       while stopped: within 1 s (10 heartbeats) its communicator fails naming itself (its peers
 //                       gave it up: their notices name it), and a new all-reduce is refused so; it then writes
 //                       D/resumed and exits without destroying (its peers' communicators have failed);
-//   late                the victim sleeps 5 s before its all-reduce: every rank completes exactly, no error;
+//   late                the victim sleeps L ms (5000; longer than the network timeout) before its all-reduce:
+//                       every rank completes exactly, no error;
 //   abort               every rank but the victim submits an all-reduce; 300 ms later each calls dfcclCommAbort (the
 //                       victim 600 ms later), which must return within 1 s (the pending collective then ends, not with
 //                       dfcclSuccess); a rank whose collective was still pending prints "with a network collective
@@ -55,12 +57,11 @@
 namespace {
 
 constexpr size_t kCount = 4096;
-constexpr int kLateMs = 5000;
 constexpr double kDestroyBoundMs = 1000, kAbortBoundMs = 1000;
 
 struct Args {
   std::string scenario, dir;
-  int rank = -1, nranks = 0, victim = 1, bound_ms = 2000, init_timeout_ms = 3000;
+  int rank = -1, nranks = 0, victim = 1, bound_ms = 2000, init_timeout_ms = 3000, late_ms = 5000;
 };
 
 uint64_t now_ns() {
@@ -244,12 +245,14 @@ bool survivor(const Args& a, dfcclComm_t comm) {
   return check(a, destroy_ms < kDestroyBoundMs, "dfcclCommDestroy took " + std::to_string(destroy_ms) + " ms") && ok;
 }
 
+std::string fmt_late(int ms) { return " (the late rank, " + std::to_string(ms) + " ms late)"; }
+
 bool run_late(const Args& a, dfcclComm_t comm) {
-  if (a.rank == a.victim) std::this_thread::sleep_for(std::chrono::milliseconds(kLateMs));
+  if (a.rank == a.victim) std::this_thread::sleep_for(std::chrono::milliseconds(a.late_ms));
   const uint64_t t0 = now_ns();
   bool ok = exact_allreduce(a, comm, 60000);
   std::printf("rank %d: all-reduce %s after %.0f ms%s\n", a.rank, ok ? "exact" : "FAILED", ms_between(t0, now_ns()),
-              a.rank == a.victim ? " (the late rank, 5 s late)" : "");
+              a.rank == a.victim ? fmt_late(a.late_ms).c_str() : "");
   return check(a, dfcclCommDestroy(comm) == dfcclSuccess, "dfcclCommDestroy failed") && ok;
 }
 
@@ -348,6 +351,7 @@ bool parse(int argc, char** argv, Args* a) {
     else if (k == "--dir") a->dir = v;
     else if (k == "--bound-ms") a->bound_ms = std::atoi(v.c_str());
     else if (k == "--init-timeout-ms") a->init_timeout_ms = std::atoi(v.c_str());
+    else if (k == "--late-ms") a->late_ms = std::atoi(v.c_str());
     else return false;
   }
   const std::string known = " kill stop resume cut remote_abort abort_exit late abort mismatch missing ";
@@ -363,7 +367,7 @@ int main(int argc, char** argv) {
     std::fprintf(
         stderr,
         "usage: net_fault_peer kill|stop|resume|cut|remote_abort|abort_exit|late|abort|mismatch|missing --rank R "
-        "--nranks N --victim V (1..N-1) --dir D [--bound-ms B] [--init-timeout-ms T]\n");
+        "--nranks N --victim V (1..N-1) --dir D [--bound-ms B] [--init-timeout-ms T] [--late-ms L]\n");
     return 1;
   }
   const bool ok = run(a);
