@@ -2,8 +2,9 @@
 # default campaign on what is present (GPUs, else the host executor).
 BUILD ?= build
 JOBS ?= $(shell nproc)
-# ctest -j: tests run side by side where they allow it (tests/README.md, "Running them in parallel").
-TEST_JOBS ?= $(JOBS)
+# ctest -j: tests run side by side where they allow it (tests/README.md, "Running them in parallel"); twice the
+# cores, since most tests wait (for peers, timeouts, watchdogs) more than they compute.
+TEST_JOBS ?= $(shell echo $$((2 * $(JOBS))))
 CMAKE_ARGS ?=
 
 .PHONY: all build configure test test-asan run clean
@@ -25,7 +26,8 @@ test: build
 # The host executor's engine, abort and stress tests, and the harness's stress under mpirun (its watchdog aborts
 # from another thread), again under AddressSanitizer, in their own build folder: the tests labelled asan (ASAN_TESTS
 # builds their programs). Leaks are not checked: a communicator whose abort gave up waiting for its collectives stays
-# allocated by design (docs/design.md, "Abort"); comm_lifetime_test bounds what every other end leaves.
+# allocated by design (docs/design.md, "Abort"); comm_lifetime_test bounds what every other end leaves. One test per
+# core: the sanitizer's instrumentation makes the tests compute more than they wait.
 ASAN_BUILD ?= build-asan
 ASAN_TESTS = core_abort_test core_cq_test core_prefetch_test core_programs_test api_errors_test host_engine_test \
 	host_stress_test dfccl-harness mismatch_hosts_test mp_collectives net_fault_peer
@@ -33,7 +35,7 @@ test-asan: configure
 	PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDFCCL_ASAN=ON $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target $(ASAN_TESTS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ctest --output-on-failure --timeout 900 \
-		-j $(TEST_JOBS) -L asan
+		-j $(JOBS) -L asan
 
 run: build
 	scripts/run_campaign.sh
