@@ -3,7 +3,7 @@
 # time-sliced: builds the graph tests into build-dev, then runs them each under a short timeout (a hang costs its
 # timeout, not the call), then the latency probe.
 #   [REPLAYS=1000 MODES=... CUDA_MODULE_LOADING=... TAG=...] scripts/device/graphs.sh [steps...]
-#   steps: build unit mp engine latency harness peers torch (default: build unit mp latency peers)
+#   steps: build unit mp engine latency harness hostlat peers torch (default: build unit mp latency peers)
 # Logs and summary.txt in $OUT.
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
@@ -54,6 +54,13 @@ if has harness; then  # the latency sweep: dfccl eager and in graphs beside NCCL
   step harness_2ranks_mps 300 "${M[@]}" "$BIN/dfccl-harness" "${H[@]}" --backend dfccl,dfccl-graph \
     --out "$OUT/graphs-2ranks-mps.h5"
   grep -E "^ +[0-9]" "$OUT/harness_2ranks_mps.log" | head -30
+fi
+if has hostlat; then  # host completion (dfcclSynchronize) of host-ordered submissions beside NCCL eager, one rank
+  H=(--workload workloads/sweep.toml --collectives all_reduce -b 8 -e 1M -f 8 --timing batch --batch 20 --iters 100
+    --warmup 20 --quiet --overwrite)
+  step harness_hostlat 240 "$BIN/dfccl-harness" "${H[@]}" --backend dfccl,nccl --run.completion host --run.order host \
+    --out "$OUT/hostlat-1rank.h5"
+  grep -E "^ +[0-9]|dfccl|nccl" "$OUT/harness_hostlat.log" | head -40
 fi
 if has peers; then
   step ctest_peers 300 ctest --test-dir $B -R "peer_death_cuda|mismatch_hosts_cuda|device_fault_cuda" \
