@@ -41,9 +41,11 @@ dfcclCommInfo_t comm_info(const dfcclComm* c, Engine& e) {
       c->region.bytes + sizeof(core::LaneState) * tp.nchan * s.nlanes + c->net.shadow_bytes[0] + persistent_bytes(c);
   out.p2pChannels = int(c->p2p.nchan);
   out.p2pConnections = p2p_connections(c);
-  out.p2pBytes = c->p2p.region.bytes +
-                 (c->p2p.nchan ? sizeof(core::LaneState) * tp.nchan * kP2pLanes * 2 * size_t(c->nranks) : 0) +
-                 c->net.shadow_bytes[1];
+  // Per peer and direction: the lane states, and the captured lanes' turn counters.
+  const size_t per_peer_dir =
+      sizeof(core::LaneState) * tp.nchan * c->p2p.nlanes + (c->p2p.graph_turns ? sizeof(uint64_t) * kP2pLanes : 0);
+  out.p2pBytes =
+      c->p2p.region.bytes + (c->p2p.nchan ? per_peer_dir * 2 * size_t(c->nranks) : 0) + c->net.shadow_bytes[1];
   out.hierarchyRanksPerHost = c->hierarchy.intra ? c->hierarchy.local_size : 0;
   out.transportPrev = hop_transport(c, s.prev);
   out.transportNext = hop_transport(c, s.next);

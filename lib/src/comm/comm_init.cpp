@@ -39,6 +39,7 @@ struct RankInfo {
   uint64_t host_hash;
   uint32_t net_force, net_chan, net_slot_bytes;
   uint32_t hierarchy;
+  uint32_t graphs;  // DFCCL_GRAPHS: a graph lane, and captured lanes in the point-to-point connections
 };
 
 // What each rank publishes once the transport is chosen.
@@ -77,6 +78,7 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
     if (o.net_chan != me.net_chan) mismatch("DFCCL_NET_CHANNELS", me.net_chan, o.net_chan);
     if (o.net_slot_bytes != me.net_slot_bytes) mismatch("DFCCL_NET_SLOT_BYTES", me.net_slot_bytes, o.net_slot_bytes);
     if (o.hierarchy != me.hierarchy) mismatch("DFCCL_HIERARCHY", me.hierarchy, o.hierarchy);
+    if (o.graphs != me.graphs) mismatch("DFCCL_GRAPHS", me.graphs, o.graphs);
   }
 }
 
@@ -101,6 +103,7 @@ RankInfo rank_info(const dfcclComm* c, const dfcclConfig_t& cfg, const Engine& e
   mine.net_chan = c->settings.net_channels;
   mine.net_slot_bytes = c->settings.net_slot_bytes;
   mine.hierarchy = c->settings.hierarchy ? 1 : 0;
+  mine.graphs = tp.graph_lane ? 1 : 0;
   return mine;
 }
 

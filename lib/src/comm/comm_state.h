@@ -30,6 +30,7 @@ class Proxy;
 // Point-to-point connections to every rank (p2p.h).
 struct P2pConnections {
   uint32_t nchan = 0;                // channels of a full connection (DFCCL_P2P_CHANNELS; 0: no point-to-point)
+  uint32_t nlanes = 0;               // lanes of a connection: kP2pLanes, or kP2pGraphLanes with captured ones
   bool on_first_use = false;         // connections carved by p2p_claim (false: all at init)
   RegionBlob region{};               // mine: the arena
   std::vector<RegionBlob> blobs;     // every rank's arena
@@ -39,6 +40,11 @@ struct P2pConnections {
   int connections = 0;               // how many are (atomic accesses: dfcclCommGetInfo reads it without the lock)
   std::vector<core::CommStatic> cs;  // [peer * 2 + direction]: what a Send (0) or Recv (1) descriptor carries
   std::vector<uint64_t> next;        // [(lane * 2 + direction) * nranks + peer]: the next transfer's key
+  // Captured transfers (comm/comm_graph.h), indexed as `next` by their eager lane: the turns their replays took on
+  // the captured lane (device memory, after the lane states; null without captured lanes), and the transfers
+  // captured so far (the board's keys at capture, under the communicator's mu).
+  uint64_t* graph_turns = nullptr;
+  std::vector<uint64_t> graph_keys;
 };
 // The lanes of persistent collectives (persistent.h).
 struct PersistentLane {

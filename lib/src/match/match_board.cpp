@@ -67,8 +67,9 @@ struct MatchBoard::P2pEntry {
 
 size_t MatchBoard::bytes(int nranks) {
   const size_t n = size_t(nranks);
+  // Every lane, captured ones too: the segment is sparse, and lanes never posted take no memory.
   return sizeof(Header) + n * (kRingKeys + core::kOwnLanes) * sizeof(Entry) +
-         kP2pLanes * 2 * n * n * kP2pKeys * sizeof(P2pEntry);
+         kP2pGraphLanes * 2 * n * n * kP2pKeys * sizeof(P2pEntry);
 }
 
 MatchBoard::MatchBoard(std::shared_ptr<Bootstrap> segment, uint32_t seq_lanes)
@@ -128,7 +129,8 @@ std::string MatchBoard::post_p2p(const P2pKey& key, const core::Desc& d) {
 
 std::string MatchBoard::mirror_p2p(const P2pKey& key, bool send_side, uint64_t word) {
   const int mine = send_side ? key.src : key.dst;
-  if (key.lane >= kP2pLanes || key.src < 0 || key.src >= nranks_ || key.dst < 0 || key.dst >= nranks_ || mine == rank_)
+  if (key.lane >= kP2pGraphLanes || key.src < 0 || key.src >= nranks_ || key.dst < 0 || key.dst >= nranks_ ||
+      mine == rank_)
     return {};
   return place_p2p(key, send_side, word);
 }
@@ -154,10 +156,12 @@ std::string MatchBoard::p2p_message(const P2pKey& key, uint64_t send_word, uint6
     a = fmt::format("{}", send_word & ((uint64_t(1) << 56) - 1));
     b = fmt::format("{}", recv_word & ((uint64_t(1) << 56) - 1));
   }
+  const char* captured = p2p_captured_lane(key.lane) ? "captured " : "";
   const std::string which =
-      key.lane == kP2pUser
-          ? fmt::format("dfcclSend #{} from rank {} to rank {} and the matching dfcclRecv", key.k, key.src, key.dst)
-          : fmt::format("the transfer from rank {} to rank {} of all-to-all #{}", key.src, key.dst, key.k);
+      key.lane % kP2pLanes == kP2pUser
+          ? fmt::format("{}dfcclSend #{} from rank {} to rank {} and the matching dfcclRecv", captured, key.k, key.src,
+                        key.dst)
+          : fmt::format("the transfer from rank {} to rank {} of {}all-to-all #{}", key.src, key.dst, captured, key.k);
   return fmt::format("point-to-point mismatch on a communicator of {} ranks, {}: {} is {} on the sender (rank {}) but "
                      "{} on the receiver (rank {})",
                      nranks_, which, field, a, key.src, b, key.dst);
@@ -282,6 +286,7 @@ MatchKey MatchBoard::key_of(const core::Desc& d) const {
 // A Send or Recv (Desc: root = the peer, lane and turn = the point-to-point lane and k): whether the peer has posted
 // the matching other side.
 bool MatchBoard::p2p_other_side_posted(const core::Desc& d) const {
+  if (p2p_captured_lane(d.lane)) return true;  // compared at capture: the peer captured it (turn is a replay's)
   const bool sending = d.kind == core::Kind::Send;
   const P2pKey key{d.lane, sending ? rank_ : d.root, sending ? d.root : rank_, d.turn};
   return load(&p2p_slot(key, !sending)->tag) >= key.k + 1;  // keys are posted in order: a later one implies it
@@ -293,7 +298,13 @@ std::string MatchBoard::missing_p2p(const core::Desc& d) const {
   const std::string which =
       d.lane == kP2pUser
           ? fmt::format("{} #{} {} rank {}", sending ? "dfcclSend" : "dfcclRecv", d.turn, sending ? "to" : "from", peer)
-          : fmt::format("all-to-all #{}'s transfer {} rank {}", d.turn, sending ? "to" : "from", peer);
+      : d.lane == kP2pAllToAll
+          ? fmt::format("all-to-all #{}'s transfer {} rank {}", d.turn, sending ? "to" : "from", peer)
+          : fmt::format(
+                "a captured {} {} rank {} (turn {} of the graphs' transfers)",
+                d.lane % kP2pLanes == kP2pUser ? (sending ? "dfcclSend" : "dfcclRecv") : "all-to-all's transfer",
+                sending ? "to" : "from", peer, d.turn);
+  if (p2p_captured_lane(d.lane)) return which + ", captured by both sides (its replay may not have started there)";
   if (p2p_other_side_posted(d)) return which + ", posted by both sides";
   return fmt::format("{}, not posted yet by rank {} (its {})", which, peer, sending ? "receive" : "send");
 }

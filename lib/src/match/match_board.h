@@ -13,8 +13,10 @@
 //
 // Point-to-point transfers are posted the same way, per (lane, sender, receiver): the k-th transfer from src to dst
 // has key k; the sender posts its count and type as src's send entry, the receiver as dst's receive entry, and each
-// compares with the other's. Lanes: kP2pUser (dfcclSend/dfcclRecv) and kP2pAllToAll (the all-to-alls' transfers).
-// A side more than kP2pKeys transfers ahead of the other on one pair is not compared.
+// compares with the other's. Lanes: kP2pUser (dfcclSend/dfcclRecv) and kP2pAllToAll (the all-to-alls' transfers), and
+// their captured counterparts kP2pUser + kP2pLanes and kP2pAllToAll + kP2pLanes (comm/comm_graph.h), posted at capture
+// with k = the capture order on the pair. A side more than kP2pKeys transfers ahead of the other on one pair is not
+// compared.
 //
 // Across hosts (board_mirror.h): each host has its own board, with a row for every rank of the communicator. Every
 // post of a rank is also sent, through the network proxy, to one rank of each other host (a point-to-point post: to
@@ -48,7 +50,10 @@ struct P2pKey {
   int src = 0, dst = 0;
   uint64_t k = 0;
 };
-inline constexpr uint32_t kP2pUser = 0, kP2pAllToAll = 1, kP2pLanes = 2;
+// The eager lanes; a captured transfer of eager lane l runs on lane l + kP2pLanes (a connection of a communicator made
+// with DFCCL_GRAPHS=1 has kP2pGraphLanes lanes, transport/p2p.h).
+inline constexpr uint32_t kP2pUser = 0, kP2pAllToAll = 1, kP2pLanes = 2, kP2pGraphLanes = 2 * kP2pLanes;
+inline constexpr bool p2p_captured_lane(uint32_t lane) { return lane >= kP2pLanes; }
 
 class MatchBoard final : public ArrivalSource {
  public:

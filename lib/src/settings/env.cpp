@@ -72,8 +72,9 @@ const std::vector<EnvVar>& env_table() {
               "persistent collective ids a communicator takes; each id's lane (64 MiB with the CUDA defaults) is "
               "allocated by its first prepare"),
       integer("DFCCL_GRAPHS", "0", 0, 1,
-              "1: each communicator makes its graph lane at init (one lane more: 48 MiB with the CUDA defaults), so "
-              "that its collectives can be captured into CUDA graphs; 0: capturing them is refused"),
+              "1: each communicator makes its graph lane at init (one lane more: 48 MiB with the CUDA defaults) and "
+              "point-to-point connections of twice the lanes, so that its collectives, transfers and all-to-alls can "
+              "be captured into CUDA graphs; every rank must agree; 0: capturing them is refused"),
       integer("DFCCL_MIN_CHAN_BYTES", "32768", 1, 1 << 30,
               "bytes per data channel below which fewer channels carry data"),
       integer("DFCCL_SPIN_MIN_NS", "2000", 0, kNsMax, "CUDA executor: lowest spin budget of a primitive"),

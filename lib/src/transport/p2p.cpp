@@ -89,12 +89,12 @@ std::vector<uint32_t> slot_sizes(uint32_t slot_bytes) {
 // The largest shape that fits `bytes`: up to nchan channels of the largest slots that still give it min(4, nchan)
 // channels (more channels move more at once than larger slots do), else as many channels of the smallest slots as
 // fit (at least 1: the arena's invariant keeps that much).
-Shape shape_within(uint64_t bytes, uint32_t nchan, uint32_t nslots, uint32_t slot_bytes) {
+Shape shape_within(uint64_t bytes, uint32_t nchan, uint32_t nlanes, uint32_t nslots, uint32_t slot_bytes) {
   const std::vector<uint32_t> sizes = slot_sizes(slot_bytes);
   Shape best{1, sizes.back()};
   for (uint32_t s : sizes) {
     uint32_t k = nchan;
-    while (k > 1 && p2p_conn_bytes(k, nslots, s) > bytes) --k;
+    while (k > 1 && p2p_conn_bytes(k, nlanes, nslots, s) > bytes) --k;
     best = {k, s};
     if (k >= std::min<uint32_t>(4, nchan)) break;
   }
@@ -105,14 +105,14 @@ Shape shape_within(uint64_t bytes, uint32_t nchan, uint32_t nslots, uint32_t slo
 void fill(dfcclComm* c, int q, Shape shape, char* mine, char* theirs) {
   P2pConnections& p = c->p2p;
   const TransportParams& g = c->geometry;
-  const size_t per_direction = size_t(c->engine->transport().nchan) * kP2pLanes;
+  const size_t per_direction = size_t(c->engine->transport().nchan) * p.nlanes;
   for (int dir = 0; dir < 2; ++dir) {
     core::CommStatic& s = p.cs[size_t(q) * 2 + size_t(dir)];
     s.rank = c->rank;
     s.nranks = c->nranks;
     s.prev = s.next = q;
     s.nchan = shape.nchan;
-    s.nlanes = kP2pLanes;
+    s.nlanes = p.nlanes;
     s.nslots = g.nslots;
     s.slot_bytes = shape.slot_bytes;
     s.self = mine;
@@ -128,7 +128,7 @@ void fill(dfcclComm* c, int q, Shape shape, char* mine, char* theirs) {
 void connect_all(dfcclComm* c) {
   P2pConnections& p = c->p2p;
   const TransportParams& g = c->geometry;
-  const uint64_t conn = p2p_conn_bytes(p.nchan, g.nslots, g.slot_bytes);
+  const uint64_t conn = p2p_conn_bytes(p.nchan, p.nlanes, g.nslots, g.slot_bytes);
   char* mine = reinterpret_cast<char*>(p.region.ptr);
   for (int q = 0; q < c->nranks; ++q) {
     char* theirs = c->net.remote[size_t(q)] ? static_cast<char*>(net_shadow(c, conn, false))
@@ -139,19 +139,19 @@ void connect_all(dfcclComm* c) {
 
 }  // namespace
 
-uint64_t p2p_conn_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes) {
-  return core::round_up(core::region_bytes(nchan, kP2pLanes, nslots, slot_bytes), uint64_t(4096));
+uint64_t p2p_conn_bytes(uint32_t nchan, uint32_t nlanes, uint32_t nslots, uint32_t slot_bytes) {
+  return core::round_up(core::region_bytes(nchan, nlanes, nslots, slot_bytes), uint64_t(4096));
 }
 
-uint64_t p2p_min_conn_bytes(uint32_t nslots, uint32_t slot_bytes) {
-  return p2p_conn_bytes(1, nslots, slot_sizes(slot_bytes).back());
+uint64_t p2p_min_conn_bytes(uint32_t nlanes, uint32_t nslots, uint32_t slot_bytes) {
+  return p2p_conn_bytes(1, nlanes, nslots, slot_sizes(slot_bytes).back());
 }
 
-uint64_t p2p_arena_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes, int nranks, uint64_t arena_bytes,
-                         bool all_at_init) {
+uint64_t p2p_arena_bytes(uint32_t nchan, uint32_t nlanes, uint32_t nslots, uint32_t slot_bytes, int nranks,
+                         uint64_t arena_bytes, bool all_at_init) {
   if (nchan == 0) return 0;
-  if (all_at_init) return p2p_conn_bytes(nchan, nslots, slot_bytes) * uint64_t(nranks);
-  const uint64_t least = p2p_min_conn_bytes(nslots, slot_bytes) * uint64_t(nranks);
+  if (all_at_init) return p2p_conn_bytes(nchan, nlanes, nslots, slot_bytes) * uint64_t(nranks);
+  const uint64_t least = p2p_min_conn_bytes(nlanes, nslots, slot_bytes) * uint64_t(nranks);
   return std::max(least, core::round_up(arena_bytes, uint64_t(4096)));
 }
 
@@ -165,8 +165,10 @@ void p2p_connect(dfcclComm* c, bool host_memory) {
   if (p.nchan == 0) return;  // every rank agrees (check_agreement)
   const int n = c->nranks;
   p.on_first_use = !c->net.any;
-  p.region =
-      ex.alloc_region(p2p_arena_bytes(p.nchan, g.nslots, g.slot_bytes, n, g.p2p_arena, !p.on_first_use), host_memory);
+  const bool graphs = tp.graph_lane && p.on_first_use;  // as the communicator's graph lane (comm_init)
+  p.nlanes = graphs ? kP2pGraphLanes : kP2pLanes;
+  p.region = ex.alloc_region(
+      p2p_arena_bytes(p.nchan, p.nlanes, g.nslots, g.slot_bytes, n, g.p2p_arena, !p.on_first_use), host_memory);
   if (p.on_first_use) table(c).use[c->rank].capacity = p.region.bytes;  // before the barrier below
   p.blobs.resize(size_t(n));
   c->bootstrap->allgather(&p.region, sizeof(RegionBlob), p.blobs.data());
@@ -178,9 +180,14 @@ void p2p_connect(dfcclComm* c, bool host_memory) {
   c->bootstrap->barrier();
   ex.region_mapped_by_all(p.region);
 
-  // Lane states for every engine block (a descriptor's blocks past its channels still take their turn).
-  const size_t per_direction = size_t(tp.nchan) * kP2pLanes;
-  p.lanes = static_cast<core::LaneState*>(ex.alloc_device(sizeof(core::LaneState) * per_direction * 2 * size_t(n)));
+  // Lane states for every engine block (a descriptor's blocks past its channels still take their turn), then the
+  // captured lanes' turn counters (zeroed).
+  const size_t per_direction = size_t(tp.nchan) * p.nlanes, nstates = per_direction * 2 * size_t(n);
+  const size_t nturns = graphs ? size_t(kP2pLanes) * 2 * size_t(n) : 0;
+  p.lanes =
+      static_cast<core::LaneState*>(ex.alloc_device(sizeof(core::LaneState) * nstates + sizeof(uint64_t) * nturns));
+  p.graph_turns = graphs ? reinterpret_cast<uint64_t*>(p.lanes + nstates) : nullptr;
+  p.graph_keys.assign(nturns, 0);
   p.cs.assign(2 * size_t(n), core::CommStatic{});
   p.connected.assign(size_t(n), 0);
   p.next.assign(size_t(kP2pLanes) * 2 * size_t(n), 0);
@@ -201,12 +208,12 @@ void p2p_claim(dfcclComm* c, const std::vector<int>& peers) {
     std::vector<int> fresh;  // connections no rank has carved yet
     for (int q : todo)
       if (!__atomic_load_n(&t.pair(me, q).ready, __ATOMIC_ACQUIRE)) fresh.push_back(q);
-    const uint64_t min_conn = p2p_min_conn_bytes(g.nslots, g.slot_bytes);
+    const uint64_t min_conn = p2p_min_conn_bytes(p.nlanes, g.nslots, g.slot_bytes);
     const uint64_t mine = fresh.empty() ? 0 : share(t, me, fresh.size(), min_conn);
     for (int q : fresh) {
       const uint64_t fits = q == me ? mine : std::min(mine, share(t, q, 1, min_conn));
-      const Shape shape = shape_within(fits, p.nchan, g.nslots, g.slot_bytes);
-      const uint64_t bytes = p2p_conn_bytes(shape.nchan, g.nslots, shape.slot_bytes);
+      const Shape shape = shape_within(fits, p.nchan, p.nlanes, g.nslots, g.slot_bytes);
+      const uint64_t bytes = p2p_conn_bytes(shape.nchan, p.nlanes, g.nslots, shape.slot_bytes);
       const auto carve = [&](int r) {  // the slice's offset in r's arena
         ArenaUse& u = t.use[r];
         u.used += bytes;

@@ -4,7 +4,9 @@
 // geometry: r's slice receives what q sends to r (slots, LL lines, tail) and holds the credits (head) for what r
 // sends to q. A connection has two lanes (kP2pUser: dfcclSend/dfcclRecv; kP2pAllToAll: all-to-alls), each a FIFO of
 // nslots slots per channel, and each direction of a lane keeps its own private lane state (turn and position), so
-// that a rank's send to itself and its receive from itself take turns independently.
+// that a rank's send to itself and its receive from itself take turns independently. With DFCCL_GRAPHS=1 (on one
+// host) it has two more, kP2pLanes + those two, for transfers captured into CUDA graphs (comm/comm_graph.h), whose
+// turns each replay takes on the device from P2pConnections::graph_turns.
 //
 // Where the slices come from (docs/design.md, "Point-to-point"):
 //  - Every rank allocates one arena at init and maps every peer's: after init no transfer needs a CUDA call.
@@ -44,13 +46,13 @@ void p2p_claim(dfcclComm* c, const std::vector<int>& peers);
 // True once every connected peer still in the communicator has consumed every slot this rank sent it (destroy: no
 // peer writes into the region after). A send that its peer never receives keeps it false until that peer leaves.
 bool p2p_caught_up(dfcclComm* c);
-// Bytes of a connection of nchan channels of slot_bytes slots (rounded to 4 KiB), of the smallest connection (one
-// channel of the smallest slots a connection takes), and of the arena of a rank of nranks: at init with network
-// connections, nranks full connections; else max(arena_bytes, nranks smallest connections).
-uint64_t p2p_conn_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes);
-uint64_t p2p_min_conn_bytes(uint32_t nslots, uint32_t slot_bytes);
-uint64_t p2p_arena_bytes(uint32_t nchan, uint32_t nslots, uint32_t slot_bytes, int nranks, uint64_t arena_bytes,
-                         bool all_at_init);
+// Bytes of a connection of nchan channels of nlanes lanes of slot_bytes slots (rounded to 4 KiB), of the smallest
+// connection (one channel of the smallest slots a connection takes), and of the arena of a rank of nranks: at init
+// with network connections, nranks full connections; else max(arena_bytes, nranks smallest connections).
+uint64_t p2p_conn_bytes(uint32_t nchan, uint32_t nlanes, uint32_t nslots, uint32_t slot_bytes);
+uint64_t p2p_min_conn_bytes(uint32_t nlanes, uint32_t nslots, uint32_t slot_bytes);
+uint64_t p2p_arena_bytes(uint32_t nchan, uint32_t nlanes, uint32_t nslots, uint32_t slot_bytes, int nranks,
+                         uint64_t arena_bytes, bool all_at_init);
 // Connections of this rank carved so far (dfcclCommGetInfo).
 int p2p_connections(const dfcclComm* c);
 // One line for dfcclDebugDump: this rank's arena and each connection's shape, e.g. "rank 0 of 4: point-to-point
