@@ -34,12 +34,13 @@ DFCCL_HD inline bool is_standin(u64 tag) { return (tag & kStandInTag) != 0; }
 // the life of its graph; each replay posts a new instance of it into ring kGraphRing, which the host never uses, with
 // a sequence number above kGraphSeqBase (host submissions stay below it). graph_state[slot]: kGraphIdle until the
 // slot's first instance, kGraphPending from its post to its completion, then kGraphDone (what a captured dfcclWait
-// waits for). kMaxGraphGroups: the captured collectives of one communicator in one graph form a group, whose replay
-// takes consecutive turns on the communicator's graph lane.
+// waits for). kMaxGraphGroups: the starts of one graph that take their turns from one counter of one communicator
+// (its graph lane's, or one (lane, direction, peer) of its captured transfers') form a group, whose replay takes
+// consecutive turns from that counter.
 inline constexpr u32 kGraphRing = kMaxRings - 1;
 inline constexpr u64 kGraphSeqBase = u64(1) << 62;
 enum : u64 { kGraphIdle = 0, kGraphPending = 1, kGraphDone = 2 };
-inline constexpr u32 kMaxGraphGroups = 256;
+inline constexpr u32 kMaxGraphGroups = 1024;
 
 // A group's turns for one replay (EngineGlobal::graph_group): claim and ready are gen << 32 | replays claimed (resp.
 // published), base the first turn of the replay that ready names.
@@ -199,15 +200,15 @@ struct EngineHost {  // pinned host memory
   u64 graph_group_n[kMaxGraphGroups];
 };
 
-// A captured collective's start node's parameters (scheduler/graph_start.h, graph_post), fixed at capture: the
-// collective's descriptor without seq and turn, the slot it owns, its group (the captured collectives of one
-// communicator in one graph), its index in the group and the graph's generation (unique per group: it tells the group's
-// and the slot's words of an earlier owner from this graph's).
+// A captured collective's (or transfer's) start node's parameters (scheduler/graph_start.h, graph_post), fixed at
+// capture: the descriptor without seq and turn, the slot it owns, its group (the starts of one graph that take turns
+// from `turns`), its index in the group and the graph's generation (unique per group: it tells the group's and the
+// slot's words of an earlier owner from this graph's).
 struct GraphStart {
   Desc desc;  // first: 16-byte aligned
   EngineGlobal* g;
   EngineHost* h;
-  u64* turns;  // the communicator's CommDev::graph_turn
+  u64* turns;  // device memory: the communicator's CommDev::graph_turn, or a captured transfer lane's counter
   u32 slot;
   u32 group;
   u32 index;

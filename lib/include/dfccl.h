@@ -256,30 +256,35 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
                           int root, dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
 
 /* ------------------------------------------------------------------------------------------------------------------ */
-/* CUDA graphs. A collective (the five above) called on a stream that is capturing (any capture mode) records a start */
-/*   into the graph, and each replay of the graph runs a NEW instance of it, preemptible like any other collective:  */
-/*   ranks that replay graphs whose collectives of different communicators come in different orders, or that         */
-/*   synchronize the device between replays, do not deadlock. The communicator needs its graph lane, made at init    */
-/*   when DFCCL_GRAPHS=1 is set on every rank (one lane more of connection memory: docs/design.md); without it, and   */
-/*   for communicators across hosts, point-to-point calls, all-to-alls and dfcclStart, capture is refused             */
-/*   (dfcclNotSupported naming the call). Buffers are fixed in the graph, as in NCCL.                                 */
-/*   Matching: the collectives a communicator captures are matched across ranks by their capture order (a mismatch  */
-/*   fails at capture, naming the field), and each replay takes their next turns in that order: every rank replays  */
-/*   the graphs that use a communicator the same number of times and in the same order, and a communicator's         */
-/*   captured collectives form an order apart from its eager ones (a rank cannot replay what another calls eagerly). */
-/*   request NULL: the stream waits for the collective right after it (NCCL's idiom: later work on the stream reads  */
-/*   recvbuff). A ranks' two collectives captured in opposite orders each with its wait right after it is a cycle in  */
-/*   the programs' own stream order, which no library can break; capture the starts first, then the waits.           */
-/*   request non-NULL: a handle of the captured collective (not of an instance): dfcclWait(request, stream) on a     */
-/*   stream capturing the same graph records where the stream waits for the replay's instance; dfcclRequestFree     */
-/*   frees it; other calls refuse it (dfcclInvalidUsage). A collective whose wait is not captured still completes,    */
-/*   and the next replay's start waits for it. dfcclWait of a request made outside the capture is refused.           */
-/*   A graph holds one of its engine's 1024 collective slots per captured collective until CUDA destroys the graph;   */
-/*   capture is refused (dfcclNoResources) where fewer than 64 would remain. Destroy graphs before their              */
-/*   communicators, and instantiate a captured graph once (replays of two instantiations must not overlap).          */
-/*   dfcclCommAbort releases a stream waiting in a replay. A device-wide synchronization (cudaFree, a lazy kernel's  */
-/*   first launch, cudaDeviceSynchronize) right after a graph launch is safe: a captured wait runs the collectives   */
-/*   itself when no daemon runs (docs/design.md, "CUDA graphs").                                                     */
+/* CUDA graphs. A collective (the five above), a dfcclSend or dfcclRecv, or an all-to-all called on a stream that is  */
+/*   capturing (any capture mode) records a start into the graph (an all-to-all: one per transfer), and each replay   */
+/*   of the graph runs a NEW instance of it, preemptible like any other: ranks that replay graphs whose calls of      */
+/*   different communicators come in different orders, that each send before they receive, or that synchronize the    */
+/*   device between replays, do not deadlock. The communicator needs its graph lanes, made at init when               */
+/*   DFCCL_GRAPHS=1 is set on every rank (init refuses ranks that differ; one lane more of connection memory, and     */
+/*   point-to-point connections of twice the lanes: docs/design.md); without them, and for communicators across       */
+/*   hosts, capture is refused (dfcclNotSupported naming the call), as it is for dfcclStart. Buffers and counts are   */
+/*   fixed in the graph, as in NCCL.                                                                                  */
+/*   Matching: the collectives a communicator captures are matched across ranks by their capture order, and its       */
+/*   captured transfers by their capture order per (sender, receiver), an all-to-all's apart from                     */
+/*   dfcclSend/dfcclRecv's (a mismatch fails at capture, naming the field); each replay takes their next turns in     */
+/*   that order: every rank replays the graphs that use a communicator the same number of times and in the same       */
+/*   order. A communicator's captured calls form orders apart from its eager ones: a rank cannot replay what another  */
+/*   calls eagerly, and eager calls and replays on one rank never match each other (each keeps its own order).        */
+/*   request NULL: the stream waits for the call right after it (NCCL's idiom: later work on the stream reads         */
+/*   recvbuff). A rank's two calls captured in opposite orders each with its wait right after it is a cycle in the    */
+/*   programs' own stream order, which no library can break; capture the starts first, then the waits.                */
+/*   request non-NULL: a handle of the captured call (not of an instance): dfcclWait(request, stream) on a stream     */
+/*   capturing the same graph records where the stream waits for the replay's instance (an all-to-all's: for each     */
+/*   transfer); dfcclRequestFree frees it; other calls refuse it (dfcclInvalidUsage). A call whose wait is not        */
+/*   captured still completes, and the next replay's start waits for it. dfcclWait of a request made outside the      */
+/*   capture is refused.                                                                                              */
+/*   A graph holds one of its engine's 1024 collective slots per captured collective or transfer until CUDA destroys  */
+/*   the graph; capture is refused (dfcclNoResources) where fewer than 64 would remain. Destroy graphs before their   */
+/*   communicators, and instantiate a captured graph once (replays of two instantiations must not overlap).           */
+/*   dfcclCommAbort releases a stream waiting in a replay. A device-wide synchronization (cudaFree, a lazy kernel's   */
+/*   first launch, cudaDeviceSynchronize) right after a graph launch is safe: a captured wait runs the collectives    */
+/*   itself when no daemon runs (docs/design.md, "CUDA graphs").                                                      */
 
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Point-to-point and all-to-all. Arguments as in NCCL, plus priority, stream and request as above.                   */

@@ -1,8 +1,8 @@
 // The engine on one GPU (CUDA executor, a one-rank communicator): what needs no peer GPU. A capture that cannot hold
 // the call (a communicator without its graph lane, a persistent start, a wait for a collective called outside the
 // capture) is refused, naming the stream, with nothing queued and the capture left as it was; the stream then serves
-// the communicator as before. With DFCCL_GRAPHS=1 a captured all-reduce is exact at every replay. The core's
-// division helpers give on the GPU what the host's operators give.
+// the communicator as before. With DFCCL_GRAPHS=1 a captured all-reduce, and captured transfers and all-to-allv, are
+// exact at every replay. The core's division helpers give on the GPU what the host's operators give.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -142,6 +142,52 @@ TEST(CudaOneGpu, CapturedAllReducesReplayExact) {
   cudaFree(in);
   cudaFree(out);
   cudaFree(out2);
+}
+
+// DFCCL_GRAPHS=1: a send to itself and its receive (the receive in NCCL's form: no request) and an all-to-allv,
+// captured and replayed with new inputs, with an eager send and receive on the same stream between replays (an order of
+// their own): every replay and every eager transfer is exact.
+TEST(CudaOneGpu, CapturedTransfersReplayExact) {
+  setenv("DFCCL_GRAPHS", "1", 1);  // before the engine is made (no communicator of this process is alive)
+  cudaSetDevice(0);
+  Group g(1, dfcclExecutorCuda);
+  unsetenv("DFCCL_GRAPHS");
+  const size_t n = 1 << 16;
+  int32_t *in = nullptr, *out = nullptr, *a2a_out = nullptr, *side_in = nullptr, *side_out = nullptr;
+  for (int32_t **p : {&in, &out, &a2a_out, &side_in, &side_out}) CUDA_OK(cudaMalloc(p, n * 4));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const size_t counts[1] = {n / 2}, displs[1] = {0};
+  cudaGraph_t graph = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  dfcclRequest_t sreq = nullptr, areq = nullptr;
+  ASSERT_EQ(dfcclSend(in, n, dfcclInt32, 0, g[0], 0, s, &sreq), dfcclSuccess) << last_error();
+  ASSERT_EQ(dfcclRecv(out, n, dfcclInt32, 0, g[0], 0, s, nullptr), dfcclSuccess) << last_error();
+  ASSERT_EQ(dfcclAllToAllv(in, counts, displs, a2a_out, counts, displs, dfcclInt32, g[0], 0, s, &areq), dfcclSuccess)
+      << last_error();
+  int done = 0;
+  EXPECT_EQ(dfcclTest(areq, &done), dfcclInvalidUsage) << "a captured call's request is not an instance's";
+  ASSERT_EQ(dfcclWait(sreq, s), dfcclSuccess) << last_error();
+  ASSERT_EQ(dfcclWait(areq, s), dfcclSuccess) << last_error();
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int k = 0; k < 50; ++k) {
+    CUDA_OK(launch_fill(in, n, 10 + k, s));
+    CUDA_OK(launch_fill(side_in, n, 1000 + k, s));
+    CUDA_OK(cudaGraphLaunch(exec, s));
+    ASSERT_EQ(dfcclSend(side_in, n, dfcclInt32, 0, g[0], 0, s, nullptr), dfcclSuccess) << last_error();
+    ASSERT_EQ(dfcclRecv(side_out, n, dfcclInt32, 0, g[0], 0, s, nullptr), dfcclSuccess) << last_error();
+    ASSERT_EQ(count_not_equal(out, n, 10 + k, s), 0u) << "replay " << k;
+    ASSERT_EQ(count_not_equal(a2a_out, n / 2, 10 + k, s), 0u) << "replay " << k << ", all-to-allv";
+    ASSERT_EQ(count_not_equal(side_out, n, 1000 + k, s), 0u) << "eager transfer after replay " << k;
+  }
+  dfcclRequestFree(sreq);
+  dfcclRequestFree(areq);
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  cudaStreamDestroy(s);
+  for (int32_t *p : {in, out, a2a_out, side_in, side_out}) cudaFree(p);
 }
 
 // The legacy default stream while a blocking stream captures in global mode: CUDA cannot tell whether work on it

@@ -6,6 +6,9 @@
 //   mp_graph deferred [REPLAYS]   waits captured after both starts, on the capturing stream
 //   mp_graph forked [REPLAYS]     A on the capturing stream, B on a second stream forked from it and joined after
 //   mp_graph joined [REPLAYS]     NCCL's form (no request: each call's wait right after it), same order on both ranks
+//   mp_graph p2p [REPLAYS]        transfers instead: on A a send to the peer then a receive from it (both ranks send
+//                                 first), on B an all-to-all in NCCL's form; rank 0 captures A then B, rank 1 B then A,
+//                                 A's waits after both
 //   mp_graph blocking             deferred in blocking mode (DFCCL_MODE=blocking): the first replay must hang; an
 //                                 abort of both communicators then releases the stream
 // Needs DFCCL_GRAPHS=1 (the ctest sets it).
@@ -41,6 +44,31 @@ Bufs alloc_bufs() {
 int32_t input(int rank, int k, int which) { return 1 + rank * 100 + k * 3 + which * 7; }
 int32_t sum(int k, int which) { return input(0, k, which) + input(1, k, which); }
 
+// Records mode p2p's program into the capture on s: on A a send of ba.in to the peer and a receive into ba.out from it
+// (waits deferred), on B an all-to-all of bb.in's halves into bb.out's (no request: its waits right after it).
+void capture_p2p(dfcclComm_t a, dfcclComm_t b, const Bufs& ba, const Bufs& bb, cudaStream_t s) {
+  const int peer = 1 - g_rank;
+  dfcclRequest_t rs = nullptr, rr = nullptr;
+  auto transfers = [&] {
+    ok(dfcclSend(ba.in, kCount, dfcclInt32, peer, a, 0, s, &rs), "dfcclSend (captured)");
+    ok(dfcclRecv(ba.out, kCount, dfcclInt32, peer, a, 0, s, &rr), "dfcclRecv (captured)");
+  };
+  auto all_to_all = [&] {
+    ok(dfcclAllToAll(bb.in, bb.out, kCount / 2, dfcclInt32, b, 0, s, nullptr), "dfcclAllToAll (captured)");
+  };
+  if (g_rank == 0) {
+    transfers();
+    all_to_all();
+  } else {
+    all_to_all();
+    transfers();
+  }
+  ok(dfcclWait(rs, s), "dfcclWait (captured)");
+  ok(dfcclWait(rr, s), "dfcclWait (captured)");
+  dfcclRequestFree(rs);
+  dfcclRequestFree(rr);
+}
+
 // Records the program of `mode` into a graph on s (s2: the forked stream).
 cudaGraphExec_t capture(const std::string& mode, dfcclComm_t a, dfcclComm_t b, const Bufs& ba, const Bufs& bb,
                         cudaStream_t s, cudaStream_t s2) {
@@ -49,7 +77,9 @@ cudaGraphExec_t capture(const std::string& mode, dfcclComm_t a, dfcclComm_t b, c
   auto allreduce = [&](dfcclComm_t c, const Bufs& bf, cudaStream_t st, dfcclRequest_t* req) {
     ok(dfcclAllReduce(bf.in, bf.out, kCount, dfcclInt32, dfcclSum, c, 0, st, req), "dfcclAllReduce (captured)");
   };
-  if (mode == "joined") {
+  if (mode == "p2p") {
+    capture_p2p(a, b, ba, bb, s);
+  } else if (mode == "joined") {
     allreduce(a, ba, s, nullptr);
     allreduce(b, bb, s, nullptr);
   } else {  // deferred and blocking on s; forked: B on s2, forked from s and joined back
@@ -102,8 +132,8 @@ void disturb(int k, float* scratch) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "deferred";
-  const bool known = mode == "deferred" || mode == "forked" || mode == "joined" || mode == "blocking";
-  if (const int rc = start(&argc, &argv, 2, known, "mp_graph deferred|forked|joined|blocking [REPLAYS]"); rc >= 0)
+  const bool known = mode == "deferred" || mode == "forked" || mode == "joined" || mode == "p2p" || mode == "blocking";
+  if (const int rc = start(&argc, &argv, 2, known, "mp_graph deferred|forked|joined|p2p|blocking [REPLAYS]"); rc >= 0)
     return rc;
   const int replays = mode == "blocking" ? 1 : (argc > 2 ? std::atoi(argv[2]) : 1000);
   if (mode == "blocking") setenv("DFCCL_MODE", "blocking", 1);
@@ -153,8 +183,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     disturb(k, scratch);
-    const size_t wrong_a = count_not_equal(ba.out, kCount, sum(k, 0), s);
-    const size_t wrong_b = count_not_equal(bb.out, kCount, sum(k, 1), s);
+    // p2p: A brings the peer's input; B's half q comes from rank q.
+    const bool p2p = mode == "p2p";
+    const size_t wrong_a = count_not_equal(ba.out, kCount, p2p ? input(1 - g_rank, k, 0) : sum(k, 0), s);
+    const size_t wrong_b = p2p ? count_not_equal(bb.out, kCount / 2, input(0, k, 1), s) +
+                                     count_not_equal(bb.out + kCount / 2, kCount / 2, input(1, k, 1), s)
+                               : count_not_equal(bb.out, kCount, sum(k, 1), s);
     if (wrong_a != 0 || wrong_b != 0)
       fail("replay " + std::to_string(k) + ": " + std::to_string(wrong_a) + " wrong on A, " + std::to_string(wrong_b) +
            " wrong on B");

@@ -49,14 +49,6 @@ void hand_out(const std::shared_ptr<RequestState>& st, dfcclRequest_t* request) 
   *request = h;
 }
 
-// Refuses a call that a capture cannot hold (what == its description), naming fn.
-void refuse_capture(cudaStream_t stream, const dfcclComm* c, const char* what, const char* fn) {
-  if (stream_capturing(stream, dfcclExecutor_t(c->config.executor), fn))
-    throw Error(dfcclNotSupported, fmt::format("{}: argument 'stream' is capturing a CUDA graph, and {} cannot be "
-                                               "captured yet; call it outside the capture",
-                                               fn, what));
-}
-
 dfcclResult_t submit(dfcclComm* c, core::Desc d, int persistent_id, cudaStream_t stream, dfcclRequest_t* request,
                      const char* fn) {
   if (stream_capturing(stream, dfcclExecutor_t(c->config.executor), fn)) {
@@ -90,7 +82,10 @@ core::Desc make_desc(core::Kind kind, const void* send, void* recv, size_t count
 // Queues point-to-point transfers (one request, or a compound one for several) on `lane`.
 dfcclResult_t submit_p2p(dfcclComm* c, std::vector<core::Desc> parts, uint32_t lane, cudaStream_t stream,
                          dfcclRequest_t* request, const char* fn) {
-  refuse_capture(stream, c, "a point-to-point transfer or all-to-all", fn);
+  if (stream_capturing(stream, dfcclExecutor_t(c->config.executor), fn)) {
+    hand_out(comm_capture_p2p(c, std::move(parts), lane, stream, request == nullptr, fn), request);
+    return dfcclSuccess;
+  }
   settle_host_order(c, stream, fn);
   auto reqs = comm_submit_p2p(c, std::move(parts), lane, stream);
   if (request) hand_out(reqs.size() == 1 ? reqs.front() : compound_request(std::move(reqs)), request);

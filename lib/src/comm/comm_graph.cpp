@@ -15,19 +15,20 @@ namespace dfccl {
 
 namespace {
 
-// What one capture holds on one engine: the slots of its collectives and, per communicator, its group. Made by the
-// capture's first call on the engine; released by the user object the graph retains (release_capture), when CUDA
-// destroys the graph, onto the engine's GraphPool, which outlives the engine if need be.
+// What one capture holds on one engine: the slots of its starts and its groups: the starts of one communicator that
+// take their turns from one counter (its collectives' graph lane, or one (lane, direction, peer) of its captured
+// transfers). Made by the capture's first call on the engine; released by the user object the graph retains
+// (release_capture), when CUDA destroys the graph, onto the engine's GraphPool, which outlives the engine if need be.
 struct Capture {
   struct Group {
     uint32_t index = 0;
     uint32_t gen = 0;
-    uint64_t n = 0;  // collectives captured in it so far
+    uint64_t n = 0;  // starts captured in it so far
   };
   std::pair<unsigned long long, const void*> key;  // capture id, engine
   std::shared_ptr<GraphPool> pool;
   std::vector<uint32_t> slots, groups;
-  std::map<const dfcclComm*, Group> by_comm;
+  std::map<std::pair<const dfcclComm*, const uint64_t*>, Group> by_counter;
 };
 
 std::mutex captures_mu;
@@ -91,9 +92,8 @@ Capture& capture_of(const CaptureInfo& info, Engine& e, const char* fn) {
   return *cap;
 }
 
-}  // namespace
-
-std::shared_ptr<RequestState> comm_capture(dfcclComm* c, core::Desc d, cudaStream_t stream, bool join, const char* fn) {
+// The checks of comm_capture and comm_capture_p2p: c can capture on `stream` (fn names the call). Returns c's engine.
+std::shared_ptr<Engine> capturing_engine(dfcclComm* c, const char* fn) {
   if (c->net.any)
     throw Error(dfcclNotSupported, fmt::format("{}: argument 'stream' is capturing a CUDA graph, and this communicator "
                                                "spans hosts: collectives across hosts cannot be captured yet",
@@ -103,37 +103,79 @@ std::shared_ptr<RequestState> comm_capture(dfcclComm* c, core::Desc d, cudaStrea
                                                "was created without its graph lane: set DFCCL_GRAPHS=1 on every rank "
                                                "before creating it (docs/design.md, \"CUDA graphs\")",
                                                fn));
-  const std::shared_ptr<Engine> e = engine_ref(c);
+  std::shared_ptr<Engine> e = engine_ref(c);
   if (!e) throw_comm_ended(c);
+  return e;
+}
+
+// Caller: comm_capture_submit(_p2p)'s record, under c->mu. Records the starts into the capture `info` on `stream`, in
+// their order, and when `join` a wait for each right after them; else fills req as the captured call's request.
+// Takes every slot first, all or none (dfcclNoResources naming fn), so that a refused call records nothing.
+void record_starts(dfcclComm* c, Engine& e, const CaptureInfo& info, const std::vector<CaptureStart>& starts,
+                   cudaStream_t stream, RequestState* req, const char* fn) {
+  std::lock_guard<std::mutex> lk(captures_mu);
+  Capture& cap = capture_of(info, e, fn);
+  std::vector<Capture::Group*> groups;
+  for (const CaptureStart& st : starts) {
+    auto it = cap.by_counter.find({c, st.turns});
+    if (it == cap.by_counter.end()) {
+      Capture::Group g;
+      g.index = e.graph_take_group(&g.gen, fn);
+      cap.groups.push_back(g.index);
+      it = cap.by_counter.emplace(std::make_pair(c, st.turns), g).first;
+    }
+    groups.push_back(&it->second);
+  }
+  std::vector<uint32_t> slots;
+  try {
+    for (size_t i = 0; i < starts.size(); ++i) slots.push_back(e.graph_take_slot(fn));
+  } catch (...) {
+    cap.pool->release(slots, {});
+    throw;
+  }
+  cap.slots.insert(cap.slots.end(), slots.begin(), slots.end());
+  for (size_t i = 0; i < starts.size(); ++i) {
+    Capture::Group& g = *groups[i];
+    e.graph_group_size(g.index, g.n + 1);
+    e.graph_post(stream, starts[i].d, c->index, starts[i].turns, slots[i], g.index, uint32_t(g.n), g.gen);
+    g.n += 1;
+  }
+  if (!req) {
+    for (uint32_t slot : slots) e.graph_wait(stream, slot, c->index);
+    return;
+  }
+  req->captured = true;
+  req->capture_id = info.id;
+  req->captured_slots = slots;
+  req->comm = c->index;
+  req->engine = e.shared_from_this();
+  req->info.status = dfcclInProgress;
+  req->info.submitNs = host_now_ns();
+}
+
+}  // namespace
+
+std::shared_ptr<RequestState> comm_capture(dfcclComm* c, core::Desc d, cudaStream_t stream, bool join, const char* fn) {
+  const std::shared_ptr<Engine> e = capturing_engine(c, fn);
   const CaptureInfo info = capture_info(stream, fn);
   auto req = join ? nullptr : std::make_shared<RequestState>();
-  comm_capture_submit(c, d, [&](const core::Desc& sd) {
-    std::lock_guard<std::mutex> lk(captures_mu);
-    Capture& cap = capture_of(info, *e, fn);
-    auto it = cap.by_comm.find(c);
-    if (it == cap.by_comm.end()) {
-      Capture::Group g;
-      g.index = e->graph_take_group(&g.gen, fn);
-      cap.groups.push_back(g.index);
-      it = cap.by_comm.emplace(c, g).first;
-    }
-    const uint32_t slot = e->graph_take_slot(fn);
-    cap.slots.push_back(slot);
-    Capture::Group& g = it->second;
-    e->graph_group_size(g.index, g.n + 1);
-    e->graph_post(stream, sd, c->index, &c->dev->graph_turn, slot, g.index, uint32_t(g.n), g.gen);
-    g.n += 1;
-    if (join) {
-      e->graph_wait(stream, slot, c->index);
-      return;
-    }
-    req->captured = true;
-    req->capture_id = info.id;
-    req->slot = slot;
-    req->comm = c->index;
-    req->engine = e;
-    req->info.status = dfcclInProgress;
-    req->info.submitNs = host_now_ns();
+  comm_capture_submit(c, d, [&](const std::vector<CaptureStart>& starts) {
+    record_starts(c, *e, info, starts, stream, req.get(), fn);
+  });
+  return req;
+}
+
+std::shared_ptr<RequestState> comm_capture_p2p(dfcclComm* c, std::vector<core::Desc> parts, uint32_t lane,
+                                               cudaStream_t stream, bool join, const char* fn) {
+  const std::shared_ptr<Engine> e = capturing_engine(c, fn);
+  if (c->p2p.nchan > 0 && !c->p2p.graph_turns)
+    throw Error(dfcclNotSupported, fmt::format("{}: argument 'stream' is capturing a CUDA graph, and this "
+                                               "communicator's point-to-point connections have no captured lanes",
+                                               fn));
+  const CaptureInfo info = capture_info(stream, fn);
+  auto req = join ? nullptr : std::make_shared<RequestState>();
+  comm_capture_submit_p2p(c, std::move(parts), lane, [&](const std::vector<CaptureStart>& starts) {
+    record_starts(c, *e, info, starts, stream, req.get(), fn);
   });
   return req;
 }
@@ -149,7 +191,7 @@ void comm_capture_wait(const RequestState& r, cudaStream_t stream) {
                 fmt::format("{}: argument 'request' names a collective captured into a CUDA graph: only a dfcclWait "
                             "on a stream capturing that same graph can wait for it (its replays complete there)",
                             fn));
-  e->graph_wait(stream, r.slot, r.comm);
+  for (uint32_t slot : r.captured_slots) e->graph_wait(stream, slot, r.comm);
 }
 
 }  // namespace dfccl

@@ -138,7 +138,7 @@ std::shared_ptr<RequestState> comm_submit(dfcclComm* c, core::Desc d, int persis
   return req;
 }
 
-void comm_capture_submit(dfcclComm* c, core::Desc d, const std::function<void(const core::Desc&)>& record) {
+void comm_capture_submit(dfcclComm* c, core::Desc d, const CaptureRecord& record) {
   std::string mismatch;
   {
     std::lock_guard<std::mutex> lk(c->mu);
@@ -148,8 +148,47 @@ void comm_capture_submit(dfcclComm* c, core::Desc d, const std::function<void(co
     d.cs = c->graph_cs;
     mismatch = post_locked(c, key, d, d);
     if (mismatch.empty()) {
-      record(d);
+      record({{d, &c->dev->graph_turn}});
       c->graph_keys += 1;  // only once recorded: a refused capture must not shift the matching
+    }
+  }
+  if (!mismatch.empty()) fail_mismatch(c, mismatch);
+}
+
+void comm_capture_submit_p2p(dfcclComm* c, std::vector<core::Desc> parts, uint32_t lane, const CaptureRecord& record) {
+  std::string mismatch;
+  {
+    std::lock_guard<std::mutex> lk(c->mu);
+    Submitting submitting(c);
+    P2pConnections& p = c->p2p;
+    if (p.nchan == 0)
+      throw Error(dfcclInvalidUsage, "this communicator has no point-to-point connections (DFCCL_P2P_CHANNELS=0 or "
+                                     "DFCCL_HOST_P2P_CHANNELS=0 at its init)");
+    if (!p.graph_turns)
+      throw Error(dfcclNotSupported, "argument 'stream' is capturing a CUDA graph, and this communicator's "
+                                     "point-to-point connections have no captured lanes: set DFCCL_GRAPHS=1 on every "
+                                     "rank before creating it (docs/design.md, \"CUDA graphs\")");
+    std::vector<int> peers;
+    for (const core::Desc& d : parts) peers.push_back(d.root);
+    // Host bookkeeping only: no CUDA call, which a capture would refuse.
+    p2p_claim(c, peers);
+    std::vector<uint64_t> keys = p.graph_keys;  // taken only once every part is recorded
+    std::vector<CaptureStart> starts;
+    const uint32_t min_chan = c->engine->params().min_chan_bytes;
+    for (core::Desc& d : parts) {
+      const int dir = d.kind == core::Kind::Send ? 0 : 1, peer = d.root;
+      const size_t at = (size_t(lane) * 2 + size_t(dir)) * size_t(c->nranks) + size_t(peer);
+      d.lane = uint16_t(lane + kP2pLanes);
+      const P2pKey key{d.lane, dir == 0 ? c->rank : peer, dir == 0 ? peer : c->rank, keys[at]++};
+      mismatch = c->board->post_p2p(key, d);
+      if (!mismatch.empty()) break;
+      d.cs = p2p_static(c, peer, dir);
+      core::set_channels(d, core::data_channels(d.count * core::dtype_size(d.dtype), d.cs.nchan, min_chan));
+      starts.push_back({d, p.graph_turns + at});
+    }
+    if (mismatch.empty()) {
+      record(starts);
+      p.graph_keys = std::move(keys);
     }
   }
   if (!mismatch.empty()) fail_mismatch(c, mismatch);

@@ -43,12 +43,25 @@ struct ChainPart {
 // the peers submitted differently fails parts[0].comm (and so every part: the stage communicators above) and throws.
 std::vector<std::shared_ptr<RequestState>> comm_submit_chain(std::vector<ChainPart> parts, cudaStream_t stream);
 
+// A start to record into a capture (comm/comm_graph.cpp): the descriptor as the daemon runs it (lane, connection and
+// channels set; seq and turn left to each replay), and the counter on the device from which its replays take turns.
+struct CaptureStart {
+  core::Desc d;
+  uint64_t* turns;
+};
+using CaptureRecord = std::function<void(const std::vector<CaptureStart>&)>;
+
 // Caller: a capture (comm/comm_graph.cpp), for c with its graph lane (made at init). Under c->mu and a submission
-// guard, posts d's
-// signature on the board under the graph lane's next key (its capture order on c), sets d's lane, connection and
-// channels, and calls record(d), which records the start into the capture. Throws the mismatch, failing c, when the
-// peers captured a different collective there; nothing is recorded then.
-void comm_capture_submit(dfcclComm* c, core::Desc d, const std::function<void(const core::Desc&)>& record);
+// guard, posts d's signature on the board under the graph lane's next key (its capture order on c), sets d's lane,
+// connection and channels, and calls record with d (turns: CommDev::graph_turn), which records the start into the
+// capture. Throws the mismatch, failing c, when the peers captured a different collective there; nothing is recorded
+// then, and nothing when record throws.
+void comm_capture_submit(dfcclComm* c, core::Desc d, const CaptureRecord& record);
+// The same for point-to-point transfers of eager lane `lane` (as comm_submit_p2p, all or none): each runs on the
+// captured lane lane + kP2pLanes, is posted on the board under that lane's next key of its (sender, receiver) (the
+// pair's capture order), and takes its replays' turns from P2pConnections::graph_turns. dfcclNotSupported when c has
+// no captured lanes.
+void comm_capture_submit_p2p(dfcclComm* c, std::vector<core::Desc> parts, uint32_t lane, const CaptureRecord& record);
 
 // Whether all-reduce d of c runs as the stages: c has them, the count is a positive multiple of L and the operator is
 // not an average (whose two divisions would round differently from the ring's one).

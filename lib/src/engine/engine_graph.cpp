@@ -52,8 +52,9 @@ uint32_t Engine::graph_take_group(uint32_t* gen, const char* fn) {
     group = p.groups_made++;
   } else {
     throw Error(dfcclNoResources,
-                fmt::format("{}: {} (communicator, graph) pairs are captured on device {} (limit): destroy graphs that "
-                            "are no longer replayed",
+                fmt::format("{}: {} groups (a communicator's collectives, or its transfers in one direction with one "
+                            "peer, in one graph) are captured on device {} (limit): destroy graphs that are no longer "
+                            "replayed",
                             fn, core::kMaxGraphGroups, exec_->device()));
   }
   p.next_gen = p.next_gen == 0xffffffffu ? 1 : p.next_gen + 1;  // 0 is no graph's (zeroed words)

@@ -48,10 +48,12 @@ struct RequestState {
   std::vector<std::shared_ptr<RequestState>> parts;
   std::weak_ptr<RequestState> parent;
   size_t parts_pending = 0;  // under mu
-  // A captured call's request (comm/comm_graph.h): it names the collective of a graph, not an instance, so only
-  // dfcclWait inside the same capture takes it (slot: the collective's; comm: its communicator's engine index).
+  // A captured call's request (comm/comm_graph.h): it names the collective (or the transfers) of a graph, not an
+  // instance, so only dfcclWait inside the same capture takes it (captured_slots: its starts'; comm: its
+  // communicator's engine index).
   bool captured = false;
   unsigned long long capture_id = 0;
+  std::vector<uint32_t> captured_slots;
   uint32_t comm = 0;
 };
 // A compound request of `parts`, each of which now names it (before any can complete: the caller holds the lock that
