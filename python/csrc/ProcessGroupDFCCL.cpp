@@ -129,6 +129,9 @@ int64_t ProcessGroupDFCCL::Counters::next(ReqKind kind, int peer) {
 void ProcessGroupDFCCL::submitOne(WorkDFCCL& work, const Step& step) {
   const cudaStream_t stream =
       step.device.is_cuda() ? c10::cuda::getCurrentCUDAStream(step.device.device().index()).stream() : DFCCL_NO_STREAM;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (stream != DFCCL_NO_STREAM && cudaStreamIsCapturing(stream, &capture) != cudaSuccess)
+    capture = cudaStreamCaptureStatusNone;  // DFCCL's call reports the stream's state itself
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
     dfcclRequest_t req = nullptr;
@@ -139,6 +142,11 @@ void ProcessGroupDFCCL::submitOne(WorkDFCCL& work, const Step& step) {
       r = step.submit(commFor(step.device, work.name().op), stream, &req);
     }
     if (r == dfcclSuccess) {
+      if (capture == cudaStreamCaptureStatusActive) {  // a graph's collective: numbered apart from the eager ones
+        work.setCaptured();
+        work.addRequest(RequestMeta{req, true, step.kind, -1, step.peer, step.count});
+        return;
+      }
       Counters& counts = step.device.is_cuda() ? cudaCounts_ : hostCounts_;
       RequestMeta meta{req, step.device.is_cuda(), step.kind, counts.next(step.kind, step.peer), step.peer, step.count};
       work.addRequest(meta);

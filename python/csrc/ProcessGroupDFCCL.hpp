@@ -66,6 +66,9 @@ struct RequestMeta {
 // every request has finished), and a Future completed on the backend's completion thread.
 // Contract: the completion thread calls complete() once, after every request's callback has run; wait() on CPU
 // tensors blocks until then; wait() on CUDA tensors makes the current stream wait on the GPU and returns at once.
+// An op called on a stream that captures a CUDA graph (torch.cuda.graph, torch.compile's CUDA graphs) is captured:
+// its requests name the graph's collectives, whose replays complete on the stream. Its work is complete once armed
+// (its Future on the capturing stream), and wait() captures the stream's waits (dfcclWait in the capture).
 class WorkDFCCL : public c10d::Work {
  public:
   WorkDFCCL(OpName name, int rank, c10d::OpType type, std::optional<at::Device> cuda, std::chrono::milliseconds timeout,
@@ -85,6 +88,8 @@ class WorkDFCCL : public c10d::Work {
   }
   void stash(const at::Tensor& t) { stash_.push_back(t); }
   void setPost(std::function<void()> post) { post_ = std::move(post); }
+  // Its requests were captured into a CUDA graph (submitting thread, before arm()).
+  void setCaptured() { captured_ = true; }
   // Registers the completion callbacks of every request added; after this the work completes on its own.
   void arm();
   // Completion thread: records the outcome, runs the copy-out, completes the Future and releases the stash.
@@ -120,6 +125,7 @@ class WorkDFCCL : public c10d::Work {
   std::function<void()> post_;
   std::once_flag postOnce_;
   std::atomic<int> pending_{0};
+  bool captured_ = false;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 

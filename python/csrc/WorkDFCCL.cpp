@@ -172,6 +172,11 @@ WorkDFCCL::~WorkDFCCL() {
 }
 
 void WorkDFCCL::arm() {
+  if (captured_) {  // nothing runs until a replay, on the stream: no callback, no watchdog, no completion thread
+    finish(nullptr);
+    future_->markCompleted(c10::IValue(outputs_));  // its events on the current stream: the capturing one
+    return;
+  }
   pending_.store(int(requests_.size()) + 1);
   // One reference for the callbacks, dropped by the last of them (or below when there is no request).
   Watchdog::get().add(c10::intrusive_ptr<WorkDFCCL>::unsafe_reclaim_from_nonowning(this));
@@ -311,7 +316,7 @@ std::string WorkDFCCL::stuckReport() {
 }
 
 bool WorkDFCCL::wait(std::chrono::milliseconds timeout) {
-  if (!cuda_ || timeout != kNoTimeout) {
+  if (!cuda_ || (timeout != kNoTimeout && !captured_)) {
     waitHost(timeout == kNoTimeout ? timeout_ : timeout);
     if (cuda_) runPostOnce();
     return true;
