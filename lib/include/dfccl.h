@@ -155,9 +155,9 @@ dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* 
 /* status, their buffers and requests stay valid, and dfcclCommDestroy(comm) returns without waiting for the         */
 /* excluded ranks; with an empty set comm is left as it was. config NULL inherits comm's. A replacement process      */
 /* joins through a fresh id: one survivor calls dfcclGetUniqueId, the id reaches the others (a dfcclBroadcast on     */
-/* *newcomm) and the newcomer, and all call dfcclCommInitRank with the new size. dfcclNotSupported: comm spans       */
-/* hosts or uses the network transport (the agreement runs in one host's shared memory), has more than 4096 ranks,   */
-/* or runs on the CUDA executor (not supported yet).                                                                 */
+/* *newcomm) and the newcomer, and all call dfcclCommInitRank with the new size. Host and CUDA executors alike (the   */
+/* new communicator on comm's device). dfcclNotSupported: comm spans hosts or uses the network transport (the        */
+/* agreement runs in one host's shared memory), or has more than 4096 ranks.                                         */
 dfcclResult_t dfcclCommShrink(dfcclComm_t comm, const int* excludeRanks, int nExclude, dfcclComm_t* newcomm,
                               const dfcclConfig_t* config);
 /* Waits (bounded) for the communicator's outstanding collectives, then frees it. Requests stay valid. A handle is  */

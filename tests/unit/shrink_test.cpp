@@ -7,6 +7,9 @@
 // it; a rank that dies during the agreement is excluded too; ranks as threads of one process exclude one by list.
 // ShrinkTrials: SHRINK_TRIALS trials (default 3) of a random victim killed at a random time (SHRINK_SEED), with the
 // time from the kill to the first completed collective on the shrunk communicator (the measure: <= 2 s).
+// SHRINK_EXECUTOR=cuda (ctest shrink_test.*_cuda, label gpu): the forked ranks run the CUDA executor, all on GPU 0
+// (time-sliced), their buffers in managed memory; skipped without a GPU.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -26,6 +29,7 @@
 
 #include "dfccl.h"
 #include "forked_rank.h"
+#include "gpu_check.h"
 
 namespace {
 
@@ -44,6 +48,53 @@ int env_or(const char* name, int fallback) {
   return v && *v ? std::atoi(v) : fallback;
 }
 
+// The forked ranks' executor: SHRINK_EXECUTOR=cuda, else the host's.
+dfcclExecutor_t executor() {
+  const char* v = std::getenv("SHRINK_EXECUTOR");
+  return v && std::string(v) == "cuda" ? dfcclExecutorCuda : dfcclExecutorHost;
+}
+
+// Caller: a test's parent, before it forks. Skips the test on the CUDA executor without a GPU (asked in a child: the
+// parent makes no CUDA call before its ranks fork).
+#define SKIP_WITHOUT_THE_EXECUTOR()                                                                              \
+  do {                                                                                                           \
+    if (executor() == dfcclExecutorCuda && dfccl::test::gpus_or_skip_in_child(1) != 0) GTEST_SKIP() << "no GPU"; \
+  } while (0)
+
+// n elements the ranks' executor reads and writes, readable on the host after dfcclSynchronize: host memory, or
+// on the CUDA executor managed memory (every rank's GPU is device 0).
+template <class T>
+class Buffer {
+ public:
+  Buffer(size_t n, T value) : n_(n) {
+    if (executor() == dfcclExecutorCuda) {
+      if (cudaMallocManaged(reinterpret_cast<void**>(&p_), n * sizeof(T)) != cudaSuccess) p_ = nullptr;
+    } else {
+      p_ = static_cast<T*>(std::malloc(n * sizeof(T)));
+    }
+    if (!p_) {
+      std::fprintf(stderr, "no memory for a buffer of %zu elements\n", n);
+      _exit(2);
+    }
+    for (size_t i = 0; i < n; ++i) p_[i] = value;
+  }
+  ~Buffer() {
+    if (executor() == dfcclExecutorCuda) cudaFree(p_);
+    else std::free(p_);
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  T* data() { return p_; }
+  size_t size() const { return n_; }
+  T& operator[](size_t i) { return p_[i]; }
+  T* begin() { return p_; }
+  T* end() { return p_ + n_; }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
 // What a survivor sends the parent (one write: atomic on a pipe).
 struct Report {
   int rank = -1;
@@ -58,7 +109,7 @@ static_assert(sizeof(Report) < PIPE_BUF);
 
 // An all-reduce of value (every element) on comm; its status, and *wrong the elements that differ from `want`.
 dfcclResult_t all_reduce(dfcclComm_t comm, int32_t value, int32_t want, int* wrong) {
-  std::vector<int32_t> in(kCount, value), out(kCount, -1);
+  Buffer<int32_t> in(kCount, value), out(kCount, -1);
   dfcclRequest_t q = nullptr;
   dfcclResult_t st = dfcclAllReduce(in.data(), out.data(), in.size(), dfcclInt32, dfcclSum, comm, 0, nullptr, &q);
   if (st == dfcclSuccess) st = dfcclSynchronize(q, kHangMs);
@@ -128,7 +179,7 @@ Report survivor(dfcclComm_t comm, int rank, const Plan& p) {
     return fail(std::string("the first collective of the shrunk communicator: ") + dfcclGetLastError(nullptr));
   r.done_ns = mono_ns();
   for (int i = 2; i <= 20 && st == dfcclSuccess; ++i) st = all_reduce(nc, (rank + 1) * i, sum * i, &r.wrong);
-  std::vector<int32_t> mine(1, rank), all(size_t(n), -1);
+  Buffer<int32_t> mine(1, rank), all(size_t(n), -1);
   dfcclRequest_t q = nullptr;
   if (st == dfcclSuccess) st = dfcclAllGather(mine.data(), all.data(), 1, dfcclInt32, nc, 0, nullptr, &q);
   if (st == dfcclSuccess) st = dfcclSynchronize(q, kHangMs);
@@ -142,13 +193,16 @@ Report survivor(dfcclComm_t comm, int rank, const Plan& p) {
     dfcclUniqueId id;
     std::memset(&id, 0, sizeof(id));
     if (new_rank == 0 && dfcclGetUniqueId(&id) != dfcclSuccess) return fail("dfcclGetUniqueId");
-    if (dfcclBroadcast(&id, &id, sizeof(id), dfcclInt8, 0, nc, 0, nullptr, &q) != dfcclSuccess ||
+    Buffer<char> bytes(sizeof(id), 0);
+    std::memcpy(bytes.data(), &id, sizeof(id));
+    if (dfcclBroadcast(bytes.data(), bytes.data(), sizeof(id), dfcclInt8, 0, nc, 0, nullptr, &q) != dfcclSuccess ||
         dfcclSynchronize(q, kHangMs) != dfcclSuccess)
       return fail(std::string("broadcast of the id: ") + dfcclGetLastError(nullptr));
+    std::memcpy(&id, bytes.data(), sizeof(id));
     dfcclRequestFree(q);
     if (new_rank == 0 && write(p.join_fd, &id, sizeof(id)) != ssize_t(sizeof(id))) return fail("id to the newcomer");
     dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
-    cfg.executor = dfcclExecutorHost;
+    cfg.executor = executor();
     dfcclComm_t joined = nullptr;
     if (dfcclCommInitRankConfig(&joined, n + 1, id, new_rank, &cfg) != dfcclSuccess)
       return fail(std::string("init with the newcomer: ") + dfcclGetLastError(nullptr));
@@ -194,7 +248,7 @@ Report elastic_survivor(dfcclComm_t comm, int rank, const Plan& p) {
     int n = 0, new_rank = -1;
     dfcclCommCount(comm, &n);
     dfcclCommUserRank(comm, &new_rank);
-    std::vector<int32_t> mine(1, rank), members(size_t(n), -1);
+    Buffer<int32_t> mine(1, rank), members(size_t(n), -1);
     dfcclRequest_t q = nullptr;
     st = dfcclAllGather(mine.data(), members.data(), 1, dfcclInt32, comm, 0, nullptr, &q);
     if (st == dfcclSuccess) st = dfcclSynchronize(q, kHangMs);
@@ -233,7 +287,7 @@ int newcomer(int fd, int nranks) {
   dfcclUniqueId id;
   if (poll(&pf, 1, kHangMs) != 1 || read(fd, &id, sizeof(id)) != ssize_t(sizeof(id))) return 2;
   dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
-  cfg.executor = dfcclExecutorHost;
+  cfg.executor = executor();
   dfcclComm_t comm = nullptr;
   if (dfcclCommInitRankConfig(&comm, nranks, id, nranks - 1, &cfg) != dfcclSuccess) return 3;
   int wrong = 0;
@@ -271,7 +325,7 @@ Outcome run(Plan p, int delay_ms) {
       // (the second victim died in between); that destroy waits for the dead peer's credits for
       // DFCCL_DESTROY_TIMEOUT_MS, and the peer's next shrink waits for it: keep that wait short.
       if (p.second_victim >= 0) setenv("DFCCL_DESTROY_TIMEOUT_MS", "1000", 1);
-      dfcclComm_t comm = dfccl::test::init_forked_rank(ids.get(rank, kRanks), rank, kRanks);
+      dfcclComm_t comm = dfccl::test::init_forked_rank(ids.get(rank, kRanks), rank, kRanks, executor());
       int wrong = 0;
       const bool first = all_reduce(comm, rank + 1, 10, &wrong) == dfcclSuccess && wrong == 0;
       char byte = first ? 1 : 0;
@@ -347,6 +401,7 @@ void expect_all_ok(const Outcome& o) {
 }
 
 TEST(Shrink, SurvivorsOfAKillShrinkAndANewcomerJoins) {
+  SKIP_WITHOUT_THE_EXECUTOR();
   Plan p;
   p.victim = 3;
   p.replacement = true;
@@ -357,6 +412,7 @@ TEST(Shrink, SurvivorsOfAKillShrinkAndANewcomerJoins) {
 }
 
 TEST(Shrink, ARankThatDiesDuringTheShrinkIsExcludedToo) {
+  SKIP_WITHOUT_THE_EXECUTOR();
   Plan p;
   p.victim = 1;
   p.late_victim = 2;  // fails with the others, then dies 300 ms later instead of shrinking
@@ -369,6 +425,7 @@ TEST(Shrink, ARankThatDiesDuringTheShrinkIsExcludedToo) {
 // calls) fails with dfcclRemoteError naming it, its buffers intact; rank 3's own call excludes itself and returns
 // NULL at once.
 TEST(Shrink, AnExplicitExclusionFailsTheOldPendingCollective) {
+  SKIP_WITHOUT_THE_EXECUTOR();
   dfccl::test::run_forked_ranks(
       kRanks, [](int) {},
       [](dfcclComm_t comm, int rank) {
@@ -381,7 +438,7 @@ TEST(Shrink, AnExplicitExclusionFailsTheOldPendingCollective) {
           dfcclCommDestroy(comm);
           return ok ? 0 : 1;
         }
-        std::vector<int32_t> in(kCount, rank + 1), out(kCount, -7);
+        Buffer<int32_t> in(kCount, rank + 1), out(kCount, -7);
         dfcclRequest_t pending = nullptr;
         if (dfcclAllReduce(in.data(), out.data(), kCount, dfcclInt32, dfcclSum, comm, 0, nullptr, &pending) !=
             dfcclSuccess)
@@ -408,12 +465,14 @@ TEST(Shrink, AnExplicitExclusionFailsTheOldPendingCollective) {
         if (dfcclCommDestroy(comm) != dfcclSuccess || dfccl::test::ms_since(t0) > 1000) return 8;
         dfcclCommDestroy(nc);
         return 0;
-      });
+      },
+      executor());
 }
 
 // Ranks as threads of one process (dfcclCommInitAll): ranks 0-2 exclude rank 3 by list, rank 3 excludes itself and
 // gets NULL; the three all-reduce exactly on the new communicator, ranks in their old order.
 TEST(Shrink, ThreadsOfOneProcessExcludeOneByList) {
+  if (executor() != dfcclExecutorHost) GTEST_SKIP() << "ranks as threads need a GPU each on the CUDA executor";
   dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
   cfg.executor = dfcclExecutorHost;
   dfcclComm_t comms[kRanks] = {};
@@ -451,6 +510,7 @@ TEST(Shrink, ThreadsOfOneProcessExcludeOneByList) {
 }
 
 TEST(Shrink, BadArgumentsAreNamed) {
+  SKIP_WITHOUT_THE_EXECUTOR();
   dfccl::test::run_forked_ranks(
       1, [](int) {},
       [](dfcclComm_t comm, int) {
@@ -468,7 +528,8 @@ TEST(Shrink, BadArgumentsAreNamed) {
         dfcclCommDestroy(nc);
         dfcclCommDestroy(comm);
         return ok ? 0 : 1;
-      });
+      },
+      executor());
 }
 
 // SHRINK_TRIALS trials of a random victim killed 0-300 ms after every rank ran a collective: no hang, no wrong
@@ -478,6 +539,7 @@ TEST(Shrink, BadArgumentsAreNamed) {
 // SHRINK_SECOND_KILL=1: a second random rank is killed 0-150 ms after the first (before, during or after the
 // survivors' shrink), and the survivors shrink again as often as their communicator fails.
 TEST(ShrinkTrials, RandomVictimAndTime) {
+  SKIP_WITHOUT_THE_EXECUTOR();
   const int trials = env_or("SHRINK_TRIALS", 3);
   const bool second = env_or("SHRINK_SECOND_KILL", 0) != 0;
   const unsigned seed = unsigned(env_or("SHRINK_SEED", int(time(nullptr))));

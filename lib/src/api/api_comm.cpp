@@ -181,9 +181,6 @@ dfcclResult_t dfcclCommShrink(dfcclComm_t comm, const int* excludeRanks, int nEx
     for (int i = 0; i < nExclude; ++i)
       if (excludeRanks[i] < 0 || excludeRanks[i] >= c->nranks)
         bad(fn, fmt::format("argument 'excludeRanks[{}]' = {} is outside 0..{}", i, excludeRanks[i], c->nranks - 1));
-    if (c->config.executor != dfcclExecutorHost)
-      throw Error(dfcclNotSupported, "dfcclCommShrink: only the host executor is supported so far (the CUDA "
-                                     "executor's shrink is not tested yet)");
     dfcclComm* made = comm_shrink(c, excludeRanks, nExclude, config);
     *newcomm = made ? comm_handle_new(made) : nullptr;
     return dfcclSuccess;
