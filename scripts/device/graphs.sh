@@ -3,7 +3,7 @@
 # time-sliced: builds the graph tests into build-dev, then runs them each under a short timeout (a hang costs its
 # timeout, not the call), then the latency probe.
 #   [REPLAYS=1000 MODES=... CUDA_MODULE_LOADING=... TAG=...] scripts/device/graphs.sh [steps...]
-#   steps: build unit mp engine latency harness hostlat peers torch (default: build unit mp latency peers)
+#   steps: build unit mp engine latency harness hostlat peers torch shrink (default: build unit mp latency peers)
 # Logs and summary.txt in $OUT.
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
@@ -16,7 +16,7 @@ M=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x DFCCL_GRAP
 tag=${TAG:+_$TAG}  # TAG: a suffix for the mp steps' logs (several settings in one call)
 if has build; then
   targets="graph_start_test mp_graph cuda_one_gpu_test graph_latency peer_death_cuda_test mismatch_hosts_cuda_test"
-  targets+=" device_fault_cuda_test dfccl-harness dfccl_shared cuda_engine_test mp_abort"
+  targets+=" device_fault_cuda_test dfccl-harness dfccl_shared cuda_engine_test mp_abort shrink_test"
   step configure 120 cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DDFCCL_BUILD_PROBES=ON -DDFCCL_DEPS_PREFIX="$PWD/.deps"
   # shellcheck disable=SC2086
@@ -28,7 +28,7 @@ if has unit; then
   step cuda_one_gpu_test 120 "$BIN/cuda_one_gpu_test"
 fi
 if has mp; then
-  for mode in ${MODES:-deferred forked joined}; do
+  for mode in ${MODES:-deferred forked joined p2p}; do
     step "mp_graph_$mode$tag" "${MP_S:-90}" "${M[@]}" "$BIN/mp_graph" "$mode" "${REPLAYS:-1000}"
     grep -E "PASSED|FAIL|dumping|replays exact" "$OUT/mp_graph_$mode$tag.log" | tail -3
   done
@@ -69,8 +69,13 @@ if has peers; then
 fi
 if has torch; then
   export DFCCL_TORCH_PYTHON=${DFCCL_TORCH_PYTHON:-$(command -v python3)} MAX_JOBS=16
-  step ctest_torch 420 ctest --test-dir $B -R "python_build|python_gpt_3d_cuda" --timeout 400 --output-on-failure
+  step ctest_torch 420 ctest --test-dir $B -R "${TORCH_TESTS:-python_build|python_gpt_3d_cuda|python_cuda_graphs}" \
+    --timeout 400 --output-on-failure
   grep -E "tests passed|Passed|Failed|passed|failed" "$OUT/ctest_torch.log" | tail -12
+fi
+if has shrink; then  # dfcclCommShrink on the CUDA executor: forked ranks on GPU 0, one killed (shrink_test.*_cuda)
+  step ctest_shrink 240 ctest --test-dir $B -R "shrink_test.*_cuda" --timeout 120 --output-on-failure
+  grep -E "tests passed|Passed|Failed|\*\*\*" "$OUT/ctest_shrink.log" | tail -8
 fi
 cat "$OUT/summary.txt"
 steps_status
