@@ -36,6 +36,7 @@
 #endif
 #ifdef DFCCL_HARNESS_HAVE_DFCCL
 #include "dfccl.h"
+#include "fault/fault.h"
 #endif
 #include "runtime/run_info.h"
 #include "runtime/run_stop.h"
@@ -264,7 +265,21 @@ int report(const Options& o, const DriverResult& result) {
 
 }  // namespace
 
+// A fault workload's campaign (fault/fault.h), else the driver's.
+DriverResult run_workload(const Workload& w, MpiWorld& world, Writer& writer) {
+  if (w.kind != Workload::Kind::Fault) return run_campaign(w, world, writer);
+#ifdef DFCCL_HARNESS_HAVE_DFCCL
+  return fault::run_campaign(w, world, writer);
+#else
+  throw std::runtime_error("a fault workload needs the dfccl library, which this harness was built without");
+#endif
+}
+
 int main(int argc, char** argv) {
+#ifdef DFCCL_HARNESS_HAVE_DFCCL
+  // A fault workload's DFCCL rank, started by an MPI rank of the run (no MPI here).
+  if (argc >= 2 && std::string(argv[1]) == "--fault-child") return fault::child_main(argc - 2, argv + 2);
+#endif
   setenv("NCCL_NVLS_ENABLE", "0", 0);  // required on our GPU machines; never use multicast
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -299,7 +314,7 @@ int main(int argc, char** argv) {
   DriverResult result;
   try {
     writer.begin_run(collect_run_info(w, world, command_line));
-    result = run_campaign(w, world, writer);
+    result = run_workload(w, world, writer);
     writer.end_run("complete");
   } catch (const RunStopped& e) {
     exit_stopped_run(e, rank, writer, o.out_path);

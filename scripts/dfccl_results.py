@@ -7,6 +7,7 @@ Python"). Every script that reads a harness file goes through it (plot_harness.p
     df[(df.backend == "nccl") & (df.coll == "all_reduce")][["bytes", "busbw_GBs"]]
     dr.trials(paths), dr.summary(paths)                  # /backends/*/trials and /summary rows, same run columns
     dr.hops(paths), dr.rank_hosts(path)                  # ring hops per backend (rank, peer, transport), hosts
+    dr.faults(paths)                                     # fault workloads: per trial victim, detect/shrink/recover
     dr.iterations(path, "dfccl")                         # per-iteration times of one backend
     dr.run_attributes(path)                              # every root attribute, as a dict
 
@@ -15,7 +16,8 @@ per-backend tables, the backend's attributes (BACKEND_COLUMNS). Needs h5py, nump
 python3-pandas; scripts/python.sh picks an interpreter that has them). Files may be partial (status `running` or an
 error): every row present is returned.
 
-Command line: scripts/python.sh scripts/dfccl_results.py FILE.h5 [...] [--table cases|trials|summary|hops] [--csv]
+Command line: scripts/python.sh scripts/dfccl_results.py FILE.h5 [...] [--table cases|trials|summary|hops|faults]
+[--csv]
 prints the table.
 """
 import argparse
@@ -223,6 +225,16 @@ def hops(paths, backends=None, extra_attrs=()):
     return concat(frames, RUN_COLUMNS + BACKEND_COLUMNS + ["row"])
 
 
+def faults(paths, backends=None, extra_attrs=()):
+    """Every trial of the fault workloads among the files (/backends/<backend>/faults: trial, status, victim, kill_ms,
+    detect_s, shrink_s, recover_s, lost, wrong, survivors, resumed_at), with the same leading columns as cases(); none
+    for other workloads."""
+    frames = []
+    for p in _paths(paths):
+        frames += _backend_table(p, "faults", backends, extra_attrs)
+    return concat(frames, RUN_COLUMNS + BACKEND_COLUMNS + ["row"])
+
+
 def rank_hosts(path):
     """Each rank's host (root attribute `hosts`, layout 3), as a list indexed by world rank; [] in older files."""
     return [h for h in str(run_attributes(path).get("hosts", "")).split("\n") if h]
@@ -281,11 +293,12 @@ def provenance(run):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+")
-    ap.add_argument("--table", choices=["cases", "trials", "summary", "steps", "hops"], default="cases")
+    ap.add_argument("--table", choices=["cases", "trials", "summary", "steps", "hops", "faults"], default="cases")
     ap.add_argument("--csv", action="store_true", help="CSV instead of a text table")
     a = ap.parse_args()
     try:
-        df = {"cases": cases, "trials": trials, "summary": summary, "steps": steps, "hops": hops}[a.table](a.files)
+        df = {"cases": cases, "trials": trials, "summary": summary, "steps": steps, "hops": hops,
+              "faults": faults}[a.table](a.files)
     except (OSError, ValueError) as e:
         print(e, file=sys.stderr)
         return 2

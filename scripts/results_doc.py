@@ -88,6 +88,26 @@ def torch_runs(paths):
     return lines
 
 
+def fault_runs(paths):
+    """One row per backend of each fault workload file (workloads/fault.toml): its trials, and the times from the
+    kill (median and largest over the recovered trials)."""
+    lines = ["| file | backend | ranks | trials | recovered | hung | wrong | kill to detection (ms) | shrink (ms) | "
+             "kill to first collective (ms) | lost collectives |", "|---|---|---:|---:|---:|---:|---:|---|---|---|---|"]
+
+    def spread(v, scale=1e3):
+        return f"{v.median() * scale:.0f}, max {v.max() * scale:.0f}" if len(v) else "–"
+
+    for p in paths:
+        df = dr.faults(os.path.join(ROOT, p))
+        for backend, t in df.groupby("backend", sort=False):
+            done = t[t["status"] == "completed"]
+            lines.append(f"| `{os.path.relpath(p, 'results')}` | {backend} | {attr(p, 'nranks')} | {len(t)} | "
+                         f"{len(done)} | {int((t['status'] == 'deadlocked').sum())} | {int(t['wrong'].sum())} | "
+                         f"{spread(done['detect_s'])} | {spread(done['shrink_s'])} | {spread(done['recover_s'])} | "
+                         f"{spread(done['lost'], 1)} |")
+    return lines
+
+
 def harness_files(pattern):
     return [p for p in files(pattern) if attr(p, "tool") != "dfccl-torch"]
 
@@ -174,6 +194,14 @@ def document():
                    "One CPU thread per daemon block, 8 MPI ranks on a 2-core machine: outcomes only. The blocking "
                    "backend is NCCL's behaviour. Plot: `results/host/deadlock_rate.png`.")
     out += outcomes(harness_files("results/host/*.h5"))
+    fault = files("results/host/fault/*.h5")
+    if fault:
+        out += section("A dead rank, survived",
+                       "The fault workload (`workloads/fault.toml`, docs/harness.md \"Fault workload\"): in each trial a "
+                       "random rank's process is killed with SIGKILL at a random time, the survivors shrink "
+                       "(`dfcclCommShrink`) and run exact collectives on the smaller communicator. Times from the kill "
+                       "(median, max over the recovered trials). Plot: `results/host/fault/fault_host.png`.")
+        out += fault_runs(fault)
     out += section("Simulator",
                    "Deadlock rates of NCCL-like execution models, and their validation against the harness trial by "
                    "trial: `docs/simulator.md`, `results/sim/tables.md`, `results/sim/validation.md` (both generated "

@@ -493,6 +493,10 @@ void read_mix_and_sim(Values& v, Workload& w) {
   w.sim_first_trial = static_cast<uint64_t>(v.integer("sim.first_trial"));
   w.sim_coll = find_collective(v.text("sim.coll"));
   w.sim_bytes = v.bytes("sim.bytes");
+
+  w.fault_kill_max_ms = v.small("fault.kill_max_ms");
+  w.fault_after = v.small("fault.after");
+  w.fault_inflight = v.small("fault.inflight");
 }
 
 // [order], [sync], [host_alloc], [implicit], [compute]: what disturbs a rank's program.
@@ -641,14 +645,23 @@ void check_replay(const Workload& w, const std::string& origin) {
   }
 }
 
+// A fault workload runs on the backends whose communicators shrink (dfcclCommShrink): host and dfccl, preemptive.
+void check_fault(const Workload& w, const std::string& origin) {
+  for (const std::string& b : w.backends)
+    if (b != "host" && b != "dfccl" && b != "auto")  // auto: checked again once resolved
+      fail(origin, "run.backend",
+           fmt::format("has '{}': a fault workload runs on host and dfccl only (their communicators shrink)", b));
+}
+
 // The kind: given, or inferred from what the file has; then what that kind needs.
-void resolve_kind(Values& v, Workload& w, bool file_has_mix, bool file_has_sim) {
+void resolve_kind(Values& v, Workload& w, bool file_has_mix, bool file_has_sim, bool file_has_fault) {
   const std::string& origin = v.origin();
   if (v.raw_text("kind").empty()) {
-    w.kind = !w.step.empty() ? Workload::Kind::Step
-             : file_has_mix  ? Workload::Kind::Mix
-             : file_has_sim  ? Workload::Kind::Replay
-                             : Workload::Kind::Sweep;
+    w.kind = !w.step.empty()  ? Workload::Kind::Step
+             : file_has_mix   ? Workload::Kind::Mix
+             : file_has_sim   ? Workload::Kind::Replay
+             : file_has_fault ? Workload::Kind::Fault
+                              : Workload::Kind::Sweep;
     store(v.root(), "kind", std::string(name_of(w.kind, Workload::kKindNames)));
   } else {
     w.kind = v.choice<Workload::Kind>("kind");
@@ -668,6 +681,7 @@ void resolve_kind(Values& v, Workload& w, bool file_has_mix, bool file_has_sim) 
       if (w.step.empty()) fail(origin, "kind", "is step but the file has no [[step]] entry");
       break;
     case Workload::Kind::Replay: check_replay(w, origin); break;
+    case Workload::Kind::Fault: check_fault(w, origin); break;
   }
   if (w.kind != Workload::Kind::Step && w.kind != Workload::Kind::Replay && w.sizes().empty())
     fail(origin, "sizes.begin", "the size range is empty");
@@ -738,6 +752,7 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   check_keys(root, origin);
   const bool file_has_mix = root.contains("mix");
   const bool file_has_sim = root.contains("sim");
+  const bool file_has_fault = root.contains("fault");
   apply_overrides(root, overrides);
   const bool factor_given = static_cast<bool>(lookup(root, "sizes.factor").node());
   apply_defaults(root);
@@ -752,7 +767,7 @@ Workload parse_workload(const std::string& text, const std::string& origin, cons
   check_graph_backends(w, origin);
   read_steps(root, w, origin);
   read_pipeline(v, w);
-  resolve_kind(v, w, file_has_mix, file_has_sim);
+  resolve_kind(v, w, file_has_mix, file_has_sim, file_has_fault);
   resolve_in_place(v, w);
 
   std::ostringstream os;

@@ -81,8 +81,8 @@ std::string_view name_of(E value, const char* const (&names)[N]) {
 // file, the overrides, or the settings table's defaults.
 struct Workload {
   std::string name, description, source;
-  enum class Kind : int { Sweep, Mix, Step, Replay } kind{};  // kind: exactly one of them
-  static constexpr const char* kKindNames[] = {"sweep", "mix", "step", "replay"};
+  enum class Kind : int { Sweep, Mix, Step, Replay, Fault } kind{};  // kind: exactly one of them
+  static constexpr const char* kKindNames[] = {"sweep", "mix", "step", "replay", "fault"};
 
   // [run]
   std::vector<std::string> backends;
@@ -131,6 +131,11 @@ struct Workload {
   uint64_t sim_seed{}, sim_first_trial{};
   const Collective* sim_coll = nullptr;  // every replayed collective
   uint64_t sim_bytes{};                  // its size S
+
+  // [fault]: a rank killed in each trial, the survivors shrink and go on (fault/fault.h)
+  int fault_kill_max_ms{};  // the victim dies 0..kill_max_ms after its first collective
+  int fault_after{};        // collectives of the survivors on the shrunk communicator
+  int fault_inflight{};     // collectives submitted before their waits
 
   // [pipeline]: a 1F1B schedule over layout.pp stages, generated into `step` (program/pipeline.h)
   bool pipeline{};  // pipeline.micro_batches > 0

@@ -289,6 +289,7 @@ class Hdf5Writer final : public Writer {
     put_rows<int64_t>(f, g, "syncs", at, rows, [](const T& t) { return t.syncs; });
     put_rows<std::string>(f, g, "message", at, rows, [](const T& t) { return t.message; });
     if (run_.replay.present) put_replay_trials(st.base + "/replay", at, rows);
+    if (run_.workload_kind == "fault") put_fault_trials(st.base + "/faults", at, rows);
     st.trials += rows.size();
   }
 
@@ -305,6 +306,23 @@ class Hdf5Writer final : public Writer {
     put_rows<int64_t>(f, r, "program_syncs", at, rows, [](const T& t) { return t.program_syncs; });
     put_rows<int64_t>(f, r, "disordered_ranks", at, rows, [](const T& t) { return t.disordered_ranks; });
     put_rows<int64_t>(f, r, "executed_steps", at, rows, [](const T& t) { return t.executed_steps; });
+  }
+
+  // A fault workload's per-trial table: one row per row of /trials, in the same order.
+  void put_fault_trials(const std::string& g, size_t at, const std::vector<TrialRow>& rows) {
+    h5::File& f = *file_;
+    using T = TrialRow;
+    put_rows<int64_t>(f, g, "trial", at, rows, [](const T& t) { return t.trial; });
+    put_rows<std::string>(f, g, "status", at, rows, [](const T& t) { return t.status; });
+    put_rows<int64_t>(f, g, "victim", at, rows, [](const T& t) { return t.victim; });
+    put_rows<double>(f, g, "kill_ms", at, rows, [](const T& t) { return t.kill_ms; });
+    put_rows<double>(f, g, "detect_s", at, rows, [](const T& t) { return t.fault_detect_s; });
+    put_rows<double>(f, g, "shrink_s", at, rows, [](const T& t) { return t.fault_shrink_s; });
+    put_rows<double>(f, g, "recover_s", at, rows, [](const T& t) { return t.fault_recover_s; });
+    put_rows<int64_t>(f, g, "lost", at, rows, [](const T& t) { return t.fault_lost; });
+    put_rows<int64_t>(f, g, "wrong", at, rows, [](const T& t) { return t.wrong; });
+    put_rows<int64_t>(f, g, "survivors", at, rows, [](const T& t) { return t.fault_survivors; });
+    put_rows<int64_t>(f, g, "resumed_at", at, rows, [](const T& t) { return t.fault_resumed_at; });
   }
 
   static constexpr size_t kIterationChunk = 4096;  // rows per chunk of the iterations table (the longest)

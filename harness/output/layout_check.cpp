@@ -58,6 +58,9 @@ const char* kReplayGroupCols[] = {"group", "name", "kind", "ranks", "colls"};
 const char* kReplayTrialCols[] = {"trial",         "scenario_trial",   "status",
                                   "deadlocked",    "program_steps",    "program_submissions",
                                   "program_syncs", "disordered_ranks", "executed_steps"};
+// Fault workloads (workload_kind = fault) only.
+const char* kFaultCols[] = {"trial",     "status", "victim", "kill_ms",   "detect_s",  "shrink_s",
+                            "recover_s", "lost",   "wrong",  "survivors", "resumed_at"};
 const char* kBackendAttrs[] = {"backend", "executor", "mode", "completion", "timing", "available", "skip_reason"};
 
 // Length of a column whatever its type.
@@ -150,7 +153,8 @@ void check_replay(const h5::File& f, std::vector<std::string>& problems) {
 }
 
 // The group of backend b that /summary names: its attributes and tables.
-void check_backend(const h5::File& f, const std::string& b, bool replay, std::vector<std::string>& problems) {
+void check_backend(const h5::File& f, const std::string& b, bool replay, bool fault,
+                   std::vector<std::string>& problems) {
   const std::string base = "backends/" + b;
   if (!f.has(base)) {
     problems.push_back(fmt::format("summary names backend {} but /{} is missing", b, base));
@@ -161,9 +165,12 @@ void check_backend(const h5::File& f, const std::string& b, bool replay, std::ve
   check_table(f, base + "/collectives", kCollectiveCols, problems);
   check_table(f, base + "/trials", kTrialCols, problems);
   check_table(f, base + "/iterations", kIterationCols, problems);
-  if (f.has(base + "/hops") || needs_hops(f, base)) check_table(f, base + "/hops", kHopCols, problems);
+  // A fault workload's communicators live in its child processes: no hops.
+  if (f.has(base + "/hops") || (!fault && needs_hops(f, base))) check_table(f, base + "/hops", kHopCols, problems);
   if (replay && f.has_attr(base, "available") && f.attr_int(base, "available") != 0)
     check_table(f, base + "/replay", kReplayTrialCols, problems);
+  if (fault && f.has_attr(base, "available") && f.attr_int(base, "available") != 0)
+    check_table(f, base + "/faults", kFaultCols, problems);
 }
 
 }  // namespace
@@ -185,8 +192,9 @@ std::vector<std::string> check_layout(const std::string& path) {
     if (g_version >= 3) check_hosts(f, problems);
     const bool replay = f.has_attr("/", "workload_kind") && f.attr_string("/", "workload_kind") == "replay";
     if (replay) check_replay(f, problems);
+    const bool fault = f.has_attr("/", "workload_kind") && f.attr_string("/", "workload_kind") == "fault";
     if (f.has("summary/backend"))
-      for (const auto& b : f.read_strings("summary", "backend")) check_backend(f, b, replay, problems);
+      for (const auto& b : f.read_strings("summary", "backend")) check_backend(f, b, replay, fault, problems);
   } catch (const std::exception& e) {
     problems.push_back(e.what());
   }

@@ -107,6 +107,15 @@ struct TrialRow {
   int64_t program_steps = 0, program_submissions = 0, program_syncs = 0;  // in one replay of the trial
   int64_t disordered_ranks = 0;  // ranks whose submissions are not in their canonical order
   int64_t executed_steps = 0;    // steps the worker threads returned from, over all iterations of the trial
+  // Fault workloads only (/backends/<b>/faults): the victim (world rank), killed kill_ms after its first collective;
+  // from the kill to the last survivor's failure (detect), from there to the last survivor's shrunk communicator
+  // (shrink), and from the kill to the first collective completed on it by every survivor (recover); the most
+  // collectives that failed on one survivor (lost), the survivors that went on exactly, and the collective they
+  // resumed at. Times NaN unless completed.
+  int64_t victim = -1;
+  double kill_ms = kNaN;
+  double fault_detect_s = kNaN, fault_shrink_s = kNaN, fault_recover_s = kNaN;
+  int64_t fault_lost = 0, fault_survivors = 0, fault_resumed_at = -1;
 };
 
 struct BackendSummary {

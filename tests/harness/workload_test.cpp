@@ -222,7 +222,8 @@ TEST(Workload, TimingModeAndBatch) {
 TEST(Workload, ShippedWorkloadsParse) {
   std::filesystem::path dir = std::filesystem::path(DFCCL_SOURCE_DIR) / "workloads";
   int n = 0;
-  for (const char* name : {"sweep", "stress", "resnet50-dp", "gpt2-3d", "replay-ring4", "replay-megatron8", "burst"}) {
+  for (const char* name :
+       {"sweep", "stress", "resnet50-dp", "gpt2-3d", "replay-ring4", "replay-megatron8", "burst", "fault"}) {
     auto path = dir / (std::string(name) + ".toml");
     ASSERT_TRUE(std::filesystem::exists(path)) << path;
     Workload w = load_workload(path.string(), {});
@@ -231,7 +232,19 @@ TEST(Workload, ShippedWorkloadsParse) {
     EXPECT_FALSE(w.source.empty()) << name << ": every shipped workload says where its sizes come from";
     ++n;
   }
-  EXPECT_EQ(n, 7);
+  EXPECT_EQ(n, 8);
+}
+
+// A [fault] table makes a fault workload (harness/fault/fault.h), which runs on the backends that shrink only.
+TEST(Workload, FaultKind) {
+  Workload w = parse_workload("[fault]\nkill_max_ms = 50\n[run]\nbackend = ['host']\n", "f.toml", {});
+  EXPECT_EQ(w.kind, Workload::Kind::Fault);
+  EXPECT_EQ(name_of(w.kind, Workload::kKindNames), "fault");
+  EXPECT_EQ(w.fault_kill_max_ms, 50);
+  EXPECT_EQ(w.fault_after, 50);
+  EXPECT_EQ(w.fault_inflight, 4);
+  EXPECT_NE(error_of("[fault]\n[run]\nbackend = ['host-blocking']\n").find("run.backend"), std::string::npos);
+  EXPECT_NE(error_of("[fault]\ninflight = 0\n[run]\nbackend = ['host']\n").find("fault.inflight"), std::string::npos);
 }
 
 TEST(Workload, SettingsAreDescribed) {
@@ -296,7 +309,7 @@ TEST(Workload, ValidationMessages) {
       {{{"streams", "two"}}, "test.toml: 'run.streams': 'two' is not single or per_group"},
       {{{"host_alloc.kinds", "malloc"}},
        "test.toml: 'host_alloc.kinds': 'malloc' is not malloc_host, free_host or host_register"},
-      {{{"kind", "grid"}}, "test.toml: 'kind': 'grid' is not sweep, mix, step or replay"},
+      {{{"kind", "grid"}}, "test.toml: 'kind': 'grid' is not sweep, mix, step, replay or fault"},
       {{{"backend", "mpi"}},
        "test.toml: 'run.backend': unknown backend 'mpi' (dfccl, dfccl-blocking, dfccl-graph, nccl, nccl-graph, host, "
        "host-blocking, auto)"},
