@@ -61,7 +61,7 @@ setup(
         CUDAExtension(
             "dfccl_torch._C",
             ["csrc/ProcessGroupDFCCL.cpp", "csrc/WorkDFCCL.cpp", "csrc/Collectives.cpp", "csrc/PointToPoint.cpp",
-             "csrc/init.cpp"],
+             "csrc/Shrink.cpp", "csrc/init.cpp"],
             include_dirs=[inc],
             library_dirs=[lib],
             runtime_library_dirs=[lib],

@@ -39,14 +39,20 @@ int GroupState::globalRank(int groupRank) const {
 // ProcessGroupDFCCL: communicators and the submission path
 
 ProcessGroupDFCCL::ProcessGroupDFCCL(const GroupParams& p)
-    : c10d::Backend(p.rank, p.size), store_(p.store), groupId_(p.groupId), timeout_(p.timeout) {
+    : c10d::Backend(p.rank, p.size), store_(p.store), groupId_(p.groupId), timeout_(p.timeout), params_(p) {
   globalRank_ = p.globalRanks.empty() ? p.rank : int(p.globalRanks.at(size_t(p.rank)));
-  // Host executor: one virtual device per process (its global rank), so all groups of a process share one engine.
-  hostComm_ = initComm(dfcclExecutorHost, "cpu", globalRank_);
-  if (p.cudaDevice >= 0) {
-    cudaDevice_ = p.cudaDevice;
-    c10::cuda::CUDAGuard guard{c10::DeviceIndex(cudaDevice_)};
-    cudaComm_ = initComm(dfcclExecutorCuda, "cuda", cudaDevice_);
+  if (p.hostComm) {  // a shrunk group: the communicators exist
+    hostComm_ = p.hostComm;
+    cudaComm_ = p.cudaComm;
+    cudaDevice_ = p.cudaComm ? p.cudaDevice : -1;
+  } else {
+    // Host executor: one virtual device per process (its global rank), so all groups of a process share one engine.
+    hostComm_ = initComm(dfcclExecutorHost, "cpu", globalRank_);
+    if (p.cudaDevice >= 0) {
+      cudaDevice_ = p.cudaDevice;
+      c10::cuda::CUDAGuard guard{c10::DeviceIndex(cudaDevice_)};
+      cudaComm_ = initComm(dfcclExecutorCuda, "cuda", cudaDevice_);
+    }
   }
   state_ = std::make_shared<GroupState>();
   state_->id = groupId_;

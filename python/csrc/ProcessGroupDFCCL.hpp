@@ -160,6 +160,10 @@ struct GroupParams {
   std::string groupId;
   std::vector<uint64_t> globalRanks;
   int cudaDevice = -1;  // the GPU of the CUDA communicator; -1: none (CPU tensors only)
+  // A shrunk group's communicators, made by dfcclCommShrink (Shrink.cpp): the group takes them instead of making its
+  // own (store unused).
+  dfcclComm_t hostComm = nullptr;
+  dfcclComm_t cudaComm = nullptr;
 };
 
 class ProcessGroupDFCCL : public c10d::Backend {
@@ -237,6 +241,21 @@ class ProcessGroupDFCCL : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override;
 
+  // Survivors after a failure (Shrink.cpp; python/README.md, "Surviving a dead rank"). torch's dist.shrink_group
+  // reaches shrink(); dfccl_torch.shrink_group calls prepareShrink first, which agrees on the excluded ranks
+  // (dfcclCommShrink of the host communicator, with `exclude` or, empty, the ranks this rank found failed, then of the
+  // CUDA communicator with the agreed set) and returns them (group ranks, increasing); shrink() then hands over the
+  // group it made when asked for exactly those ranks, else shrinks itself and raises DistBackendError when the
+  // survivors agreed on another set than ranks_to_exclude (torch's bookkeeping would be wrong). This group's
+  // communicators end (dfcclRemoteError) when the set is not empty; its outstanding works fail. Refused after
+  // abort(): an aborted communicator cannot be shrunk. Called by every survivor; not by an excluded rank.
+  bool supportsShrinking() const override { return true; }
+  std::vector<int64_t> prepareShrink(const std::vector<int64_t>& exclude);
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags = 0,
+                                           const c10::intrusive_ptr<Options>& opts_override = nullptr) override;
+  // The group ranks of the group this one was shrunk from, per rank of this group (empty: not a shrunk group).
+  const std::vector<int64_t>& parentRanks() const { return parentRanks_; }
+
   // Fails every outstanding collective of the group with DistBackendError; returns within about 1 s.
   void abort() override;
   // Waits (bounded) for outstanding collectives and frees the communicators. Idempotent.
@@ -303,6 +322,11 @@ class ProcessGroupDFCCL : public c10d::Backend {
   std::mutex submitMutex_;  // one submission at a time: collectives of a communicator match by submission order
   bool coalescing_ = false;  // between startCoalescing and endCoalescing (guarded by submitMutex_)
   std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;
+  GroupParams params_;                              // as constructed (a shrink derives its group's from them)
+  std::vector<int64_t> parentRanks_;                // parentRanks()
+  c10::intrusive_ptr<ProcessGroupDFCCL> prepared_;  // prepareShrink's group, until shrink() takes it
+  std::vector<int64_t> preparedExcluded_;           // the set it was agreed with
+  int shrinks_ = 0;                                 // shrinks of this group so far (names the new groups)
 };
 
 }  // namespace dfccl_torch

@@ -26,6 +26,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("memory", &ProcessGroupDFCCL::memory,
            "{'cpu'|'cuda': (connectionBytes, p2pBytes)}: this rank's connection memory per communicator of the group "
            "(dfcclCommGetInfo); empty after shutdown or abort")
+      .def("prepare_shrink", &ProcessGroupDFCCL::prepareShrink, py::arg("exclude"),
+           "After a failure, on every survivor: agree with the others on the group ranks to exclude (dfcclCommShrink; "
+           "exclude empty: the ranks this rank found failed) and make the group of the rest, which "
+           "dist.shrink_group(<that set>) then returns; the agreed set, increasing ([]: nothing failed, nothing "
+           "made). dfccl_torch.shrink_group does both",
+           py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("parent_ranks", &ProcessGroupDFCCL::parentRanks,
+                             "a shrunk group: the ranks of its ranks in the group it was shrunk from ([] otherwise)")
       .def("op_counts", &ProcessGroupDFCCL::opCounts,
            "{op: count}: the ops issued on this rank of the group so far, by the backend's op name (allreduce, "
            "_allgather_base, send, ...)");
