@@ -1,15 +1,28 @@
-"""workloads/pytorch/gpt_3d.py, its ranks started as torchrun starts them (conftest.run_script), on the tests'
-device: on 8 ranks (dp x pp x tp = 2 x 2 x 2) its losses equal the one-process reference's (--check) and a
-torch.distributed.checkpoint save and load round-trips; on the 4 ranks of dp x pp = 2 x 2 (tp 1) the rank-dependent order of --disorder completes with the same losses, and in
-DFCCL_MODE=blocking the same program hangs until the watchdog reports the stuck groups, ops and missing ranks."""
+"""workloads/pytorch/gpt_3d.py on the tests' device, its ranks started as torchrun starts them (conftest.run_script):
+on 8 ranks (dp x pp x tp = 2 x 2 x 2) its losses equal the one-process reference's (--check) and a
+torch.distributed.checkpoint save and load round-trips; on the 4 ranks of dp x pp = 2 x 2 (tp 1) the rank-dependent
+order of --disorder completes with the same losses, and in DFCCL_MODE=blocking (under torchrun itself) the same
+program hangs until the watchdog reports the stuck groups, ops and missing ranks."""
 import os
 import re
+import subprocess
+import sys
 
 import h5py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "workloads", "pytorch", "gpt_3d.py")
 SMALL = ["--seq", "16", "--batch", "8", "--microbatches", "2"]  # the smallest batch the schedules take
+
+
+def torchrun(out, *args, ranks=8, env=None, timeout=240):
+    """The blocking test runs under torchrun itself: its outcome is how torchrun ends a job whose ranks fail."""
+    device = os.environ.get("TORCH_DFCCL_TEST_DEVICE", "cpu")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks), SCRIPT,
+           "--device", device, "--out", str(out), *SMALL, *args]
+    full = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full)
+    return p, " ".join(cmd)
 
 
 def gpt_3d(run_script, out, *args, ranks=8, env=None, timeout=240):
@@ -30,7 +43,8 @@ def read(path):
 
 def test_gpt_3d_exact_with_checkpoint(run_script, tmp_path):
     out = tmp_path / "gpt_3d.h5"
-    p, cmd = gpt_3d(run_script, out, "--steps", "2", "--warmup", "0", "--check", "--checkpoint", str(tmp_path / "ckpt"))
+    p, cmd = gpt_3d(run_script, out, "--steps", "2", "--warmup", "0", "--check", "--checkpoint",
+                    str(tmp_path / "ckpt"))
     assert p.returncode == 0, f"{cmd}: exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-6000:]}"
     assert "every rank's tensors equal after the load" in p.stdout, p.stdout
     attrs, summary, steps, ops = read(out)
@@ -50,8 +64,8 @@ def test_gpt_3d_exact_with_checkpoint(run_script, tmp_path):
 def test_gpt_3d_disorder_completes(run_script, tmp_path):
     """The ranks of the cycle (two replicas x two stages; tp 1 keeps it short) in rank-dependent orders."""
     out = tmp_path / "gpt_3d.h5"
-    p, cmd = gpt_3d(run_script, out, "--tp", "1", "--steps", "2", "--warmup", "0", "--check", "--schedule", "interleaved",
-                      "--disorder", ranks=4)
+    p, cmd = gpt_3d(run_script, out, "--tp", "1", "--steps", "2", "--warmup", "0", "--check", "--schedule",
+                    "interleaved", "--disorder", ranks=4)
     assert p.returncode == 0, f"{cmd}: exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-6000:]}"
     _, summary, _, _ = read(out)
     assert summary["disorder"] == 1 and summary["reference_max_rel_diff"] <= 1e-4, summary
@@ -60,7 +74,7 @@ def test_gpt_3d_disorder_completes(run_script, tmp_path):
     assert "2REDUCE_GRAD 0RECV_B1" in p.stdout and "0RECV_B1 2REDUCE_GRAD" in p.stdout, p.stdout
 
 
-def test_gpt_3d_disorder_hangs_in_blocking_mode(run_script, tmp_path):
+def test_gpt_3d_disorder_hangs_in_blocking_mode(tmp_path):
     """No preemption (each process runs its collectives and transfers one at a time, in submission order) and a
     connection buffering smaller than a pipeline message (so that a send waits for its receiver, as a real model's
     activations do): the four ranks of two replicas x two stages (tp 1) wait for each other in a cycle at their moved
@@ -72,7 +86,7 @@ def test_gpt_3d_disorder_hangs_in_blocking_mode(run_script, tmp_path):
     env = {"DFCCL_MODE": "blocking", "TORCH_DFCCL_WATCHDOG": "abort", "DFCCL_HOST_SLOT_BYTES": "1024",
            "DFCCL_HOST_SLOTS": "2", "DFCCL_SLOT_BYTES": "1024", "DFCCL_SLOTS": "2"}
     timeout = "20" if os.environ.get("TORCH_DFCCL_TEST_DEVICE", "cpu") == "cuda" else "10"
-    p, cmd = gpt_3d(run_script, out, "--tp", "1", "--steps", "1", "--warmup", "0", "--schedule", "interleaved",
+    p, cmd = torchrun(out, "--tp", "1", "--steps", "1", "--warmup", "0", "--schedule", "interleaved",
                          "--disorder", "--timeout", timeout, ranks=4, env=env, timeout=240)
     text = p.stdout + p.stderr
     assert p.returncode != 0, f"{cmd}: completed in blocking mode\n{p.stdout[-3000:]}"

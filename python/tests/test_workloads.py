@@ -1,5 +1,6 @@
 """The examples under workloads/pytorch run briefly on 2 ranks, on the tests' device (ddp.py under torchrun itself,
-the others started as torchrun starts them, conftest.run_script), and write their HDF5 file: its root attributes, /summary and /backends/dfccl/steps, also as scripts/dfccl_results.py reads them."""
+the others started as torchrun starts them, conftest.run_script), and write their HDF5 file: its root attributes,
+/summary and /backends/dfccl/steps, also as scripts/dfccl_results.py reads them."""
 import csv as csvlib
 import io
 import math

@@ -134,7 +134,8 @@ int rank_main(dfcclComm_t comm, int rank, const Case& tc, When when) {
   const auto t1 = Clock::now();
   const dfcclResult_t d = dfcclCommDestroy(comm);
   ok &= check(d == dfcclSuccess, std::string("dfcclCommDestroy returned ") + dfcclGetErrorString(d));
-  ok &= check(ms_since(t1) < 1000, "dfcclCommDestroy took " + std::to_string(ms_since(t1)) + " ms");
+  // Far below the network timeout (20 s) that a destroy waiting for its peers would take; loaded machines take 1-2 s.
+  ok &= check(ms_since(t1) < 3000, "dfcclCommDestroy took " + std::to_string(ms_since(t1)) + " ms");
   std::printf("[ mismatch ] %s, host B %s: rank %d after %.0f ms: %s: %s\n", tc.name, kWhen[when], rank, ms_since(t0),
               st == dfcclSuccess ? "finished, then the error" : "failed", err.c_str());
   std::fflush(stdout);
