@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "executor/shm_region.h"
+#include "transport/shm_region.h"
 #include "util/error.h"
 
 namespace {

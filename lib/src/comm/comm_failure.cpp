@@ -31,6 +31,7 @@ namespace {
 // retired to the engine. This rank's regions are kept unless Free (a peer may still write into them); the peers'
 // mappings and the device allocations are kept only by Retire.
 void take_memory(dfcclComm* c, Release how, Engine::Leftovers& now, Engine::Leftovers& left) {
+  now.transport = left.transport = c->transport;
   for (RegionBlob* r : {&c->region, &c->p2p.region})
     if (r->ptr) (how == Release::Free ? now : left).regions.push_back(*r);
   for (const RegionBlob& r : c->net.shadows) (how == Release::Free ? now : left).regions.push_back(r);
@@ -68,10 +69,11 @@ void release(dfcclComm* c, Release how) {
   c->net.keys.clear();
   Engine::Leftovers now, left;
   take_memory(c, how, now, left);
-  for (const auto& [p, blob] : now.mapped) ex.unmap_region(p, blob);
-  for (const RegionBlob& r : now.regions) ex.free_region(r);
+  for (const auto& [p, blob] : now.mapped) now.transport->unmap_region(p, blob);
+  for (const RegionBlob& r : now.regions) now.transport->free_region(r);
   for (void* p : now.device) ex.free_device(p);
   if (!left.empty()) c->engine->retire(left);
+  c->transport.reset();
   c->board.reset();
   c->bootstrap.reset();
   std::shared_ptr<Engine> last;  // the engine goes, if this was its last user, after engine_mu is left

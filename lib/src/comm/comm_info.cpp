@@ -5,17 +5,17 @@
 #include "match/match_board.h"
 #include "transport/p2p.h"
 #include "transport/persistent.h"
+#include "transport/transport.h"
 
 namespace dfccl {
 
 namespace {
 
-// The transport of c's ring hop to or from `peer` (a ring neighbour): the network for a remote rank, else what the
-// communicator's regions are (shared memory on the host executor, host memory without peer access, peer memory).
+// The transport of c's ring hop to or from `peer` (a ring neighbour): the network for a remote rank, else the
+// communicator's transport (transport/transport.h).
 int hop_transport(const dfcclComm* c, int peer) {
   if (size_t(peer) < c->net.remote.size() && c->net.remote[size_t(peer)]) return dfcclTransportNetwork;
-  if (c->config.executor == dfcclExecutorHost) return dfcclTransportSharedMemory;
-  return c->host_path ? dfcclTransportHostMemory : dfcclTransportPeerMemory;
+  return c->transport->kind();
 }
 
 }  // namespace

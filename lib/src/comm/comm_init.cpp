@@ -23,6 +23,7 @@
 #include "transport/p2p.h"
 #include "transport/p2p_table.h"
 #include "transport/persistent.h"
+#include "transport/transport.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -42,10 +43,10 @@ struct RankInfo {
   uint32_t graphs;  // DFCCL_GRAPHS: a graph lane, and captured lanes in the point-to-point connections
 };
 
-// What each rank publishes once the transport is chosen.
+// What each rank publishes in the two rounds of make_regions: the transports it offers, then its region.
 struct RegionInfo {
-  int32_t p2p_ok;  // this rank reaches both ring neighbours' GPUs directly (and DFCCL_P2P_DISABLE is 0)
-  int32_t pad;
+  uint32_t offer;  // transport_offer: the transports that reach every rank this rank connects with on this host
+  uint32_t pad;
   RegionBlob region;
 };
 
@@ -336,39 +337,40 @@ std::vector<RankInfo> agree_on_transport(dfcclComm* c, const dfcclConfig_t& cfg,
   return all;
 }
 
-// comm_init, step 2: where the connection regions live (the GPUs' memory when every rank reaches its ring neighbours
-// and point-to-point peers directly, else shared host memory for the whole communicator; host memory also when some
-// rank is remote: the network proxy writes into the regions, comm/links.h), this rank's region, the ring neighbours'
-// regions mapped (a remote neighbour's: a shadow of this rank's), and the point-to-point connections.
+// comm_init, step 2: the communicator's transport (transport.h: the best one that every rank offers; its regions in
+// host memory when some rank is remote, as the network proxy writes into them, comm/links.h), this rank's region, the
+// ring neighbours' regions mapped (a remote neighbour's: a shadow of this rank's), and the point-to-point connections.
 void make_regions(dfcclComm* c, const std::vector<RankInfo>& all, uint32_t nlanes) {
   Executor& ex = c->engine->exec();
   const TransportParams& tp = c->engine->transport();
   const TransportParams& g = c->geometry;
   const int nranks = c->nranks, next = (c->rank + 1) % nranks, prev = (c->rank - 1 + nranks) % nranks;
-  RegionInfo my_region{};
-  my_region.p2p_ok = !c->settings.p2p_disable;
+  std::vector<int> devices;  // of the ranks of this host that this rank connects with (itself included)
   for (int q = 0; q < nranks; ++q)
     if (!c->net.remote[size_t(q)] && (tp.p2p_chan > 0 || q == next || q == prev))
-      my_region.p2p_ok = my_region.p2p_ok && ex.peer_access(all[size_t(q)].device);
+      devices.push_back(all[size_t(q)].device);
+  RegionInfo my_region{};
+  my_region.offer = transport_offer(ex, devices, {.host_memory = c->net.any, .peer_memory = !c->settings.p2p_disable});
   std::vector<RegionInfo> regions(static_cast<size_t>(nranks));
   c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
-  bool host_path = c->net.any;
-  for (const auto& r : regions) host_path = host_path || !r.p2p_ok;
-  c->host_path = host_path;
+  std::vector<uint32_t> offers;
+  for (const RegionInfo& r : regions) offers.push_back(r.offer);
+  c->transport = choose_transport(ex, offers);
+  Transport& t = *c->transport;
   const uint64_t region_bytes = core::region_bytes(g.nchan, nlanes, g.nslots, g.slot_bytes);
-  c->region = ex.alloc_region(region_bytes, host_path);
+  c->region = t.alloc_region(region_bytes);
   my_region.region = c->region;
   c->bootstrap->allgather(&my_region, sizeof(my_region), regions.data());
   auto neighbour = [&](int q, RegionBlob& blob) {
     if (c->net.remote[size_t(q)]) return net_shadow(c, region_bytes, true);
     blob = regions[size_t(q)].region;
-    return ex.map_region(blob);
+    return t.map_region(blob);
   };
   c->next_ptr = neighbour(next, c->next_blob);
   c->prev_ptr = (prev == next) ? c->next_ptr : neighbour(prev, c->prev_blob);
   c->bootstrap->barrier();
-  ex.region_mapped_by_all(c->region);
-  p2p_connect(c, host_path);
+  t.mapped_by_all(c->region);
+  p2p_connect(c);
 }
 
 // comm_init, step 3: the communicator as the daemon sees it (CommStatic in device memory, its private lane states).
@@ -444,8 +446,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
         "communicator {}: rank {} of {} on device {} ({} executor, {} mode); to ranks {} and {} through {}", c->index,
         rank, nranks, cfg.device, cfg.executor == dfcclExecutorHost ? "host" : "CUDA",
         cfg.mode == dfcclModeBlocking ? "blocking" : "preemptive", c->host_dev.s.prev, c->host_dev.s.next,
-        c->host_path ? "shared host memory"
-                     : (cfg.executor == dfcclExecutorHost ? "shared memory" : "GPU peer memory"));
+        c->transport->name());
   } catch (...) {
     release(c.get(), Release::Free);
     throw;

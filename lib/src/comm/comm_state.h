@@ -14,8 +14,8 @@
 #include "core/types.h"
 #include "dfccl.h"
 #include "engine/engine_config.h"
-#include "executor/executor.h"
 #include "settings/settings.h"
+#include "transport/transport.h"
 
 namespace dfccl {
 
@@ -105,8 +105,10 @@ struct dfcclComm {
   // The DFCCL_* settings read at init: abort and destroy use these and never read the environment.
   dfccl::CommSettings settings{};
   int rank = 0, nranks = 0;
-  bool host_path = false;  // connection regions in shared host memory (no peer access between the neighbours)
-  uint32_t index = ~0u;    // in the engine's communicator table
+  // Where its connection regions live, chosen at init (transport/transport.h); every region and mapping of the
+  // communicator is made and released by it. Null before the choice and after release.
+  std::shared_ptr<dfccl::Transport> transport;
+  uint32_t index = ~0u;  // in the engine's communicator table
   dfccl::core::CommDev host_dev{};
   dfccl::core::CommDev* dev = nullptr;
   dfccl::core::LaneState* lanes = nullptr;

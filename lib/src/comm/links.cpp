@@ -131,11 +131,11 @@ TransportParams net_geometry(const dfcclComm* c, const TransportParams& engine) 
 }
 
 void* net_shadow(dfcclComm* c, uint64_t bytes, bool ring) {
-  Executor& ex = c->engine->exec();
-  RegionBlob blob = ex.alloc_region(bytes, true);
+  Transport& t = *c->transport;  // its regions are in host memory (comm_init: TransportNeeds::host_memory)
+  RegionBlob blob = t.alloc_region(bytes);
   c->net.shadows.push_back(blob);
   c->net.shadow_bytes[ring ? 0 : 1] += bytes;
-  ex.region_mapped_by_all(blob);  // nobody else maps it: its name can go
+  t.mapped_by_all(blob);  // nobody else maps it: its name can go
   return reinterpret_cast<void*>(blob.ptr);
 }
 

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "engine/engine_config.h"
-#include "executor/executor.h"
 #include "net/proxy.h"
 
 struct dfcclComm;

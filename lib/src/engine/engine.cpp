@@ -106,8 +106,8 @@ Engine::~Engine() {
   net_.clear();  // the proxies may still use the leftovers' regions
   for (const Leftovers& left : retired_) {
     try {
-      for (const auto& [p, blob] : left.mapped) exec_->unmap_region(p, blob);
-      for (const RegionBlob& r : left.regions) exec_->free_region(r);
+      for (const auto& [p, blob] : left.mapped) left.transport->unmap_region(p, blob);
+      for (const RegionBlob& r : left.regions) left.transport->free_region(r);
       for (void* p : left.device) exec_->free_device(p);
     } catch (...) {
       // Teardown of an engine whose device faulted: what is left goes with the process.

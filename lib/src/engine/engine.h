@@ -21,6 +21,7 @@
 #include "engine/engine_config.h"
 #include "engine/requests.h"
 #include "executor/executor.h"
+#include "transport/transport.h"
 
 namespace dfccl {
 
@@ -85,6 +86,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // device memory. Caller: the abort, which must make no CUDA call (another thread's implicit synchronization can
   // hold every one of them until the daemon leaves). Takes no lock that is held across a CUDA call.
   struct Leftovers {
+    std::shared_ptr<Transport> transport;              // the communicator's: it made the regions and the mappings
     std::vector<RegionBlob> regions;                   // this rank's own regions
     std::vector<std::pair<void*, RegionBlob>> mapped;  // peers' regions mapped here
     std::vector<void*> device;                         // device allocations (lane states, CommDev)

@@ -1,6 +1,6 @@
-// What the host runtime needs from an executor: memory, control writes, stream-ordered words, daemon launches, the
-// device synchronization, and the transport's shared regions. Two implementations: executor_cuda.cpp (the GPU)
-// and executor_host.cpp (CPU threads over shared memory).
+// What the host runtime needs from an executor: memory, control writes, stream-ordered words, daemon launches and the
+// device synchronization. Two implementations: executor_cuda.cpp (the GPU) and executor_host.cpp (CPU threads). The
+// connection regions between ranks come from the intra-host transports (transport/transport.h).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,17 +14,6 @@
 #include "dfccl.h"
 
 namespace dfccl {
-
-// What a rank publishes so that peers can map its connection region (exchanged through the bootstrap).
-struct RegionBlob {
-  uint32_t pid;
-  int32_t device;
-  uint64_t ptr;  // the owner's address (same process: usable directly)
-  uint64_t bytes;
-  uint32_t host_memory;  // 1: POSIX shared memory named by handle (host executor, or GPUs without peer access)
-  uint32_t pad;
-  char handle[96];  // CUDA IPC handle (64 bytes) or shared-memory name
-};
 
 class Executor {
  public:
@@ -78,15 +67,6 @@ class Executor {
   virtual void launch(const core::EngineView& ev) = 0;
   virtual bool exited() = 0;
   virtual void device_synchronize() = 0;
-
-  // Transport regions: allocate mine (zero-filled), map a peer's, release. host_memory: put it in shared host
-  // memory (the CUDA executor's path between GPUs without peer access; the host executor always does).
-  virtual bool peer_access(int peer_device) = 0;
-  virtual RegionBlob alloc_region(size_t bytes, bool host_memory) = 0;
-  virtual void* map_region(const RegionBlob& blob) = 0;
-  virtual void unmap_region(void* p, const RegionBlob& blob) = 0;
-  virtual void free_region(const RegionBlob& blob) = 0;
-  virtual void region_mapped_by_all(const RegionBlob& blob) = 0;  // every peer mapped it (host: unlink its name)
 };
 
 std::unique_ptr<Executor> make_host_executor(int device);

@@ -1,10 +1,9 @@
 // The CUDA executor: the daemon kernel on an internal non-blocking stream, control writes on a second internal
-// stream (never behind application work), stream memory operations for doorbells and completion waits, and CUDA
-// IPC (between processes) or peer pointers (inside one process) for connection regions.
+// stream (never behind application work), stream memory operations for doorbells and completion waits (its
+// connection regions: transport/peer_memory.cpp and transport/host_memory.cpp).
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -12,7 +11,6 @@
 
 #include "cuda/daemon.h"
 #include "executor/executor.h"
-#include "executor/shm_region.h"
 #include "settings/settings.h"
 #include "util/error.h"
 
@@ -179,88 +177,7 @@ class CudaExecutor final : public Executor {
     DFCCL_CUDA(cudaDeviceSynchronize());
   }
 
-  bool peer_access(int peer_device) override {
-    if (peer_device == device_) return true;
-    int can = 0;
-    DFCCL_CUDA(cudaDeviceCanAccessPeer(&can, device_, peer_device));
-    return can != 0;
-  }
-
-  RegionBlob alloc_region(size_t bytes, bool host_memory) override {
-    if (host_memory) {
-      // No peer access: the region lives in shared host memory that every GPU of the host maps (slower: PCIe, and
-      // receivers poll host memory; documented in docs/design.md).
-      RegionBlob blob = shm_region_create(device_, bytes, "CUDA executor (host path)");
-      register_host(reinterpret_cast<void*>(blob.ptr), bytes);
-      return blob;
-    }
-    RegionBlob blob{};
-    void* p = alloc_device(bytes);
-    cudaIpcMemHandle_t h;
-    DFCCL_CUDA(cudaIpcGetMemHandle(&h, p));
-    static_assert(sizeof(h) <= sizeof(blob.handle));
-    std::memcpy(blob.handle, &h, sizeof(h));
-    blob.pid = uint32_t(getpid());
-    blob.device = device_;
-    blob.ptr = reinterpret_cast<uint64_t>(p);
-    blob.bytes = bytes;
-    return blob;
-  }
-  void* map_region(const RegionBlob& blob) override {
-    DFCCL_CUDA(cudaSetDevice(device_));
-    if (blob.host_memory) {
-      void* p = shm_region_map(blob, "CUDA executor (host path)");
-      register_host(p, blob.bytes);
-      return p;
-    }
-    if (!peer_access(blob.device))
-      throw Error(dfcclInternalError,
-                  fmt::format("GPU {} cannot access GPU {}: the communicator should have chosen the "
-                              "host path",
-                              device_, blob.device));
-    if (blob.pid == uint32_t(getpid())) {
-      if (blob.device != device_) {
-        const cudaError_t e = cudaDeviceEnablePeerAccess(blob.device, 0);
-        if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-        else DFCCL_CUDA(e);
-      }
-      return reinterpret_cast<void*>(blob.ptr);
-    }
-    cudaIpcMemHandle_t h;
-    std::memcpy(&h, blob.handle, sizeof(h));
-    void* p = nullptr;
-    DFCCL_CUDA(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
-    return p;
-  }
-  void unmap_region(void* p, const RegionBlob& blob) override {
-    cudaSetDevice(device_);
-    if (blob.host_memory) {
-      cudaHostUnregister(p);
-      shm_region_unmap(p, blob);
-    } else if (blob.pid != uint32_t(getpid())) {
-      cudaIpcCloseMemHandle(p);
-    }
-  }
-  void free_region(const RegionBlob& blob) override {
-    if (blob.host_memory) {
-      cudaSetDevice(device_);
-      cudaHostUnregister(reinterpret_cast<void*>(blob.ptr));
-      shm_region_free(blob);
-    } else {
-      free_device(reinterpret_cast<void*>(blob.ptr));
-    }
-  }
-  void region_mapped_by_all(const RegionBlob& blob) override {
-    if (blob.host_memory) shm_region_unlink(blob);
-  }
-
  private:
-  // Registers host memory for device access; with unified addressing its host address is its device address.
-  void register_host(void* p, size_t bytes) {
-    DFCCL_CUDA(cudaSetDevice(device_));
-    DFCCL_CUDA(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
-  }
-
   int device_;
   unsigned threads_;  // per daemon block: DFCCL_THREADS
   unsigned resident_ = 0;

@@ -1,5 +1,5 @@
-// The host executor: the daemon's blocks are CPU threads; "device memory" is process memory; connection regions
-// are POSIX shared memory so that ranks may be threads of one process or separate (MPI) processes.
+// The host executor: the daemon's blocks are CPU threads; "device memory" is process memory (its connection regions:
+// transport/shared_memory.cpp).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "executor/executor.h"
-#include "executor/shm_region.h"
 #include "host/exec_host.h"
 #include "util/error.h"
 #include "util/thread_name.h"
@@ -104,14 +103,6 @@ class HostExecutor final : public Executor {
     const uint64_t target = running_blocks_ ? launched_ : finished_;
     cv_.wait(lk, [&] { return finished_ >= target; });
   }
-
-  bool peer_access(int) override { return true; }
-  RegionBlob alloc_region(size_t bytes, bool) override { return shm_region_create(device_, bytes, "host executor"); }
-  // Always a mapping of our own, also inside one process: the owner may unmap its region (abort) while we run.
-  void* map_region(const RegionBlob& blob) override { return shm_region_map(blob, "host executor"); }
-  void unmap_region(void* p, const RegionBlob& blob) override { shm_region_unmap(p, blob); }
-  void free_region(const RegionBlob& blob) override { shm_region_free(blob); }
-  void region_mapped_by_all(const RegionBlob& blob) override { shm_region_unlink(blob); }
 
  private:
   void join() {

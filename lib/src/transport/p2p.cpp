@@ -155,9 +155,10 @@ uint64_t p2p_arena_bytes(uint32_t nchan, uint32_t nlanes, uint32_t nslots, uint3
   return std::max(least, core::round_up(arena_bytes, uint64_t(4096)));
 }
 
-void p2p_connect(dfcclComm* c, bool host_memory) {
+void p2p_connect(dfcclComm* c) {
   Engine& e = *c->engine;
   Executor& ex = e.exec();
+  Transport& t = *c->transport;
   const TransportParams& tp = e.transport();
   const TransportParams& g = c->geometry;  // the connections' shape (the lane states cover every engine block)
   P2pConnections& p = c->p2p;
@@ -167,18 +168,18 @@ void p2p_connect(dfcclComm* c, bool host_memory) {
   p.on_first_use = !c->net.any;
   const bool graphs = tp.graph_lane && p.on_first_use;  // as the communicator's graph lane (comm_init)
   p.nlanes = graphs ? kP2pGraphLanes : kP2pLanes;
-  p.region = ex.alloc_region(
-      p2p_arena_bytes(p.nchan, p.nlanes, g.nslots, g.slot_bytes, n, g.p2p_arena, !p.on_first_use), host_memory);
+  p.region =
+      t.alloc_region(p2p_arena_bytes(p.nchan, p.nlanes, g.nslots, g.slot_bytes, n, g.p2p_arena, !p.on_first_use));
   if (p.on_first_use) table(c).use[c->rank].capacity = p.region.bytes;  // before the barrier below
   p.blobs.resize(size_t(n));
   c->bootstrap->allgather(&p.region, sizeof(RegionBlob), p.blobs.data());
   p.mapped.assign(size_t(n), nullptr);
   for (int q = 0; q < n; ++q) {
     if (c->net.remote[size_t(q)]) continue;
-    p.mapped[size_t(q)] = q == c->rank ? reinterpret_cast<void*>(p.region.ptr) : ex.map_region(p.blobs[size_t(q)]);
+    p.mapped[size_t(q)] = q == c->rank ? reinterpret_cast<void*>(p.region.ptr) : t.map_region(p.blobs[size_t(q)]);
   }
   c->bootstrap->barrier();
-  ex.region_mapped_by_all(p.region);
+  t.mapped_by_all(p.region);
 
   // Lane states for every engine block (a descriptor's blocks past its channels still take their turn), then the
   // captured lanes' turn counters (zeroed).

@@ -29,15 +29,14 @@
 #include <vector>
 
 #include "core/region.h"
-#include "executor/executor.h"
 
 struct dfcclComm;
 
 namespace dfccl {
 
-// Caller: comm_init, every rank together, after the ring's regions (bootstrap rounds). Allocates this rank's arena,
-// maps every peer's, and fills c->p2p. host_memory: arenas in shared host memory (as the ring's).
-void p2p_connect(dfcclComm* c, bool host_memory);
+// Caller: comm_init, every rank together, after the ring's regions (bootstrap rounds). Allocates this rank's arena
+// and maps every peer's through the communicator's transport (c->transport), and fills c->p2p.
+void p2p_connect(dfcclComm* c);
 // Caller: a submission, under c->mu, before it reads p2p_static for these peers. Connects this rank with each of
 // them that it is not connected with yet: carves the connections no peer has carved (see above), reads the others.
 // Throws dfcclTimeout naming the rank that holds the segment's lock past the init timeout (a process that died

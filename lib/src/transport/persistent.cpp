@@ -59,16 +59,16 @@ void throw_if_lane_gone(dfcclComm* c, int q, int id) {
 
 // Maps rank q's lane region for `id`; the last of its readers (its ring neighbours) removes a shared-memory name.
 void* map_lane(dfcclComm* c, int q, int id, const RegionBlob& blob) {
-  Executor& ex = c->engine->exec();
+  Transport& t = *c->transport;
   void* p = nullptr;
   try {
-    p = ex.map_region(blob);
+    p = t.map_region(blob);
   } catch (const Error&) {
     throw_if_lane_gone(c, q, id);  // q freed it: say why
     throw;
   }
   const uint64_t readers = c->nranks <= 2 ? 1 : 2;
-  if (c->bootstrap->take_note(q, id) == readers) ex.region_mapped_by_all(blob);
+  if (c->bootstrap->take_note(q, id) == readers) t.mapped_by_all(blob);
   return p;
 }
 
@@ -85,7 +85,7 @@ void persistent_prepare(dfcclComm* c, int id) {
   const TransportParams& g = c->geometry;
   if (!l.lanes)
     l.lanes = static_cast<core::LaneState*>(ex.alloc_device(sizeof(core::LaneState) * c->engine->transport().nchan));
-  l.mine = ex.alloc_region(core::region_bytes(g.nchan, 1, g.nslots, g.slot_bytes), c->host_path);
+  l.mine = c->transport->alloc_region(core::region_bytes(g.nchan, 1, g.nslots, g.slot_bytes));
   c->bootstrap->post_note(id, &l.mine, sizeof(l.mine));
 }
 

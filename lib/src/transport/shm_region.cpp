@@ -1,4 +1,4 @@
-#include "executor/shm_region.h"
+#include "transport/shm_region.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -67,7 +67,6 @@ RegionBlob shm_region_create(int device, size_t bytes, const char* who) {
   blob.device = device;
   blob.ptr = reinterpret_cast<uint64_t>(p);
   blob.bytes = bytes;
-  blob.host_memory = 1;
   std::snprintf(blob.handle, sizeof(blob.handle), "%s", name.c_str());
   return blob;
 }
