@@ -49,7 +49,7 @@ std::shared_ptr<Engine> Engine::acquire(dfcclExecutor_t executor, int device, df
 }
 
 Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode, const EngineSettings& settings)
-    : exec_(std::move(exec)) {
+    : exec_(std::move(exec)), slots_(exec_->device(), exec_->kind() == dfcclExecutorHost) {
   cfg_ = EngineConfig::make(*exec_, mode, settings);
   backoff_ns_ = cfg_.relaunch_min_ns;
   const std::string serialized = exec_->serialization();
@@ -78,12 +78,9 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode, const EngineSet
       cfg_.params.blocking ? "blocking" : "preemptive", cfg_.params.nblocks, exec_->threads_per_block(),
       cfg_.params.prefetch ? " + prefetcher" : "", cfg_.wait_kernel ? "a polling kernel" : "a stream memory wait",
       cfg_.transport.nslots, cfg_.transport.slot_bytes, cfg_.transport.seq_lanes, cfg_.transport.persistent_lanes);
-  stuck_warn_ns_ = cfg_.stuck_warn_ns;
   g_ = static_cast<core::EngineGlobal*>(exec_->alloc_device(sizeof(core::EngineGlobal)));
   ctx_ = static_cast<core::ChanCtx*>(exec_->alloc_device(sizeof(core::ChanCtx) * kMaxSlots * cfg_.params.nblocks));
   h_ = static_cast<core::EngineHost*>(exec_->alloc_pinned(sizeof(core::EngineHost)));
-  free_slots_.reserve(kMaxSlots);
-  for (uint32_t s = kMaxSlots; s-- > 0;) free_slots_.push_back(s);
   progress_ = std::thread([this] {
     name_this_thread("progress");
     progress_loop();
@@ -142,7 +139,7 @@ uint32_t Engine::attach(core::CommDev* dev_comm, std::shared_ptr<const ArrivalSo
       }
       __atomic_store_n(&comm_dev_[i], dev_comm, __ATOMIC_RELEASE);
       __atomic_store_n(&comm_gen_[i], ++attachments_, __ATOMIC_RELAXED);
-      comm_outstanding_[i].store(0);
+      slots_.reset_comm(i);
       return i;
     }
   }
@@ -194,30 +191,12 @@ std::vector<int> Engine::missing_ranks(const RequestState& r) {
       throw Error(dfcclTimeout, fmt::format("dfcclRequestGetMissingRanks: the engine of device {} was busy for {} ms "
                                             "(a thread inside a CUDA call that an implicit synchronization holds?)",
                                             exec_->device(), kLockWaitMs));
-    const SlotUse& use = slots_[r.slot];
+    const SlotTable::Use& use = slots_.use(r.slot);
     if (use.req.get() != &r) return out;  // finished: its slot serves another collective or none
     d = h_->desc[r.slot];
     a = arrivals_of(use.comm);
   }
   return a ? a->missing_ranks(d) : out;
-}
-
-uint32_t Engine::ring_for_locked(cudaStream_t stream) {
-  if (exec_->kind() == dfcclExecutorHost) stream = nullptr;  // the host executor has no streams: one ring
-  int free_ring = -1;
-  for (uint32_t r = 0; r < core::kGraphRing; ++r) {  // the last ring is the graphs' (graph_start.h)
-    if (rings_[r].used && rings_[r].stream == stream) return r;
-    if (free_ring < 0 && (!rings_[r].used || rings_[r].outstanding == 0)) free_ring = int(r);
-  }
-  // A ring whose collectives all completed has been read past by every block: it can serve another stream.
-  if (free_ring < 0)
-    throw Error(dfcclNoResources, fmt::format("collectives are outstanding on {} different streams of device {} "
-                                              "(limit); wait for some before using another stream",
-                                              core::kGraphRing, exec_->device()));
-  Ring& ring = rings_[free_ring];
-  ring.used = true;
-  ring.stream = stream;
-  return uint32_t(free_ring);
 }
 
 std::shared_ptr<RequestState> Engine::submit(core::Desc d, uint32_t comm_index, cudaStream_t stream) {
@@ -234,11 +213,11 @@ std::vector<std::shared_ptr<RequestState>> Engine::submit_chain(std::span<const 
                                                                 std::span<const uint32_t> comms, cudaStream_t stream) {
   std::unique_lock<std::mutex> lk(mu_);
   if (!fault_.empty()) throw Error(dfcclUnhandledCudaError, fault_);
-  if (free_slots_.size() < descs.size())
+  if (slots_.free_count() < descs.size())
     throw Error(dfcclNoResources,
                 fmt::format("{} collectives are outstanding on device {} (limit {}); this call needs {} more slots: "
                             "wait for some to complete before submitting more",
-                            kMaxSlots - free_slots_.size(), exec_->device(), kMaxSlots, descs.size()));
+                            kMaxSlots - slots_.free_count(), exec_->device(), kMaxSlots, descs.size()));
   std::vector<std::shared_ptr<RequestState>> reqs;
   reqs.reserve(descs.size());
   bool chained = comms.size() == descs.size();
@@ -263,26 +242,19 @@ std::vector<std::shared_ptr<RequestState>> Engine::submit_chain(std::span<const 
 
 // Caller: submit_many, under mu_, with a free slot.
 std::shared_ptr<RequestState> Engine::submit_locked(core::Desc d, uint32_t comm_index, cudaStream_t stream) {
-  const uint32_t ring = ring_for_locked(stream);
-  const uint32_t slot = free_slots_.back();
-  free_slots_.pop_back();
+  const uint32_t ring = slots_.ring_for(stream);
   d.seq = ++seq_;
   d.comm = uint16_t(comm_index);
   d.comm_gen = __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED);
-  h_->desc[slot] = d;
   auto req = std::make_shared<RequestState>();
   req->seq = d.seq;
-  req->slot = slot;
   req->settles = comm_settles_[comm_index];
   req->engine = shared_from_this();
   req->info.status = dfcclInProgress;
   req->info.submitNs = host_now_ns();
-  slots_[slot] = SlotUse{req, comm_index, ring};
-  Ring& rg = rings_[ring];
-  const uint64_t pos = rg.next_pos++;
-  rg.outstanding += 1;
-  outstanding_ += 1;
-  comm_outstanding_[comm_index].fetch_add(1);
+  uint64_t pos = 0;
+  const uint32_t slot = slots_.occupy(req, comm_index, ring, &pos);
+  h_->desc[slot] = d;
   submitted_ += 1;
   // Posted before the doorbell, so that the daemon's prefetcher can copy the descriptor ahead of it
   // (scheduler/prefetcher.h, prefetch_descs): the record of posting number seq - 1, with the descriptor in it
@@ -311,14 +283,12 @@ std::shared_ptr<RequestState> Engine::submit_locked(core::Desc d, uint32_t comm_
 // At most once a second: the oldest pending collective, if it has been pending longer than DFCCL_STUCK_WARN_S, is
 // named in a warning (once per collective).
 void Engine::warn_if_stuck_locked(uint64_t now) {
-  if (stuck_warn_ns_ == 0 || outstanding_ == 0 || now - last_stuck_check_ns_ < 1000000000ull) return;
+  if (cfg_.stuck_warn_ns == 0 || slots_.outstanding() == 0 || now - last_stuck_check_ns_ < 1000000000ull) return;
   last_stuck_check_ns_ = now;
-  const SlotUse* oldest = nullptr;
-  for (const SlotUse& use : slots_)
-    if (use.req && (!oldest || use.req->seq < oldest->req->seq)) oldest = &use;
+  const SlotTable::Use* oldest = slots_.oldest();
   if (!oldest || oldest->req->seq <= stuck_warned_seq_) return;
   const uint64_t submitted = oldest->req->info.submitNs;  // may be after `now`: submitted since it was read
-  if (now < submitted || now - submitted < stuck_warn_ns_) return;
+  if (now < submitted || now - submitted < cfg_.stuck_warn_ns) return;
   const uint64_t age = now - submitted;
   stuck_warned_seq_ = oldest->req->seq;
   const core::Desc& d = h_->desc[oldest->req->slot];
@@ -326,7 +296,7 @@ void Engine::warn_if_stuck_locked(uint64_t now) {
       "device {}: collective {} (communicator {}, rank {} of {}, kind {}, count {}) pending for {} s{}{}; "
       "{} collectives outstanding; dfcclDebugDump shows what each block holds",
       exec_->device(), d.seq, oldest->comm, d.cs.rank, d.cs.nranks, int(d.kind), d.count, age / 1000000000ull,
-      oldest->waited ? ", a stream waits on it" : "", arrivals_text(oldest->comm, d), outstanding_);
+      oldest->waited ? ", a stream waits on it" : "", arrivals_text(oldest->comm, d), slots_.outstanding());
 }
 
 void Engine::launch_locked(uint64_t now) {
@@ -347,7 +317,7 @@ void Engine::launch_locked(uint64_t now) {
 // A stuck exit's back-off waits for peers that have not arrived; data or credits from another host mean that one
 // has (its daemon may be backing off too: waiting out both back-offs stalls a transfer for milliseconds).
 bool Engine::relaunch_due_locked(uint64_t now) {
-  if (running_ || (outstanding_ == 0 && !graph_pending()) || !fault_.empty()) return false;
+  if (running_ || (slots_.outstanding() == 0 && !graph_pending()) || !fault_.empty()) return false;
   if (now < next_launch_ns_ && net_deliveries() != net_seen_) next_launch_ns_ = now;
   return now >= next_launch_ns_;
 }
@@ -375,20 +345,10 @@ Engine::Failed Engine::fault_locked(const std::string& why) {
   }
   Failed taken{{}, fault_};
   for (uint32_t slot = 0; slot < core::kMaxSlots; ++slot)
-    if (slots_[slot].req) taken.reqs.push_back(take_slot_locked(slot, true));
+    if (slots_.use(slot).req) taken.reqs.push_back(slots_.vacate(slot, true));
   compact_waits_locked();
   cv_.notify_all();
   return taken;
-}
-
-std::shared_ptr<RequestState> Engine::take_slot_locked(uint32_t slot, bool free_now) {
-  SlotUse& use = slots_[slot];
-  if (free_now) free_slots_.push_back(slot);
-  rings_[use.ring].outstanding -= 1;
-  use.waited = false;  // its entry in EngineHost::waits goes at the next compact_waits_locked
-  comm_outstanding_[use.comm].fetch_sub(1);
-  outstanding_ -= 1;
-  return std::move(use.req);
 }
 
 uint64_t Engine::net_deliveries() {
@@ -420,7 +380,7 @@ bool Engine::drain_completions() {
       std::atomic_thread_fence(std::memory_order_acquire);  // the host executor: the collective's data
       ++cq_head_;
       const uint32_t slot = info.slot;
-      SlotUse& use = slots_[slot];
+      const SlotTable::Use& use = slots_.use(slot);
       done[n].info = info;
       done[n].failure = {dfcclSuccess, std::string()};
       done[n].desc = h_->desc[slot];
@@ -429,7 +389,7 @@ bool Engine::drain_completions() {
         done[n].failure = failure_[use.comm];
       }
       const bool settles = use.req && use.req->settles;  // its slot is freed once it settles (finish_request)
-      done[n++].req = take_slot_locked(slot, !settles);
+      done[n++].req = slots_.vacate(slot, !settles);
       completed_ += 1;
       backoff_ns_ = cfg_.relaunch_min_ns;  // progress: the next stuck exit starts a new back-off
     } while (n < done.size() && next_entry());
@@ -453,28 +413,11 @@ bool Engine::drain_completions() {
       req->info.preemptions = info.preemptions;
       req->info.waitUs = info.wait_us;
     }
-    complete_or_hold(req, status, error, done[k].desc);
+    // Its ranks' signatures first where they come from other hosts (Settlement).
+    const core::Desc& d = done[k].desc;
+    settlement_.finish_or_hold(req, status, error, d, status == dfcclSuccess ? arrivals_of(d.comm) : nullptr,
+                               host_now_ns());
   }
-  return true;
-}
-
-void Engine::complete_or_hold(const std::shared_ptr<RequestState>& req, int status, const std::string& error,
-                              const core::Desc& d) {
-  if (status == dfcclSuccess) {  // the ranks' signatures first (the match board across hosts)
-    Unsettled u{req, d, arrivals_of(d.comm), host_now_ns() + kSettleNs};
-    if (u.arrivals) {
-      if (!settle(u, false)) unsettled_.push_back(std::move(u));
-      return;
-    }
-  }
-  finish_request(req, status, error);
-}
-
-bool Engine::settle(const Unsettled& u, bool final) {
-  bool pending = false;
-  const std::string mismatch = u.arrivals->settled(u.desc, &pending);
-  if (pending && !final) return false;
-  finish_request(u.req, mismatch.empty() ? dfcclSuccess : dfcclInvalidUsage, mismatch);
   return true;
 }
 
@@ -484,12 +427,8 @@ void Engine::finish_request(const std::shared_ptr<RequestState>& req, int status
   if (!req->settles) return;
   std::lock_guard<std::mutex> lk(mu_);
   __atomic_store_n(&h_->settled[req->slot], req->seq, __ATOMIC_RELEASE);
-  free_slots_.push_back(req->slot);
+  slots_.give_back(req->slot);
   cv_.notify_all();
-}
-
-bool Engine::settle_unsettled(uint64_t now) {
-  return std::erase_if(unsettled_, [&](const Unsettled& u) { return settle(u, now >= u.deadline); }) > 0;
 }
 
 void Engine::progress_loop() {
@@ -499,7 +438,7 @@ void Engine::progress_loop() {
   Failed failed;  // the requests a failed relaunch took out (fault_locked)
   while (!stop_) {
     bool busy = drain_completions();
-    if (!unsettled_.empty()) busy = settle_unsettled(host_now_ns()) || busy;
+    if (!settlement_.empty()) busy = settlement_.settle_due(host_now_ns()) || busy;
     // Whether the daemon has left is a CUDA call (an event query), which competes for the driver's locks with the
     // application's calls and this engine's submissions and waits. Ask only once the daemon has said that it leaves
     // (exit_reason), or every kExitQueryNs otherwise (a launch that failed, a fault, a quit).
@@ -516,7 +455,8 @@ void Engine::progress_loop() {
         failed = relaunch_locked(now);
         busy = true;
       }
-      if (!busy && !running_ && outstanding_ == 0 && unsettled_.empty()) {  // graphs: their replays post starts
+      // Nothing to do: wait for a submission, briefly where graphs exist (a replay's starts wake no one).
+      if (!busy && !running_ && slots_.outstanding() == 0 && settlement_.empty()) {
         cv_.wait_for(lk, ngraph_slots_.load() ? std::chrono::microseconds(20) : std::chrono::microseconds(50000));
         busy_ns = host_now_ns();  // the quiet time of new work counts from here
         continue;
@@ -534,8 +474,7 @@ void Engine::progress_loop() {
       std::this_thread::yield();
     }
   }
-  for (const Unsettled& u : unsettled_) settle(u, true);
-  unsettled_.clear();
+  settlement_.settle_all();
 }
 
 // Caller: the progress thread, holding mu_, while the daemon runs and an exit query is due. Asks the executor whether
@@ -554,7 +493,7 @@ bool Engine::daemon_gone_locked(uint64_t now) {
   const uint64_t reason = __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE);
   if (reason != core::kExitStuck) {
     exits_idle_ += 1;
-    if (outstanding_ > 0) late_doorbells_ += 1;  // submitted work the daemon had not seen yet
+    if (slots_.outstanding() > 0) late_doorbells_ += 1;  // submitted work the daemon had not seen yet
     next_launch_ns_ = now + cfg_.relaunch_min_ns;
     return true;
   }

@@ -18,8 +18,11 @@
 
 #include "core/block.h"
 #include "dfccl.h"
+#include "engine/arrivals.h"
 #include "engine/engine_config.h"
 #include "engine/requests.h"
+#include "engine/settlement.h"
+#include "engine/slot_table.h"
 #include "executor/executor.h"
 #include "transport/transport.h"
 
@@ -29,26 +32,6 @@ class Engine;
 namespace net {
 class Proxy;
 }
-
-// What a communicator's ranks have called, for the stuck warning and dfcclDebugDump (MatchBoard).
-class ArrivalSource {
- public:
-  virtual ~ArrivalSource() = default;
-  // Which of d's ranks have not called d's collective yet, as text; callable from any thread.
-  virtual std::string missing(const core::Desc& d) const = 0;
-  // The same as ranks of the communicator, in increasing order.
-  virtual std::vector<int> missing_ranks(const core::Desc& d) const = 0;
-  // Caller: the progress thread, for d's collective that finished on this rank, before its request reports success.
-  // "" when every rank's signature of d known here agrees with this rank's; the mismatch's text when one differs;
-  // *pending when some rank's is not known here yet (on its way from another host). Default: nothing to check.
-  virtual std::string settled(const core::Desc& d, bool* pending) const {
-    *pending = false;
-    (void)d;
-    return {};
-  }
-  // Whether settled() can hold a request back (the communicator spans hosts); fixed once the engine has it.
-  virtual bool across_hosts() const { return false; }
-};
 
 // The slots and groups that captured graphs hold (engine_graph.cpp; docs/design.md, "CUDA graphs"): shared by the
 // engine and the graphs' release records, so that a graph destroyed after its engine frees nothing twice. No CUDA
@@ -135,6 +118,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // again. why: the status they report (dfcclAborted, or dfcclRemoteError when a peer failed, with message).
   void abort_comm(uint32_t comm_index, dfcclResult_t why = dfcclAborted, const std::string& message = {});
 
+  // dfcclRequestGetMissingRanks: the ranks that have not called r's collective (none once it finished); a compound
+  // request's, merged.
+  std::vector<int> missing_ranks(const RequestState& r);
+
   // Throws dfcclTimeout when the engine's lock stays busy for kLockWaitMs.
   dfcclStats_t stats();
   // dfcclDebugDump: the engine's state as the host and the device see it, for diagnosing a hang (lines of text).
@@ -164,30 +151,14 @@ class Engine : public std::enable_shared_from_this<Engine> {
   Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode, const EngineSettings& settings);
   void progress_loop();
   bool drain_completions();
-  // A collective that finished while some rank's signature was not known on this host yet (ArrivalSource::settled):
-  // its request completes once it is, or at `deadline` (kSettleNs after it finished) with success.
-  struct Unsettled {
-    std::shared_ptr<RequestState> req;
-    core::Desc desc;
-    std::shared_ptr<const ArrivalSource> arrivals;
-    uint64_t deadline = 0;
-  };
-  static constexpr uint64_t kSettleNs = 200000000;
-  // How long a stream waits for a finished collective's settled word (EngineHost::settled) at most: longer than
-  // kSettleNs, which counts from the progress thread's drain, yet bounded, since that thread can be held in a launch
-  // by an implicit synchronization that waits for the stream.
-  static constexpr uint64_t kSettleWaitNs = kSettleNs + 100000000;
-  // A finished collective's request: completed now, or, when it succeeded and some rank's signature of d is not known
-  // here yet, held in unsettled_.
-  void complete_or_hold(const std::shared_ptr<RequestState>& req, int status, const std::string& error,
-                        const core::Desc& d);
-  // Completes u's request unless its signatures are still pending and !final; true when it did.
-  bool settle(const Unsettled& u, bool final);
-  // Caller: the progress thread, for a finished collective's request: complete_request, then, for a request with
-  // `settles`, its sequence number into EngineHost::settled (for the streams that wait) and its slot freed.
+  // Caller: the progress thread (settlement_), for a finished collective's request: complete_request, then, for a
+  // request with `settles`, its sequence number into EngineHost::settled (for the streams that wait) and its slot
+  // freed.
   void finish_request(const std::shared_ptr<RequestState>& req, int status, const std::string& error);
-  bool settle_unsettled(uint64_t now);  // the progress thread's turn over unsettled_; true when one completed
-  std::vector<Unsettled> unsettled_;    // the progress thread's only
+  // The requests of collectives across hosts that finished before their signatures were checked (settlement.h).
+  Settlement settlement_{[this](const std::shared_ptr<RequestState>& req, int status, const std::string& error) {
+    finish_request(req, status, error);
+  }};
   void launch_locked(uint64_t now);
   // A launch of the daemon that threw: the device's context has failed (a fault in any kernel of the process). The
   // requests that were pending on the device, to be completed with dfcclUnhandledCudaError and `why` once mu_ is
@@ -202,10 +173,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // on the device out of its slot. From then on no relaunch is tried and submissions are refused with fault_.
   Failed fault_locked(const std::string& why);
   void complete_failed(Failed& failed);  // without mu_: completes failed's requests and empties it
-  // Caller: holding mu_, for an occupied slot whose collective the device no longer runs (drained, or failed with
-  // its device). Takes its request out and its counts down; frees the slot unless !free_now (a request that still
-  // settles keeps it until finish_request).
-  std::shared_ptr<RequestState> take_slot_locked(uint32_t slot, bool free_now);
   std::string fault_;  // under mu_
   bool daemon_gone_locked(uint64_t now);
   void warn_if_stuck_locked(uint64_t now);
@@ -213,21 +180,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void confirm_wait(uint64_t probe);  // after listing a wait: a daemon will run for it (see engine.cpp)
   void compact_waits_locked();
   uint64_t waits_holding_locked();
-  uint32_t ring_for_locked(cudaStream_t stream);
   std::shared_ptr<RequestState> submit_locked(core::Desc d, uint32_t comm_index, cudaStream_t stream);
-
-  struct SlotUse {
-    std::shared_ptr<RequestState> req;
-    uint32_t comm = 0;
-    uint32_t ring = 0;
-    bool waited = false;  // a stream waits on it (dfcclWait): listed in EngineHost::waits
-  };
-  struct Ring {
-    cudaStream_t stream = nullptr;
-    uint64_t next_pos = 0;
-    uint32_t outstanding = 0;
-    bool used = false;
-  };
 
   std::unique_ptr<Executor> exec_;
   core::EngineGlobal* g_ = nullptr;
@@ -241,10 +194,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   std::mutex mu_;
   std::condition_variable cv_;  // completions and submissions
-  std::vector<uint32_t> free_slots_;
-  std::array<SlotUse, core::kMaxSlots> slots_{};
-  std::array<Ring, core::kMaxRings> rings_{};
-  std::array<std::atomic<uint32_t>, core::kMaxComms> comm_outstanding_{};  // read without the lock (abort)
+  SlotTable slots_;             // under mu_ (but its per-communicator counts: an abort reads them without it)
   // Attached communicators (device address; null: free). Atomic accesses: detach stores without the lock.
   std::array<core::CommDev*, core::kMaxComms> comm_dev_{};
   std::array<uint64_t, core::kMaxComms> comm_gen_{};  // their attachment numbers (Desc::comm_gen; atomic accesses)
@@ -258,12 +208,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::shared_ptr<const ArrivalSource> arrivals_of(uint32_t comm);  // takes failure_mu_
   std::string arrivals_text(uint32_t comm, const core::Desc& d);
 
- public:
-  // dfcclRequestGetMissingRanks: the ranks that have not called r's collective (none once it finished); a compound
-  // request's, merged.
-  std::vector<int> missing_ranks(const RequestState& r);
-
- private:
   // Whether a captured collective's instance is posted and not done (EngineHost::graph_posted, graph_done): the
   // progress thread relaunches the daemon for it. Reads only pinned memory and graph_slots_ (appended, never
   // shrunk), without a lock.
@@ -275,13 +219,12 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::mutex retired_mu_;
   std::vector<Leftovers> retired_;  // what aborted communicators left, freed with the engine
   uint64_t attachments_ = 0;
-  uint32_t outstanding_ = 0;
   uint64_t seq_ = 0, epoch_ = 0, cq_head_ = 0, probes_ = 0;
   uint64_t host_posted_ = 0;          // host-ordered submissions (EngineHost::host_ring)
   std::atomic<bool> running_{false};  // written under mu_; read without it by the progress loop's quiet turns
   uint64_t submitted_ = 0, completed_ = 0, launches_ = 0, exits_idle_ = 0, exits_stuck_ = 0, late_doorbells_ = 0;
   uint64_t standby_launches_ = 0;  // launches by confirm_wait while a daemon was running
-  uint64_t stuck_warn_ns_ = 0, last_stuck_check_ns_ = 0, stuck_warned_seq_ = 0;  // DFCCL_STUCK_WARN_S (0: off)
+  uint64_t last_stuck_check_ns_ = 0, stuck_warned_seq_ = 0;  // the stuck warning's (cfg_.stuck_warn_ns)
 
   std::atomic<bool> stop_{false};
   std::thread progress_;

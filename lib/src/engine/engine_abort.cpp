@@ -16,13 +16,13 @@ namespace dfccl {
 bool Engine::wait_comm_idle(uint32_t comm_index, int64_t timeout_ms) {
   const uint64_t t0 = host_now_ns();
   for (;;) {
-    if (comm_outstanding_[comm_index].load() == 0) return true;
+    if (slots_.comm_outstanding(comm_index) == 0) return true;
     if (host_now_ns() - t0 >= uint64_t(timeout_ms) * 1000000ull) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
-uint32_t Engine::outstanding(uint32_t comm_index) { return comm_outstanding_[comm_index].load(); }
+uint32_t Engine::outstanding(uint32_t comm_index) { return slots_.comm_outstanding(comm_index); }
 
 // Without the engine's lock (see wait_comm_idle). Concurrent aborts each store their entry, then count: the count's
 // release orders the entry before it, and whichever count the daemon sees covers every entry stored before it.

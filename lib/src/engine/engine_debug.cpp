@@ -37,19 +37,20 @@ std::string Engine::host_state_text_locked() {
       "{}, outstanding {}, stream waits listed {} (keeping the daemon {}; barrier probes issued {}, run {}), exit "
       "reason {}\n",
       exec_->device(), running_ ? "running" : "stopped", epoch_, launches_, exits_idle_, exits_stuck_, submitted_,
-      completed_, outstanding_, __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE), waits_holding_locked(), probes_,
+      completed_, slots_.outstanding(), __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE), waits_holding_locked(), probes_,
       __atomic_load_n(&h_->probe_done, __ATOMIC_ACQUIRE), __atomic_load_n(&h_->exit_reason, __ATOMIC_ACQUIRE));
   out += heartbeats_text();
   for (uint32_t s = 0; s < kMaxSlots; ++s) {
-    if (!slots_[s].req) continue;
+    const SlotTable::Use& use = slots_.use(s);
+    if (!use.req) continue;
     const core::Desc& d = h_->desc[s];
     out += fmt::format("  host slot {}: seq {} comm {} lane {} turn {} kind {} count {} priority {} ring {}{}{}\n", s,
-                       d.seq, d.comm, d.lane, d.turn, int(d.kind), d.count, d.priority, slots_[s].ring,
-                       slots_[s].waited ? " (stream-waited)" : "", arrivals_text(slots_[s].comm, d));
+                       d.seq, d.comm, d.lane, d.turn, int(d.kind), d.count, d.priority, use.ring,
+                       use.waited ? " (stream-waited)" : "", arrivals_text(use.comm, d));
   }
   for (uint32_t r = 0; r < kMaxRings; ++r)
-    if (rings_[r].used)
-      out += fmt::format("  ring {}: next position {}, outstanding {}\n", r, rings_[r].next_pos, rings_[r].outstanding);
+    if (const SlotTable::Ring& ring = slots_.ring(r); ring.used)
+      out += fmt::format("  ring {}: next position {}, outstanding {}\n", r, ring.next_pos, ring.outstanding);
   return out;
 }
 
@@ -58,12 +59,13 @@ std::string Engine::host_state_text_locked() {
 Engine::DeviceSnapshot Engine::device_snapshot_locked() {
   DeviceSnapshot snap;
   for (uint32_t s = 0; s < kMaxSlots; ++s)
-    if (slots_[s].req) {
+    if (slots_.use(s).req) {
       snap.slots.push_back({s, h_->desc[s].seq});
-      snap.comm_pending[slots_[s].comm] = true;
+      snap.comm_pending[slots_.use(s).comm] = true;
     }
   for (uint32_t r = 0; r < kMaxRings; ++r)
-    if (rings_[r].used && rings_[r].next_pos != 0) snap.rings.push_back({r, rings_[r].next_pos});
+    if (const SlotTable::Ring& ring = slots_.ring(r); ring.used && ring.next_pos != 0)
+      snap.rings.push_back({r, ring.next_pos});
   for (uint32_t i = 0; i < core::kMaxComms; ++i) {
     snap.comm_dev[i] = __atomic_load_n(&comm_dev_[i], __ATOMIC_ACQUIRE);
     snap.comm_gen[i] = __atomic_load_n(&comm_gen_[i], __ATOMIC_RELAXED);
@@ -213,7 +215,7 @@ dfcclStats_t Engine::stats() {
   s.daemonExitsIdle = exits_idle_;
   s.daemonExitsStuck = exits_stuck_;
   s.lateDoorbells = late_doorbells_;
-  s.outstanding = outstanding_;
+  s.outstanding = slots_.outstanding();
   s.streamWaited = waits_holding_locked();
   s.daemonRunning = running_ ? 1 : 0;
   s.standbyLaunches = standby_launches_;

@@ -26,15 +26,14 @@ uint32_t Engine::graph_take_slot(const char* fn) {
     }
   }
   std::lock_guard<std::mutex> lk(mu_);
-  if (free_slots_.size() <= kHostSlotsKept)
+  if (slots_.free_count() <= kHostSlotsKept)
     throw Error(dfcclNoResources,
                 fmt::format("{}: captured graphs hold {} of device {}'s {} collective slots, and {} are taken by "
                             "collectives outside graphs: capturing another would leave fewer than {} for those; "
                             "destroy graphs that are no longer replayed",
                             fn, ngraph_slots_.load(), exec_->device(), core::kMaxSlots,
-                            core::kMaxSlots - free_slots_.size() - ngraph_slots_.load(), kHostSlotsKept));
-  const uint32_t slot = free_slots_.back();
-  free_slots_.pop_back();
+                            core::kMaxSlots - slots_.free_count() - ngraph_slots_.load(), kHostSlotsKept));
+  const uint32_t slot = slots_.take_for_graph();
   const uint32_t n = ngraph_slots_.load();
   graph_slots_[n] = slot;
   ngraph_slots_.store(n + 1, std::memory_order_release);

@@ -46,7 +46,7 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
   uint64_t abort_value = ~uint64_t(0);
   {
     std::lock_guard<std::mutex> lk(mu_);
-    SlotUse& use = slots_[r->slot];
+    SlotTable::Use& use = slots_.use(r->slot);
     if (use.req == r) {
       abort_word = &h_->abort_gen[use.comm];
       abort_value = __atomic_load_n(&comm_gen_[use.comm], __ATOMIC_RELAXED);
@@ -65,11 +65,10 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
   }
   // The stream's wait first: its host call (a kernel launch) overlaps the probe's round trip through the GPU. Both
   // run only after any pending barrier, whichever is issued first. Across hosts the stream then waits for the
-  // request's final status too (the signatures: complete_or_hold), so that a mismatch found after the collective
+  // request's final status too (the signatures: Settlement), so that a mismatch found after the collective
   // finished is reported before the work behind the wait runs.
-  const core::StreamWait w{
-      &g_->complete[r->slot], r->seq, abort_word, abort_value, r->settles ? &h_->settled[r->slot] : nullptr,
-      kSettleWaitNs};
+  uint64_t* settled = r->settles ? &h_->settled[r->slot] : nullptr;
+  const core::StreamWait w{&g_->complete[r->slot], r->seq, abort_word, abort_value, settled, Settlement::kSettleWaitNs};
   exec_->stream_wait(stream, w, cfg_.wait_kernel);
   if (probe != 0) confirm_wait(probe);
 }
@@ -105,7 +104,7 @@ void Engine::confirm_wait(uint64_t probe) {
 
 // Whether the collective a listed wait is for is still pending as the host sees it (its slot not drained or reused).
 bool Engine::wait_pending_locked(const core::WaitEntry& w) const {
-  const SlotUse& use = slots_[w.slot];
+  const SlotTable::Use& use = slots_.use(w.slot);
   return use.waited && use.req && use.req->seq == w.seq;
 }
 

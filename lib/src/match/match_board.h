@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
-#include "engine/engine.h"
+#include "engine/arrivals.h"
 
 namespace dfccl {
 
