@@ -77,6 +77,13 @@ std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int pers
   return req;
 }
 
+// Throws dfcclInvalidUsage when the communicator was made without point-to-point connections.
+void require_p2p_connections(const P2pConnections& p) {
+  if (p.nchan == 0)
+    throw Error(dfcclInvalidUsage, "this communicator has no point-to-point connections (DFCCL_P2P_CHANNELS=0 or "
+                                   "DFCCL_HOST_P2P_CHANNELS=0 at its init)");
+}
+
 // comm_submit_p2p's part under the lock: each transfer's key on its (lane, direction, peer), the board's check, the
 // queueing of all. Empty with *mismatch set when a peer's side of a transfer differs.
 std::vector<std::shared_ptr<RequestState>> submit_p2p_locked(dfcclComm* c, std::vector<core::Desc>& parts,
@@ -85,9 +92,7 @@ std::vector<std::shared_ptr<RequestState>> submit_p2p_locked(dfcclComm* c, std::
   std::lock_guard<std::mutex> lk(c->mu);
   Submitting submitting(c);
   P2pConnections& p = c->p2p;
-  if (p.nchan == 0)
-    throw Error(dfcclInvalidUsage, "this communicator has no point-to-point connections (DFCCL_P2P_CHANNELS=0 or "
-                                   "DFCCL_HOST_P2P_CHANNELS=0 at its init)");
+  require_p2p_connections(p);
   std::vector<int> peers;
   for (const core::Desc& d : parts) peers.push_back(d.root);
   p2p_claim(c, peers);
@@ -161,9 +166,7 @@ void comm_capture_submit_p2p(dfcclComm* c, std::vector<core::Desc> parts, uint32
     std::lock_guard<std::mutex> lk(c->mu);
     Submitting submitting(c);
     P2pConnections& p = c->p2p;
-    if (p.nchan == 0)
-      throw Error(dfcclInvalidUsage, "this communicator has no point-to-point connections (DFCCL_P2P_CHANNELS=0 or "
-                                     "DFCCL_HOST_P2P_CHANNELS=0 at its init)");
+    require_p2p_connections(p);
     if (!p.graph_turns)
       throw Error(dfcclNotSupported, "argument 'stream' is capturing a CUDA graph, and this communicator's "
                                      "point-to-point connections have no captured lanes: set DFCCL_GRAPHS=1 on every "
