@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/types.h"
@@ -22,15 +24,25 @@ std::string accepted(const dfccl::EnvVar& v) {
   return v.choices ? std::string(v.choices) : fmt::format("{}..{}", v.lo, v.hi);
 }
 
-// Why the variable's value in the environment is refused ("" when it is accepted).
+// Why the variable's value in the environment (or its deprecated alias's) is refused ("" when it is accepted).
 std::string value_error(const dfccl::EnvVar& v) {
   try {
-    if (v.choices) dfccl::env_str(v.name);
-    else dfccl::env_int(v.name);
+    for (const dfccl::Exec exec : {dfccl::Exec::Cuda, dfccl::Exec::Host}) {
+      if (v.choices) dfccl::env_str(v.name, exec);
+      else dfccl::env_int(v.name, exec);
+    }
   } catch (const std::exception& e) {
     return e.what();
   }
   return {};
+}
+
+// The variable's default for an executor, or "-" for one that the executor never reads (its effect begins with the
+// other executor's name).
+std::string default_for(const dfccl::EnvVar& v, dfccl::Exec exec) {
+  const std::string_view d = v.description;
+  if (d.rfind(exec == dfccl::Exec::Host ? "CUDA executor" : "host executor", 0) == 0) return "-";
+  return dfccl::env_default(v, exec);
 }
 
 void print_markdown() {
@@ -40,19 +52,26 @@ void print_markdown() {
       "`lib/src/settings/env.cpp`\n"
       "(the only place they are defined); this page is `build/bin/dfccl-info --markdown`, and `dfccl-info` prints the\n"
       "same table with the values set in the current environment and checks them as init does (exit status 1, each\n"
-      "problem named on stderr). Every value is checked when a communicator is created, also those that only a later\n"
-      "call or the other executor uses: integers are decimal, and a value outside its range, or not a number, fails\n"
-      "the init with `dfcclInvalidArgument` and a message naming the variable. An engine's settings are read when it\n"
-      "is created (by the first communicator of its device), a communicator's (timeouts of init, destroy and abort,\n"
+      "problem named on stderr). A variable applies to both executors with a default for each (`-`: that executor\n"
+      "never reads it). Every value is checked when a communicator is created, also those that only a later call or\n"
+      "the other executor uses: integers are decimal, and a value outside its range, or not a number, fails the init\n"
+      "with `dfcclInvalidArgument` and a message naming the variable. An engine's settings are read when it is\n"
+      "created (by the first communicator of its device), a communicator's (timeouts of init, destroy and abort,\n"
       "network and hierarchy) at its init: abort and destroy use the values read then. A `DFCCL_*` variable that is\n"
       "not in the table is reported once per process on stderr with the closest known name; one that only the CUDA\n"
-      "executor reads (its effect begins with \"CUDA executor\"), once when a host-executor engine is created while "
-      "it\n"
-      "is set. All ranks of a communicator must agree on the transport settings (blocks, slot bytes, slots, lanes,\n"
-      "channel size): init checks it and names the mismatch.\n\n"
-      "| variable | default | accepted | effect |\n|---|---|---|---|\n");
+      "executor reads, once when a host-executor engine is created while it is set. All ranks of a communicator must\n"
+      "agree on the transport settings (blocks, slot bytes, slots, lanes, channel size): init checks it and names\n"
+      "the mismatch.\n\n"
+      "| variable | CUDA executor | host executor | accepted | effect |\n|---|---|---|---|---|\n");
+  auto cell = [](const std::string& d) { return d == "-" ? d : fmt::format("`{}`", d); };
   for (const auto& v : dfccl::env_table())
-    fmt::print("| `{}` | `{}` | `{}` | {} |\n", v.name, v.default_value, accepted(v), v.description);
+    fmt::print("| `{}` | {} | {} | `{}` | {} |\n", v.name, cell(default_for(v, dfccl::Exec::Cuda)),
+               cell(default_for(v, dfccl::Exec::Host)), accepted(v), v.description);
+  fmt::print(
+      "\nDeprecated names, read for one more release by the host executor where the new name is unset (a warning\n"
+      "names the new one; where both are set the old one is ignored):\n\n");
+  for (const auto& v : dfccl::env_table())
+    if (v.host_alias) fmt::print("- `{}`: `{}`\n", v.host_alias, v.name);
   fmt::print(
       "\nThe harness reads its own settings from workload files and the command line (`docs/harness.md`); it sets\n"
       "`NCCL_NVLS_ENABLE=0` when unset (required on our GPU machines).\n\n"
@@ -76,15 +95,21 @@ int main(int argc, char** argv) {
   std::vector<std::string> problems;
   for (const auto& v : dfccl::env_table()) {
     const char* cur = std::getenv(v.name);
+    const char* old = v.host_alias ? std::getenv(v.host_alias) : nullptr;
     std::string note;
-    if (cur) {
+    if (cur || old) {
       const std::string error = value_error(v);
-      note = error.empty() ? fmt::format(" [set: {}]", cur) : fmt::format(" [set: {}: INVALID]", cur);
+      for (const auto& [name, value] : {std::pair{v.name, cur}, std::pair{v.host_alias, old}})
+        if (value)
+          note += fmt::format(" [set: {}{}{}]", name == v.name ? "" : std::string(name) + "=", value,
+                              error.find(name) != std::string::npos ? ": INVALID" : "");
       if (!error.empty()) problems.push_back(error);
     }
-    fmt::print("  {:<28} default {:<10} accepts {:<22} {}{}\n", v.name, v.default_value, accepted(v), v.description,
-               note);
+    const std::string cuda = default_for(v, dfccl::Exec::Cuda), host = default_for(v, dfccl::Exec::Host);
+    fmt::print("  {:<28} default {:<22} accepts {:<22} {}{}\n", v.name,
+               cuda == host ? cuda : fmt::format("{} (host {})", cuda, host), accepted(v), v.description, note);
   }
+  dfccl::env_warn_deprecated();  // on stderr; accepted, as init accepts them
   for (const std::string& name : dfccl::env_unknown_names())
     problems.push_back(fmt::format("environment variable {} is not a DFCCL setting (did you mean {}?)", name,
                                    dfccl::env_closest(name)));

@@ -83,8 +83,7 @@ def test_gpt_3d_disorder_hangs_in_blocking_mode(tmp_path):
     timeout (10 s on CPU, 20 s on CUDA, whose start-up takes longer) must exceed every wait before the cycle, the
     ranks' skew at start-up included, so that what the watchdog finds is the cycle."""
     out = tmp_path / "gpt_3d.h5"
-    env = {"DFCCL_MODE": "blocking", "TORCH_DFCCL_WATCHDOG": "abort", "DFCCL_HOST_SLOT_BYTES": "1024",
-           "DFCCL_HOST_SLOTS": "2", "DFCCL_SLOT_BYTES": "1024", "DFCCL_SLOTS": "2"}
+    env = {"DFCCL_MODE": "blocking", "TORCH_DFCCL_WATCHDOG": "abort", "DFCCL_SLOT_BYTES": "1024", "DFCCL_SLOTS": "2"}
     timeout = "20" if os.environ.get("TORCH_DFCCL_TEST_DEVICE", "cpu") == "cuda" else "10"
     p, cmd = torchrun(out, "--tp", "1", "--steps", "1", "--warmup", "0", "--schedule", "interleaved",
                          "--disorder", "--timeout", timeout, ranks=4, env=env, timeout=240)

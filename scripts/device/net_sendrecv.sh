@@ -22,7 +22,7 @@ MX="mpirun --allow-run-as-root --bind-to none --oversubscribe -x LD_LIBRARY_PATH
 H="--iters 20 --warmup 5 --quiet"
 steps=" ${*:-host-t4 gpu-t1 gpu-t4 gpu-t4-host gpu-t4-stuck20ms gpu-t4-p2p1} "
 want() { [[ "$steps" == *" $1 "* ]]; }
-want host-t4 && step host-t4 120 $MX -x DFCCL_HOST_BLOCKS=8 -x DFCCL_HOST_P2P_CHANNELS=8 -x DFCCL_HOST_NET_THREADS=4 -x DFCCL_HOST_SLOT_BYTES=524288 -np 2 /bin/sh -c "$HOSTEACH" $B/dfccl-harness --backend host -b 1M -e 16M -f 4 $H --collectives sendrecv,all_reduce,broadcast --out $OUT/host-t4.h5
+want host-t4 && step host-t4 120 $MX -x DFCCL_BLOCKS=8 -x DFCCL_P2P_CHANNELS=8 -x DFCCL_NET_THREADS=4 -x DFCCL_SLOT_BYTES=524288 -np 2 /bin/sh -c "$HOSTEACH" $B/dfccl-harness --backend host -b 1M -e 16M -f 4 $H --collectives sendrecv,all_reduce,broadcast --out $OUT/host-t4.h5
 mps_start
 for t in 1 4; do
   want "gpu-t$t" && step "gpu-t$t" 120 $MX -x DFCCL_NET_THREADS=$t -np 2 /bin/sh -c "$HOSTEACH" $B/dfccl-harness --backend dfccl -b 1M -e 16M -f 4 $H --collectives sendrecv,all_reduce --out $OUT/gpu-t$t.h5

@@ -95,9 +95,9 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
-  expect_mismatch("DFCCL_HOST_BLOCKS", "DFCCL_HOST_BLOCKS", {"1", "2"});
-  expect_mismatch("DFCCL_HOST_SLOT_BYTES", "DFCCL_HOST_SLOT_BYTES", {"32768", "16384"});
-  expect_mismatch("DFCCL_HOST_SLOTS", "DFCCL_HOST_SLOTS", {"8", "4"});
+  expect_mismatch("DFCCL_BLOCKS", "DFCCL_BLOCKS", {"1", "2"});
+  expect_mismatch("DFCCL_SLOT_BYTES", "DFCCL_SLOT_BYTES", {"32768", "16384"});
+  expect_mismatch("DFCCL_SLOTS", "DFCCL_SLOTS", {"8", "4"});
   expect_mismatch("DFCCL_LANES", "DFCCL_LANES", {"4", "2"});
   expect_mismatch("DFCCL_PERSISTENT_LANES", "DFCCL_PERSISTENT_LANES", {"8", "2"});
   expect_mismatch("DFCCL_MIN_CHAN_BYTES", "DFCCL_MIN_CHAN_BYTES", {"32768", "65536"});

@@ -5,7 +5,7 @@
 # its own host name, so that every connection between them crosses a veth pair and the bridge through the net proxy
 # (UCX over tcp on the namespace's veth: rank_wrap.sh). Each host has its own /dev/shm and IPC namespace: the ranks
 # meet through the unique id's rendezvous root over the bridge. Checks the exact results and that every rank made
-# network hops. With PROXIES, each engine runs that many net proxies (DFCCL_HOST_NET_THREADS) and the host executor as
+# network hops. With PROXIES, each engine runs that many net proxies (DFCCL_NET_THREADS) and the host executor as
 # many blocks, so that every proxy carries a channel; the inits must say so.
 # Exits 77 (skipped) without root or namespaces.
 set -u
@@ -17,7 +17,7 @@ netns_setup 3
 log=$(mktemp)
 t0=$SECONDS
 timeout -k 10 600 "$NETNS_DIR/mpirun_netns.sh" 3 env DFCCL_DEBUG=INFO DFCCL_DEBUG_SUBSYS=INIT \
-  DFCCL_HOST_NET_THREADS="$proxies" DFCCL_HOST_BLOCKS="$proxies" MP_MATRIX=rotated "$bin" host 30 > "$log" 2>&1
+  DFCCL_NET_THREADS="$proxies" DFCCL_BLOCKS="$proxies" MP_MATRIX=rotated "$bin" host 30 > "$log" 2>&1
 rc=$?
 grep -E "matrix|stress|PASSED|FAILED|wrong|rror" "$log" | tail -8
 hops=$(grep -c "network hops through $proxies of the engine's proxies" "$log")

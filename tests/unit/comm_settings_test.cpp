@@ -50,23 +50,73 @@ TEST(CommSettings, AJunkValueFailsInitNamingTheVariable) {
 }
 
 // A variable that only the CUDA executor reads, set while a host-executor engine is made, is reported once under
-// DFCCL_DEBUG=WARN, naming the host executor's own setting where it has one; a variable both read is not.
+// DFCCL_DEBUG=WARN; a variable both read (one default for both, or one per executor) is not.
 TEST(CommSettings, CudaOnlySettingsOnTheHostExecutorAreReported) {
-  ScopedEnv slots("DFCCL_SLOTS", "4"), threads("DFCCL_THREADS", "128"), grow("DFCCL_SPIN_GROW", "4"),
+  ScopedEnv threads("DFCCL_THREADS", "128"), slots("DFCCL_SLOTS", "4"), grow("DFCCL_SPIN_GROW", "4"),
       chan("DFCCL_MIN_CHAN_BYTES", "4096");
   testing::internal::CaptureStderr();
   { Group g(2, dfcclExecutorHost); }
   { Group again(2, dfcclExecutorHost); }
   const std::string err = testing::internal::GetCapturedStderr();
-  const std::string slots_warning =
-      "DFCCL_SLOTS is set but only the CUDA executor reads it: the host executor ignores it (its setting is "
-      "DFCCL_HOST_SLOTS)";
-  const size_t first = err.find(slots_warning);
+  const std::string threads_warning =
+      "DFCCL_THREADS is set but only the CUDA executor reads it: the host executor ignores it";
+  const size_t first = err.find(threads_warning);
   EXPECT_NE(first, std::string::npos) << err;
-  EXPECT_EQ(err.find(slots_warning, first + 1), std::string::npos) << "warned twice: " << err;
-  EXPECT_NE(err.find("DFCCL_THREADS is set but only the CUDA executor reads it"), std::string::npos) << err;
+  EXPECT_EQ(err.find(threads_warning, first + 1), std::string::npos) << "warned twice: " << err;
+  EXPECT_EQ(err.find("DFCCL_SLOTS"), std::string::npos) << err;
   EXPECT_EQ(err.find("DFCCL_SPIN_GROW"), std::string::npos) << err;
   EXPECT_EQ(err.find("DFCCL_MIN_CHAN_BYTES"), std::string::npos) << err;
+}
+
+dfcclCommInfo_t info_of(dfcclComm_t comm) {
+  dfcclCommInfo_t info{};
+  EXPECT_EQ(dfcclCommGetInfo(comm, &info), dfcclSuccess) << dfcclGetLastError(comm);
+  return info;
+}
+
+// A variable with a default per executor: unset, the host executor takes its own (8 slots of 32 KiB, 1 block and
+// 1 point-to-point channel, where the CUDA executor's are 3 of 128 KiB, 128 and 8: env_test); set, it applies to
+// the host executor too.
+TEST(CommSettings, TheHostExecutorHasItsOwnDefaults) {
+  {
+    Group g(2, dfcclExecutorHost);
+    const dfcclCommInfo_t info = info_of(g[0]);
+    EXPECT_EQ(info.slots, 8);
+    EXPECT_EQ(info.slotBytes, 32768u);
+    EXPECT_EQ(info.blocks, 1);
+    EXPECT_EQ(info.p2pChannels, 1);
+  }
+  ScopedEnv slots("DFCCL_SLOTS", "5"), bytes("DFCCL_SLOT_BYTES", "16384");
+  Group g(2, dfcclExecutorHost);
+  const dfcclCommInfo_t info = info_of(g[0]);
+  EXPECT_EQ(info.slots, 5);
+  EXPECT_EQ(info.slotBytes, 16384u);
+}
+
+// A deprecated DFCCL_HOST_* name still sets the host executor's value where the new name is unset, with one warning
+// per process naming the new name; where both are set the new one wins and the old one is reported ignored.
+TEST(CommSettings, ADeprecatedHostNameStillWorksAndWarnsOnce) {
+  ScopedEnv old_slots("DFCCL_HOST_SLOTS", "4");
+  testing::internal::CaptureStderr();
+  {
+    Group g(2, dfcclExecutorHost);
+    EXPECT_EQ(info_of(g[0]).slots, 4);
+  }
+  { Group again(2, dfcclExecutorHost); }
+  std::string err = testing::internal::GetCapturedStderr();
+  const std::string warning = "DFCCL_HOST_SLOTS is deprecated: use DFCCL_SLOTS";
+  const size_t first = err.find(warning);
+  EXPECT_NE(first, std::string::npos) << err;
+  EXPECT_EQ(err.find(warning, first + 1), std::string::npos) << "warned twice: " << err;
+
+  ScopedEnv old_blocks("DFCCL_HOST_BLOCKS", "3"), blocks("DFCCL_BLOCKS", "2");
+  testing::internal::CaptureStderr();
+  {
+    Group g(2, dfcclExecutorHost);
+    EXPECT_EQ(info_of(g[0]).blocks, 2);
+  }
+  err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("DFCCL_HOST_BLOCKS is deprecated and ignored: DFCCL_BLOCKS is set"), std::string::npos) << err;
 }
 
 // Abort and destroy take their timeouts from init: junk set afterwards changes nothing, the pending collective ends

@@ -1,7 +1,8 @@
 #!/bin/bash
 # dfccl-info checks the environment as communicator init does: exit 0 with no problem; exit 1, naming each problem on
 # stderr, for a value out of range or not a number (marked INVALID in the table), a misspelt DFCCL_* name (with the
-# closest known one) and a rule between variables (spin budgets in order).
+# closest known one) and a rule between variables (spin budgets in order); a deprecated name is accepted with a
+# warning naming the new one.
 # Usage: dfccl_info_test.sh DFCCL_INFO
 set -u
 info=$1
@@ -27,5 +28,7 @@ run 1 "[set: abc: INVALID]" "DFCCL_IDLE_NS='abc': expected a decimal integer" --
 run 1 "DFCCL_IDEL_NS is not a DFCCL setting (did you mean DFCCL_IDLE_NS?)" -- DFCCL_IDEL_NS=1000
 run 1 "DFCCL_SPIN_MIN_NS and DFCCL_SPIN_INIT_NS <= DFCCL_SPIN_MAX_NS" -- DFCCL_SPIN_MIN_NS=30000000
 run 1 "DFCCL_NET_SLOT_BYTES=16392 must be a multiple of 16" -- DFCCL_NET_SLOT_BYTES=16392
+run 0 "[set: DFCCL_HOST_SLOTS=4]" "DFCCL_HOST_SLOTS is deprecated: use DFCCL_SLOTS" -- DFCCL_HOST_SLOTS=4
+run 1 "DFCCL_HOST_SLOTS='x': expected a decimal integer" -- DFCCL_HOST_SLOTS=x
 [ $fail = 0 ] && echo "dfccl-info: every case as expected"
 exit $fail

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "settings/env.h"
 #include "settings/env_warn.h"
@@ -31,10 +33,59 @@ std::string int_error(const char* name) {
 }
 
 TEST(Environment, EveryDefaultIsAccepted) {
-  for (const auto& v : dfccl::env_table()) {
-    if (v.choices) EXPECT_EQ(dfccl::env_str(v.name), v.default_value) << v.name;
-    else EXPECT_EQ(std::to_string(dfccl::env_int(v.name)), v.default_value) << v.name;
+  for (const auto& v : dfccl::env_table())
+    for (const dfccl::Exec exec : {dfccl::Exec::Cuda, dfccl::Exec::Host}) {
+      if (v.choices) EXPECT_EQ(dfccl::env_str(v.name, exec), dfccl::env_default(v, exec)) << v.name;
+      else EXPECT_EQ(std::to_string(dfccl::env_int(v.name, exec)), dfccl::env_default(v, exec)) << v.name;
+    }
+}
+
+// One variable, a default per executor; a value set applies to both. The deprecated DFCCL_HOST_* name is read for
+// the host executor only, and only while the new name is unset; a bad value of it is refused naming it; it is warned
+// about once, naming the new name.
+TEST(Environment, PerExecutorDefaultsAndDeprecatedNames) {
+  using dfccl::Exec;
+  EXPECT_EQ(dfccl::env_int("DFCCL_SLOTS", Exec::Cuda), 3);
+  EXPECT_EQ(dfccl::env_int("DFCCL_SLOTS", Exec::Host), 8);
+  EXPECT_EQ(dfccl::env_int("DFCCL_BLOCKS", Exec::Cuda), 128);
+  EXPECT_EQ(dfccl::env_int("DFCCL_BLOCKS", Exec::Host), 1);
+  EXPECT_EQ(dfccl::env_int("DFCCL_LANES", Exec::Cuda), dfccl::env_int("DFCCL_LANES", Exec::Host));
+  {
+    ScopedEnv set("DFCCL_SLOTS", "5");
+    EXPECT_EQ(dfccl::env_int("DFCCL_SLOTS", Exec::Cuda), 5);
+    EXPECT_EQ(dfccl::env_int("DFCCL_SLOTS", Exec::Host), 5);
   }
+  {
+    ScopedEnv old("DFCCL_HOST_IDLE_NS", "7000");
+    EXPECT_EQ(dfccl::env_int("DFCCL_IDLE_NS", Exec::Host), 7000);
+    EXPECT_TRUE(dfccl::env_is_set("DFCCL_IDLE_NS", Exec::Host));
+    EXPECT_STREQ(dfccl::env_source("DFCCL_IDLE_NS", Exec::Host), "DFCCL_HOST_IDLE_NS");
+    EXPECT_EQ(dfccl::env_int("DFCCL_IDLE_NS", Exec::Cuda), 500000);  // the CUDA executor never read it
+    EXPECT_FALSE(dfccl::env_is_set("DFCCL_IDLE_NS", Exec::Cuda));
+    ScopedEnv set("DFCCL_IDLE_NS", "9000");
+    EXPECT_EQ(dfccl::env_int("DFCCL_IDLE_NS", Exec::Host), 9000);
+  }
+  {
+    ScopedEnv old("DFCCL_HOST_IDLE_NS", "abc");
+    try {
+      dfccl::env_int("DFCCL_IDLE_NS", Exec::Host);
+      ADD_FAILURE() << "DFCCL_HOST_IDLE_NS=abc was accepted";
+    } catch (const dfccl::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("DFCCL_HOST_IDLE_NS='abc'"), std::string::npos) << e.what();
+    }
+  }
+  ScopedEnv old("DFCCL_HOST_SLOTS", "4");
+  testing::internal::CaptureStderr();
+  dfccl::env_warn_deprecated();
+  dfccl::env_warn_deprecated();
+  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string warning = "DFCCL_HOST_SLOTS is deprecated: use DFCCL_SLOTS";
+  const size_t first = err.find(warning);
+  EXPECT_NE(first, std::string::npos) << err;
+  EXPECT_EQ(err.find("DFCCL_HOST_SLOTS is deprecated", first + 1), std::string::npos) << "warned twice: " << err;
+  // A known name: not reported as a misspelling.
+  const std::vector<std::string> unknown = dfccl::env_unknown_names();
+  EXPECT_EQ(std::find(unknown.begin(), unknown.end(), "DFCCL_HOST_SLOTS"), unknown.end());
 }
 
 TEST(Environment, IntegersAreDecimalAndInRange) {

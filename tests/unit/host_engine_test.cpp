@@ -31,8 +31,8 @@ using Clock = std::chrono::steady_clock;
 class HostEngine : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    setenv("DFCCL_HOST_STUCK_NS", "2000000", 1);
-    setenv("DFCCL_HOST_IDLE_NS", "2000000", 1);
+    setenv("DFCCL_STUCK_NS", "2000000", 1);
+    setenv("DFCCL_IDLE_NS", "2000000", 1);
   }
 };
 
@@ -159,13 +159,13 @@ static std::array<dfcclComm_t, 2> split_pair(Group& g) {
 // takes a collective): the daemon stays, one launch, as NCCL's kernel would. Then B on another communicator of rank
 // 0 (same engine) and B's abort: every block drops B at once, and A still waits.
 TEST_F(HostEngine, BlockingModeDaemonStaysWhileABlockWaitsAndAnAbortElsewhereEndsAtOnce) {
-  setenv("DFCCL_HOST_BLOCKS", "4", 1);
+  setenv("DFCCL_BLOCKS", "4", 1);
   setenv("DFCCL_MIN_CHAN_BYTES", "1048576", 1);
-  setenv("DFCCL_HOST_IDLE_NS", "20000000", 1);  // 20 ms: far above a thread's scheduling delay on a loaded machine
+  setenv("DFCCL_IDLE_NS", "20000000", 1);  // 20 ms: far above a thread's scheduling delay on a loaded machine
   Group g(2, dfcclExecutorHost, dfcclModeBlocking);
-  unsetenv("DFCCL_HOST_BLOCKS");
+  unsetenv("DFCCL_BLOCKS");
   unsetenv("DFCCL_MIN_CHAN_BYTES");
-  setenv("DFCCL_HOST_IDLE_NS", "2000000", 1);  // the suite's
+  setenv("DFCCL_IDLE_NS", "2000000", 1);  // the suite's
   std::array<dfcclComm_t, 2> b = split_pair(g);
   ASSERT_NE(b[0], nullptr);
   ASSERT_NE(b[1], nullptr);
@@ -358,15 +358,13 @@ TEST_F(HostEngine, AbortWhileOtherThreadsSubmitLosesNothing) {
 class HostEngineWithoutPrefetcher : public HostEngine, public ::testing::WithParamInterface<dfcclMode_t> {
  protected:
   void SetUp() override {
-    setenv("DFCCL_HOST_BLOCKS", "128", 1);
-    setenv("DFCCL_HOST_SPIN_MIN_NS", "5000", 1);
-    setenv("DFCCL_HOST_SPIN_INIT_NS", "10000", 1);
-    setenv("DFCCL_HOST_SPIN_MAX_NS", "10000", 1);
+    setenv("DFCCL_BLOCKS", "128", 1);
+    setenv("DFCCL_SPIN_MIN_NS", "5000", 1);
+    setenv("DFCCL_SPIN_INIT_NS", "10000", 1);
+    setenv("DFCCL_SPIN_MAX_NS", "10000", 1);
   }
   void TearDown() override {
-    for (const char* v :
-         {"DFCCL_HOST_BLOCKS", "DFCCL_HOST_SPIN_MIN_NS", "DFCCL_HOST_SPIN_INIT_NS", "DFCCL_HOST_SPIN_MAX_NS"})
-      unsetenv(v);
+    for (const char* v : {"DFCCL_BLOCKS", "DFCCL_SPIN_MIN_NS", "DFCCL_SPIN_INIT_NS", "DFCCL_SPIN_MAX_NS"}) unsetenv(v);
   }
 };
 
@@ -397,9 +395,9 @@ INSTANTIATE_TEST_SUITE_P(Modes, HostEngineWithoutPrefetcher, ::testing::Values(d
 class HostOrdered : public HostEngine, public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
-    if (!GetParam()) setenv("DFCCL_HOST_BLOCKS", "128", 1);  // no room for the prefetcher
+    if (!GetParam()) setenv("DFCCL_BLOCKS", "128", 1);  // no room for the prefetcher
   }
-  void TearDown() override { unsetenv("DFCCL_HOST_BLOCKS"); }
+  void TearDown() override { unsetenv("DFCCL_BLOCKS"); }
 };
 
 TEST_P(HostOrdered, EveryCollectiveCompletesExactly) {
@@ -684,7 +682,7 @@ TEST_F(HostEngine, FreeWaitsForARunningCallbackAndACallbackMayFreeItsRequest) {
 // their lane turns and finish the collective: more collectives than the 1024 slots, small ones on one channel mixed
 // with ones on every channel, complete exactly, keep reusing the slots and run the primitives their data needs.
 TEST_F(HostEngine, SmallCollectivesOnManyBlocksFreeTheirSlots) {
-  setenv("DFCCL_HOST_BLOCKS", "4", 1);
+  setenv("DFCCL_BLOCKS", "4", 1);
   setenv("DFCCL_MIN_CHAN_BYTES", "4096", 1);
   {
     Group g(2, dfcclExecutorHost);
@@ -713,7 +711,7 @@ TEST_F(HostEngine, SmallCollectivesOnManyBlocksFreeTheirSlots) {
     EXPECT_EQ(st.daemonRunning, 0);
     EXPECT_EQ(st.primitives, 1080u * 2 + 120u * 8);
   }
-  unsetenv("DFCCL_HOST_BLOCKS");
+  unsetenv("DFCCL_BLOCKS");
   unsetenv("DFCCL_MIN_CHAN_BYTES");
 }
 

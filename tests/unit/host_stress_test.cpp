@@ -252,8 +252,8 @@ class HostStress : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     // Shorter exit thresholds than the defaults so that 500 trials of synchronizations take seconds.
-    setenv("DFCCL_HOST_STUCK_NS", "1000000", 1);
-    setenv("DFCCL_HOST_IDLE_NS", "1000000", 1);
+    setenv("DFCCL_STUCK_NS", "1000000", 1);
+    setenv("DFCCL_IDLE_NS", "1000000", 1);
     // An abort's wait for the daemon to drop its collectives, far above what a loaded two-core machine adds to it
     // (see BlockingModeHangsInMostTrials).
     setenv("DFCCL_ABORT_TIMEOUT_MS", "8000", 1);

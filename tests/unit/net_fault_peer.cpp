@@ -231,7 +231,7 @@ bool survivor(const Args& a, dfcclComm_t comm) {
   const std::string who = "rank " + std::to_string(a.victim) + " of the communicator";
   bool ok = check(a, st == dfcclRemoteError, std::string("the collective ended with ") + dfcclGetErrorString(st));
   ok &= check(a, err.find(who) != std::string::npos, "the error does not name " + who + ": '" + err + "'");
-  // A rank with no connection to the victim (DFCCL_HOST_P2P_CHANNELS=0) hears of the abort from one that has.
+  // A rank with no connection to the victim (DFCCL_P2P_CHANNELS=0) hears of the abort from one that has.
   if (a.scenario == "remote_abort" || a.scenario == "abort_exit")
     ok &= check(a, err.find("aborted the communicator") != std::string::npos, "the error does not say 'aborted'");
   // Found by this rank ("has not been heard from") or by another that told it ("was not heard from ... found by

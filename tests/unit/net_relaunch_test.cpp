@@ -70,9 +70,9 @@ TEST(NetRelaunch, ADaemonThatLeftStuckReturnsWhenDataArrives) {
       [](int) {
         setenv("DFCCL_NET_FORCE", "1", 1);
         setenv("DFCCL_NET_SLOT_BYTES", "32768", 1);
-        setenv("DFCCL_HOST_STUCK_NS", "1000000", 1);
-        setenv("DFCCL_HOST_RELAUNCH_NS", "60000000000", 1);
-        setenv("DFCCL_HOST_RELAUNCH_MAX_NS", "60000000000", 1);
+        setenv("DFCCL_STUCK_NS", "1000000", 1);
+        setenv("DFCCL_RELAUNCH_NS", "60000000000", 1);
+        setenv("DFCCL_RELAUNCH_MAX_NS", "60000000000", 1);
       },
       run);
 }

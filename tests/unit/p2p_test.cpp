@@ -426,16 +426,16 @@ TEST(P2pArena, AConnectionIsMadeByTheFirstCallWithARank) {
 TEST(P2pArena, ConnectionsOfDifferentSizesInOneArenaAreExact) {
   struct Settings {  // for this test's engine only
     Settings() {
-      setenv("DFCCL_HOST_BLOCKS", "4", 1);
-      setenv("DFCCL_HOST_P2P_CHANNELS", "4", 1);
-      setenv("DFCCL_HOST_P2P_ARENA_BYTES", "12582912", 1);
-      setenv("DFCCL_HOST_SLOT_BYTES", "131072", 1);
-      setenv("DFCCL_HOST_SLOTS", "4", 1);
+      setenv("DFCCL_BLOCKS", "4", 1);
+      setenv("DFCCL_P2P_CHANNELS", "4", 1);
+      setenv("DFCCL_P2P_ARENA_BYTES", "12582912", 1);
+      setenv("DFCCL_SLOT_BYTES", "131072", 1);
+      setenv("DFCCL_SLOTS", "4", 1);
       setenv("DFCCL_MIN_CHAN_BYTES", "4096", 1);
     }
     ~Settings() {
-      for (const char* v : {"DFCCL_HOST_BLOCKS", "DFCCL_HOST_P2P_CHANNELS", "DFCCL_HOST_P2P_ARENA_BYTES",
-                            "DFCCL_HOST_SLOT_BYTES", "DFCCL_HOST_SLOTS", "DFCCL_MIN_CHAN_BYTES"})
+      for (const char* v : {"DFCCL_BLOCKS", "DFCCL_P2P_CHANNELS", "DFCCL_P2P_ARENA_BYTES", "DFCCL_SLOT_BYTES",
+                            "DFCCL_SLOTS", "DFCCL_MIN_CHAN_BYTES"})
         unsetenv(v);
     }
   } settings;

@@ -75,10 +75,10 @@ TEST(ThreadNames, EveryThreadTheLibraryStartsIsNamed) {
 #else
   const bool net = false;
 #endif
-  setenv("DFCCL_HOST_BLOCKS", "2", 1);
+  setenv("DFCCL_BLOCKS", "2", 1);
   // The daemons neither give up on a late peer nor leave when idle: they are still there to be listed below.
-  setenv("DFCCL_HOST_IDLE_NS", "30000000000", 1);
-  setenv("DFCCL_HOST_STUCK_NS", "30000000000", 1);
+  setenv("DFCCL_IDLE_NS", "30000000000", 1);
+  setenv("DFCCL_STUCK_NS", "30000000000", 1);
   const Names before = threads_now();
 
   // A unique id that no rank uses: its rendezvous root waits for them.

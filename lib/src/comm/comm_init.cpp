@@ -62,19 +62,16 @@ void check_agreement(const std::vector<RankInfo>& all, int rank) {
     };
     if (o.executor != me.executor) mismatch("executor", me.executor, o.executor);
     if (o.mode != me.mode) mismatch("mode", me.mode, o.mode);
-    // The executor's own variables (the same executor on every rank from here on). CUDA: the blocks are also bounded
-    // by what the GPU holds.
-    const bool host = me.executor == dfcclExecutorHost;
-    if (o.nchan != me.nchan) mismatch(host ? "DFCCL_HOST_BLOCKS" : "DFCCL_BLOCKS", me.nchan, o.nchan);
-    if (o.slot_bytes != me.slot_bytes)
-      mismatch(host ? "DFCCL_HOST_SLOT_BYTES" : "DFCCL_SLOT_BYTES", me.slot_bytes, o.slot_bytes);
-    if (o.nslots != me.nslots) mismatch(host ? "DFCCL_HOST_SLOTS" : "DFCCL_SLOTS", me.nslots, o.nslots);
+    // The executor's values (the same executor on every rank from here on). CUDA: the blocks are also bounded by
+    // what the GPU holds.
+    if (o.nchan != me.nchan) mismatch("DFCCL_BLOCKS", me.nchan, o.nchan);
+    if (o.slot_bytes != me.slot_bytes) mismatch("DFCCL_SLOT_BYTES", me.slot_bytes, o.slot_bytes);
+    if (o.nslots != me.nslots) mismatch("DFCCL_SLOTS", me.nslots, o.nslots);
     if (o.seq_lanes != me.seq_lanes) mismatch("DFCCL_LANES", me.seq_lanes, o.seq_lanes);
     if (o.persistent_lanes != me.persistent_lanes)
       mismatch("DFCCL_PERSISTENT_LANES", me.persistent_lanes, o.persistent_lanes);
     if (o.min_chan_bytes != me.min_chan_bytes) mismatch("DFCCL_MIN_CHAN_BYTES", me.min_chan_bytes, o.min_chan_bytes);
-    if (o.p2p_chan != me.p2p_chan)
-      mismatch(host ? "DFCCL_HOST_P2P_CHANNELS" : "DFCCL_P2P_CHANNELS", me.p2p_chan, o.p2p_chan);
+    if (o.p2p_chan != me.p2p_chan) mismatch("DFCCL_P2P_CHANNELS", me.p2p_chan, o.p2p_chan);
     if (o.net_force != me.net_force) mismatch("DFCCL_NET_FORCE", me.net_force, o.net_force);
     if (o.net_chan != me.net_chan) mismatch("DFCCL_NET_CHANNELS", me.net_chan, o.net_chan);
     if (o.net_slot_bytes != me.net_slot_bytes) mismatch("DFCCL_NET_SLOT_BYTES", me.net_slot_bytes, o.net_slot_bytes);

@@ -80,8 +80,8 @@ std::shared_ptr<RequestState> submit_locked(dfcclComm* c, core::Desc d, int pers
 // Throws dfcclInvalidUsage when the communicator was made without point-to-point connections.
 void require_p2p_connections(const P2pConnections& p) {
   if (p.nchan == 0)
-    throw Error(dfcclInvalidUsage, "this communicator has no point-to-point connections (DFCCL_P2P_CHANNELS=0 or "
-                                   "DFCCL_HOST_P2P_CHANNELS=0 at its init)");
+    throw Error(dfcclInvalidUsage,
+                "this communicator has no point-to-point connections (DFCCL_P2P_CHANNELS=0 at its init)");
 }
 
 // comm_submit_p2p's part under the lock: each transfer's key on its (lane, direction, peer), the board's check, the

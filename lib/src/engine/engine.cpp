@@ -35,7 +35,10 @@ bool lock_within(std::unique_lock<std::mutex>& lk, int ms) {
 
 std::shared_ptr<Engine> Engine::acquire(dfcclExecutor_t executor, int device, dfcclMode_t mode) {
   env_warn_unknown();
-  if (executor == dfcclExecutorHost) env_warn_ignored_by_host();
+  if (executor == dfcclExecutorHost) {
+    env_warn_ignored_by_host();
+    env_warn_deprecated();
+  }
   std::lock_guard<std::mutex> lk(registry_mu);
   auto key = std::make_tuple(int(executor), device, int(mode));
   if (auto e = registry[key].lock()) return e;

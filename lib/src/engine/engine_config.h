@@ -49,7 +49,7 @@ struct EngineConfig {
     return quiet_ns < params.sleep_ns ? 50000 : std::clamp<uint64_t>(quiet_ns / 8, 50000, 1000000);
   }
 
-  // From the executor's settings (EngineSettings::read for its kind: DFCCL_HOST_* for the host executor), checking
+  // From the executor's settings (EngineSettings::read for its kind: its defaults), checking
   // what only the device can tell: blocks that it holds at once. Throws dfcclInvalidArgument naming the variable.
   static EngineConfig make(const Executor& exec, dfcclMode_t mode, const EngineSettings& settings);
 };

@@ -69,9 +69,9 @@ struct HopSpec {
 class Proxy {
  public:
   // Creates the transport and starts the thread; kUnsupported without UCX. The thread polls without pause while
-  // anything moved within the last settings.spin_ns (DFCCL_NET_SPIN_NS, or DFCCL_HOST_NET_SPIN_NS for the host
-  // executor's engine), then sleeps between turns; it beats every heartbeat_ms and gives a peer up after timeout_ms
-  // of silence (0: never). The caller (the engine) runs settings.threads of them.
+  // anything moved within the last settings.spin_ns (DFCCL_NET_SPIN_NS, the engine's executor's value), then sleeps
+  // between turns; it beats every heartbeat_ms and gives a peer up after timeout_ms of silence (0: never). The caller
+  // (the engine) runs settings.threads of them.
   static Result<std::shared_ptr<Proxy>> create(const EngineSettings::Net& settings, const Options& options = {});
   ~Proxy();  // stops the thread; the transport's destruction ends every request (bounded)
   Proxy(const Proxy&) = delete;
@@ -205,7 +205,7 @@ class Proxy {
   };
   std::map<std::vector<std::byte>, PeerInfo> peers_;
   std::chrono::milliseconds beat_period_{100}, silence_{20000};  // DFCCL_NET_HEARTBEAT_MS, DFCCL_NET_TIMEOUT_MS
-  std::chrono::nanoseconds spin_{0};                             // DFCCL_NET_SPIN_NS or DFCCL_HOST_NET_SPIN_NS
+  std::chrono::nanoseconds spin_{0};                             // DFCCL_NET_SPIN_NS
   Inbox beats_;                                                  // heartbeats received: the sender's engine id
   std::vector<uint64_t> departed_;                               // engine ids of proxies that said they stop
   Inbox byes_;                                                   // their messages

@@ -1,6 +1,7 @@
 #include "settings/env_warn.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iterator>
 #include <mutex>
 #include <set>
@@ -31,7 +32,8 @@ std::vector<std::string> env_unknown_names() {
     if (entry.rfind("DFCCL_", 0) != 0) continue;
     const std::string name = entry.substr(0, entry.find('='));
     const bool known =
-        std::any_of(env_table().begin(), env_table().end(), [&](const EnvVar& v) { return name == v.name; }) ||
+        std::any_of(env_table().begin(), env_table().end(),
+                    [&](const EnvVar& v) { return name == v.name || (v.host_alias && name == v.host_alias); }) ||
         std::any_of(std::begin(kToolVariables), std::end(kToolVariables), [&](const char* t) { return name == t; });
     if (!known) names.push_back(name);
   }
@@ -54,12 +56,25 @@ void env_warn_ignored_by_host() {
   for (const EnvVar& v : env_table()) {
     if (std::string_view(v.description).rfind("CUDA executor", 0) != 0 || !env_is_set(v.name)) continue;
     if (!warned.insert(v.name).second) continue;
-    const std::string twin = "DFCCL_HOST_" + std::string(v.name).substr(6);
-    const bool has_twin =
-        std::any_of(env_table().begin(), env_table().end(), [&](const EnvVar& t) { return twin == t.name; });
     log(LogLevel::Warn, LogSubsys::Env,
-        "environment variable {} is set but only the CUDA executor reads it: the host executor ignores it{}", v.name,
-        has_twin ? " (its setting is " + twin + ")" : std::string());
+        "environment variable {} is set but only the CUDA executor reads it: the host executor ignores it", v.name);
+  }
+}
+
+void env_warn_deprecated() {
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lk(mu);
+  for (const EnvVar& v : env_table()) {
+    if (!v.host_alias || !std::getenv(v.host_alias) || !*std::getenv(v.host_alias)) continue;
+    if (!warned.insert(v.host_alias).second) continue;
+    if (env_is_set(v.name))
+      log(LogLevel::Warn, LogSubsys::Env, "environment variable {} is deprecated and ignored: {} is set", v.host_alias,
+          v.name);
+    else
+      log(LogLevel::Warn, LogSubsys::Env,
+          "environment variable {} is deprecated: use {} (the host executor reads {} while {} is unset)", v.host_alias,
+          v.name, v.host_alias, v.name);
   }
 }
 

@@ -14,5 +14,9 @@ std::vector<std::string> env_unknown_names();
 // Caller: the creation of a host-executor engine. A warning, once per process and variable, for each variable set
 // that only the CUDA executor reads (its description begins with "CUDA executor"): the host executor ignores it.
 void env_warn_ignored_by_host();
+// Callers: the creation of a host-executor engine, dfccl-info. A warning, once per process and name, for each
+// deprecated DFCCL_HOST_* name set (env.h, host_alias), naming the variable that replaces it (or, where that is set
+// too, saying that the old name is ignored).
+void env_warn_deprecated();
 
 }  // namespace dfccl

@@ -23,10 +23,11 @@ void require_multiple_of_16(const char* name, uint64_t value) {
 }  // namespace
 
 void check_all_settings() {
-  for (const EnvVar& v : env_table()) {
-    if (v.choices) env_str(v.name);
-    else env_int(v.name);
-  }
+  for (const EnvVar& v : env_table())
+    for (const Exec exec : {Exec::Cuda, Exec::Host}) {
+      if (v.choices) env_str(v.name, exec);
+      else env_int(v.name, exec);
+    }
   CommSettings::read();
   EngineSettings::read(false);
   EngineSettings::read(true);
@@ -50,49 +51,51 @@ CommSettings CommSettings::read() {
 }
 
 EngineSettings EngineSettings::read(bool host) {
-  // The executor's own variable: DFCCL_X for the CUDA executor, DFCCL_HOST_X for the host executor.
-  auto pick = [&](const char* cuda_name, const char* host_name) { return u64(host ? host_name : cuda_name); };
+  // A variable with a default per executor is read with this executor's default (and, on the host executor, its
+  // deprecated DFCCL_HOST_* name where it is unset).
+  const Exec exec = host ? Exec::Host : Exec::Cuda;
+  auto get = [&](const char* name) { return uint64_t(env_int(name, exec)); };
   EngineSettings s;
-  s.blocks_name = host ? "DFCCL_HOST_BLOCKS" : "DFCCL_BLOCKS";
-  s.blocks = u32(s.blocks_name);
-  s.blocks_set = env_is_set(s.blocks_name);
+  s.blocks = uint32_t(get("DFCCL_BLOCKS"));
+  s.blocks_set = env_is_set("DFCCL_BLOCKS", exec);
+  s.blocks_name = env_source("DFCCL_BLOCKS", exec);
   s.threads = u32("DFCCL_THREADS");
   if (s.threads % 32 != 0)
     throw Error(dfcclInvalidArgument,
                 fmt::format("environment variable DFCCL_THREADS={} must be a multiple of 32", s.threads));
-  s.spin_min_ns = pick("DFCCL_SPIN_MIN_NS", "DFCCL_HOST_SPIN_MIN_NS");
-  s.spin_init_ns = pick("DFCCL_SPIN_INIT_NS", "DFCCL_HOST_SPIN_INIT_NS");
-  s.spin_max_ns = pick("DFCCL_SPIN_MAX_NS", "DFCCL_HOST_SPIN_MAX_NS");
+  s.spin_min_ns = get("DFCCL_SPIN_MIN_NS");
+  s.spin_init_ns = get("DFCCL_SPIN_INIT_NS");
+  s.spin_max_ns = get("DFCCL_SPIN_MAX_NS");
   if (s.spin_min_ns > s.spin_max_ns || s.spin_init_ns > s.spin_max_ns)
     throw Error(
         dfcclInvalidArgument,
-        fmt::format("spin budgets: need {0}SPIN_MIN_NS and {0}SPIN_INIT_NS <= {0}SPIN_MAX_NS (have {1}, {2}, {3})",
-                    host ? "DFCCL_HOST_" : "DFCCL_", s.spin_min_ns, s.spin_init_ns, s.spin_max_ns));
+        fmt::format("spin budgets of the {} executor: need {} and {} <= {} (have {}, {}, {})", host ? "host" : "CUDA",
+                    env_source("DFCCL_SPIN_MIN_NS", exec), env_source("DFCCL_SPIN_INIT_NS", exec),
+                    env_source("DFCCL_SPIN_MAX_NS", exec), s.spin_min_ns, s.spin_init_ns, s.spin_max_ns));
   s.spin_grow = u32("DFCCL_SPIN_GROW");
   s.min_chan_bytes = u32("DFCCL_MIN_CHAN_BYTES");
-  s.idle_ns = pick("DFCCL_IDLE_NS", "DFCCL_HOST_IDLE_NS");
+  s.idle_ns = get("DFCCL_IDLE_NS");
   s.host_sleep_ns = u64("DFCCL_HOST_SLEEP_NS");
-  s.stuck_ns = pick("DFCCL_STUCK_NS", "DFCCL_HOST_STUCK_NS");
-  s.relaunch_ns = pick("DFCCL_RELAUNCH_NS", "DFCCL_HOST_RELAUNCH_NS");
-  s.relaunch_max_ns = pick("DFCCL_RELAUNCH_MAX_NS", "DFCCL_HOST_RELAUNCH_MAX_NS");
+  s.stuck_ns = get("DFCCL_STUCK_NS");
+  s.relaunch_ns = get("DFCCL_RELAUNCH_NS");
+  s.relaunch_max_ns = get("DFCCL_RELAUNCH_MAX_NS");
   s.probe_spin_ns = u64("DFCCL_PROBE_SPIN_NS");
   s.sync_spin_ns = u64("DFCCL_SYNC_SPIN_NS");
   s.wait_kernel = env_int("DFCCL_WAIT_KERNEL") != 0;
   s.check_host_order = env_int("DFCCL_CHECK_HOST_ORDER") != 0;
   s.mps_wait_host = env_str("DFCCL_MPS_WAIT") == "host";
   s.host_wait_timeout_ms = env_int("DFCCL_HOST_WAIT_TIMEOUT_MS");
-  s.slot_bytes_name = host ? "DFCCL_HOST_SLOT_BYTES" : "DFCCL_SLOT_BYTES";
-  s.slot_bytes = u32(s.slot_bytes_name);
-  require_multiple_of_16(s.slot_bytes_name, s.slot_bytes);
-  s.slots = uint32_t(pick("DFCCL_SLOTS", "DFCCL_HOST_SLOTS"));
+  s.slot_bytes = uint32_t(get("DFCCL_SLOT_BYTES"));
+  require_multiple_of_16(env_source("DFCCL_SLOT_BYTES", exec), s.slot_bytes);
+  s.slots = uint32_t(get("DFCCL_SLOTS"));
   s.lanes = u32("DFCCL_LANES");
   s.persistent_lanes = u32("DFCCL_PERSISTENT_LANES");
   s.graphs = u32("DFCCL_GRAPHS");
-  s.p2p_channels = uint32_t(pick("DFCCL_P2P_CHANNELS", "DFCCL_HOST_P2P_CHANNELS"));
-  s.p2p_arena_bytes = pick("DFCCL_P2P_ARENA_BYTES", "DFCCL_HOST_P2P_ARENA_BYTES");
+  s.p2p_channels = uint32_t(get("DFCCL_P2P_CHANNELS"));
+  s.p2p_arena_bytes = get("DFCCL_P2P_ARENA_BYTES");
   s.stuck_warn_ns = u64("DFCCL_STUCK_WARN_S") * 1000000000ull;
-  s.net.threads = int(pick("DFCCL_NET_THREADS", "DFCCL_HOST_NET_THREADS"));
-  s.net.spin_ns = int64_t(pick("DFCCL_NET_SPIN_NS", "DFCCL_HOST_NET_SPIN_NS"));
+  s.net.threads = int(get("DFCCL_NET_THREADS"));
+  s.net.spin_ns = int64_t(get("DFCCL_NET_SPIN_NS"));
   s.net.heartbeat_ms = env_int("DFCCL_NET_HEARTBEAT_MS");
   s.net.timeout_ms = env_int("DFCCL_NET_TIMEOUT_MS");
   return s;

@@ -33,12 +33,12 @@ struct CommSettings {
   static CommSettings read();
 };
 
-// What an engine reads when it is created, for its executor: where a variable has a DFCCL_HOST_* twin, the host
-// executor's engine reads the twin (the *_name fields name the variable read, for messages).
+// What an engine reads when it is created, for its executor: a variable with a default per executor takes this
+// executor's (env.h).
 struct EngineSettings {
   uint32_t blocks = 0;
   bool blocks_set = false;  // the user set it (a default larger than the device holds shrinks; a set value fails)
-  const char* blocks_name = "";
+  const char* blocks_name = "";  // the variable that set it, for messages (DFCCL_BLOCKS or its deprecated alias)
   uint32_t threads = 0;  // CUDA executor: threads per daemon block (a multiple of 32)
   uint64_t spin_min_ns = 0, spin_init_ns = 0, spin_max_ns = 0;  // min and init <= max
   uint32_t spin_grow = 0;
@@ -50,7 +50,6 @@ struct EngineSettings {
   bool mps_wait_host = false;  // DFCCL_MPS_WAIT=host
   int64_t host_wait_timeout_ms = 0;
   uint32_t slot_bytes = 0;  // a multiple of 16
-  const char* slot_bytes_name = "";
   uint32_t slots = 0, lanes = 0, persistent_lanes = 0, p2p_channels = 0;
   uint32_t graphs = 0;  // DFCCL_GRAPHS
   uint64_t p2p_arena_bytes = 0;
