@@ -123,7 +123,7 @@ class DfcclBackend final : public Backend {
   std::vector<HopRow> hops() const override {
     std::vector<HopRow> out;
     for (size_t i = 0; i < comms_.size(); ++i) {
-      dfcclCommInfo_t info{};
+      dfcclCommInfo_t info = DFCCL_COMM_INFO_INITIALIZER;
       if (!comms_[i] || dfcclCommGetInfo(comms_[i], &info) != dfcclSuccess) continue;
       out.push_back(HopRow{slots_[i].name, ctx_.world_rank, world_rank(slots_[i].mpi, info.next),
                            transport_name(info.transportNext), "", ""});
@@ -145,7 +145,7 @@ class DfcclBackend final : public Backend {
 
   // dfcclCommGetInfo of c in words: the engine's shape, the connection memory and the transport to the neighbours.
   static std::string describe(dfcclComm_t c) {
-    dfcclCommInfo_t i{};
+    dfcclCommInfo_t i = DFCCL_COMM_INFO_INITIALIZER;
     if (dfcclCommGetInfo(c, &i) != dfcclSuccess) return std::string("dfcclCommGetInfo: ") + dfcclGetLastError(c);
     static const char* const kTransport[] = {"GPU peer memory", "shared host memory registered with CUDA",
                                              "POSIX shared memory", "the network transport (net proxy)"};
@@ -176,7 +176,7 @@ class DfcclBackend final : public Backend {
   void destroy_comms() override {
     if (ctx_.workload->diagnose)  // run.diagnose: the engine's life over the whole backend run, one line per rank
       for (auto c : comms_) {
-        dfcclStats_t s{};
+        dfcclStats_t s = DFCCL_STATS_INITIALIZER;
         if (!c || dfcclGetStats(c, &s) != dfcclSuccess) continue;
         std::fprintf(stderr,
                      "# engine rank %d: %llu collectives, %llu daemon launches (%llu standby), exits %llu idle / %llu "
@@ -185,12 +185,14 @@ class DfcclBackend final : public Backend {
                      (unsigned long long)s.standbyLaunches, (unsigned long long)s.daemonExitsIdle,
                      (unsigned long long)s.daemonExitsStuck, (unsigned long long)s.preemptions,
                      (unsigned long long)s.primitives, (unsigned long long)s.descPrefetched);
-        if (s.profileNs[6])  // a -DDFCCL_PROFILE=1 build: thread 0's time, summed over blocks, in ms
+        if (s.profileNs[dfcclProfileLaunch])  // a -DDFCCL_PROFILE=1 build: thread 0's time, summed over blocks, in ms
           std::fprintf(stderr,
                        "# engine rank %d profile (ms, all blocks): check %.1f move %.1f post %.1f program %.1f poll "
                        "%.1f exit %.1f launches %.1f\n",
-                       ctx_.world_rank, s.profileNs[0] / 1e6, s.profileNs[1] / 1e6, s.profileNs[2] / 1e6,
-                       s.profileNs[3] / 1e6, s.profileNs[4] / 1e6, s.profileNs[5] / 1e6, s.profileNs[6] / 1e6);
+                       ctx_.world_rank, s.profileNs[dfcclProfileCheck] / 1e6, s.profileNs[dfcclProfileMove] / 1e6,
+                       s.profileNs[dfcclProfilePost] / 1e6, s.profileNs[dfcclProfileProgram] / 1e6,
+                       s.profileNs[dfcclProfilePoll] / 1e6, s.profileNs[dfcclProfileExit] / 1e6,
+                       s.profileNs[dfcclProfileLaunch] / 1e6);
         break;
       }
     for (auto& c : comms_)
@@ -360,7 +362,7 @@ class DfcclBackend final : public Backend {
   EngineCounters counters() override {
     for (auto c : comms_) {
       if (!c) continue;
-      dfcclStats_t s{};
+      dfcclStats_t s = DFCCL_STATS_INITIALIZER;
       if (dfcclGetStats(c, &s) != dfcclSuccess) return {};
       return EngineCounters{true, static_cast<int64_t>(s.preemptions), static_cast<int64_t>(s.daemonLaunches)};
     }
@@ -443,7 +445,7 @@ class DfcclBackend final : public Backend {
 
   // A done request's times and preemptions, into its entry's (an entry of several calls: the longest times).
   static void add_request_info(const Req& r, EntryTiming& e) {
-    dfcclRequestInfo_t info{};
+    dfcclRequestInfo_t info = DFCCL_REQUEST_INFO_INITIALIZER;
     if (dfcclRequestGetInfo(r.req, &info) != dfcclSuccess) return;
     const uint64_t seen = r.fired ? r.fired->ns.load() : info.completeNs;  // callback: when it was called
     if (seen > info.submitNs) e.e2e_us = longer(e.e2e_us, static_cast<double>(seen - info.submitNs) / 1000.0);

@@ -187,6 +187,11 @@ dfcclResult_t dfcclCommGetAsyncError(dfcclComm_t comm, dfcclResult_t* asyncError
 dfcclResult_t dfcclCommCount(dfcclComm_t comm, int* count);
 dfcclResult_t dfcclCommUserRank(dfcclComm_t comm, int* rank);
 dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device);
+/* The structs that the library fills (dfcclCommInfo_t, dfcclRequestInfo_t, dfcclStats_t) begin with their size,    */
+/* which the caller sets with the struct's initializer (DFCCL_COMM_INFO_INITIALIZER, ...): a library refuses a size   */
+/* it does not fill (dfcclInvalidArgument naming the argument), so that a program built against another version of   */
+/* this header never has a struct filled past its end. The library leaves the size as it was.                        */
+
 /* What a communicator runs with, as init resolved it (for run records and diagnostics).                              */
 typedef enum {
   dfcclTransportPeerMemory = 0, /* receive buffers in the GPUs' memory, written by the neighbours (CUDA IPC / peers) */
@@ -195,6 +200,7 @@ typedef enum {
   dfcclTransportNetwork = 3 /* a neighbour on another host (or DFCCL_NET_FORCE=1): the network transport's proxy        */
 } dfcclTransport_t;
 typedef struct {
+  size_t size;                   /* sizeof(dfcclCommInfo_t), set by DFCCL_COMM_INFO_INITIALIZER */
   int executor, mode, device;    /* as resolved (dfcclExecutor_t, dfcclMode_t) */
   int nranks, rank, prev, next;  /* the ring: this rank's neighbours */
   int blocks, threadsPerBlock;   /* daemon blocks (= channels per collective) and their threads */
@@ -209,6 +215,8 @@ typedef struct {
   int p2pConnections;            /* ranks (itself included) this rank has a point-to-point connection with so far */
   int hierarchyRanksPerHost;     /* DFCCL_HIERARCHY: ranks per host of its hierarchical all-reduce (0: the ring only) */
 } dfcclCommInfo_t;
+#define DFCCL_COMM_INFO_INITIALIZER /* one value per member: no warning for a missing one */ \
+  { sizeof(dfcclCommInfo_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info);
 
 /* ------------------------------------------------------------------------------------------------------------------ */
@@ -364,6 +372,7 @@ typedef void (*dfcclCallback_t)(dfcclRequest_t request, dfcclResult_t status, vo
 dfcclResult_t dfcclRequestSetCallback(dfcclRequest_t request, dfcclCallback_t fn, void* userArg);
 
 typedef struct {
+  size_t size;          /* sizeof(dfcclRequestInfo_t), set by DFCCL_REQUEST_INFO_INITIALIZER */
   dfcclResult_t status; /* dfcclInProgress until finished */
   uint64_t submitNs;    /* host clock (CLOCK_MONOTONIC) at submission */
   uint64_t completeNs;  /* host clock when the host saw the completion (0 until then) */
@@ -372,6 +381,8 @@ typedef struct {
   uint32_t preemptions; /* times a block of this collective was preempted */
   uint32_t waitUs;      /* the longest time one of its channels spent waiting for peers (spin phases), us */
 } dfcclRequestInfo_t;
+#define DFCCL_REQUEST_INFO_INITIALIZER \
+  { sizeof(dfcclRequestInfo_t), dfcclInProgress, 0, 0, 0, 0, 0, 0 }
 dfcclResult_t dfcclRequestGetInfo(dfcclRequest_t request, dfcclRequestInfo_t* info);
 /* The ranks of the request's communicator that have not called its collective yet (a dfcclSend or dfcclRecv: its    */
 /* peer, while the peer has not posted the other side; an all-to-all: every peer missing for any of its transfers),   */
@@ -385,7 +396,19 @@ dfcclResult_t dfcclRequestFree(dfcclRequest_t request);
 
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Engine (one per process and device, shared by all its communicators): statistics and device synchronization.      */
+/* The daemon's phases that builds with -DDFCCL_PROFILE=1 time: the index of dfcclStats_t.profileNs.                */
+typedef enum {
+  dfcclProfileCheck = 0,   /* primitives' condition checks (spin phase + barrier) */
+  dfcclProfileMove = 1,    /* data movement */
+  dfcclProfilePost = 2,    /* posts (fence + flags) */
+  dfcclProfileProgram = 3, /* program set-up and step arithmetic */
+  dfcclProfilePoll = 4,    /* submission polling */
+  dfcclProfileExit = 5,    /* exit decisions */
+  dfcclProfileLaunch = 6,  /* whole launches (the rest is the scheduler's own bookkeeping) */
+  dfcclNumProfilePhases = 7
+} dfcclProfilePhase_t;
 typedef struct {
+  size_t size;               /* sizeof(dfcclStats_t), set by DFCCL_STATS_INITIALIZER */
   uint64_t submitted;        /* collectives submitted */
   uint64_t completed;        /* collectives completed (including aborted ones) */
   uint64_t preemptions;      /* attempts that ended because a primitive's spin budget ran out */
@@ -402,11 +425,14 @@ typedef struct {
   uint64_t primitives;       /* primitives (slot handshakes) run by the blocks of the daemon launches that exited */
   uint64_t descPrefetched;   /* collectives whose descriptor block 0 found already copied into device memory by  */
                              /* the prefetcher when it picked them up (daemon launches that exited)              */
-  uint64_t profileNs[7];     /* builds with -DDFCCL_PROFILE=1 only, else 0: time thread 0 of the blocks spent,     */
-                             /* summed over blocks and exited launches, in [0] primitives' condition checks (spin  */
-                             /* phase + barrier), [1] data movement, [2] posts (fence + flags), [3] program set-up */
-                             /* and step arithmetic, [4] submission polling, [5] exit decisions, [6] whole launches */
+  /* builds with -DDFCCL_PROFILE=1 only, else 0: the time thread 0 of the blocks spent in each dfcclProfilePhase_t,  */
+  /* summed over blocks and exited launches                                                                          */
+  uint64_t profileNs[dfcclNumProfilePhases];
 } dfcclStats_t;
+#define DFCCL_STATS_INITIALIZER                                           \
+  {                                                                       \
+    sizeof(dfcclStats_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, { 0 } \
+  }
 /* dfcclTimeout if the engine stays busy for 1 s (a thread of the process inside a CUDA call that an implicit       */
 /* synchronization holds); nothing waits longer.                                                                      */
 dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats);

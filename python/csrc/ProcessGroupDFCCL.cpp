@@ -291,7 +291,7 @@ std::map<std::string, std::pair<size_t, size_t>> ProcessGroupDFCCL::memory() con
   std::map<std::string, std::pair<size_t, size_t>> out;
   std::lock_guard<std::mutex> lk(state_->mu);
   for (auto [key, c] : {std::pair<const char*, dfcclComm_t>{"cpu", state_->host}, {"cuda", state_->cuda}}) {
-    dfcclCommInfo_t info{};
+    dfcclCommInfo_t info = DFCCL_COMM_INFO_INITIALIZER;
     if (c && dfcclCommGetInfo(c, &info) == dfcclSuccess) out[key] = {info.connectionBytes, info.p2pBytes};
   }
   return out;

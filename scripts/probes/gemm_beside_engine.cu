@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     CUDA_CHECK(cudaSetDevice(0));
-    dfcclStats_t st{};
+    dfcclStats_t st = DFCCL_STATS_INITIALIZER;
     DFCCL_CHECK(dfcclGetStats(comms[0], &st));
     const double t1 = gemm_tflops(a, b, c, n, reps);
     std::printf("round %d: GEMM %.2f TFLOPS without an engine, %.2f beside an engine (daemon running: %d, %llu "

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
       std::vector<double> core[2], wait[2], e2e[2], skew;
       // The daemon adds its statistics when it exits: let it go idle before and after the measurement.
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      dfcclStats_t before[2], after[2];
+      dfcclStats_t before[2] = {DFCCL_STATS_INITIALIZER, DFCCL_STATS_INITIALIZER}, after[2] = {before[0], before[1]};
       for (int r = 0; r < 2; ++r) DFCCL_CHECK(dfcclGetStats(comms[r], &before[r]));
       for (int it = 0; it < iters + 10; ++it) {
         std::vector<dfcclRequest_t> reqs[2];
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
         for (int r = 0; r < 2; ++r)
           for (auto q : reqs[r]) DFCCL_CHECK(dfcclSynchronize(q, 10000));
         for (int k = 0; k < burst; ++k) {
-          dfcclRequestInfo_t info[2];
+          dfcclRequestInfo_t info[2] = {DFCCL_REQUEST_INFO_INITIALIZER, DFCCL_REQUEST_INFO_INITIALIZER};
           for (int r = 0; r < 2; ++r) DFCCL_CHECK(dfcclRequestGetInfo(reqs[r][k], &info[r]));
           if (it >= 10) {
             for (int r = 0; r < 2; ++r) {

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaEventCreate(&e1));
   const double offset = gpu_minus_mono();
   std::printf("globaltimer - CLOCK_MONOTONIC: %.0f ns\n", offset);
-  dfcclStats_t st0, st1;
+  dfcclStats_t st0 = DFCCL_STATS_INITIALIZER, st1 = DFCCL_STATS_INITIALIZER;
   std::vector<dfcclRequest_t> reqs(iters);
 
   for (int round = 0; round < 2; ++round) {  // round 0 warms up
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
     std::vector<double> core, start_lat, e2e;
     for (int i = 0; i < iters; ++i) {
-      dfcclRequestInfo_t info;
+      dfcclRequestInfo_t info = DFCCL_REQUEST_INFO_INITIALIZER;
       DFCCL_CHECK(dfcclRequestGetInfo(reqs[i], &info));
       core.push_back((info.coreEndNs - info.coreStartNs) / 1e3);
       start_lat.push_back((double(info.coreStartNs) - offset - double(info.submitNs)) / 1e3);
@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
     std::vector<double> bcore;
     for (int i = 0; i < iters; ++i) {
-      dfcclRequestInfo_t info;
+      dfcclRequestInfo_t info = DFCCL_REQUEST_INFO_INITIALIZER;
       DFCCL_CHECK(dfcclRequestGetInfo(reqs[i], &info));
       bcore.push_back((info.coreEndNs - info.coreStartNs) / 1e3);
       dfcclRequestFree(reqs[i]);
@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
         const uint64_t a2 = mono();
         DFCCL_CHECK(dfcclSynchronize(q, 10000));
         const uint64_t b = mono();
-        dfcclRequestInfo_t info;
+        dfcclRequestInfo_t info = DFCCL_REQUEST_INFO_INITIALIZER;
         DFCCL_CHECK(dfcclRequestGetInfo(q, &info));
         he2e.push_back((b - a) / 1e3);
         hsub.push_back((a2 - a) / 1e3);

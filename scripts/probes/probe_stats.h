@@ -17,12 +17,12 @@ inline double median(std::vector<double> v) {
 // -DDFCCL_PROFILE=1 libdfccl, thread 0's time per phase per collective summed over all blocks (us). The daemon adds
 // its counters when it exits: take both snapshots while it is idle.
 inline void print_stats_delta(const char* label, const dfcclStats_t& a, const dfcclStats_t& b, double ncoll) {
-  static const char* names[7] = {"check", "move", "post", "program", "poll", "exit", "launch"};
+  static const char* names[dfcclNumProfilePhases] = {"check", "move", "post", "program", "poll", "exit", "launch"};
   std::printf("  %s: %.1f primitives per collective, %.0f %% prefetched", label,
               double(b.primitives - a.primitives) / ncoll, 100.0 * double(b.descPrefetched - a.descPrefetched) / ncoll);
-  if (b.profileNs[6] > a.profileNs[6]) {
+  if (b.profileNs[dfcclProfileLaunch] > a.profileNs[dfcclProfileLaunch]) {
     std::printf("; profile per collective, all blocks (us):");
-    for (int k = 0; k < 7; ++k)
+    for (int k = 0; k < dfcclNumProfilePhases; ++k)
       std::printf(" %s %.2f", names[k], double(b.profileNs[k] - a.profileNs[k]) / 1e3 / ncoll);
   }
   std::printf("\n");

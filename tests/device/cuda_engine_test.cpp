@@ -68,7 +68,7 @@ TEST(CudaEngine, CollectiveSurvivesDaemonExitsUntilItsPeerArrives) {
   dfcclRequest_t r0 = nullptr, r1 = nullptr;
   cudaSetDevice(0);
   ASSERT_EQ(dfcclAllReduce(b0.in, b0.out, n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &r0), dfcclSuccess);
-  dfcclStats_t st{};
+  dfcclStats_t st = DFCCL_STATS_INITIALIZER;
   const auto deadline = Clock::now() + std::chrono::seconds(30);
   do {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -81,7 +81,7 @@ TEST(CudaEngine, CollectiveSurvivesDaemonExitsUntilItsPeerArrives) {
   ASSERT_EQ(dfcclSynchronize(r1, 60000), dfcclSuccess);
   EXPECT_EQ(b0.wrong(word(1) + word(2)), 0u);
   EXPECT_EQ(b1.wrong(word(1) + word(2)), 0u);
-  dfcclRequestInfo_t info{};
+  dfcclRequestInfo_t info = DFCCL_REQUEST_INFO_INITIALIZER;
   ASSERT_EQ(dfcclRequestGetInfo(r0, &info), dfcclSuccess);
   EXPECT_GT(info.preemptions, 0u);
   std::printf("[ gpu      ] total preemption: %lu launches, %lu stuck exits before the peer came; %u preemptions\n",
@@ -210,7 +210,7 @@ TEST(CudaEngine, StreamWaitAfterALazyLoadThenCudaFree) {
   EXPECT_EQ(x1.wrong(word(5) + word(6)), 0u);
   EXPECT_EQ(y0.wrong(word(7) + word(8)), 0u);
   EXPECT_EQ(y1.wrong(word(7) + word(8)), 0u);
-  dfcclStats_t st{};
+  dfcclStats_t st = DFCCL_STATS_INITIALIZER;
   ASSERT_EQ(dfcclGetStats(g[1], &st), dfcclSuccess);
   EXPECT_GE(st.standbyLaunches, 1u) << "dfcclWait saw no pending barrier: the test did not reach its case";
   std::printf("[ gpu      ] lazy load, stream wait, cudaFree: returned after %.1f ms (peer after 300 ms); %lu "
@@ -435,7 +435,7 @@ TEST(CudaEngine, DisorderStressNeverHangsAndIsExact) {
     hung += h;
     wrong += bad;
   }
-  dfcclStats_t st{};
+  dfcclStats_t st = DFCCL_STATS_INITIALIZER;
   ASSERT_EQ(dfcclGetStats(w.comm[0][0], &st), dfcclSuccess);
   std::printf("[ gpu      ] stress: %d trials in %.1f s, %d hangs, %zu wrong; GPU 0: %lu collectives, %lu "
               "preemptions, %lu daemon launches (%lu stuck exits)\n",

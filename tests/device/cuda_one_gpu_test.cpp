@@ -32,7 +32,7 @@ void expect_capture_refused(dfcclResult_t r, const char *fn) {
 }
 
 uint64_t submitted(dfcclComm_t comm) {
-  dfcclStats_t st{};
+  dfcclStats_t st = DFCCL_STATS_INITIALIZER;
   EXPECT_EQ(dfcclGetStats(comm, &st), dfcclSuccess);
   return st.submitted;
 }

@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));
     if (returned) fail(sync_kind + " returned while the collectives were pending: the case was not reached");
     const double stats_ms = within(4000, "dfcclGetStats", [&] {
-      dfcclStats_t st;
+      dfcclStats_t st = DFCCL_STATS_INITIALIZER;
       const dfcclResult_t r = dfcclGetStats(comms[0], &st);  // dfcclTimeout is allowed: the engine may be busy
       if (r != dfcclSuccess && r != dfcclTimeout) ok(r, "dfcclGetStats");
     });

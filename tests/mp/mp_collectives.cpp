@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
   const dfcclExecutor_t ex = g_cuda ? dfcclExecutorCuda : dfcclExecutorHost;
   dfcclComm_t world = make_comm(MPI_COMM_WORLD, ex);
   if (const char* expect = std::getenv("MP_EXPECT_HIERARCHY")) {  // the ranks per host its all-reduces must run on
-    dfcclCommInfo_t info{};
+    dfcclCommInfo_t info = DFCCL_COMM_INFO_INITIALIZER;
     ok(dfcclCommGetInfo(world, &info), "dfcclCommGetInfo");
     if (info.hierarchyRanksPerHost != std::atoi(expect))
       die("the world's hierarchical all-reduce has " + std::to_string(info.hierarchyRanksPerHost) +

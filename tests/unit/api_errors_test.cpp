@@ -349,7 +349,7 @@ TEST(ApiErrors, CommInfoReportsTheResolvedSettings) {
   dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
   cfg.executor = dfcclExecutorHost;
   ASSERT_EQ(dfcclCommInitAllConfig(comms, 3, nullptr, &cfg), dfcclSuccess) << dfcclGetLastError(nullptr);
-  dfcclCommInfo_t info{};
+  dfcclCommInfo_t info = DFCCL_COMM_INFO_INITIALIZER;
   ASSERT_EQ(dfcclCommGetInfo(comms[1], &info), dfcclSuccess) << dfcclGetLastError(nullptr);
   EXPECT_EQ(info.executor, dfcclExecutorHost);
   EXPECT_EQ(info.mode, dfcclModePreemptive);
@@ -375,6 +375,47 @@ TEST(ApiErrors, CommInfoReportsTheResolvedSettings) {
   EXPECT_EQ(info.connectionBytes, size_t(info.lanes + 1) * lane_bytes);
   EXPECT_REJECTS(dfcclCommGetInfo(comms[0], nullptr), dfcclInvalidArgument, "'info'");
   for (auto q : p) ASSERT_EQ(dfcclPersistentFree(q), dfcclSuccess);
+  for (auto c : comms) ASSERT_EQ(dfcclCommDestroy(c), dfcclSuccess);
+}
+
+// The structs the library fills carry their size: one the caller did not set (or set for another dfccl.h) is refused
+// naming the argument, and nothing is written into it; the library keeps a right size as it was.
+TEST(ApiErrors, OutStructsOfAnotherSizeAreRefused) {
+  dfcclComm_t comms[2] = {};
+  dfcclConfig_t cfg = DFCCL_CONFIG_INITIALIZER;
+  cfg.executor = dfcclExecutorHost;
+  ASSERT_EQ(dfcclCommInitAllConfig(comms, 2, nullptr, &cfg), dfcclSuccess) << dfcclGetLastError(nullptr);
+
+  dfcclCommInfo_t info{};  // size 0: not initialised
+  info.nranks = -7;
+  EXPECT_REJECTS(dfcclCommGetInfo(comms[0], &info), dfcclInvalidArgument, "'info': info->size = 0");
+  EXPECT_EQ(info.nranks, -7);
+  info.size = sizeof(info) - 8;  // an older, shorter struct
+  EXPECT_REJECTS(dfcclCommGetInfo(comms[0], &info), dfcclInvalidArgument, "sizeof(dfcclCommInfo_t)");
+  info = DFCCL_COMM_INFO_INITIALIZER;
+  ASSERT_EQ(dfcclCommGetInfo(comms[0], &info), dfcclSuccess) << dfcclGetLastError(nullptr);
+  EXPECT_EQ(info.size, sizeof(info));
+  EXPECT_EQ(info.nranks, 2);
+
+  dfcclStats_t stats{};
+  EXPECT_REJECTS(dfcclGetStats(comms[0], &stats), dfcclInvalidArgument, "'stats': stats->size = 0");
+  stats = DFCCL_STATS_INITIALIZER;
+  ASSERT_EQ(dfcclGetStats(comms[0], &stats), dfcclSuccess) << dfcclGetLastError(nullptr);
+  EXPECT_EQ(stats.size, sizeof(stats));
+
+  std::vector<float> in(16, 1.0f), out(16);
+  dfcclRequest_t q[2] = {};
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(dfcclAllReduce(in.data(), out.data(), 16, dfcclFloat32, dfcclSum, comms[r], 0, nullptr, &q[r]),
+              dfcclSuccess);
+  for (dfcclRequest_t r : q) ASSERT_EQ(dfcclSynchronize(r, 10000), dfcclSuccess);
+  dfcclRequestInfo_t rinfo{};
+  EXPECT_REJECTS(dfcclRequestGetInfo(q[0], &rinfo), dfcclInvalidArgument, "'info': info->size = 0");
+  rinfo = DFCCL_REQUEST_INFO_INITIALIZER;
+  ASSERT_EQ(dfcclRequestGetInfo(q[0], &rinfo), dfcclSuccess) << dfcclGetLastError(nullptr);
+  EXPECT_EQ(rinfo.status, dfcclSuccess);
+  EXPECT_EQ(rinfo.size, sizeof(rinfo));
+  for (dfcclRequest_t r : q) ASSERT_EQ(dfcclRequestFree(r), dfcclSuccess);
   for (auto c : comms) ASSERT_EQ(dfcclCommDestroy(c), dfcclSuccess);
 }
 

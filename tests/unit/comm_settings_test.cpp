@@ -69,7 +69,7 @@ TEST(CommSettings, CudaOnlySettingsOnTheHostExecutorAreReported) {
 }
 
 dfcclCommInfo_t info_of(dfcclComm_t comm) {
-  dfcclCommInfo_t info{};
+  dfcclCommInfo_t info = DFCCL_COMM_INFO_INITIALIZER;
   EXPECT_EQ(dfcclCommGetInfo(comm, &info), dfcclSuccess) << dfcclGetLastError(comm);
   return info;
 }

@@ -44,7 +44,7 @@ TEST_F(HostEngine, CollectiveSurvivesDaemonExitsUntilItsPeerArrives) {
   dfcclRequest_t r0 = nullptr, r1 = nullptr;
   DFCCL_ASSERT_OK(dfcclAllReduce(in0.data(), out0.data(), n, dfcclInt32, dfcclSum, g[0], 0, nullptr, &r0));
   // Rank 1 arrives only after rank 0's daemon gave up and was relaunched several times.
-  dfcclStats_t st{};
+  dfcclStats_t st = DFCCL_STATS_INITIALIZER;
   const auto deadline = Clock::now() + std::chrono::seconds(30);
   do {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -71,7 +71,7 @@ TEST_F(HostEngine, CollectiveSurvivesDaemonExitsUntilItsPeerArrives) {
   DFCCL_ASSERT_OK(dfcclSynchronize(r1, 30000));
   EXPECT_EQ(wrong_sum(out0, 2), 0u);
   EXPECT_EQ(wrong_sum(out1, 2), 0u);
-  dfcclRequestInfo_t info{};
+  dfcclRequestInfo_t info = DFCCL_REQUEST_INFO_INITIALIZER;
   DFCCL_ASSERT_OK(dfcclRequestGetInfo(r0, &info));
   EXPECT_EQ(info.status, dfcclSuccess);
   EXPECT_GT(info.preemptions, 0u);
@@ -182,7 +182,7 @@ TEST_F(HostEngine, BlockingModeDaemonStaysWhileABlockWaitsAndAnAbortElsewhereEnd
   EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(900)) << "the abort waited for its timeout";
   EXPECT_EQ(dfcclSynchronize(qb, 5000), dfcclAborted);
   EXPECT_EQ(dfcclSynchronize(qa, 0), dfcclTimeout) << "A's peer never came";
-  dfcclStats_t st{};
+  dfcclStats_t st = DFCCL_STATS_INITIALIZER;
   DFCCL_ASSERT_OK(dfcclGetStats(g[0], &st));
   EXPECT_EQ(st.daemonLaunches, 1u) << "the daemon left (and came back) while block 0 waited in A";
   t0 = Clock::now();
@@ -702,7 +702,7 @@ TEST_F(HostEngine, SmallCollectivesOnManyBlocksFreeTheirSlots) {
     // Primitives per rank: 2 for each small all-reduce (one channel; its data fits a slot: one-shot, send then
     // receive) and 8 for each large one (4 channels x 2: 16 KiB per channel fits the 32 KiB host slot); empty
     // channels run none. Counted when the daemon exits.
-    dfcclStats_t st{};
+    dfcclStats_t st = DFCCL_STATS_INITIALIZER;
     const auto deadline = Clock::now() + std::chrono::seconds(10);
     do {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -735,7 +735,7 @@ TEST_F(HostEngine, SlotLimitGivesBackPressureAndLosesNothing) {
     DFCCL_ASSERT_OK(dfcclAllReduce(in.data(), out.data(), 16, dfcclInt32, dfcclSum, g[1], 0, nullptr, nullptr));
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   for (int rank : {0, 1}) {  // every collective of both ranks: rank 1 may still be writing `out` after rank 0's end
-    dfcclStats_t st{};
+    dfcclStats_t st = DFCCL_STATS_INITIALIZER;
     do {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       DFCCL_ASSERT_OK(dfcclGetStats(g[rank], &st));

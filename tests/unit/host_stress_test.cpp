@@ -274,7 +274,7 @@ TEST_F(HostStress, PreemptiveNeverHangsAndIsExact) {
   }
   EXPECT_EQ(hung, 0);
   EXPECT_EQ(wrong, 0u);
-  dfcclStats_t st{};
+  dfcclStats_t st = DFCCL_STATS_INITIALIZER;
   ASSERT_EQ(dfcclGetStats(w.comm[0][0], &st), dfcclSuccess);
   EXPECT_GT(st.preemptions, 0u) << "the stress never made a collective wait for an absent peer";
   EXPECT_GT(st.daemonExitsStuck + st.daemonExitsIdle, 0u);

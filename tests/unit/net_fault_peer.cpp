@@ -329,7 +329,7 @@ bool run(const Args& a) {
   dfcclComm_t comm = nullptr;
   if (init(a, id, &comm) != dfcclSuccess) return fail(a, std::string("init: ") + dfcclGetLastError(nullptr));
   if (!exact_allreduce(a, comm, 30000)) return false;
-  dfcclCommInfo_t info;
+  dfcclCommInfo_t info = DFCCL_COMM_INFO_INITIALIZER;
   if (dfcclCommGetInfo(comm, &info) != dfcclSuccess || info.transport != dfcclTransportNetwork)
     return fail(a, "the communicator's ring does not go through the network transport");
   if (const char* e = std::getenv("NET_FAULT_EXPECT_HIERARCHY"); e && info.hierarchyRanksPerHost != std::atoi(e))

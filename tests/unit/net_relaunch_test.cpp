@@ -53,7 +53,7 @@ int run(dfcclComm_t comm, int rank) {
       std::fprintf(stderr, "rank %d: element %zu wrong\n", rank, i);
       return 1;
     }
-  dfcclStats_t s{};
+  dfcclStats_t s = DFCCL_STATS_INITIALIZER;
   if (dfcclGetStats(comm, &s) != dfcclSuccess) return 1;
   std::printf("rank %d: %llu launches, %llu stuck exits\n", rank, (unsigned long long)s.daemonLaunches,
               (unsigned long long)s.daemonExitsStuck);

@@ -373,7 +373,7 @@ TEST(P2pStuck, TheWarningNamesTheMissingReceive) {
 
 // Whether c's connections go through the network (DFCCL_NET_FORCE=1): those are all made at init, full.
 bool on_network(dfcclComm_t c) {
-  dfcclCommInfo_t info{};
+  dfcclCommInfo_t info = DFCCL_COMM_INFO_INITIALIZER;
   EXPECT_EQ(dfcclCommGetInfo(c, &info), dfcclSuccess);
   return info.transport == dfcclTransportNetwork;
 }
@@ -387,7 +387,7 @@ std::string debug_dump_of(dfcclComm_t c) {
 }
 
 int connections(dfcclComm_t c) {
-  dfcclCommInfo_t info{};
+  dfcclCommInfo_t info = DFCCL_COMM_INFO_INITIALIZER;
   EXPECT_EQ(dfcclCommGetInfo(c, &info), dfcclSuccess);
   return info.p2pConnections;
 }
@@ -442,7 +442,7 @@ TEST(P2pArena, ConnectionsOfDifferentSizesInOneArenaAreExact) {
   {
     Group g(8, dfcclExecutorHost);
     if (on_network(g[0])) GTEST_SKIP() << "network connections are all made at init";
-    dfcclCommInfo_t info{};
+    dfcclCommInfo_t info = DFCCL_COMM_INFO_INITIALIZER;
     DFCCL_ASSERT_OK(dfcclCommGetInfo(g[0], &info));
     EXPECT_GE(info.p2pBytes, size_t(12) << 20);
     EXPECT_LT(info.p2pBytes, (size_t(12) << 20) + (size_t(64) << 10)) << "the arena and the lane states only";

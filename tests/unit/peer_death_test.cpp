@@ -180,7 +180,7 @@ int host_id_child(const dfcclUniqueId& id, int rank, const char* host) {
     std::fprintf(stderr, "rank %d: %s\n", rank, m.c_str());
     return r == dfcclNotSupported && m.find("network transport") != std::string::npos ? 20 : 1;
   }
-  dfcclCommInfo_t info;
+  dfcclCommInfo_t info = DFCCL_COMM_INFO_INITIALIZER;
   if (dfcclCommGetInfo(comm, &info) != dfcclSuccess) return 2;
   std::vector<int32_t> in(4096, rank + 1), out(4096, 0);
   dfcclRequest_t q = nullptr;

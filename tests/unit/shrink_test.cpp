@@ -456,7 +456,7 @@ TEST(Shrink, AnExplicitExclusionFailsTheOldPendingCollective) {
         }
         for (int32_t v : in)
           if (v != rank + 1) return 5;  // the send buffer is the application's, untouched
-        dfcclRequestInfo_t info;
+        dfcclRequestInfo_t info = DFCCL_REQUEST_INFO_INITIALIZER;
         if (dfcclRequestGetInfo(pending, &info) != dfcclSuccess || info.status != dfcclRemoteError) return 6;
         dfcclRequestFree(pending);
         int wrong = 0;

@@ -261,9 +261,9 @@ dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info) {
     const char* fn = "dfcclCommGetInfo";
     const CommRef held = check_comm(comm, fn);
     dfcclComm* c = held.get();
-    if (!info) bad(fn, "argument 'info' is NULL");
+    check_out_struct(info, "info", "dfcclCommInfo_t", fn);
     std::shared_ptr<Engine> e = live_engine(c, fn);
-    *info = comm_info(c, *e);
+    copy_out(info, comm_info(c, *e));
     return dfcclSuccess;
   });
 }

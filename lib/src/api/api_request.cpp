@@ -106,9 +106,9 @@ dfcclResult_t dfcclRequestGetInfo(dfcclRequest_t request, dfcclRequestInfo_t* in
   return guard([&] {
     const std::shared_ptr<RequestState> state = request_state(request, "dfcclRequestGetInfo");
     refuse_captured(*state, "dfcclRequestGetInfo");
-    if (!info) bad("dfcclRequestGetInfo", "argument 'info' is NULL");
+    check_out_struct(info, "info", "dfcclRequestInfo_t", "dfcclRequestGetInfo");
     std::lock_guard<std::mutex> lk(state->mu);
-    *info = state->info;
+    copy_out(info, state->info);
     return dfcclSuccess;
   });
 }
@@ -149,8 +149,8 @@ dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats) {
   return guard([&] {
     const CommRef held = check_comm(comm, "dfcclGetStats");
     dfcclComm* c = held.get();
-    if (!stats) bad("dfcclGetStats", "argument 'stats' is NULL");
-    *stats = live_engine(c, "dfcclGetStats")->stats();
+    check_out_struct(stats, "stats", "dfcclStats_t", "dfcclGetStats");
+    copy_out(stats, live_engine(c, "dfcclGetStats")->stats());
     return dfcclSuccess;
   });
 }

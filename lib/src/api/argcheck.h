@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -83,5 +84,24 @@ struct Blocks {
 std::pair<uint64_t, uint64_t> check_blocks(const Blocks& b, int n, uint64_t es, bool disjoint, const char* fn);
 
 dfcclPersistent* check_persistent(dfcclPersistent_t p, const char* fn);
+
+// An out-struct of dfccl.h (dfcclCommInfo_t, dfcclRequestInfo_t, dfcclStats_t) named `name`, of type `type`: present,
+// and its size field the size this library fills (a program built against another dfccl.h is refused, not written
+// past its struct's end).
+template <typename T>
+void check_out_struct(const T* p, const char* name, const char* type, const char* fn) {
+  if (!p) bad(fn, fmt::format("argument '{}' is NULL", name));
+  if (p->size != sizeof(T))
+    bad(fn, fmt::format("argument '{}': {}->size = {}, but this library fills sizeof({}) = {} (initialise it with the "
+                        "initializer of its dfccl.h)",
+                        name, name, p->size, type, sizeof(T)));
+}
+
+// Writes `value` into the out-struct that check_out_struct accepted, keeping its size field.
+template <typename T>
+void copy_out(T* p, T value) {
+  value.size = sizeof(T);
+  *p = value;
+}
 
 }  // namespace dfccl::api

@@ -187,7 +187,12 @@ std::string Engine::comm_lanes_text(const DeviceSnapshot& snap, uint32_t i) {
   return out + "\n";
 }
 
-static_assert(sizeof(dfcclStats_t::profileNs) / sizeof(uint64_t) == core::kNumPhases);
+// The core's phases are dfccl.h's, in its order: profileNs[k] is core phase k.
+constexpr bool same_phase(core::Phase core, dfcclProfilePhase_t api) { return int(core) == int(api); }
+static_assert(int(core::kNumPhases) == int(dfcclNumProfilePhases) && same_phase(core::kPhaseCheck, dfcclProfileCheck) &&
+              same_phase(core::kPhaseMove, dfcclProfileMove) && same_phase(core::kPhasePost, dfcclProfilePost) &&
+              same_phase(core::kPhaseProgram, dfcclProfileProgram) && same_phase(core::kPhasePoll, dfcclProfilePoll) &&
+              same_phase(core::kPhaseExit, dfcclProfileExit) && same_phase(core::kPhaseLaunch, dfcclProfileLaunch));
 
 dfcclStats_t Engine::stats() {
   dfcclStats_t s{};
