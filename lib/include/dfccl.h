@@ -103,12 +103,26 @@ typedef struct {
 
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Errors and version                                                                                                 */
+/**
+ * @brief The meaning of a result code in words ("unknown result code" for a value that is none).
+ * @param[in] result a dfcclResult_t
+ */
 const char* dfcclGetErrorString(dfcclResult_t result);
-/* The message of the last error returned to this thread (names the bad argument); "" if none. comm may be NULL. */
+/**
+ * @brief The message of the last error returned to this thread (names the bad argument); "" if none.
+ * @param[in] comm a communicator, or NULL
+ */
 const char* dfcclGetLastError(dfcclComm_t comm);
+/**
+ * @brief This library's version.
+ * @param[out] version DFCCL_VERSION_CODE of the library that runs (not NULL)
+ */
 dfcclResult_t dfcclGetVersion(int* version);
-/* What this build of the library supports: an OR of DFCCL_FEATURE_* bits. */
 #define DFCCL_FEATURE_NETWORK 0x1 /* the network transport (UCX): communicators whose ranks span hosts */
+/**
+ * @brief What this build of the library supports.
+ * @param[out] features an OR of DFCCL_FEATURE_* bits (not NULL)
+ */
 dfcclResult_t dfcclGetFeatures(int* features);
 
 /* ------------------------------------------------------------------------------------------------------------------ */
@@ -127,65 +141,133 @@ dfcclResult_t dfcclGetFeatures(int* features);
 /* for the connection regions in /dev/shm (host executor; GPUs without peer access): one whose creator was killed    */
 /* before its peers mapped it is removed by the next communicator's connections on the host.                        */
 #define DFCCL_MAX_RANKS 65536
+/**
+ * @brief Makes the id of a new communicator and starts its rendezvous service in this process (see above).
+ * @param[out] uniqueId the id, to be given to every rank (not NULL)
+ */
 dfcclResult_t dfcclGetUniqueId(dfcclUniqueId* uniqueId);
+/**
+ * @brief Makes this rank's communicator: dfcclCommInitRankConfig with the defaults.
+ */
 dfcclResult_t dfcclCommInitRank(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank);
+/**
+ * @brief Makes this rank's communicator; waits for the other ranks (at most initTimeoutMs, then dfcclTimeout).
+ * @param[out] comm the communicator (not NULL)
+ * @param[in] nranks the ranks of the communicator, 1..DFCCL_MAX_RANKS
+ * @param[in] commId the id that one rank's dfcclGetUniqueId made
+ * @param[in] rank this rank, 0..nranks-1, each claimed by one caller
+ * @param[in] config initialised with DFCCL_CONFIG_INITIALIZER; NULL: the defaults
+ */
 dfcclResult_t dfcclCommInitRankConfig(dfcclComm_t* comm, int nranks, dfcclUniqueId commId, int rank,
                                       const dfcclConfig_t* config);
-/* One process, ndev ranks: comms[i] is rank i on device devlist[i] (devlist NULL: devices 0..ndev-1). */
+/**
+ * @brief One process, ndev ranks: dfcclCommInitAllConfig with the defaults.
+ */
 dfcclResult_t dfcclCommInitAll(dfcclComm_t* comms, int ndev, const int* devlist);
+/**
+ * @brief One process, ndev ranks: comms[i] is rank i on device devlist[i].
+ * @param[out] comms ndev communicators (not NULL)
+ * @param[in] ndev the ranks, 1..DFCCL_MAX_RANKS
+ * @param[in] devlist ndev devices; NULL: devices 0..ndev-1
+ * @param[in] config initialised with DFCCL_CONFIG_INITIALIZER; NULL: the defaults
+ */
 dfcclResult_t dfcclCommInitAllConfig(dfcclComm_t* comms, int ndev, const int* devlist, const dfcclConfig_t* config);
-/* Collective over comm: ranks with the same color form a new communicator, ordered by key then parent rank.       */
-/* color DFCCL_SPLIT_NOCOLOR gives *newcomm = NULL. config NULL inherits the parent's.                                */
 #define DFCCL_SPLIT_NOCOLOR (-1)
+/**
+ * @brief Collective over comm: ranks with the same color form a new communicator, ordered by key then parent rank.
+ * @param[in] comm the parent
+ * @param[in] color >= 0, or DFCCL_SPLIT_NOCOLOR: this rank joins none (*newcomm = NULL)
+ * @param[in] key the order of the ranks of one color (ties: parent rank)
+ * @param[out] newcomm the new communicator (not NULL)
+ * @param[in] config NULL inherits the parent's
+ */
 dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* newcomm, const dfcclConfig_t* config);
-/* Collective over the ranks of comm that go on after a failure (as MPIX_Comm_shrink, ncclCommShrink): *newcomm is a */
-/* communicator of the ranks of comm that are not excluded, renumbered in comm's order, on the same executor and     */
-/* transports. comm may have failed (dfcclRemoteError) or be alive. excludeRanks: nExclude ranks of comm to leave     */
-/* out (the same list on every caller); NULL (nExclude 0): the ranks this rank's communicator found failed (the rank  */
-/* its dfcclRemoteError named, and every peer whose process has exited). The survivors agree on one excluded set     */
-/* before the new communicator is made (docs/design.md, "Shrink"): the union of the lists or found sets of the ranks */
-/* it keeps, plus every rank whose process exits before it calls dfcclCommShrink; a rank that exits while the new    */
-/* communicator is being made is excluded too (the survivors agree again). Every caller that the set keeps returns   */
-/* the same communicator; a caller that the set excludes (or that excludes itself) gets *newcomm = NULL and          */
-/* dfcclSuccess. The other ranks must call it within initTimeoutMs (config's, else comm's), else dfcclTimeout names */
-/* them; a rank that another rank's list excludes should not call it (it may wait for that timeout). A rank that     */
-/* exits after the call returns is a failure of the new communicator, reported as any other (dfcclRemoteError), and */
-/* a shrink of it goes on. When the set is not empty, comm fails with dfcclRemoteError naming its lowest rank        */
-/* ("... was excluded by dfcclCommShrink") unless it had failed already: its pending collectives end with that       */
-/* status, their buffers and requests stay valid, and dfcclCommDestroy(comm) returns without waiting for the         */
-/* excluded ranks; with an empty set comm is left as it was. config NULL inherits comm's. A replacement process      */
-/* joins through a fresh id: one survivor calls dfcclGetUniqueId, the id reaches the others (a dfcclBroadcast on     */
-/* *newcomm) and the newcomer, and all call dfcclCommInitRank with the new size. Host and CUDA executors alike (the   */
-/* new communicator on comm's device). dfcclNotSupported: comm spans hosts or uses the network transport (the        */
-/* agreement runs in one host's shared memory), or has more than 4096 ranks.                                         */
+/**
+ * @brief Collective over the ranks of comm that go on after a failure (as MPIX_Comm_shrink, ncclCommShrink): *newcomm
+ * is a communicator of the ranks of comm that are not excluded, renumbered in comm's order, on the same executor and
+ * transports.
+ *
+ * comm may have failed (dfcclRemoteError) or be alive. excludeRanks: nExclude ranks of comm to leave out (the same list
+ * on every caller); NULL (nExclude 0): the ranks this rank's communicator found failed (the rank its dfcclRemoteError
+ * named, and every peer whose process has exited). The survivors agree on one excluded set before the new communicator
+ * is made (docs/design.md, "Shrink"): the union of the lists or found sets of the ranks it keeps, plus every rank whose
+ * process exits before it calls dfcclCommShrink; a rank that exits while the new communicator is being made is excluded
+ * too (the survivors agree again). Every caller that the set keeps returns the same communicator; a caller that the set
+ * excludes (or that excludes itself) gets *newcomm = NULL and dfcclSuccess. The other ranks must call it within
+ * initTimeoutMs (config's, else comm's), else dfcclTimeout names them; a rank that another rank's list excludes should
+ * not call it (it may wait for that timeout). A rank that exits after the call returns is a failure of the new
+ * communicator, reported as any other (dfcclRemoteError), and a shrink of it goes on. When the set is not empty, comm
+ * fails with dfcclRemoteError naming its lowest rank ("... was excluded by dfcclCommShrink") unless it had failed
+ * already: its pending collectives end with that status, their buffers and requests stay valid, and
+ * dfcclCommDestroy(comm) returns without waiting for the excluded ranks; with an empty set comm is left as it was.
+ * config NULL inherits comm's. A replacement process joins through a fresh id: one survivor calls dfcclGetUniqueId, the
+ * id reaches the others (a dfcclBroadcast on *newcomm) and the newcomer, and all call dfcclCommInitRank with the new
+ * size. Host and CUDA executors alike (the new communicator on comm's device). dfcclNotSupported: comm spans hosts or
+ * uses the network transport (the agreement runs in one host's shared memory), or has more than 4096 ranks.
+ * @param[in] comm the communicator, failed or alive
+ * @param[in] excludeRanks nExclude ranks of comm to leave out, the same list on every caller; NULL: the ranks this rank
+ *   found failed
+ * @param[in] nExclude 0..nranks (0 with excludeRanks NULL)
+ * @param[out] newcomm the survivors' communicator, or NULL on an excluded caller (not NULL)
+ * @param[in] config NULL inherits comm's
+ */
 dfcclResult_t dfcclCommShrink(dfcclComm_t comm, const int* excludeRanks, int nExclude, dfcclComm_t* newcomm,
                               const dfcclConfig_t* config);
-/* Waits (bounded) for the communicator's outstanding collectives, then frees it. Requests stay valid. A handle is  */
-/* a number, never an address: once destroyed or aborted it is refused (dfcclInvalidUsage naming comm; a second     */
-/* dfcclCommAbort does nothing), also after a newer communicator took its place, and nothing of the communicator   */
-/* stays allocated (one still in use by another thread's call goes when that call returns). dfcclCommGetAsyncError */
-/* still reports how it ended (dfcclAborted after an abort) at least until a communicator created after it ends.    */
-/* Destroy is local, as in NCCL, but the peers learn how many collectives this rank called: a peer's collective     */
-/* that this rank never called fails with dfcclRemoteError naming it ("rank 3 of the communicator ... destroyed its */
-/* communicator after 5 collectives ..."), on this host and across hosts, whether the process stays or exits; a     */
-/* destroy that waits for such a collective returns at once with it failed so.                                      */
+/**
+ * @brief Waits (bounded) for the communicator's outstanding collectives, then frees it.
+ *
+ * Requests stay valid. A handle is a number, never an address: once destroyed or aborted it is refused
+ * (dfcclInvalidUsage naming comm; a second dfcclCommAbort does nothing), also after a newer communicator took its
+ * place, and nothing of the communicator stays allocated (one still in use by another thread's call goes when that call
+ * returns). dfcclCommGetAsyncError still reports how it ended (dfcclAborted after an abort) at least until a
+ * communicator created after it ends. Destroy is local, as in NCCL, but the peers learn how many collectives this rank
+ * called: a peer's collective that this rank never called fails with dfcclRemoteError naming it ("rank 3 of the
+ * communicator ... destroyed its communicator after 5 collectives ..."), on this host and across hosts, whether the
+ * process stays or exits; a destroy that waits for such a collective returns at once with it failed so.
+ * @param[in] comm a live communicator
+ */
 dfcclResult_t dfcclCommDestroy(dfcclComm_t comm);
-/* Fails every outstanding collective of comm with dfcclAborted, releases streams waiting on them, frees comm.      */
-/* Reaches the daemon through pinned memory and makes no CUDA call, so it returns within DFCCL_ABORT_TIMEOUT_MS      */
-/* (1 s) even while peers are absent or another thread of the process is inside an implicit synchronization          */
-/* (cudaFree, cudaMallocHost, a lazy module load) that waits for the daemon; that synchronization then returns once  */
-/* the daemon has dropped what kept it. The communicator's device memory is freed with its engine (when the last     */
-/* communicator of the process on that device goes). dfcclCommDestroy after an abort returns dfcclInvalidUsage.     */
-/* An abort whose collectives were still pending at its timeout (a WARN says so) leaves the communicator's memory    */
-/* in place, for the daemon that still holds them, until the process exits.                                          */
+/**
+ * @brief Fails every outstanding collective of comm with dfcclAborted, releases streams waiting on them, frees comm.
+ *
+ * Reaches the daemon through pinned memory and makes no CUDA call, so it returns within DFCCL_ABORT_TIMEOUT_MS (1 s)
+ * even while peers are absent or another thread of the process is inside an implicit synchronization (cudaFree,
+ * cudaMallocHost, a lazy module load) that waits for the daemon; that synchronization then returns once the daemon has
+ * dropped what kept it. The communicator's device memory is freed with its engine (when the last communicator of the
+ * process on that device goes). dfcclCommDestroy after an abort returns dfcclInvalidUsage. An abort whose collectives
+ * were still pending at its timeout (a WARN says so) leaves the communicator's memory in place, for the daemon that
+ * still holds them, until the process exits.
+ * @param[in] comm a live communicator
+ */
 dfcclResult_t dfcclCommAbort(dfcclComm_t comm);
-/* dfcclRemoteError: a peer died, stopped (DFCCL_PEER_TIMEOUT_S, DFCCL_NET_TIMEOUT_MS), aborted, or destroyed the    */
-/* communicator before collectives that need it; the message (dfcclGetLastError after a failed call or request)     */
-/* names the rank that failed first, never a rank that left after seeing the failure; a rank whose peers gave it up */
-/* (stopped or cut off longer than their timeout) names itself.                                                       */
+/**
+ * @brief How the communicator failed or ended, if it did.
+ *
+ * dfcclRemoteError: a peer died, stopped (DFCCL_PEER_TIMEOUT_S, DFCCL_NET_TIMEOUT_MS), aborted, or destroyed the
+ * communicator before collectives that need it; the message (dfcclGetLastError after a failed call or request) names
+ * the rank that failed first, never a rank that left after seeing the failure; a rank whose peers gave it up (stopped
+ * or cut off longer than their timeout) names itself.
+ * @param[in] comm a communicator, also one that was ended (see dfcclCommDestroy)
+ * @param[out] asyncError dfcclSuccess, or how it failed or ended (not NULL)
+ */
 dfcclResult_t dfcclCommGetAsyncError(dfcclComm_t comm, dfcclResult_t* asyncError);
+/**
+ * @brief The number of ranks of comm.
+ * @param[in] comm a live communicator
+ * @param[out] count its nranks (not NULL)
+ */
 dfcclResult_t dfcclCommCount(dfcclComm_t comm, int* count);
+/**
+ * @brief This rank of comm.
+ * @param[in] comm a live communicator
+ * @param[out] rank 0..nranks-1 (not NULL)
+ */
 dfcclResult_t dfcclCommUserRank(dfcclComm_t comm, int* rank);
+/**
+ * @brief The device of comm: a CUDA device, or the host executor's virtual device id.
+ * @param[in] comm a live communicator
+ * @param[out] device the device (not NULL)
+ */
 dfcclResult_t dfcclCommDevice(dfcclComm_t comm, int* device);
 /* The structs that the library fills (dfcclCommInfo_t, dfcclRequestInfo_t, dfcclStats_t) begin with their size,    */
 /* which the caller sets with the struct's initializer (DFCCL_COMM_INFO_INITIALIZER, ...): a library refuses a size   */
@@ -217,6 +299,11 @@ typedef struct {
 } dfcclCommInfo_t;
 #define DFCCL_COMM_INFO_INITIALIZER /* one value per member: no warning for a missing one */ \
   { sizeof(dfcclCommInfo_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+/**
+ * @brief What comm runs with, as init resolved it.
+ * @param[in] comm a live communicator
+ * @param[in,out] info initialised with DFCCL_COMM_INFO_INITIALIZER (its size is checked)
+ */
 dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info);
 
 /* ------------------------------------------------------------------------------------------------------------------ */
@@ -250,16 +337,76 @@ dfcclResult_t dfcclCommGetInfo(dfcclComm_t comm, dfcclCommInfo_t* info);
 /* AllReduce, Broadcast (root) and Reduce (root) sendbuff == recvbuff. Buffers that overlap in any other way are      */
 /* refused (dfcclInvalidArgument naming sendbuff and recvbuff), as are dfcclStart's.                                  */
 #define DFCCL_NO_STREAM ((cudaStream_t)(intptr_t)-1)
+/**
+ * @brief Every rank receives the reduction (op) of all ranks' count elements.
+ * @param[in] sendbuff count elements of datatype
+ * @param[out] recvbuff count elements (== sendbuff: in place)
+ * @param[in] count elements per rank, < 2^48
+ * @param[in] datatype a dfcclDataType_t
+ * @param[in] op a dfcclRedOp_t
+ * @param[in] comm a live communicator
+ * @param[in] priority higher runs first when several collectives are runnable
+ * @param[in] stream a stream, DFCCL_NO_STREAM or a capturing stream (see above)
+ * @param[out] request the request of the collective, or NULL (see above)
+ */
 dfcclResult_t dfcclAllReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
                              dfcclRedOp_t op, dfcclComm_t comm, int priority, cudaStream_t stream,
                              dfcclRequest_t* request);
+/**
+ * @brief Every rank receives every rank's sendcount elements, in rank order.
+ * @param[in] sendbuff sendcount elements (recvbuff + rank*sendcount: in place)
+ * @param[out] recvbuff nranks*sendcount elements
+ * @param[in] sendcount elements per rank
+ * @param[in] datatype a dfcclDataType_t
+ * @param[in] comm a live communicator
+ * @param[in] priority higher runs first when several collectives are runnable
+ * @param[in] stream a stream, DFCCL_NO_STREAM or a capturing stream (see above)
+ * @param[out] request the request of the collective, or NULL (see above)
+ */
 dfcclResult_t dfcclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, dfcclDataType_t datatype,
                              dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
+/**
+ * @brief Rank r receives block r of the reduction (op) of all ranks' nranks*recvcount elements.
+ * @param[in] sendbuff nranks*recvcount elements
+ * @param[out] recvbuff recvcount elements (sendbuff + rank*recvcount: in place)
+ * @param[in] recvcount elements each rank receives
+ * @param[in] datatype a dfcclDataType_t
+ * @param[in] op a dfcclRedOp_t
+ * @param[in] comm a live communicator
+ * @param[in] priority higher runs first when several collectives are runnable
+ * @param[in] stream a stream, DFCCL_NO_STREAM or a capturing stream (see above)
+ * @param[out] request the request of the collective, or NULL (see above)
+ */
 dfcclResult_t dfcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, dfcclDataType_t datatype,
                                  dfcclRedOp_t op, dfcclComm_t comm, int priority, cudaStream_t stream,
                                  dfcclRequest_t* request);
+/**
+ * @brief Every rank receives root's count elements.
+ * @param[in] sendbuff count elements, read on root only
+ * @param[out] recvbuff count elements (== sendbuff on root: in place)
+ * @param[in] count elements
+ * @param[in] datatype a dfcclDataType_t
+ * @param[in] root 0..nranks-1
+ * @param[in] comm a live communicator
+ * @param[in] priority higher runs first when several collectives are runnable
+ * @param[in] stream a stream, DFCCL_NO_STREAM or a capturing stream (see above)
+ * @param[out] request the request of the collective, or NULL (see above)
+ */
 dfcclResult_t dfcclBroadcast(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype, int root,
                              dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
+/**
+ * @brief Root receives the reduction (op) of all ranks' count elements.
+ * @param[in] sendbuff count elements
+ * @param[out] recvbuff count elements, written on root only (== sendbuff on root: in place)
+ * @param[in] count elements
+ * @param[in] datatype a dfcclDataType_t
+ * @param[in] op a dfcclRedOp_t
+ * @param[in] root 0..nranks-1
+ * @param[in] comm a live communicator
+ * @param[in] priority higher runs first when several collectives are runnable
+ * @param[in] stream a stream, DFCCL_NO_STREAM or a capturing stream (see above)
+ * @param[out] request the request of the collective, or NULL (see above)
+ */
 dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype, dfcclRedOp_t op,
                           int root, dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
 
@@ -303,24 +450,70 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
 /*   ranks, and nothing is written past either buffer.                                                               */
 /*   No call needs grouping, and none waits for its peer: a send whose receiver has not arrived is preempted like   */
 /*   any collective, so two ranks that each post [send, recv] to the other, in any order, always complete.          */
-/* dfcclAllToAll: rank r sends sendbuff + p*count to rank p and receives rank p's block into recvbuff + p*count.      */
-/* dfcclAllToAllv: as MPI_Alltoallv, counts and displacements in elements: sendcounts[p] elements from              */
-/*   sendbuff + sdispls[p] go to rank p, which receives them as its recvcounts[r] at recvbuff + rdispls[r]. The     */
-/*   arrays are read during the call only. All-to-alls are collectives: every rank calls them in the same order on */
-/*   a communicator; their transfers never match a dfcclSend or dfcclRecv. Not in place (sendbuff and recvbuff must */
-/*   not overlap), as in NCCL. The request completes when every transfer of the call has. Receive blocks must not   */
-/*   overlap one another (no element is written twice); send blocks may. The library knows no buffer's size: it      */
-/*   refuses blocks that overlap, and a block whose displacement plus count passes 2^48 elements or the address     */
-/*   space (dfcclInvalidArgument naming both arrays), but a block past the end of its buffer is the caller's error.  */
 /* Each rank's memory for its connections is reserved at init (dfcclCommInfo_t.p2pBytes, DFCCL_P2P_ARENA_BYTES); a   */
 /* connection with a rank is carved from it by the first call with that rank, without waiting for it.             */
 /* DFCCL_P2P_CHANNELS=0 makes none, and these calls then return dfcclInvalidUsage.                                  */
+/**
+ * @brief Sends count elements to rank peer (see above).
+ * @param[in] sendbuff count elements of datatype
+ * @param[in] count elements, the same as the receive's
+ * @param[in] datatype a dfcclDataType_t, the same as the receive's
+ * @param[in] peer 0..nranks-1; the rank itself is allowed
+ * @param[in] comm a live communicator with point-to-point connections
+ * @param[in] priority as for collectives
+ * @param[in] stream a stream, DFCCL_NO_STREAM or a capturing stream (as for collectives)
+ * @param[out] request the request, or NULL
+ */
 dfcclResult_t dfcclSend(const void* sendbuff, size_t count, dfcclDataType_t datatype, int peer, dfcclComm_t comm,
                         int priority, cudaStream_t stream, dfcclRequest_t* request);
+/**
+ * @brief Receives count elements from rank peer (see above).
+ * @param[out] recvbuff count elements of datatype
+ * @param[in] count elements, the same as the send's
+ * @param[in] datatype a dfcclDataType_t, the same as the send's
+ * @param[in] peer 0..nranks-1; the rank itself is allowed
+ * @param[in] comm a live communicator with point-to-point connections
+ * @param[in] priority as for collectives
+ * @param[in] stream a stream, DFCCL_NO_STREAM or a capturing stream (as for collectives)
+ * @param[out] request the request, or NULL
+ */
 dfcclResult_t dfcclRecv(void* recvbuff, size_t count, dfcclDataType_t datatype, int peer, dfcclComm_t comm,
                         int priority, cudaStream_t stream, dfcclRequest_t* request);
+/**
+ * @brief Rank r sends sendbuff + p*count to rank p and receives rank p's block into recvbuff + p*count.
+ * @param[in] sendbuff nranks*count elements
+ * @param[out] recvbuff nranks*count elements, not overlapping sendbuff
+ * @param[in] count elements per rank pair
+ * @param[in] datatype a dfcclDataType_t
+ * @param[in] comm a live communicator with point-to-point connections
+ * @param[in] priority as for collectives
+ * @param[in] stream a stream, DFCCL_NO_STREAM or a capturing stream (as for collectives)
+ * @param[out] request the request, or NULL
+ */
 dfcclResult_t dfcclAllToAll(const void* sendbuff, void* recvbuff, size_t count, dfcclDataType_t datatype,
                             dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
+/**
+ * @brief As MPI_Alltoallv, counts and displacements in elements: sendcounts[p] elements from sendbuff + sdispls[p] go
+ * to rank p, which receives them as its recvcounts[r] at recvbuff + rdispls[r].
+ *
+ * The arrays are read during the call only. All-to-alls are collectives: every rank calls them in the same order on a
+ * communicator; their transfers never match a dfcclSend or dfcclRecv. Not in place (sendbuff and recvbuff must not
+ * overlap), as in NCCL. The request completes when every transfer of the call has. Receive blocks must not overlap one
+ * another (no element is written twice); send blocks may. The library knows no buffer's size: it refuses blocks that
+ * overlap, and a block whose displacement plus count passes 2^48 elements or the address space (dfcclInvalidArgument
+ * naming both arrays), but a block past the end of its buffer is the caller's error.
+ * @param[in] sendbuff the send blocks
+ * @param[in] sendcounts nranks counts, in elements
+ * @param[in] sdispls nranks displacements from sendbuff, in elements
+ * @param[out] recvbuff the receive blocks, not overlapping sendbuff
+ * @param[in] recvcounts nranks counts, in elements
+ * @param[in] rdispls nranks displacements from recvbuff, in elements
+ * @param[in] datatype a dfcclDataType_t
+ * @param[in] comm a live communicator with point-to-point connections
+ * @param[in] priority as for collectives
+ * @param[in] stream a stream, DFCCL_NO_STREAM or a capturing stream (as for collectives)
+ * @param[out] request the request, or NULL
+ */
 dfcclResult_t dfcclAllToAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls, void* recvbuff,
                              const size_t* recvcounts, const size_t* rdispls, dfcclDataType_t datatype,
                              dfcclComm_t comm, int priority, cudaStream_t stream, dfcclRequest_t* request);
@@ -335,40 +528,123 @@ dfcclResult_t dfcclAllToAllv(const void* sendbuff, const size_t* sendcounts, con
 /* (dfcclTimeout naming the rank that has not, with nothing queued). Prepare every id before the first start of any */
 /* when one thread drives several ranks.                                                                             */
 #define DFCCL_MAX_PERSISTENT_IDS 8
+/**
+ * @brief Prepares an all-reduce of count elements with id (see above); dfcclStart runs it.
+ * @param[in] count elements
+ * @param[in] datatype a dfcclDataType_t
+ * @param[in] op a dfcclRedOp_t
+ * @param[in] comm a live communicator
+ * @param[in] id 0..DFCCL_MAX_PERSISTENT_IDS-1 (or DFCCL_PERSISTENT_LANES-1), unique in the communicator
+ * @param[out] coll the prepared collective (not NULL)
+ */
 dfcclResult_t dfcclPrepareAllReduce(size_t count, dfcclDataType_t datatype, dfcclRedOp_t op, dfcclComm_t comm, int id,
                                     dfcclPersistent_t* coll);
+/**
+ * @brief Prepares an all-gather of sendcount elements per rank with id.
+ * @param[in] sendcount elements per rank
+ * @param[in] datatype a dfcclDataType_t
+ * @param[in] comm a live communicator
+ * @param[in] id 0..DFCCL_MAX_PERSISTENT_IDS-1 (or DFCCL_PERSISTENT_LANES-1), unique in the communicator
+ * @param[out] coll the prepared collective (not NULL)
+ */
 dfcclResult_t dfcclPrepareAllGather(size_t sendcount, dfcclDataType_t datatype, dfcclComm_t comm, int id,
                                     dfcclPersistent_t* coll);
+/**
+ * @brief Prepares a reduce-scatter of recvcount elements per rank with id.
+ * @param[in] recvcount elements each rank receives
+ * @param[in] datatype a dfcclDataType_t
+ * @param[in] op a dfcclRedOp_t
+ * @param[in] comm a live communicator
+ * @param[in] id 0..DFCCL_MAX_PERSISTENT_IDS-1 (or DFCCL_PERSISTENT_LANES-1), unique in the communicator
+ * @param[out] coll the prepared collective (not NULL)
+ */
 dfcclResult_t dfcclPrepareReduceScatter(size_t recvcount, dfcclDataType_t datatype, dfcclRedOp_t op, dfcclComm_t comm,
                                         int id, dfcclPersistent_t* coll);
+/**
+ * @brief Prepares a broadcast of count elements from root with id.
+ * @param[in] count elements
+ * @param[in] datatype a dfcclDataType_t
+ * @param[in] root 0..nranks-1
+ * @param[in] comm a live communicator
+ * @param[in] id 0..DFCCL_MAX_PERSISTENT_IDS-1 (or DFCCL_PERSISTENT_LANES-1), unique in the communicator
+ * @param[out] coll the prepared collective (not NULL)
+ */
 dfcclResult_t dfcclPrepareBroadcast(size_t count, dfcclDataType_t datatype, int root, dfcclComm_t comm, int id,
                                     dfcclPersistent_t* coll);
+/**
+ * @brief Prepares a reduce of count elements to root with id.
+ * @param[in] count elements
+ * @param[in] datatype a dfcclDataType_t
+ * @param[in] op a dfcclRedOp_t
+ * @param[in] root 0..nranks-1
+ * @param[in] comm a live communicator
+ * @param[in] id 0..DFCCL_MAX_PERSISTENT_IDS-1 (or DFCCL_PERSISTENT_LANES-1), unique in the communicator
+ * @param[out] coll the prepared collective (not NULL)
+ */
 dfcclResult_t dfcclPrepareReduce(size_t count, dfcclDataType_t datatype, dfcclRedOp_t op, int root, dfcclComm_t comm,
                                  int id, dfcclPersistent_t* coll);
+/**
+ * @brief Starts the next instance of a prepared collective on these buffers (buffers as its collective's, in place as
+ * there).
+ * @param[in] coll a prepared collective
+ * @param[in] sendbuff its input
+ * @param[out] recvbuff its output
+ * @param[in] priority as for collectives
+ * @param[in] stream a stream or DFCCL_NO_STREAM (as for collectives; a capturing stream is refused)
+ * @param[out] request the request of this instance, or NULL
+ */
 dfcclResult_t dfcclStart(dfcclPersistent_t coll, const void* sendbuff, void* recvbuff, int priority,
                          cudaStream_t stream, dfcclRequest_t* request);
+/**
+ * @brief Frees a prepared collective; its started instances and their requests stay valid.
+ * @param[in] coll a prepared collective
+ */
 dfcclResult_t dfcclPersistentFree(dfcclPersistent_t coll);
 
 /* ------------------------------------------------------------------------------------------------------------------ */
 /* Completion. A request stays valid until dfcclRequestFree, also after its communicator is destroyed.                */
-/* dfcclWait: stream waits on the GPU for the collective (a one-thread polling kernel, or a stream memory wait        */
-/*   with DFCCL_WAIT_KERNEL=0); returns at once. Host executor: blocks the calling thread until the collective is    */
-/*   done (at most DFCCL_HOST_WAIT_TIMEOUT_MS, then dfcclTimeout) and returns its status. A device synchronization */
-/*   after dfcclWait waits for peers again: wait as late as possible. On a capturing stream: see "CUDA graphs".       */
-/*   Under serialized launches (CUDA_LAUNCH_BLOCKING=1, compute-sanitizer) the wait holds the calling thread or every */
-/*   later kernel until the collective completes, so ranks that wait in different orders can hang there; the engine */
-/*   warns at creation, and dfcclCommAbort still ends such a hang. Prefer host completion while debugging.          */
-/*   On a GPU shared through CUDA MPS, streams waiting on the GPU can hang the MPS clients, so there dfcclWait        */
-/*   blocks the calling thread as on the host executor (the stream's later work, queued after it returns, still       */
-/*   follows the collective); DFCCL_MPS_WAIT=stream restores the GPU-side wait and the hazard. The engine warns.      */
+/**
+ * @brief Joins a stream to the collective or, where the wait is on the host, waits for it.
+ *
+ * Stream waits on the GPU for the collective (a one-thread polling kernel, or a stream memory wait with
+ * DFCCL_WAIT_KERNEL=0); returns at once. Host executor: blocks the calling thread until the collective is done (at most
+ * DFCCL_HOST_WAIT_TIMEOUT_MS, then dfcclTimeout) and returns its status. A device synchronization after dfcclWait waits
+ * for peers again: wait as late as possible. On a capturing stream: see "CUDA graphs". Under serialized launches
+ * (CUDA_LAUNCH_BLOCKING=1, compute-sanitizer) the wait holds the calling thread or every later kernel until the
+ * collective completes, so ranks that wait in different orders can hang there; the engine warns at creation, and
+ * dfcclCommAbort still ends such a hang. Prefer host completion while debugging. On a GPU shared through CUDA MPS,
+ * streams waiting on the GPU can hang the MPS clients, so there dfcclWait blocks the calling thread as on the host
+ * executor (the stream's later work, queued after it returns, still follows the collective); DFCCL_MPS_WAIT=stream
+ * restores the GPU-side wait and the hazard. The engine warns.
+ * @param[in] request a request, not freed
+ * @param[in] stream the stream that waits (ignored where the wait is on the host)
+ */
 dfcclResult_t dfcclWait(dfcclRequest_t request, cudaStream_t stream);
-/* *done = 1 when finished; the return value is then the collective's status (dfcclSuccess, dfcclAborted, ...). */
+/**
+ * @brief Whether the collective finished, without waiting.
+ *
+ * *done = 1 when finished; the return value is then the collective's status (dfcclSuccess, dfcclAborted, ...).
+ * @param[in] request a request, not freed
+ * @param[out] done 1 when finished, else 0 (not NULL)
+ */
 dfcclResult_t dfcclTest(dfcclRequest_t request, int* done);
-/* Blocks up to timeoutMs (>= 0) milliseconds; dfcclTimeout if not finished by then. */
+/**
+ * @brief Waits on the host for the collective and returns its status.
+ *
+ * Blocks up to timeoutMs (>= 0) milliseconds; dfcclTimeout if not finished by then.
+ * @param[in] request a request, not freed
+ * @param[in] timeoutMs >= 0
+ */
 dfcclResult_t dfcclSynchronize(dfcclRequest_t request, int timeoutMs);
-/* fn runs once, on a DFCCL host thread, when the collective finishes (at once, on this thread, if it has). One    */
-/* callback per request: a second call returns dfcclInvalidUsage and leaves the first in place.                      */
 typedef void (*dfcclCallback_t)(dfcclRequest_t request, dfcclResult_t status, void* userArg);
+/**
+ * @brief Calls fn once, on a DFCCL host thread, when the collective finishes (at once, on this thread, if it has).
+ *
+ * One callback per request: a second call returns dfcclInvalidUsage and leaves the first in place.
+ * @param[in] request a request, not freed
+ * @param[in] fn the callback (not NULL)
+ * @param[in] userArg passed to fn
+ */
 dfcclResult_t dfcclRequestSetCallback(dfcclRequest_t request, dfcclCallback_t fn, void* userArg);
 
 typedef struct {
@@ -383,15 +659,32 @@ typedef struct {
 } dfcclRequestInfo_t;
 #define DFCCL_REQUEST_INFO_INITIALIZER \
   { sizeof(dfcclRequestInfo_t), dfcclInProgress, 0, 0, 0, 0, 0, 0 }
+/**
+ * @brief The collective's status, times and preemptions so far.
+ * @param[in] request a request, not freed, not a captured collective's
+ * @param[in,out] info initialised with DFCCL_REQUEST_INFO_INITIALIZER (its size is checked)
+ */
 dfcclResult_t dfcclRequestGetInfo(dfcclRequest_t request, dfcclRequestInfo_t* info);
-/* The ranks of the request's communicator that have not called its collective yet (a dfcclSend or dfcclRecv: its    */
-/* peer, while the peer has not posted the other side; an all-to-all: every peer missing for any of its transfers),   */
-/* in increasing order: up to `capacity` into ranks, their number into *count (which may exceed capacity). *count is  */
-/* 0 once every rank has called it, and after it finished. For watchdogs: a collective pending for long with ranks    */
-/* missing waits for them; with none missing, it waits for the GPU or for a peer that has not run it yet.             */
+/**
+ * @brief The ranks of the request's communicator that have not called its collective yet (a dfcclSend or dfcclRecv: its
+ * peer, while the peer has not posted the other side; an all-to-all: every peer missing for any of its transfers), in
+ * increasing order: up to `capacity` into ranks, their number into *count (which may exceed capacity).
+ *
+ * *count is 0 once every rank has called it, and after it finished. For watchdogs: a collective pending for long with
+ * ranks missing waits for them; with none missing, it waits for the GPU or for a peer that has not run it yet.
+ * @param[in] request a request, not freed
+ * @param[out] ranks capacity ints (NULL when capacity is 0)
+ * @param[in] capacity >= 0
+ * @param[out] count the number of missing ranks (not NULL)
+ */
 dfcclResult_t dfcclRequestGetMissingRanks(dfcclRequest_t request, int* ranks, int capacity, int* count);
-/* After it returns, the request's callback is not running and never will (a running one is waited for, unless
- * dfcclRequestFree is called from that callback itself): its userArg may be released. */
+/**
+ * @brief Frees the request.
+ *
+ * After it returns, the request's callback is not running and never will (a running one is waited for, unless
+ * dfcclRequestFree is called from that callback itself): its userArg may be released.
+ * @param[in] request a request, not freed
+ */
 dfcclResult_t dfcclRequestFree(dfcclRequest_t request);
 
 /* ------------------------------------------------------------------------------------------------------------------ */
@@ -433,19 +726,33 @@ typedef struct {
   {                                                                       \
     sizeof(dfcclStats_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, { 0 } \
   }
-/* dfcclTimeout if the engine stays busy for 1 s (a thread of the process inside a CUDA call that an implicit       */
-/* synchronization holds); nothing waits longer.                                                                      */
+/**
+ * @brief The counters of comm's engine.
+ *
+ * dfcclTimeout if the engine stays busy for 1 s (a thread of the process inside a CUDA call that an implicit
+ * synchronization holds); nothing waits longer.
+ * @param[in] comm a live communicator
+ * @param[in,out] stats initialised with DFCCL_STATS_INITIALIZER (its size is checked)
+ */
 dfcclResult_t dfcclGetStats(dfcclComm_t comm, dfcclStats_t* stats);
-/* Writes the state of comm's engine to stderr, for diagnosing a hang: daemon, heartbeats of its blocks, rings and    */
-/* pending collectives (host memory only), each with the ranks of its communicator that have not called it yet;      */
-/* with deviceState != 0 also what each block holds for each pending                                                 */
-/* collective, the doorbells and the lanes of the communicators involved (device memory, read on a helper thread:    */
-/* while an implicit synchronization of another thread holds the device, the call says so after 2 s and returns).    */
-/* Then comm's point-to-point arena and the channels and slot size of each connection made so far.                   */
+/**
+ * @brief Writes the state of comm's engine to stderr, for diagnosing a hang: daemon, heartbeats of its blocks, rings
+ * and pending collectives (host memory only), each with the ranks of its communicator that have not called it yet; with
+ * deviceState != 0 also what each block holds for each pending collective, the doorbells and the lanes of the
+ * communicators involved (device memory, read on a helper thread: while an implicit synchronization of another thread
+ * holds the device, the call says so after 2 s and returns).
+ *
+ * Then comm's point-to-point arena and the channels and slot size of each connection made so far.
+ * @param[in] comm a live communicator
+ * @param[in] deviceState non-zero: also the device memory's state
+ */
 dfcclResult_t dfcclDebugDump(dfcclComm_t comm, int deviceState);
 
-/* Synchronizes comm's device: cudaDeviceSynchronize for the CUDA executor; for the host executor, an emulation that */
-/* waits for the running daemon to exit (in blocking mode that can hang, exactly like NCCL).                          */
+/**
+ * @brief Synchronizes comm's device: cudaDeviceSynchronize for the CUDA executor; for the host executor, an emulation
+ * that waits for the running daemon to exit (in blocking mode that can hang, exactly like NCCL).
+ * @param[in] comm a live communicator
+ */
 dfcclResult_t dfcclDeviceSynchronize(dfcclComm_t comm);
 
 #ifdef __cplusplus
