@@ -26,7 +26,7 @@
 #include "harness_build_info.h"
 #include "output/layout_check.h"
 #include "output/writer.h"
-#include "replay/replay.h"
+#include "plan/replay.h"
 #include "runtime/driver.h"
 #include "runtime/hosts.h"
 #include "runtime/mpi_env.h"

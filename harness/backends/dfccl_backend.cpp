@@ -20,9 +20,9 @@
 #include "backend.h"
 #include "dfccl.h"
 #include "gpu/gpu_context.h"
+#include "plan/timing_plan.h"
 #include "runtime/hosts.h"
 #include "runtime/thread_name.h"
-#include "timing/timing_plan.h"
 #include "verify/verifiable.h"
 
 namespace dfccl::harness {

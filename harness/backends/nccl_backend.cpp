@@ -16,9 +16,9 @@
 
 #include "backend.h"
 #include "gpu/gpu_context.h"
+#include "plan/timing_plan.h"
 #include "runtime/thread_name.h"
 #include "runtime/version_text.h"
-#include "timing/timing_plan.h"
 
 namespace dfccl::harness {
 namespace {

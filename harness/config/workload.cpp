@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "config/settings.h"
-#include "program/pipeline.h"
+#include "plan/pipeline.h"
 #include "scenario.h"  // common/: the simulator's layouts, for a replay
 
 namespace dfccl::harness {
@@ -594,7 +594,7 @@ void read_steps(const toml::table& root, Workload& w, const std::string& origin)
   }
 }
 
-// [pipeline] with micro_batches > 0: the step of a 1F1B schedule (program/pipeline.h), instead of [[step]] entries.
+// [pipeline] with micro_batches > 0: the step of a 1F1B schedule (plan/pipeline.h), instead of [[step]] entries.
 void read_pipeline(Values& v, Workload& w) {
   w.pipeline_micro_batches = v.small("pipeline.micro_batches");
   w.pipeline_activation_bytes = v.bytes("pipeline.activation_bytes");

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "colls/collective.h"
-#include "layout/layout.h"
+#include "config/layout.h"
 #include "verify/types.h"
 
 namespace dfccl::harness {
@@ -45,7 +45,7 @@ struct StepEntry {
   // receiver); -1: its index. Ranks whose programs differ (a pipeline's stages) get them from a generator.
   int seq = -1, seq_dst = -1;
   // Entries (indices) that come before this one in the program of every rank taking part in both: data
-  // dependencies, kept when a rank's order is randomized (program/rank_program.h).
+  // dependencies, kept when a rank's order is randomized (plan/rank_program.h).
   std::vector<int> after;
 };
 
@@ -137,7 +137,7 @@ struct Workload {
   int fault_after{};        // collectives of the survivors on the shrunk communicator
   int fault_inflight{};     // collectives submitted before their waits
 
-  // [pipeline]: a 1F1B schedule over layout.pp stages, generated into `step` (program/pipeline.h)
+  // [pipeline]: a 1F1B schedule over layout.pp stages, generated into `step` (plan/pipeline.h)
   bool pipeline{};  // pipeline.micro_batches > 0
   int pipeline_micro_batches{}, pipeline_tp_per_pass{}, pipeline_dp_buckets{};
   uint64_t pipeline_activation_bytes{}, pipeline_tp_bytes{}, pipeline_dp_bytes{};

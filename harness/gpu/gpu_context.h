@@ -1,5 +1,5 @@
 // What the two GPU backends (dfccl, nccl) share: the device, streams, device buffers of a step, CUDA-event timing of
-// iterations (each one, or batches of them: timing/timing_plan.h), and the application-side operations of a scenario
+// iterations (each one, or batches of them: plan/timing_plan.h), and the application-side operations of a scenario
 // (forced device synchronization, host allocations, cudaFree, the first launch of a lazily loaded kernel, compute
 // kernels).
 #pragma once
@@ -12,7 +12,7 @@
 
 #include "config/workload.h"
 #include "plan/entry_plan.h"
-#include "timing/timing_plan.h"
+#include "plan/timing_plan.h"
 
 namespace dfccl::harness {
 

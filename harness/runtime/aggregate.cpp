@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "runtime/mpi_env.h"
-#include "stats/stats.h"
+#include "runtime/stats.h"
 
 namespace dfccl::harness {
 

@@ -12,7 +12,7 @@
 #include "backends/backend.h"
 #include "config/workload.h"
 #include "output/results.h"
-#include "replay/replay.h"
+#include "plan/replay.h"
 #include "runtime/worker.h"
 
 namespace dfccl::harness {

@@ -9,15 +9,15 @@
 #include <sstream>
 #include <thread>
 
-#include "program/rank_program.h"
-#include "replay/replay.h"
+#include "plan/rank_program.h"
+#include "plan/replay.h"
 #include "runtime/aggregate.h"
 #include "runtime/hosts.h"
 #include "runtime/liveness.h"
 #include "runtime/run_stop.h"
+#include "runtime/stats.h"
 #include "runtime/watchdog.h"
 #include "runtime/worker.h"
-#include "stats/stats.h"
 
 namespace dfccl::harness {
 namespace {

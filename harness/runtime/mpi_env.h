@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "layout/layout.h"
+#include "config/layout.h"
 
 namespace dfccl::harness {
 

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "harness_build_info.h"
-#include "replay/replay.h"
+#include "plan/replay.h"
 #include "runtime/hosts.h"
 
 #ifdef DFCCL_HARNESS_HAVE_NCCL

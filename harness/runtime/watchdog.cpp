@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "program/rank_program.h"
+#include "plan/rank_program.h"
 #include "runtime/liveness.h"
 #include "runtime/signals.h"
 

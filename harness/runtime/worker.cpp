@@ -1,6 +1,6 @@
 #include "worker.h"
 
-#include "program/rank_program.h"
+#include "plan/rank_program.h"
 #include "runtime/thread_name.h"
 
 namespace dfccl::harness {

@@ -16,7 +16,7 @@
 
 #include "backends/backend.h"
 #include "config/workload.h"
-#include "replay/replay.h"
+#include "plan/replay.h"
 
 namespace dfccl::harness {
 

@@ -6,10 +6,10 @@
 #include <set>
 
 #include "colls/collective.h"
+#include "config/layout.h"
 #include "config/workload.h"
-#include "layout/layout.h"
-#include "program/rank_program.h"
-#include "stats/stats.h"
+#include "plan/rank_program.h"
+#include "runtime/stats.h"
 
 using namespace dfccl::harness;
 

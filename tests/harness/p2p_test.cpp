@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "config/layout.h"
 #include "config/workload.h"
-#include "layout/layout.h"
-#include "program/pipeline.h"
-#include "program/rank_program.h"
+#include "plan/pipeline.h"
+#include "plan/rank_program.h"
 #include "workload_error.h"
 
 using namespace dfccl::harness;

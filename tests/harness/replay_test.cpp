@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "config/workload.h"
-#include "replay/replay.h"
+#include "plan/replay.h"
 #include "workload_error.h"
 
 using namespace dfccl::harness;

@@ -1,11 +1,11 @@
-// Timing plans (timing/timing_plan.h): which iterations a backend marks, and the per-iteration times it reports,
+// Timing plans (plan/timing_plan.h): which iterations a backend marks, and the per-iteration times it reports,
 // driven the way the backends drive them (a mark where the plan opens or closes a span) with a fake clock.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "config/workload.h"
-#include "timing/timing_plan.h"
+#include "plan/timing_plan.h"
 
 using namespace dfccl::harness;
 

@@ -1,6 +1,6 @@
 // Rank programs: what each rank does in one iteration of a step, drawn deterministically from (workload seed,
 // trial, iteration, rank). This is the harness's own generator, driven by the workload's knobs; the simulator's
-// scenario model (common/scenario.h) is a different one, which a replay workload runs instead (replay/replay.h).
+// scenario model (common/scenario.h) is a different one, which a replay workload runs instead (plan/replay.h).
 //
 // A program is a list of operations. Submissions keep every group kind's own order (collectives of one communicator
 // are matched by submission order, as in NCCL); with probability order.probability a rank interleaves the groups in

@@ -17,8 +17,8 @@
 
 #include "config/workload.h"
 #include "output/results.h"
-#include "program/rank_program.h"  // the harness's program operations
-#include "scenario.h"              // common/: the simulator's scenario generator
+#include "plan/rank_program.h"  // the harness's program operations
+#include "scenario.h"           // common/: the simulator's scenario generator
 
 namespace dfccl::harness::replay {
 
