@@ -155,12 +155,7 @@ class Runner {
     }
     summary_.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
     writer_.end_backend(summary_);
-    result_.completed += summary_.completed;
-    result_.deadlocked += summary_.deadlocked;
-    result_.deadlocked_preemptive += summary_.deadlocked;
-    result_.failed += summary_.failed;
-    result_.skipped += summary_.skipped;
-    result_.wrong += summary_.wrong;
+    add_backend(result_, summary_, true);
   }
 
   // One trial on every rank; rank 0 fills row.

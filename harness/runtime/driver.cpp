@@ -248,13 +248,7 @@ class Campaign {
     const BackendSummary s = summary_now(t0);
     busbw_.clear();
     backend_begun_ = false;
-    result_.completed += s.completed;
-    result_.deadlocked += s.deadlocked;
-    if (mode_ == "preemptive") result_.deadlocked_preemptive += s.deadlocked;
-    result_.failed += s.failed;
-    result_.stalled += s.stalled;
-    result_.skipped += s.skipped;
-    result_.wrong += s.wrong;
+    add_backend(result_, s, mode_ == "preemptive");
     writer_.end_backend(s);
   }
 
@@ -522,6 +516,16 @@ class Campaign {
 };
 
 }  // namespace
+
+void add_backend(DriverResult& r, const BackendSummary& s, bool preemptive) {
+  r.completed += s.completed;
+  r.deadlocked += s.deadlocked;
+  if (preemptive) r.deadlocked_preemptive += s.deadlocked;
+  r.failed += s.failed;
+  r.stalled += s.stalled;
+  r.skipped += s.skipped;
+  r.wrong += s.wrong;
+}
 
 DriverResult run_campaign(const Workload& w, MpiWorld& world, Writer& writer) {
   const auto hosts = unique_hosts(world.hosts);

@@ -21,6 +21,10 @@ struct DriverResult {
   int64_t completed = 0, deadlocked = 0, deadlocked_preemptive = 0, failed = 0, stalled = 0, skipped = 0, wrong = 0;
 };
 
+// Adds one backend's trial outcomes to the campaign's; `preemptive`: the backend's mode is preemptive, so its
+// deadlocks also count as deadlocked_preemptive.
+void add_backend(DriverResult& r, const BackendSummary& s, bool preemptive);
+
 // Runs every backend of the workload in turn (MPI-collective over MPI_COMM_WORLD; every rank calls it), with the
 // liveness monitor (liveness.h) running. Returns the counts over all backends. RunStopped (run_stop.h: a signal, a
 // stalled rank) propagates after what finished was written (every backend begun has its end_backend); any other
