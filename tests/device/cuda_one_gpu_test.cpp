@@ -177,7 +177,10 @@ TEST(CudaOneGpu, CapturedTransfersReplayExact) {
     CUDA_OK(launch_fill(side_in, n, 1000 + k, s));
     CUDA_OK(cudaGraphLaunch(exec, s));
     ASSERT_EQ(dfcclSend(side_in, n, dfcclInt32, 0, g[0], 0, s, nullptr), dfcclSuccess) << last_error();
-    ASSERT_EQ(dfcclRecv(side_out, n, dfcclInt32, 0, g[0], 0, s, nullptr), dfcclSuccess) << last_error();
+    dfcclRequest_t rreq = nullptr;  // an eager receive: the stream waits for it only when asked
+    ASSERT_EQ(dfcclRecv(side_out, n, dfcclInt32, 0, g[0], 0, s, &rreq), dfcclSuccess) << last_error();
+    ASSERT_EQ(dfcclWait(rreq, s), dfcclSuccess) << last_error();
+    dfcclRequestFree(rreq);
     ASSERT_EQ(count_not_equal(out, n, 10 + k, s), 0u) << "replay " << k;
     ASSERT_EQ(count_not_equal(a2a_out, n / 2, 10 + k, s), 0u) << "replay " << k << ", all-to-allv";
     ASSERT_EQ(count_not_equal(side_out, n, 1000 + k, s), 0u) << "eager transfer after replay " << k;
@@ -189,6 +192,37 @@ TEST(CudaOneGpu, CapturedTransfersReplayExact) {
   cudaStreamDestroy(s);
   for (int32_t *p : {in, out, a2a_out, side_in, side_out}) cudaFree(p);
 }
+
+// Eager sends to itself and their receives on one stream, each send after a kernel that writes its input and each
+// receive waited for on the stream (dfcclWait): every receive holds what its send's stream order wrote, with and
+// without the graph lanes.
+void eager_self_transfers_follow_their_stream(bool graphs) {
+  if (graphs) setenv("DFCCL_GRAPHS", "1", 1);
+  cudaSetDevice(0);
+  Group g(1, dfcclExecutorCuda);
+  unsetenv("DFCCL_GRAPHS");
+  const size_t n = 1 << 16;
+  int32_t *in = nullptr, *out = nullptr;
+  CUDA_OK(cudaMalloc(&in, n * 4));
+  CUDA_OK(cudaMalloc(&out, n * 4));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (int k = 0; k < 300; ++k) {
+    CUDA_OK(launch_fill(in, n, 1000 + k, s));
+    ASSERT_EQ(dfcclSend(in, n, dfcclInt32, 0, g[0], 0, s, nullptr), dfcclSuccess) << last_error();
+    dfcclRequest_t req = nullptr;
+    ASSERT_EQ(dfcclRecv(out, n, dfcclInt32, 0, g[0], 0, s, &req), dfcclSuccess) << last_error();
+    ASSERT_EQ(dfcclWait(req, s), dfcclSuccess) << last_error();
+    dfcclRequestFree(req);
+    ASSERT_EQ(count_not_equal(out, n, 1000 + k, s), 0u) << "transfer " << k;
+  }
+  cudaStreamDestroy(s);
+  cudaFree(in);
+  cudaFree(out);
+}
+
+TEST(CudaOneGpu, EagerSelfTransfersFollowTheirStream) { eager_self_transfers_follow_their_stream(false); }
+TEST(CudaOneGpu, EagerSelfTransfersFollowTheirStreamWithGraphLanes) { eager_self_transfers_follow_their_stream(true); }
 
 // The legacy default stream while a blocking stream captures in global mode: CUDA cannot tell whether work on it
 // would join the capture; the call is refused with its own message.
