@@ -62,10 +62,12 @@ struct RequestMeta {
   size_t count = 0;  // the count argument
 };
 
-// One torch op: its DFCCL requests (several for coalesced ops), the tensors they read and write (kept alive until
-// every request has finished), and a Future completed on the backend's completion thread.
-// Contract: the completion thread calls complete() once, after every request's callback has run; wait() on CPU
-// tensors blocks until then; wait() on CUDA tensors makes the current stream wait on the GPU and returns at once.
+class WorkCore;
+
+// One torch op as torch sees it: its outputs and a Future, over the op's WorkCore. The Future completes on the
+// backend's completion thread, or when a stream is made to wait for the op.
+// Contract: wait() on CPU tensors blocks until the op completed; wait() on CUDA tensors makes the current stream wait
+// on the GPU and returns at once (the Future is then complete, its events on that stream).
 // An op called on a stream that captures a CUDA graph (torch.cuda.graph, torch.compile's CUDA graphs) is captured:
 // its requests name the graph's collectives, whose replays complete on the stream. Its work is complete once armed
 // (its Future on the capturing stream), and wait() captures the stream's waits (dfcclWait in the capture).
@@ -73,60 +75,103 @@ class WorkDFCCL : public c10d::Work {
  public:
   WorkDFCCL(OpName name, int rank, c10d::OpType type, std::optional<at::Device> cuda, std::chrono::milliseconds timeout,
             std::vector<at::Tensor> outputs, std::shared_ptr<GroupState> group);
-  ~WorkDFCCL() override;
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   void synchronize() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
-  uint64_t getSequencenumber() const override { return name_.seq; }
+  uint64_t getSequencenumber() const override;
   std::vector<at::Tensor> result() override { return outputs_; }
 
   // Called by the backend while it builds the work (submitting thread only).
-  void addRequest(const RequestMeta& meta) {
-    requests_.push_back(meta.req);
-    meta_.push_back(meta);
-  }
-  void stash(const at::Tensor& t) { stash_.push_back(t); }
+  void addRequest(const RequestMeta& meta);
+  void stash(const at::Tensor& t);
   void setPost(std::function<void()> post) { post_ = std::move(post); }
   // Its requests were captured into a CUDA graph (submitting thread, before arm()).
   void setCaptured() { captured_ = true; }
   // Registers the completion callbacks of every request added; after this the work completes on its own.
   void arm();
-  // Completion thread: records the outcome, runs the copy-out, completes the Future and releases the stash.
+  // Completion thread (WorkCore::complete): records the outcome `err`, runs the copy-out of CPU ops, completes the
+  // Future unless a stream wait did.
+  void complete(std::exception_ptr err);
+  const OpName& name() const;
+  // The last strong reference is gone (the core may keep a weak one, which keeps the object's memory but must not
+  // keep its tensors): the outputs, the Future and the copy-out go now.
+  void release_resources() override;
+
+ private:
+  bool waitHost(std::chrono::milliseconds timeout);
+  void runPostOnce();
+  void markFuture(std::exception_ptr err);
+
+  std::optional<at::Device> cuda_;
+  std::vector<at::Tensor> outputs_;
+  std::shared_ptr<WorkCore> core_;
+  std::function<void()> post_;
+  std::once_flag postOnce_;
+  bool captured_ = false;
+  std::atomic<bool> futureMarked_{false};
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// What completes one torch op and reports it stuck, without its outputs: its DFCCL requests (several for coalesced
+// ops), the tensors they read and write, and what the watchdog says of them. Shared by the op's work, the requests'
+// callbacks, the completion thread and the watchdog, none of which keeps the outputs: the core keeps its work (and so
+// the outputs) alive until every request has finished, unless a stream was made to wait for the op (WorkDFCCL::wait
+// on CUDA tensors): from then on the work and its tensors live as long as their caller keeps them.
+class WorkCore : public std::enable_shared_from_this<WorkCore> {
+ public:
+  WorkCore(OpName name, bool cuda, std::chrono::milliseconds timeout, std::shared_ptr<GroupState> group)
+      : name(std::move(name)), cuda(cuda), timeout(timeout), group(std::move(group)) {}
+  ~WorkCore();  // frees the requests
+
+  // Submitting thread, before arm().
+  void addRequest(const RequestMeta& meta) {
+    requests_.push_back(meta.req);
+    meta_.push_back(meta);
+  }
+  void stash(const at::Tensor& t) { stash_.push_back(t); }
+  const std::vector<dfcclRequest_t>& requests() const { return requests_; }
+  // Registers the completion callbacks of every request added and keeps `work` until complete(); after this the op
+  // completes on its own.
+  void arm(const c10::intrusive_ptr<WorkDFCCL>& work);
+  // A stream now waits for the op: the stash goes (the stream's later work reuses its memory after the op) and the
+  // work is no longer kept.
+  void streamWaits();
+  // Completion thread, once every request's callback has run: completes the work if it still exists (its Future
+  // too, unless a stream wait marked it) and releases the stash.
   void complete();
-  const OpName& name() const { return name_; }
-  // Watchdog: whether the work has been pending longer than its timeout and not reported yet (then marks it reported).
+  // The first failed request's error, else null.
+  std::exception_ptr collectError();
+  bool done() const { return done_.load(); }
+  // Watchdog: whether the op has been pending longer than its timeout and not reported yet (then marks it reported).
   bool dueForReport(std::chrono::steady_clock::time_point now);
-  // What is known about why the work is not complete, in words ("pending for T ms (timeout T ms); ..."): per pending
+  // What is known about why the op is not complete, in words ("pending for T ms (timeout T ms); ..."): per pending
   // request, the ranks that have not called it (dfcclRequestGetMissingRanks); also writes dfcclDebugDump of the
   // communicators involved to stderr. Never blocks for long (DFCCL waits at most about a second for an engine).
   std::string stuckReport();
-  const std::shared_ptr<GroupState>& group() const { return group_; }
+
+  const OpName name;
+  const bool cuda;
+  const std::chrono::milliseconds timeout;
+  const std::shared_ptr<GroupState> group;  // a work may outlive its group
 
  private:
   static void onRequestDone(dfcclRequest_t req, dfcclResult_t status, void* arg);
-  bool waitHost(std::chrono::milliseconds timeout);
-  void runPostOnce();
-  std::exception_ptr collectError();
 
-  OpName name_;
-  std::optional<at::Device> cuda_;
-  std::chrono::milliseconds timeout_;
-  std::vector<at::Tensor> outputs_;
-  std::vector<at::Tensor> stash_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::vector<dfcclRequest_t> requests_;
   std::vector<RequestMeta> meta_;
-  std::shared_ptr<GroupState> group_;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::mutex mu_;  // guards stash_, work_
+  std::vector<at::Tensor> stash_;
+  c10::intrusive_ptr<WorkDFCCL> work_;           // kept from arm() to complete() or streamWaits()
+  std::optional<c10::weak_intrusive_ptr<WorkDFCCL>> weakWork_;  // completed by complete() if its caller has it
+  std::shared_ptr<WorkCore> self_;               // the callbacks' reference, from arm() to the last callback
+  std::atomic<int> pending_{0};
+  std::atomic<bool> done_{false};
   std::atomic<bool> reported_{false};
   std::mutex reportMutex_;
   std::string report_;  // the last stuckReport() and when it was made (one dump serves callers within a second)
   std::chrono::steady_clock::time_point reportTime_;
-  std::function<void()> post_;
-  std::once_flag postOnce_;
-  std::atomic<int> pending_{0};
-  bool captured_ = false;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
 // The work of a coalesced block (startCoalescing .. endCoalescing): the works of the ops issued inside it, each

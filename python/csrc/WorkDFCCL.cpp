@@ -1,6 +1,6 @@
-// WorkDFCCL, the work object of every op: its DFCCL requests, their completion on the process's completion thread,
-// the watchdog that reports (or aborts) works pending past their group's timeout, and the report of what a pending
-// work waits for.
+// WorkDFCCL, the work object of every op, and its WorkCore: the DFCCL requests, their completion on the process's
+// completion thread, the watchdog that reports (or aborts) ops pending past their group's timeout, and the report of
+// what a pending op waits for.
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
@@ -26,7 +26,7 @@ std::exception_ptr distError(const std::string& msg) {
   return std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, uint32_t(__LINE__)}, msg));
 }
 
-// The process's completion thread: DFCCL's callbacks (on DFCCL's progress thread) only push works here; this thread
+// The process's completion thread: DFCCL's callbacks (on DFCCL's progress thread) only push ops here; this thread
 // completes them, so that Future continuations (DDP comm hooks, Python callbacks taking the GIL) never run on DFCCL's
 // thread. Never destroyed: works may complete while the interpreter exits.
 class Completer {
@@ -35,7 +35,7 @@ class Completer {
     static Completer* c = new Completer();
     return *c;
   }
-  void push(c10::intrusive_ptr<WorkDFCCL> w) {
+  void push(std::shared_ptr<WorkCore> w) {
     {
       std::lock_guard<std::mutex> lk(mu_);
       q_.push_back(std::move(w));
@@ -52,7 +52,7 @@ class Completer {
   }
   void loop() {
     for (;;) {
-      c10::intrusive_ptr<WorkDFCCL> w;
+      std::shared_ptr<WorkCore> w;
       {
         std::unique_lock<std::mutex> lk(mu_);
         cv_.wait(lk, [&] { return !q_.empty(); });
@@ -62,13 +62,13 @@ class Completer {
       try {
         w->complete();
       } catch (const std::exception& e) {
-        TORCH_WARN("dfccl: completing ", w->name().str(), " failed: ", e.what());
+        TORCH_WARN("dfccl: completing ", w->name.str(), " failed: ", e.what());
       }
     }
   }
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<c10::intrusive_ptr<WorkDFCCL>> q_;
+  std::deque<std::shared_ptr<WorkCore>> q_;
 };
 
 // What the watchdog does with a work pending longer than its group's timeout (TORCH_DFCCL_WATCHDOG): report it on
@@ -88,21 +88,21 @@ WatchdogMode watchdogMode() {
   return mode;
 }
 
-// The process's watchdog thread: every armed work is listed until it completes; a work pending longer than its
-// group's timeout is reported once (stuckReport on stderr) and, in abort mode, its group's communicators are aborted,
-// which fails every outstanding work of the group. Never destroyed, like the Completer.
+// The process's watchdog thread: every armed op is listed until it completes; an op pending longer than its group's
+// timeout is reported once (stuckReport on stderr) and, in abort mode, its group's communicators are aborted, which
+// fails every outstanding op of the group. Never destroyed, like the Completer.
 class Watchdog {
  public:
   static Watchdog& get() {
     static Watchdog* w = new Watchdog();
     return *w;
   }
-  void add(const c10::intrusive_ptr<WorkDFCCL>& w) {
+  void add(const std::shared_ptr<WorkCore>& w) {
     if (watchdogMode() == WatchdogMode::Off) return;
     std::lock_guard<std::mutex> lk(mu_);
     works_.emplace(w.get(), w);
   }
-  void remove(WorkDFCCL* w) {
+  void remove(WorkCore* w) {
     std::lock_guard<std::mutex> lk(mu_);
     works_.erase(w);
   }
@@ -117,7 +117,7 @@ class Watchdog {
   void loop() {
     for (;;) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      std::vector<c10::intrusive_ptr<WorkDFCCL>> due;
+      std::vector<std::shared_ptr<WorkCore>> due;
       const auto now = std::chrono::steady_clock::now();
       {
         std::lock_guard<std::mutex> lk(mu_);
@@ -127,17 +127,17 @@ class Watchdog {
       for (auto& w : due) report(*w);
     }
   }
-  static void report(WorkDFCCL& w) {
-    const std::string text = "dfccl watchdog: " + w.name().str() + " " + w.stuckReport() + "\n";
+  static void report(WorkCore& w) {
+    const std::string text = "dfccl watchdog: " + w.name.str() + " " + w.stuckReport() + "\n";
     std::fputs(text.c_str(), stderr);
     std::fflush(stderr);
     if (watchdogMode() != WatchdogMode::Abort) return;
-    std::fputs(("dfccl watchdog: aborting group '" + w.group()->id + "' (TORCH_DFCCL_WATCHDOG=abort)\n").c_str(),
+    std::fputs(("dfccl watchdog: aborting group '" + w.group->id + "' (TORCH_DFCCL_WATCHDOG=abort)\n").c_str(),
                stderr);
-    w.group()->abortComms();
+    w.group->abortComms();
   }
   std::mutex mu_;
-  std::unordered_map<WorkDFCCL*, c10::intrusive_ptr<WorkDFCCL>> works_;
+  std::unordered_map<WorkCore*, std::shared_ptr<WorkCore>> works_;
 };
 
 std::string rankList(const GroupState& g, const std::vector<int>& ranks) {
@@ -153,57 +153,116 @@ std::string rankList(const GroupState& g, const std::vector<int>& ranks) {
 
 std::string OpName::str() const { return "dfccl: group '" + group + "', op " + op + " #" + std::to_string(seq); }
 
+// ---------------------------------------------------------------------------------------------------------------------
+// WorkCore
+
+WorkCore::~WorkCore() {
+  for (dfcclRequest_t r : requests_) dfcclRequestFree(r);
+}
+
+void WorkCore::arm(const c10::intrusive_ptr<WorkDFCCL>& work) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    work_ = work;
+    weakWork_.emplace(work);
+  }
+  pending_.store(int(requests_.size()) + 1);
+  self_ = shared_from_this();  // the callbacks' reference, handed to the completion thread by the last of them
+  Watchdog::get().add(self_);
+  for (dfcclRequest_t r : requests_)
+    if (dfcclRequestSetCallback(r, &WorkCore::onRequestDone, this) != dfcclSuccess) onRequestDone(r, dfcclSuccess, this);
+  onRequestDone(nullptr, dfcclSuccess, this);
+}
+
+void WorkCore::onRequestDone(dfcclRequest_t, dfcclResult_t, void* arg) {
+  auto* self = static_cast<WorkCore*>(arg);
+  if (self->pending_.fetch_sub(1) == 1) Completer::get().push(std::move(self->self_));
+}
+
+void WorkCore::streamWaits() {
+  c10::intrusive_ptr<WorkDFCCL> work;  // dropped after the lock: the caller still holds the work
+  std::vector<at::Tensor> stash;
+  std::lock_guard<std::mutex> lk(mu_);
+  work = std::move(work_);
+  stash.swap(stash_);
+}
+
+std::exception_ptr WorkCore::collectError() {
+  for (dfcclRequest_t r : requests_) {
+    int finished = 0;
+    const dfcclResult_t st = dfcclTest(r, &finished);
+    if (st != dfcclSuccess) return distError(name.str() + " failed: " + describe(st));
+  }
+  return nullptr;
+}
+
+void WorkCore::complete() {
+  Watchdog::get().remove(this);
+  const std::exception_ptr err = collectError();
+  c10::intrusive_ptr<WorkDFCCL> work;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (work_)
+      work = std::move(work_);
+    else if (weakWork_)
+      work = weakWork_->lock();
+  }
+  done_.store(true);
+  if (work) work->complete(err);
+  std::vector<at::Tensor> stash;
+  std::lock_guard<std::mutex> lk(mu_);
+  stash.swap(stash_);
+}
+
+bool WorkCore::dueForReport(std::chrono::steady_clock::time_point now) {
+  if (timeout.count() <= 0 || now - start_ < timeout || done()) return false;
+  return !reported_.exchange(true);
+}
+
+// ---------------------------------------------------------------------------------------------------------------------
+// WorkDFCCL
+
 WorkDFCCL::WorkDFCCL(OpName name, int rank, c10d::OpType type, std::optional<at::Device> cuda,
                      std::chrono::milliseconds timeout, std::vector<at::Tensor> outputs,
                      std::shared_ptr<GroupState> group)
     : c10d::Work(rank, type),
-      name_(std::move(name)),
       cuda_(cuda),
-      timeout_(timeout),
       outputs_(std::move(outputs)),
-      group_(std::move(group)) {
+      core_(std::make_shared<WorkCore>(std::move(name), cuda.has_value(), timeout, std::move(group))) {
   std::vector<c10::Device> devices;
   if (cuda_) devices.push_back(*cuda_);
   future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()), devices);
 }
 
-WorkDFCCL::~WorkDFCCL() {
-  for (dfcclRequest_t r : requests_) dfcclRequestFree(r);
+uint64_t WorkDFCCL::getSequencenumber() const { return core_->name.seq; }
+void WorkDFCCL::addRequest(const RequestMeta& meta) { core_->addRequest(meta); }
+void WorkDFCCL::stash(const at::Tensor& t) { core_->stash(t); }
+const OpName& WorkDFCCL::name() const { return core_->name; }
+
+void WorkDFCCL::release_resources() {
+  outputs_.clear();
+  future_.reset();
+  post_ = nullptr;
 }
 
 void WorkDFCCL::arm() {
   if (captured_) {  // nothing runs until a replay, on the stream: no callback, no watchdog, no completion thread
     finish(nullptr);
-    future_->markCompleted(c10::IValue(outputs_));  // its events on the current stream: the capturing one
+    markFuture(nullptr);  // its events on the current stream: the capturing one
     return;
   }
-  pending_.store(int(requests_.size()) + 1);
-  // One reference for the callbacks, dropped by the last of them (or below when there is no request).
-  Watchdog::get().add(c10::intrusive_ptr<WorkDFCCL>::unsafe_reclaim_from_nonowning(this));
-  WorkDFCCL* self = c10::intrusive_ptr<WorkDFCCL>::unsafe_reclaim_from_nonowning(this).release();
-  for (dfcclRequest_t r : requests_)
-    if (dfcclRequestSetCallback(r, &WorkDFCCL::onRequestDone, self) != dfcclSuccess)
-      onRequestDone(r, dfcclSuccess, self);
-  onRequestDone(nullptr, dfcclSuccess, self);
+  core_->arm(c10::intrusive_ptr<WorkDFCCL>::unsafe_reclaim_from_nonowning(this));
 }
 
-void WorkDFCCL::onRequestDone(dfcclRequest_t, dfcclResult_t, void* arg) {
-  auto* self = static_cast<WorkDFCCL*>(arg);
-  if (self->pending_.fetch_sub(1) == 1) Completer::get().push(c10::intrusive_ptr<WorkDFCCL>::reclaim(self));
+void WorkDFCCL::markFuture(std::exception_ptr err) {
+  if (futureMarked_.exchange(true)) return;
+  if (err)
+    future_->setError(err);
+  else
+    future_->markCompleted(c10::IValue(outputs_));
 }
 
-std::exception_ptr WorkDFCCL::collectError() {
-  for (dfcclRequest_t r : requests_) {
-    int done = 0;
-    const dfcclResult_t st = dfcclTest(r, &done);
-    if (st != dfcclSuccess) return distError(name_.str() + " failed: " + describe(st));
-  }
-  return nullptr;
-}
-
-void WorkDFCCL::complete() {
-  Watchdog::get().remove(this);
-  std::exception_ptr err = collectError();
+void WorkDFCCL::complete(std::exception_ptr err) {
   if (!err && !cuda_) {
     try {
       runPostOnce();
@@ -212,20 +271,20 @@ void WorkDFCCL::complete() {
     }
   }
   finish(err);
-  if (err) {
-    future_->setError(err);
-  } else if (cuda_) {
+  if (cuda_ && !err) {
     // Events of the Future go on an idle stream: the host has seen the completion, so the data is already there.
     c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool(false, cuda_->index()));
-    future_->markCompleted(c10::IValue(outputs_));
+    markFuture(nullptr);
   } else {
-    future_->markCompleted(c10::IValue(outputs_));
+    markFuture(err);
   }
-  stash_.clear();
 }
 
 void WorkDFCCL::runPostOnce() {
-  if (post_) std::call_once(postOnce_, post_);
+  std::call_once(postOnce_, [this] {
+    std::function<void()> post = std::move(post_);  // its tensors go once it has run
+    if (post) post();
+  });
 }
 
 bool WorkDFCCL::waitHost(std::chrono::milliseconds timeout) {
@@ -239,12 +298,7 @@ bool WorkDFCCL::waitHost(std::chrono::milliseconds timeout) {
     future_->wait();  // complete() marks the Future just after the Work: a returned wait() finds both done
     return true;
   }
-  throwDist(name_.str() + ": not complete after " + std::to_string(timeout.count()) + " ms; " + stuckReport());
-}
-
-bool WorkDFCCL::dueForReport(std::chrono::steady_clock::time_point now) {
-  if (timeout_.count() <= 0 || now - start_ < timeout_ || isCompleted()) return false;
-  return !reported_.exchange(true);
+  throwDist(name().str() + ": not complete after " + std::to_string(timeout.count()) + " ms; " + core_->stuckReport());
 }
 
 namespace {
@@ -286,28 +340,28 @@ std::string describeRequest(const GroupState& g, const RequestMeta& m) {
 
 }  // namespace
 
-std::string WorkDFCCL::stuckReport() {
+std::string WorkCore::stuckReport() {
   // The watchdog and a timed-out wait() may ask at the same moment: one dump serves both.
   std::lock_guard<std::mutex> rlk(reportMutex_);
   const auto now = std::chrono::steady_clock::now();
   if (!report_.empty() && now - reportTime_ < std::chrono::seconds(1)) return report_;
   const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - start_);
   std::string text =
-      "pending for " + std::to_string(age.count()) + " ms (timeout " + std::to_string(timeout_.count()) + " ms)";
+      "pending for " + std::to_string(age.count()) + " ms (timeout " + std::to_string(timeout.count()) + " ms)";
   {
-    std::lock_guard<std::mutex> lk(group_->mu);
+    std::lock_guard<std::mutex> lk(group->mu);
     bool dumped[2] = {false, false};  // the engine's state for whoever reads stderr: once per communicator
     for (const RequestMeta& m : meta_) {
       int done = 0;
       dfcclTest(m.req, &done);
       if (done) continue;
-      const dfcclComm_t comm = m.cuda ? group_->cuda : group_->host;
+      const dfcclComm_t comm = m.cuda ? group->cuda : group->host;
       if (!comm) {
         text += "; the group's communicators are gone (aborted or shut down)";
         break;
       }
       if (!std::exchange(dumped[m.cuda], true)) dfcclDebugDump(comm, 0);
-      text += "; " + describeRequest(*group_, m);
+      text += "; " + describeRequest(*group, m);
     }
   }
   report_ = text;
@@ -317,7 +371,7 @@ std::string WorkDFCCL::stuckReport() {
 
 bool WorkDFCCL::wait(std::chrono::milliseconds timeout) {
   if (!cuda_ || (timeout != kNoTimeout && !captured_)) {
-    waitHost(timeout == kNoTimeout ? timeout_ : timeout);
+    waitHost(timeout == kNoTimeout ? core_->timeout : timeout);
     if (cuda_) runPostOnce();
     return true;
   }
@@ -326,11 +380,15 @@ bool WorkDFCCL::wait(std::chrono::milliseconds timeout) {
     if (exception_) std::rethrow_exception(exception_);
   }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(cuda_->index()).stream();
-  for (dfcclRequest_t r : requests_) {
+  for (dfcclRequest_t r : core_->requests()) {
     const dfcclResult_t st = dfcclWait(r, stream);
-    if (st != dfcclSuccess) throwDist(name_.str() + ": dfcclWait failed: " + describe(st));
+    if (st != dfcclSuccess) throwDist(name().str() + ": dfcclWait failed: " + describe(st));
   }
   runPostOnce();
+  if (!captured_) {  // the stream now waits for the op: nothing of it needs keeping beyond what the caller keeps
+    markFuture(nullptr);  // its events on the current stream, after the wait
+    core_->streamWaits();
+  }
   return true;
 }
 

@@ -3,7 +3,8 @@
 replay runs them anew. A training step of a small model (forward, backward, gradient all-reduce, SGD step) captured
 with torch.cuda.graph and replayed 50 times gives the eager run's losses; two process groups whose all-reduces,
 all_gather_into_tensor, reduce_scatter_tensor and send/recv are captured in opposite orders on the two ranks replay
-exact; a torch.compile(mode="reduce-overhead") function with an all-reduce runs as a CUDA graph, exact."""
+exact; a torch.compile(mode="reduce-overhead") function with an all-reduce runs as a CUDA graph, exact; an op
+waited for on its stream and dropped frees its tensors at once."""
 import pytest
 import torch
 import torch.distributed as dist
@@ -154,3 +155,30 @@ def test_compile_reduce_overhead_all_reduce(run_ranks, graphs):
     for wrong, skips in run_ranks(compiled_all_reduce, 2, 8):
         assert wrong == []
         assert skips == 0, "torch.compile did not run the function as a CUDA graph"
+
+
+def waited_then_dropped(rank, world):
+    """An all-reduce waited for on the stream (work.wait()) while its peer is still away, then dropped: its tensor's
+    memory is free at once, not when the backend later sees the op complete (torch.compile's CUDA-graph trees check
+    this after their warm-up run)."""
+    import time
+
+    dist.all_reduce(torch.ones(1, device=device()))  # whatever the first op allocates for good
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    if rank == 1:
+        time.sleep(1.0)  # rank 0 waits and drops its op before the op can complete
+    t = torch.full((1 << 20,), float(rank + 1), device=device())
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    held = torch.cuda.memory_allocated() - before
+    del work, t
+    left = torch.cuda.memory_allocated() - before
+    torch.cuda.synchronize()
+    return held, left
+
+
+def test_a_waited_work_frees_its_tensors_when_dropped(run_ranks):
+    for held, left in run_ranks(waited_then_dropped, 2):
+        assert held >= 4 << 20
+        assert left == 0, f"{left} bytes of the dropped op still allocated"
