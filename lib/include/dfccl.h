@@ -27,7 +27,7 @@ extern "C" {
 
 /* The library's version, written here only: CMake's project version and python/setup.py read these three lines. */
 #define DFCCL_MAJOR 0
-#define DFCCL_MINOR 1
+#define DFCCL_MINOR 2
 #define DFCCL_PATCH 0
 #define DFCCL_VERSION_CODE (DFCCL_MAJOR * 10000 + DFCCL_MINOR * 100 + DFCCL_PATCH)
 

@@ -68,7 +68,7 @@ void print_markdown() {
     fmt::print("| `{}` | {} | {} | `{}` | {} |\n", v.name, cell(default_for(v, dfccl::Exec::Cuda)),
                cell(default_for(v, dfccl::Exec::Host)), accepted(v), v.description);
   fmt::print(
-      "\nDeprecated names, read for one more release by the host executor where the new name is unset (a warning\n"
+      "\nDeprecated names (since 0.2.0), read until 0.3.0 by the host executor where the new name is unset (a warning\n"
       "names the new one; where both are set the old one is ignored):\n\n");
   for (const auto& v : dfccl::env_table())
     if (v.host_alias) fmt::print("- `{}`: `{}`\n", v.host_alias, v.name);

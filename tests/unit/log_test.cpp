@@ -43,7 +43,9 @@ std::string logged(const char* level, const char* subsys) {
 
 TEST(Log, InfoPrintsTheEngineAndCommunicatorBanners) {
   const std::string text = logged("INFO", "ALL");
-  EXPECT_NE(text.find("DFCCL INFO [ENGINE] DFCCL 0.1.0 engine on device 0: host executor, preemptive mode"),
+  const std::string version =
+      std::to_string(DFCCL_MAJOR) + "." + std::to_string(DFCCL_MINOR) + "." + std::to_string(DFCCL_PATCH);
+  EXPECT_NE(text.find("DFCCL INFO [ENGINE] DFCCL " + version + " engine on device 0: host executor, preemptive mode"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("DFCCL INFO [INIT] communicator 0: rank 0 of 1 on device 0"), std::string::npos) << text;
