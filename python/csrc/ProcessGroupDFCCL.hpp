@@ -163,9 +163,9 @@ class WorkCore : public std::enable_shared_from_this<WorkCore> {
   std::vector<RequestMeta> meta_;
   std::mutex mu_;  // guards stash_, work_
   std::vector<at::Tensor> stash_;
-  c10::intrusive_ptr<WorkDFCCL> work_;           // kept from arm() to complete() or streamWaits()
+  c10::intrusive_ptr<WorkDFCCL> work_;                          // kept from arm() to complete() or streamWaits()
   std::optional<c10::weak_intrusive_ptr<WorkDFCCL>> weakWork_;  // completed by complete() if its caller has it
-  std::shared_ptr<WorkCore> self_;               // the callbacks' reference, from arm() to the last callback
+  std::shared_ptr<WorkCore> self_;  // the callbacks' reference, from arm() to the last callback
   std::atomic<int> pending_{0};
   std::atomic<bool> done_{false};
   std::atomic<bool> reported_{false};

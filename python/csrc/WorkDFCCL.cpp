@@ -132,8 +132,7 @@ class Watchdog {
     std::fputs(text.c_str(), stderr);
     std::fflush(stderr);
     if (watchdogMode() != WatchdogMode::Abort) return;
-    std::fputs(("dfccl watchdog: aborting group '" + w.group->id + "' (TORCH_DFCCL_WATCHDOG=abort)\n").c_str(),
-               stderr);
+    std::fputs(("dfccl watchdog: aborting group '" + w.group->id + "' (TORCH_DFCCL_WATCHDOG=abort)\n").c_str(), stderr);
     w.group->abortComms();
   }
   std::mutex mu_;
@@ -170,7 +169,8 @@ void WorkCore::arm(const c10::intrusive_ptr<WorkDFCCL>& work) {
   self_ = shared_from_this();  // the callbacks' reference, handed to the completion thread by the last of them
   Watchdog::get().add(self_);
   for (dfcclRequest_t r : requests_)
-    if (dfcclRequestSetCallback(r, &WorkCore::onRequestDone, this) != dfcclSuccess) onRequestDone(r, dfcclSuccess, this);
+    if (dfcclRequestSetCallback(r, &WorkCore::onRequestDone, this) != dfcclSuccess)
+      onRequestDone(r, dfcclSuccess, this);
   onRequestDone(nullptr, dfcclSuccess, this);
 }
 
@@ -202,10 +202,8 @@ void WorkCore::complete() {
   c10::intrusive_ptr<WorkDFCCL> work;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (work_)
-      work = std::move(work_);
-    else if (weakWork_)
-      work = weakWork_->lock();
+    if (work_) work = std::move(work_);
+    else if (weakWork_) work = weakWork_->lock();
   }
   done_.store(true);
   if (work) work->complete(err);
@@ -256,10 +254,8 @@ void WorkDFCCL::arm() {
 
 void WorkDFCCL::markFuture(std::exception_ptr err) {
   if (futureMarked_.exchange(true)) return;
-  if (err)
-    future_->setError(err);
-  else
-    future_->markCompleted(c10::IValue(outputs_));
+  if (err) future_->setError(err);
+  else future_->markCompleted(c10::IValue(outputs_));
 }
 
 void WorkDFCCL::complete(std::exception_ptr err) {
@@ -385,7 +381,7 @@ bool WorkDFCCL::wait(std::chrono::milliseconds timeout) {
     if (st != dfcclSuccess) throwDist(name().str() + ": dfcclWait failed: " + describe(st));
   }
   runPostOnce();
-  if (!captured_) {  // the stream now waits for the op: nothing of it needs keeping beyond what the caller keeps
+  if (!captured_) {       // the stream now waits for the op: nothing of it needs keeping beyond what the caller keeps
     markFuture(nullptr);  // its events on the current stream, after the wait
     core_->streamWaits();
   }
