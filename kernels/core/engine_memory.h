@@ -140,6 +140,7 @@ struct WaitEntry {  // a stream waits until complete[slot] >= seq; probe: the ba
   u64 slot;
   u64 seq;
   u64 probe;
+  u64 door;  // the collective's submission tag where a stream writes its doorbell (submission_tag), 0 where not
 };
 
 // A submission ring's entry for ring position pos (EngineGlobal::ring), and the submission's tag: its ring + 1 in

@@ -10,10 +10,22 @@
 
 namespace dfccl::core {
 
-// Caller: thread 0, deciding an exit. Returns whether a listed stream wait keeps the daemon: its barrier probe has
-// run (a device-wide barrier issued after it would wait for its collective and hold any relaunch) and its collective
-// has not completed (docs/design.md, "Implicit synchronizations"), or a captured wait runs (graph_start.h). Reads host
-// memory: never called in a loop.
+// Whether the doorbell of the submission tagged `door` (WaitEntry::door; 0: none written by a stream) is in its ring:
+// the entry of its position, or of a later position of the same ring (rings wrap, and a ring's doorbells land in its
+// stream's order).
+template <class X>
+DFCCL_DEV bool doorbell_landed(const EngineView& ev, u64 door) {
+  if (door == 0) return true;
+  const u64 ring = (door >> 48) - 1, pos = ((door & ((u64(1) << 48) - 1)) >> 16) - 1;
+  return (X::load_acquire(&ev.g->ring[ring][pos % kRingEntries]) >> 16) >= pos + 1;
+}
+
+// Caller: thread 0, deciding an exit. Returns whether a listed stream wait keeps the launch: its barrier probe has run
+// (a device-wide barrier issued after it would wait for its collective and hold any relaunch) and its collective has
+// not completed (docs/design.md, "Implicit synchronizations"), or a captured wait runs (graph_start.h). A stand-in
+// runs inside a stream, so a collective whose doorbell a stream has not written yet may be behind it in that stream:
+// its wait keeps a stand-in only once the doorbell has landed (the host launches a daemon for the rest after the
+// stand-in left). Reads host memory: never called in a loop.
 template <class X>
 DFCCL_DEV bool kept_by_a_wait(const EngineView& ev) {
   // A captured wait that runs was not held by a barrier issued before it: it is its own probe.
@@ -22,7 +34,8 @@ DFCCL_DEV bool kept_by_a_wait(const EngineView& ev) {
   const u64 probed = vload(ev.h->probe_done);
   for (u64 k = 0; k < nwaits; ++k) {
     const WaitEntry& w = ev.h->waits[k];
-    if (vload(w.probe) <= probed && vload(ev.g->complete[vload(w.slot)]) < vload(w.seq)) return true;
+    if (vload(w.probe) > probed || vload(ev.g->complete[vload(w.slot)]) >= vload(w.seq)) continue;
+    if (ev.p.standin == 0 || doorbell_landed<X>(ev, vload(w.door))) return true;
   }
   return false;
 }

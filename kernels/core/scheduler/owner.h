@@ -23,7 +23,8 @@ DFCCL_HD inline u64 standin_tag(u64 seq) { return kStandInTag | (seq & (kStandIn
 // Caller: thread 0 of block 0 of the launch `tag` (ev.p.standin: slot + 1 of a stand-in's collective, 0 for a host
 // launch). Takes the engine for the launch, or returns false when the launch does not run:
 // - a host launch yields to a stand-in that stays: that one serves the waits the host launched for (it stays for
-//   listed and captured waits: exit.h) and the host launches again for the rest once it has left;
+//   captured waits, and for listed waits whose doorbells have landed: exit.h) and the host launches again for the
+//   rest once it has left;
 // - a stand-in yields to any owner that stays (its wait, counted in graph_waiters before this call, keeps that
 //   owner), or gives up once its own collective is done.
 // It waits while the owner is leaving. Invariant: at most one launch owns the engine.

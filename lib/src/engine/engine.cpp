@@ -269,6 +269,7 @@ std::shared_ptr<RequestState> Engine::submit_locked(core::Desc d, uint32_t comm_
                           core::submission_tag(ring, entry) | (host_ordered ? core::kPostHostOrdered : 0), d);
   std::atomic_thread_fence(std::memory_order_release);
   uint64_t* door = &g_->ring[ring][pos % core::kRingEntries];
+  slots_.use(slot).door = stream != DFCCL_NO_STREAM ? core::submission_tag(ring, entry) : 0;
   if (stream != DFCCL_NO_STREAM) {
     exec_->stream_write(stream, door, entry);
   } else if (host_ordered) {

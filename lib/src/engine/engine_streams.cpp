@@ -56,7 +56,7 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
       // At most one entry per occupied slot once compacted, so there is room after compacting.
       if (__atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE) >= core::kMaxSlots) compact_waits_locked();
       const uint64_t k = __atomic_load_n(&h_->nwaits, __ATOMIC_ACQUIRE);
-      h_->waits[k] = core::WaitEntry{r->slot, r->seq, ++probes_};
+      h_->waits[k] = core::WaitEntry{r->slot, r->seq, ++probes_, use.door};
       __atomic_store_n(&h_->nwaits, k + 1, __ATOMIC_RELEASE);
       exec_->probe(&h_->probe_done, probes_);
       if (!running_) launch_locked(host_now_ns());  // up before the stream waits (and before any later barrier)

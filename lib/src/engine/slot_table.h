@@ -25,6 +25,7 @@ class SlotTable {
     uint32_t comm = 0;
     uint32_t ring = 0;
     bool waited = false;  // a stream waits on it (dfcclWait): listed in EngineHost::waits
+    uint64_t door = 0;    // its submission tag where a stream writes its doorbell, else 0 (core::WaitEntry::door)
   };
   // A submission ring: the stream it serves while it has outstanding collectives.
   struct Ring {
