@@ -17,6 +17,7 @@ tag=${TAG:+_$TAG}  # TAG: a suffix for the mp steps' logs (several settings in o
 if has build; then
   targets="graph_start_test mp_graph cuda_one_gpu_test graph_latency peer_death_cuda_test mismatch_hosts_cuda_test"
   targets+=" device_fault_cuda_test dfccl-harness dfccl_shared cuda_engine_test mp_abort shrink_test"
+  targets+=" transport_test persistent_test core_exit_test"
   step configure 120 cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DDFCCL_BUILD_PROBES=ON -DDFCCL_DEPS_PREFIX="$PWD/.deps"
   # shellcheck disable=SC2086
@@ -25,7 +26,11 @@ if has build; then
 fi
 if has unit; then
   step graph_start_test 60 "$BIN/graph_start_test"
+  step core_exit_test 30 "$BIN/core_exit_test"
   step cuda_one_gpu_test 120 "$BIN/cuda_one_gpu_test"
+  # eager transfers waited for between replays (run 254's hang: a stand-in kept by a wait behind it)
+  step transfers_x20 120 "$BIN/cuda_one_gpu_test" --gtest_filter='*Transfers*:*EagerSelf*' --gtest_repeat=20
+  step transport_test 60 "$BIN/transport_test"
 fi
 if has mp; then
   for mode in ${MODES:-deferred forked joined p2p}; do
