@@ -33,6 +33,20 @@ namespace core = dfccl::core;
 // Every communicator of these tests makes its graph lane at init; set before any engine reads its settings.
 const int graphs_on = setenv("DFCCL_GRAPHS", "1", 1);
 
+// For the tests whose waits must stand in: the daemon leaves as soon as it has nothing to run and the host launches
+// the next one only 2 ms later (read when the test's engine is made), so that waits often find no daemon. Without
+// this, a machine busy enough keeps one daemon running through every replay, and no wait needs to stand in.
+struct SparseDaemon {
+  SparseDaemon() {
+    setenv("DFCCL_IDLE_NS", "0", 1);
+    setenv("DFCCL_RELAUNCH_NS", "2000000", 1);
+  }
+  ~SparseDaemon() {
+    unsetenv("DFCCL_IDLE_NS");
+    unsetenv("DFCCL_RELAUNCH_NS");
+  }
+};
+
 // One captured collective or transfer of one rank: its start node's parameters and (collectives) its buffers.
 struct Node {
   std::shared_ptr<dfcclComm> ref;  // the communicator behind the handle, held for the test
@@ -205,6 +219,7 @@ TEST(GraphStart, OppositeCaptureOrdersReplayExact) {
 // The wait nodes contend with the host's daemon launches for the engine (scheduler/owner.h): one scheduler at a time,
 // so every replay stays exact, and waits that found no daemon ran the scheduler themselves.
 TEST(GraphStart, WaitNodesStandInForTheDaemonExact) {
+  SparseDaemon sparse;
   const Outcome o = replay_opposite(200, true);
   EXPECT_EQ(o.errors[0], "");
   EXPECT_EQ(o.errors[1], "");
@@ -391,6 +406,7 @@ TEST(GraphStartP2p, OppositeCaptureOrdersReplayExact) {
 }
 
 TEST(GraphStartP2p, WaitNodesStandInForTheDaemonExact) {
+  SparseDaemon sparse;
   const Outcome o = replay_p2p(200, true, false);
   EXPECT_EQ(o.errors[0], "");
   EXPECT_EQ(o.errors[1], "");
