@@ -14,6 +14,7 @@
 #include "../../kernels/core/scheduler/attempt.h"
 #include "../../kernels/core/scheduler/prefetcher.h"
 #include "../../kernels/host/exec_host.h"
+#include "core_memory.h"
 
 namespace dfccl::test {
 namespace {
@@ -21,17 +22,7 @@ namespace {
 using namespace dfccl::core;
 using X = host::HostExec;
 
-struct Engine {
-  std::unique_ptr<EngineGlobal> g = std::make_unique<EngineGlobal>();
-  std::unique_ptr<EngineHost> h = std::make_unique<EngineHost>();
-  EngineView ev{};
-  Engine() {
-    std::memset(static_cast<void*>(g.get()), 0, sizeof(EngineGlobal));
-    std::memset(static_cast<void*>(h.get()), 0, sizeof(EngineHost));
-    ev.g = g.get();
-    ev.h = h.get();
-    ev.p.epoch = 1;
-  }
+struct Engine : CoreMemory {
   // As Engine::abort_comm: the attachment number, then the count, released.
   void abort(u32 comm, u64 gen) {
     __atomic_store_n(&h->abort_gen[comm], gen, __ATOMIC_RELAXED);

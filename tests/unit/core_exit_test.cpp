@@ -5,11 +5,9 @@
 // written behind the stand-in in its own stream.
 #include <gtest/gtest.h>
 
-#include <cstring>
-#include <memory>
-
 #include "../../kernels/core/scheduler/exit.h"
 #include "../../kernels/host/exec_host.h"
+#include "core_memory.h"
 
 namespace dfccl::test {
 namespace {
@@ -17,17 +15,7 @@ namespace {
 using namespace dfccl::core;
 using X = host::HostExec;
 
-struct Engine {
-  std::unique_ptr<EngineGlobal> g = std::make_unique<EngineGlobal>();
-  std::unique_ptr<EngineHost> h = std::make_unique<EngineHost>();
-  EngineView ev{};
-  Engine() {
-    std::memset(static_cast<void*>(g.get()), 0, sizeof(EngineGlobal));
-    std::memset(static_cast<void*>(h.get()), 0, sizeof(EngineHost));
-    ev.g = g.get();
-    ev.h = h.get();
-    ev.p.epoch = 1;
-  }
+struct Engine : CoreMemory {
   // As Engine::wait_on_stream: a wait on the collective `seq` in `slot`, posted at ring position `pos` of `ring` by a
   // stream (door) or by the host (no door); its probe has run.
   void list_wait(u32 slot, u64 seq, u32 ring, u64 pos, bool by_stream) {
