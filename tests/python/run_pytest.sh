@@ -8,7 +8,7 @@
 #                                              step, target dfccl_torch_ext: a build without torch goes on)
 #   run_pytest.sh <build dir> <pytest args...> runs pytest on python/tests with that build first on PYTHONPATH
 # The interpreter is $DFCCL_TORCH_PYTHON, else the venv .ci/run creates (/root/.cache/dfccl/venv-torch). Exits 77
-# (ctest: skipped) when it is missing or cannot import torch.
+# (ctest: skipped) when it is missing or has no torch.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 shift
@@ -29,7 +29,8 @@ if [[ " $* " == *" --device cuda "* ]] && ! compgen -G "/dev/nvidia[0-9]*" > /de
   echo "run_pytest.sh: --device cuda but no GPU device node (/dev/nvidia*, /dev/dxg): skipped"
   exit 77
 fi
-if [[ ! -x $py ]] || ! "$py" -c 'import torch.distributed' 2>/dev/null; then
+# Found, not imported (an import of torch costs seconds of CPU, and pytest imports it next).
+if [[ ! -x $py ]] || ! "$py" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("torch") is None)' 2>/dev/null; then
   echo "run_pytest.sh: no Python with torch at $py (set DFCCL_TORCH_PYTHON, or run .ci/run once): skipped"
   [[ ${1:-} == build-if-torch ]] && exit 0
   exit 77
