@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc)
 TEST_JOBS ?= $(shell echo $$((2 * $(JOBS))))
 CMAKE_ARGS ?=
 
-.PHONY: all build configure test test-asan run clean
+.PHONY: all build configure test test-extra test-asan run clean
 
 all: build
 
@@ -20,8 +20,15 @@ configure: $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Every area once: the reruns of its tests under another transport, block count or host layout (label extra) are
+# test-extra's. CI (.ci/run) runs both. Each runs the tests that share the machine first, then those that must run
+# alone (label serial) one after another: mixed in one ctest run, each of those waits for every running test to end.
+CTEST = ctest --output-on-failure --timeout 900 -j $(TEST_JOBS)
 test: build
-	cd $(BUILD) && ctest --output-on-failure --timeout 900 -j $(TEST_JOBS)
+	cd $(BUILD) && { $(CTEST) -LE 'extra|serial'; a=$$?; $(CTEST) -L serial -LE extra; b=$$?; [ $$a$$b = 00 ]; }
+
+test-extra: build
+	cd $(BUILD) && { $(CTEST) -L extra -LE serial; a=$$?; $(CTEST) -L extra -L serial; b=$$?; [ $$a$$b = 00 ]; }
 
 # The host executor's engine, abort and stress tests, and the harness's stress under mpirun (its watchdog aborts
 # from another thread), again under AddressSanitizer, in their own build folder: the tests labelled asan (ASAN_TESTS

@@ -1,6 +1,8 @@
 # Every test carries a label: its folder's (DFCCL_TEST_LABEL, set by tests/CMakeLists.txt: unit, mp, gpu for
 # device/, sim, harness) unless it is given one (gpu for a GPU test outside device/). `ctest -L gpu` is what a GPU
 # runner runs (.ci/run-gpu).
+# Label `extra`: reruns under another transport or shape, which `make test` leaves to `make test-extra`
+# (dfccl_extra_tests, or LABELS ... extra on a gtest variant).
 # Under ctest -j (`make test`), a test that must not share the machine (network namespaces, a bound on a time) is
 # RUN_SERIAL and labelled `serial` (dfccl_serial_tests, SERIAL); an mpirun test takes one process slot per rank
 # (PROCESSORS), so that ctest -j N runs no more than N ranks at once. Label `asan`: what `make test-asan` runs.
@@ -134,7 +136,7 @@ function(dfccl_label_unlabelled)
       set(l "")
     endif()
     set(own ${l})
-    list(REMOVE_ITEM own serial asan)
+    list(REMOVE_ITEM own serial asan extra)
     if(NOT own)
       set_property(TEST ${t} PROPERTY LABELS ${DFCCL_TEST_LABEL} ${l})
     endif()
@@ -145,6 +147,12 @@ endfunction()
 function(dfccl_serial_tests)
   set_tests_properties(${ARGN} PROPERTIES RUN_SERIAL TRUE)
   set_property(TEST ${ARGN} APPEND PROPERTY LABELS serial)
+endfunction()
+
+# dfccl_extra_tests(<test>...): reruns of tests that `make test` has, under another transport, block count or host
+# layout (label extra): `make test` leaves them out, `make test-extra` runs them (.ci/run runs both).
+function(dfccl_extra_tests)
+  set_property(TEST ${ARGN} APPEND PROPERTY LABELS extra)
 endfunction()
 
 # dfccl_asan_tests(<test>...): tests that `make test-asan` runs (label asan).
