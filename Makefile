@@ -2,9 +2,9 @@
 # default campaign on what is present (GPUs, else the host executor).
 BUILD ?= build
 JOBS ?= $(shell nproc)
-# ctest -j: tests run side by side where they allow it (tests/README.md, "Running them in parallel"); twice the
-# cores, since most tests wait (for peers, timeouts, watchdogs) more than they compute.
-TEST_JOBS ?= $(shell echo $$((2 * $(JOBS))))
+# ctest -j: tests run side by side where they allow it (tests/README.md, "Running them in parallel"); three per
+# core, since most tests wait (for peers, timeouts, watchdogs) more than they compute.
+TEST_JOBS ?= $(shell echo $$((3 * $(JOBS))))
 CMAKE_ARGS ?=
 
 .PHONY: all build configure test test-extra test-asan run clean
