@@ -106,10 +106,6 @@ class Runner {
  private:
   // The reason the backend cannot run here ("" when it can), the same on every rank.
   std::string unavailable(const std::string& name) const {
-    std::vector<std::string> hosts = world_.hosts;
-    std::sort(hosts.begin(), hosts.end());
-    if (std::unique(hosts.begin(), hosts.end()) - hosts.begin() > 1)
-      return "the ranks span hosts: dfcclCommShrink runs on one host";
     if (name == "dfccl" && gpu_count() == 0) return "no GPU";
     return "";
   }
