@@ -7,7 +7,9 @@
 //   kill    the victim raises SIGKILL after its 20th all-reduce (V = 0: the rank whose process hosts the root);
 //           every other rank's all-reduce fails with dfcclRemoteError naming V; it shrinks with excludeRanks NULL;
 //   late    as kill, and rank L dies 300 ms after its failure instead of shrinking (its peers are in the shrink);
-//   exclude every rank stops after 20 all-reduces and shrinks with excludeRanks {V}: V (alive) gets NULL;
+//   exclude every rank stops after 20 all-reduces and shrinks with excludeRanks {V}: V (alive) gets NULL and keeps
+//           its old communicator (its shrink socket open) 1500 ms longer; the survivors' first collective on the
+//           shrunk communicator must complete within 1000 ms of their call (they do not wait for V);
 // then each survivor checks the new communicator (its size, its rank: the survivors in their old order), runs 20
 // exact all-reduces and an all-gather of the old ranks on it, and prints "rank R: ok ... ms" with the time from its
 // failure (kill, late) or its call (exclude) to its first completed collective on the shrunk communicator.
@@ -95,6 +97,8 @@ int check_shrunk(const Args& a, dfcclComm_t nc, const std::vector<int>& members,
   if (all_reduce(nc, a.rank + 1, sum, &wrong) != dfcclSuccess)
     return fail(a, std::string("first collective of the shrunk communicator: ") + dfcclGetLastError(nullptr));
   const double first_ms = now_ms() - t0;
+  if (a.scenario == "exclude" && first_ms > 1000)
+    return fail(a, "the first collective came " + std::to_string(int(first_ms)) + " ms after the call (waited for V?)");
   for (int i = 2; i <= 20; ++i)
     if (all_reduce(nc, (a.rank + 1) * i, sum * i, &wrong) != dfcclSuccess)
       return fail(a, std::string("all-reduce on the shrunk communicator: ") + dfcclGetLastError(nullptr));
@@ -152,6 +156,7 @@ int run(const Args& a) {
   if (a.rank == a.victim) {
     if (nc) return fail(a, "the excluded rank got a communicator");
     std::printf("rank %d: ok, excluded (NULL)\n", a.rank);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     dfcclCommDestroy(comm);
     return 0;
   }
