@@ -9,8 +9,8 @@
 // time from the kill to the first completed collective on the shrunk communicator (the measure: <= 2 s).
 // SHRINK_HOSTS=H: the forked ranks say they are on H hosts (DFCCL_HOSTID, ranks in blocks), so that the
 // communicator spans hosts and its shrink agrees over TCP (ctest shrink_test_hosts; with DFCCL_NET_FORCE=1 the same
-// agreement on one host). SHRINK_EXECUTOR=cuda (ctest shrink_test.*_cuda, label gpu): the forked ranks run the CUDA executor, all on GPU 0
-// (time-sliced), their buffers in managed memory; skipped without a GPU.
+// agreement on one host). SHRINK_EXECUTOR=cuda (ctest shrink_test.*_cuda, label gpu): the forked ranks run the CUDA
+// executor, all on GPU 0 (time-sliced), their buffers in managed memory; skipped without a GPU.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <poll.h>

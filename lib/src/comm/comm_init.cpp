@@ -411,10 +411,9 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     check_all_settings();
     c->settings = CommSettings::read();
     c->engine = Engine::acquire(dfcclExecutor_t(cfg.executor), cfg.device, dfcclMode_t(cfg.mode));
-    c->bootstrap =
-        std::make_shared<Bootstrap>(id, rank, nranks, cfg.initTimeoutMs,
-                                    Bootstrap::Areas{MatchBoard::bytes(nranks), p2p_table::p2p_table_bytes(nranks)},
-                                    root_gone);
+    c->bootstrap = std::make_shared<Bootstrap>(
+        id, rank, nranks, cfg.initTimeoutMs,
+        Bootstrap::Areas{MatchBoard::bytes(nranks), p2p_table::p2p_table_bytes(nranks)}, root_gone);
     if (gone) c->bootstrap->set_watch(std::move(gone));
     c->token = c->bootstrap->token();
     c->one_host = c->bootstrap->all_local();

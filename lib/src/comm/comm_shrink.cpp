@@ -87,8 +87,8 @@ class ReporterWatch {
       while (!stop_.load()) {
         for (const auto& [rank, fd] : reporters) {
           if (!ended(fd)) continue;
-          root->fail_registration(
-              fmt::format("rank {} of the communicator being shrunk exited before the new communicator was made", rank));
+          root->fail_registration(fmt::format(
+              "rank {} of the communicator being shrunk exited before the new communicator was made", rank));
           return;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -166,7 +166,7 @@ struct ShrinkNetAgreement::Session {
   struct Conn {
     int fd = -1;
     std::string in;
-    int rank = -1;          // inbound: the rank that reported on it; probe and link: the rank at the other end
+    int rank = -1;  // inbound: the rank that reported on it; probe and link: the rank at the other end
     bool connecting = false;
     bool answered = false;  // a probe that got an answer (its end is no death)
   };
@@ -182,7 +182,11 @@ struct ShrinkNetAgreement::Session {
   std::optional<ShrinkDecision> out;
 
   Session(const ShrinkListener& l, int rank, int nranks, const Hooks& hooks, int timeout_ms)
-      : L(l), me(rank), n(nranks), h(hooks), deadline(Clock::now() + std::chrono::milliseconds(timeout_ms)),
+      : L(l),
+        me(rank),
+        n(nranks),
+        h(hooks),
+        deadline(Clock::now() + std::chrono::milliseconds(timeout_ms)),
         probed(size_t(nranks), 0) {}
 
   ~Session() {
@@ -422,10 +426,9 @@ struct ShrinkNetAgreement::Session {
     std::string missing;
     for (int r = 0; r < n; ++r)
       if (r != me && !U[size_t(r)] && !reported(r)) missing += fmt::format("{}{}", missing.empty() ? "" : ",", r);
-    throw Error(dfcclTimeout,
-                fmt::format("dfcclCommShrink: rank {}: no decision in time; ranks [{}] have not called "
-                            "dfcclCommShrink and whose processes are alive (coordinator: rank {})",
-                            me, missing, coordinator()));
+    throw Error(dfcclTimeout, fmt::format("dfcclCommShrink: rank {}: no decision in time; ranks [{}] have not called "
+                                          "dfcclCommShrink and whose processes are alive (coordinator: rank {})",
+                                          me, missing, coordinator()));
   }
 
   void wait() {
