@@ -418,7 +418,7 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     c->token = c->bootstrap->token();
     c->one_host = c->bootstrap->all_local();
     if (!c->one_host || c->settings.net_force)  // the shrink's agreement then runs over TCP (comm/shrink_net.h)
-      c->shrink_listener = std::make_shared<ShrinkListener>(socket_ifname_setting());
+      c->shrink_listener = make_shrink_listener(id);
     Engine& e = *c->engine;
     const TransportParams& tp = e.transport();
     std::vector<uint64_t> hosts;

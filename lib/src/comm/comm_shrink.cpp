@@ -118,9 +118,9 @@ std::vector<int> members_of(const std::vector<uint8_t>& excluded, int* first) {
 // The shrink of a communicator whose connections use the network: the agreement over the ranks' shrink sockets
 // (shrink_net.h), whose decision brings the new communicator's id (its rendezvous in the coordinator's process);
 // a member that goes before the new communicator is made fails its init on every survivor, which agree again.
-dfcclComm* shrink_across_hosts(dfcclComm* c, std::vector<uint8_t> proposal, const dfcclConfig_t* config,
-                               int timeout_ms) {
-  ShrinkNetAgreement agreement(*c->shrink_listener, c->rank, c->nranks);
+dfcclComm* shrink_across_hosts(dfcclComm* c, std::vector<uint8_t> proposal, const dfcclConfig_t* config, int timeout_ms,
+                               uint32_t shrink) {
+  ShrinkNetAgreement agreement(*c->shrink_listener, shrink, c->rank, c->nranks);
   std::shared_ptr<net::RendezvousRoot> root;
   ShrinkNetAgreement::Hooks hooks;
   hooks.gone = [c](int r) { return r != c->rank && PeerWatch::exited(c, r); };
@@ -193,7 +193,7 @@ dfcclComm* comm_shrink(dfcclComm* c, const int* exclude, int n, const dfcclConfi
     return nullptr;
   }
   const int timeout_ms = config && config->initTimeoutMs > 0 ? config->initTimeoutMs : c->config.initTimeoutMs;
-  if (c->shrink_listener) return shrink_across_hosts(c, proposal, config, timeout_ms);
+  if (c->shrink_listener) return shrink_across_hosts(c, proposal, config, timeout_ms, shrink);
   auto gone = [c](int r) { return r != c->rank && PeerWatch::exited(c, r); };
   Bootstrap segment(local_unique_id(derived_token(c->token, shrink, -1)), c->rank, c->nranks, timeout_ms,
                     Bootstrap::Areas{0, 0, ShrinkAgreement::bytes(c->nranks)});

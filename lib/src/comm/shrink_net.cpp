@@ -14,10 +14,12 @@
 #include <map>
 #include <optional>
 
+#include "bootstrap/bootstrap.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/rendezvous_wire.h"
 #include "settings/settings.h"
 #include "util/error.h"
+#include "util/sha256.h"
 
 namespace dfccl {
 
@@ -38,29 +40,65 @@ struct Msg {
   dfcclUniqueId id{};
 };
 
-// A message: magic, type, sender, decider (kDecision), nranks, the set (one byte per rank), a unique id.
-std::string frame(uint32_t type, int from, int decider, const std::vector<uint8_t>& set, const dfcclUniqueId* id) {
+// A message's MAC: keyed by the communicator's unique id (ShrinkListener::key), bound to the shrink's number.
+Digest256 seal(const ShrinkListener& l, uint32_t shrink, std::string_view body) {
+  std::string m = "DFSK-MSG";
+  put(m, shrink, 4);
+  m.append(body);
+  return hmac_sha256(l.key, m);
+}
+
+// XORs the secret of id's rendezvous payload with a pad drawn from the key, the shrink's number and the id's token,
+// so that a decision carries the new id without its secret in clear (its own inverse: the receiver calls it too).
+void hide_secret(const ShrinkListener& l, uint32_t shrink, dfcclUniqueId& id) {
+  if (!net::has_rendezvous_id(id)) return;
+  net::RendezvousId rid = net::parse_rendezvous_id(id);
+  std::string m = "DFSK-ID";
+  put(m, shrink, 4);
+  put(m, rid.token, 8);
+  const Digest256 pad = hmac_sha256(l.key, m);
+  for (size_t i = 0; i < sizeof(rid.secret); ++i) rid.secret[i] ^= pad[i];
+  net::encode_rendezvous_id(rid, id);
+}
+
+// A message: magic, type, sender, decider (kDecision), nranks, the set (one byte per rank), a unique id (its secret
+// hidden), then the MAC of all that (seal).
+std::string frame(const ShrinkListener& l, uint32_t shrink, uint32_t type, int from, int decider,
+                  const std::vector<uint8_t>& set, const dfcclUniqueId* id) {
   std::string s;
   for (uint64_t v : {uint64_t(kMagic), uint64_t(type), uint64_t(from), uint64_t(decider), uint64_t(set.size())})
     put(s, v, 4);
   s.append(reinterpret_cast<const char*>(set.data()), set.size());
-  dfcclUniqueId none{};
-  s.append(reinterpret_cast<const char*>(id ? id : &none), sizeof(dfcclUniqueId));
+  dfcclUniqueId carried{};
+  if (id) {
+    carried = *id;
+    hide_secret(l, shrink, carried);
+  }
+  s.append(reinterpret_cast<const char*>(&carried), sizeof(dfcclUniqueId));
+  const Digest256 mac = seal(l, shrink, s);
+  s.append(reinterpret_cast<const char*>(mac.data()), mac.size());
   return s;
 }
 
-size_t frame_bytes(int nranks) { return 20 + size_t(nranks) + sizeof(dfcclUniqueId); }
+size_t frame_bytes(int nranks) { return 20 + size_t(nranks) + sizeof(dfcclUniqueId) + net::wire::kMacBytes; }
 
-// One message from the front of `in`; false while incomplete. A malformed one throws (the connection is not ours).
-bool take(std::string& in, int nranks, Msg& m) {
+// One message from the front of `in`; false while incomplete. A malformed one, or one whose MAC is not the key's,
+// throws (the connection is not one of this communicator's shrink).
+bool take(const ShrinkListener& l, uint32_t shrink, std::string& in, int nranks, Msg& m) {
   if (in.size() < frame_bytes(nranks)) return false;
   if (get(in.data(), 4) != kMagic || get(in.data() + 16, 4) != uint64_t(nranks))
     throw std::runtime_error("not a shrink message of this communicator");
+  const size_t body = frame_bytes(nranks) - net::wire::kMacBytes;
+  const Digest256 mac = seal(l, shrink, std::string_view(in.data(), body));
+  uint8_t diff = 0;
+  for (size_t i = 0; i < mac.size(); ++i) diff |= uint8_t(mac[i] ^ uint8_t(in[body + i]));
+  if (diff != 0) throw std::runtime_error("a shrink message without this communicator's MAC");
   m.type = uint32_t(get(in.data() + 4, 4));
   m.from = uint32_t(get(in.data() + 8, 4));
   m.decider = uint32_t(get(in.data() + 12, 4));
   m.set.assign(in.begin() + 20, in.begin() + 20 + nranks);
   std::memcpy(&m.id, in.data() + 20 + nranks, sizeof(m.id));
+  if (m.type == kDecision) hide_secret(l, shrink, m.id);
   in.erase(0, frame_bytes(nranks));
   return true;
 }
@@ -148,6 +186,18 @@ ShrinkListener::ShrinkListener(const std::string& ifname_spec) {
   }
 }
 
+std::shared_ptr<ShrinkListener> make_shrink_listener(const dfcclUniqueId& id) {
+  auto l = std::make_shared<ShrinkListener>(socket_ifname_setting());
+  if (net::has_rendezvous_id(id)) {
+    const net::RendezvousId rid = net::parse_rendezvous_id(id);
+    l->key = net::wire::auth_key(rid.token, rid.secret, sizeof(rid.secret));
+  } else {
+    const uint8_t none[16] = {};
+    l->key = net::wire::auth_key(parse_unique_id(id).token, none, sizeof(none));
+  }
+  return l;
+}
+
 ShrinkListener::~ShrinkListener() {
   if (fd_ >= 0) close(fd_);
 }
@@ -171,6 +221,7 @@ struct ShrinkNetAgreement::Session {
     bool answered = false;  // a probe that got an answer (its end is no death)
   };
   const ShrinkListener& L;
+  uint32_t shrink;  // the communicator's shrink number: the messages' MAC context
   int me, n;
   const Hooks& h;
   Clock::time_point deadline;
@@ -181,8 +232,9 @@ struct ShrinkNetAgreement::Session {
   Conn link;
   std::optional<ShrinkDecision> out;
 
-  Session(const ShrinkListener& l, int rank, int nranks, const Hooks& hooks, int timeout_ms)
+  Session(const ShrinkListener& l, uint32_t shrink_no, int rank, int nranks, const Hooks& hooks, int timeout_ms)
       : L(l),
+        shrink(shrink_no),
         me(rank),
         n(nranks),
         h(hooks),
@@ -202,7 +254,8 @@ struct ShrinkNetAgreement::Session {
   }
 
   void send(Conn& c, uint32_t type) {
-    if (!send_all(c.fd, frame(type, me, -1, U, nullptr))) c.connecting = false;  // its end shows at the next read
+    if (!send_all(c.fd, frame(L, shrink, type, me, -1, U, nullptr)))
+      c.connecting = false;  // its end shows at the next read
   }
 
   void adopt(const Msg& m, Conn* from) {
@@ -235,7 +288,7 @@ struct ShrinkNetAgreement::Session {
     const bool open = drain(c.fd, c.in);
     Msg m;
     try {
-      while (c.fd >= 0 && take(c.in, n, m)) on_msg(c, m, is_inbound);
+      while (c.fd >= 0 && take(L, shrink, c.in, n, m)) on_msg(c, m, is_inbound);
     } catch (const std::runtime_error&) {
       return false;
     }
@@ -401,7 +454,7 @@ struct ShrinkNetAgreement::Session {
   // its reporters' connections.
   ShrinkDecision finish() {
     ShrinkDecision d = std::move(*out);
-    const std::string f = frame(kDecision, me, d.coordinator, d.excluded, &d.id);
+    const std::string f = frame(L, shrink, kDecision, me, d.coordinator, d.excluded, &d.id);
     for (Conn& c : inbound) {
       send_all(c.fd, f);
       if (d.coordinator == me && c.rank >= 0 && !d.excluded[size_t(c.rank)]) {
@@ -456,14 +509,14 @@ struct ShrinkNetAgreement::Session {
   }
 };
 
-ShrinkNetAgreement::ShrinkNetAgreement(const ShrinkListener& listener, int rank, int nranks)
-    : listener_(listener), rank_(rank), nranks_(nranks) {
+ShrinkNetAgreement::ShrinkNetAgreement(const ShrinkListener& listener, uint32_t shrink, int rank, int nranks)
+    : listener_(listener), shrink_(shrink), rank_(rank), nranks_(nranks) {
   if (int(listener.endpoints.size()) != nranks)
     throw Error(dfcclInternalError, "shrink: the listener does not know every rank's endpoint");
 }
 
 ShrinkDecision ShrinkNetAgreement::agree(const std::vector<uint8_t>& proposal, const Hooks& hooks, int timeout_ms) {
-  Session s(listener_, rank_, nranks_, hooks, timeout_ms);
+  Session s(listener_, shrink_, rank_, nranks_, hooks, timeout_ms);
   s.U = proposal;
   s.U.resize(size_t(nranks_), 0);
   return s.run();

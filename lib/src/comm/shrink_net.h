@@ -10,11 +10,14 @@
 //   - a coordinator that finds itself in U redirects its reporters; one that has a report from every rank outside
 //     U decides U, makes the new communicator's unique id (its process hosts that id's rendezvous) and sends both to
 //     every connection it has. The first decision a rank receives, from anywhere, is its outcome.
+//   - every message carries a MAC keyed by the communicator's unique id (a connection that sends one without it is
+//     dropped), and a decision's id has its secret hidden, so that the secret never crosses the network in clear.
 // Every wait is bounded by the caller's timeout: dfcclTimeout names the live ranks that never reported.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,11 +48,19 @@ class ShrinkListener {
   int fd() const { return fd_; }
   const ShrinkEndpoint& endpoint() const { return mine_; }
   std::vector<ShrinkEndpoint> endpoints;  // [rank], set by the caller after the allgather
+  // The key of the shrink messages' MAC: the communicator's unique id's token and secret (net::wire::auth_key), set
+  // by the caller at init. Every message carries a MAC under it, and a decision the new id with its secret hidden.
+  std::string key;
 
  private:
   int fd_ = -1;
   ShrinkEndpoint mine_;
 };
+
+// Caller: comm_init, for a communicator whose connections use the network. The listener on DFCCL_SOCKET_IFNAME's
+// interface, its key that of `id` (the unique id the communicator is made from: its token, and its secret where it
+// carries a rendezvous).
+std::shared_ptr<ShrinkListener> make_shrink_listener(const dfcclUniqueId& id);
 
 // One rank's outcome of the agreement.
 struct ShrinkDecision {
@@ -70,7 +81,8 @@ class ShrinkNetAgreement {
     std::function<dfcclUniqueId()> make_id;  // the coordinator's: the new communicator's id
     std::function<bool()> crash;             // tests: true stops the caller as if it died (throws dfcclSystemError)
   };
-  ShrinkNetAgreement(const ShrinkListener& listener, int rank, int nranks);
+  // shrink: the communicator's count of earlier shrinks (the same on every survivor), which the messages' MAC binds.
+  ShrinkNetAgreement(const ShrinkListener& listener, uint32_t shrink, int rank, int nranks);
   // The agreed set, starting from `proposal` (nranks flags; the caller's own rank not in it). Throws dfcclTimeout
   // after timeout_ms, naming the live ranks outside U that did not report.
   ShrinkDecision agree(const std::vector<uint8_t>& proposal, const Hooks& hooks, int timeout_ms);
@@ -78,6 +90,7 @@ class ShrinkNetAgreement {
  private:
   struct Session;
   const ShrinkListener& listener_;
+  uint32_t shrink_;
   int rank_, nranks_;
 };
 
