@@ -53,6 +53,7 @@ struct Coll {
   std::unique_ptr<Buffer> in, out;
   size_t in_n = 0, out_n = 0;
   dfcclRequest_t req = nullptr;
+  std::string refused;  // why its submission was refused (req NULL), on the old communicator
 };
 
 class Rank {
@@ -126,11 +127,12 @@ class Rank {
   bool batch(dfcclComm_t comm, int r, int size, int64_t k, int n, bool old, int64_t* first_failed) {
     std::vector<Coll> cs(static_cast<size_t>(n));
     for (int j = 0; j < n; ++j)
-      if (!submit(comm, r, size, k + j, cs[size_t(j)])) return false;
+      if (!submit(comm, r, size, k + j, old, cs[size_t(j)])) return false;
     for (Coll& c : cs) {
-      dfcclResult_t st = dfcclSynchronize(c.req, p_.timeout_ms);
-      const std::string err = st == dfcclSuccess ? "" : dfcclGetLastError(nullptr);
-      dfcclRequestFree(c.req);
+      // A submission refused because the communicator had already failed is lost like one that failed in flight.
+      dfcclResult_t st = c.req ? dfcclSynchronize(c.req, p_.timeout_ms) : dfcclRemoteError;
+      const std::string err = st == dfcclSuccess ? "" : c.req ? dfcclGetLastError(nullptr) : c.refused;
+      if (c.req) dfcclRequestFree(c.req);
       if (st == dfcclSuccess) {
         r_.wrong += check(c, r, size);
         (old ? r_.completed_old : r_.completed_new)++;
@@ -149,7 +151,9 @@ class Rank {
     return true;
   }
 
-  bool submit(dfcclComm_t comm, int r, int size, int64_t k, Coll& c) {
+  // Submits collective k (c). On the old communicator (old) a submission that fails with dfcclRemoteError (the
+  // communicator failed first) leaves c.req NULL and c.refused set: batch counts it lost. False on anything else.
+  bool submit(dfcclComm_t comm, int r, int size, int64_t k, bool old, Coll& c) {
     const uint64_t h = mix(p_.seed ^ mix(uint64_t(k)));
     c.k = k;
     c.kind = Kind(h % 4);
@@ -183,6 +187,11 @@ class Rank {
         break;
     }
     if (st == dfcclSuccess) return true;
+    if (old && st == dfcclRemoteError) {
+      c.req = nullptr;
+      c.refused = dfcclGetLastError(nullptr);
+      return true;
+    }
     fail("submitting collective #" + std::to_string(k) + ": " + dfcclGetLastError(nullptr));
     return false;
   }

@@ -202,8 +202,10 @@ dfcclResult_t dfcclCommSplit(dfcclComm_t comm, int color, int key, dfcclComm_t* 
  * dfcclCommDestroy(comm) returns without waiting for the excluded ranks; with an empty set comm is left as it was.
  * config NULL inherits comm's. A replacement process joins through a fresh id: one survivor calls dfcclGetUniqueId, the
  * id reaches the others (a dfcclBroadcast on *newcomm) and the newcomer, and all call dfcclCommInitRank with the new
- * size. Host and CUDA executors alike (the new communicator on comm's device). dfcclNotSupported: comm spans hosts or
- * uses the network transport (the agreement runs in one host's shared memory), or has more than 4096 ranks.
+ * size. Host and CUDA executors alike (the new communicator on comm's device), on one host or across hosts: where
+ * comm's connections use the network (ranks on several hosts, or DFCCL_NET_FORCE=1) the survivors agree over TCP
+ * sockets that every rank opened at init, and the new communicator's rendezvous runs in a survivor's process, so the
+ * process that made comm's unique id may be among the dead. dfcclNotSupported: comm has more than 4096 ranks.
  * @param[in] comm the communicator, failed or alive
  * @param[in] excludeRanks nExclude ranks of comm to leave out, the same list on every caller; NULL: the ranks this rank
  *   found failed

@@ -7,8 +7,10 @@
 // it; a rank that dies during the agreement is excluded too; ranks as threads of one process exclude one by list.
 // ShrinkTrials: SHRINK_TRIALS trials (default 3) of a random victim killed at a random time (SHRINK_SEED), with the
 // time from the kill to the first completed collective on the shrunk communicator (the measure: <= 2 s).
-// SHRINK_EXECUTOR=cuda (ctest shrink_test.*_cuda, label gpu): the forked ranks run the CUDA executor, all on GPU 0
-// (time-sliced), their buffers in managed memory; skipped without a GPU.
+// SHRINK_HOSTS=H: the forked ranks say they are on H hosts (DFCCL_HOSTID, ranks in blocks), so that the
+// communicator spans hosts and its shrink agrees over TCP (ctest shrink_test_hosts; with DFCCL_NET_FORCE=1 the same
+// agreement on one host). SHRINK_EXECUTOR=cuda (ctest shrink_test.*_cuda, label gpu): the forked ranks run the CUDA
+// executor, all on GPU 0 (time-sliced), their buffers in managed memory; skipped without a GPU.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -325,6 +327,8 @@ Outcome run(Plan p, int delay_ms) {
       // (the second victim died in between); that destroy waits for the dead peer's credits for
       // DFCCL_DESTROY_TIMEOUT_MS, and the peer's next shrink waits for it: keep that wait short.
       if (p.second_victim >= 0) setenv("DFCCL_DESTROY_TIMEOUT_MS", "1000", 1);
+      if (const int hosts = env_or("SHRINK_HOSTS", 0); hosts > 0)
+        setenv("DFCCL_HOSTID", ("shrink-host" + std::to_string(rank * hosts / kRanks)).c_str(), 1);
       dfcclComm_t comm = dfccl::test::init_forked_rank(ids.get(rank, kRanks), rank, kRanks, executor());
       int wrong = 0;
       const bool first = all_reduce(comm, rank + 1, 10, &wrong) == dfcclSuccess && wrong == 0;
@@ -409,6 +413,18 @@ TEST(Shrink, SurvivorsOfAKillShrinkAndANewcomerJoins) {
   expect_all_ok(o);
   EXPECT_LT(o.kill_to_first_ms, kill_to_first_bound_ms());
   std::printf("[ shrink   ] kill to the first collective of the shrunk communicator: %.0f ms\n", o.kill_to_first_ms);
+}
+
+// Rank 0 made the unique id: its process hosted the rendezvous root (across hosts, the old communicator's rounds),
+// which dies with it; the survivors' shrink needs nothing of it.
+TEST(Shrink, TheRankThatHostedTheRendezvousRootIsKilled) {
+  SKIP_WITHOUT_THE_EXECUTOR();
+  Plan p;
+  p.victim = 0;
+  const Outcome o = run(p, 100);
+  expect_all_ok(o);
+  ASSERT_EQ(o.reports.size(), 3u);
+  EXPECT_LT(o.kill_to_first_ms, kill_to_first_bound_ms());
 }
 
 TEST(Shrink, ARankThatDiesDuringTheShrinkIsExcludedToo) {

@@ -36,10 +36,10 @@ constexpr uint64_t kSegMagic = 0x4446434253454731ull;
 // (their threads and sockets are the parent's).
 class Roots {
  public:
-  void keep(std::unique_ptr<net::RendezvousRoot> root) {
+  void keep(std::shared_ptr<net::RendezvousRoot> root) {
     std::lock_guard<std::mutex> lk(mu_);
     if (getpid() != owner_) {  // a forked child: drop the parent's without touching them
-      for (auto& r : live_) (void)r.release();
+      for (auto& r : live_) new std::shared_ptr<net::RendezvousRoot>(std::move(r));
       live_.clear();
       owner_ = getpid();
     }
@@ -48,12 +48,12 @@ class Roots {
   }
   ~Roots() {
     if (getpid() != owner_)
-      for (auto& r : live_) (void)r.release();
+      for (auto& r : live_) new std::shared_ptr<net::RendezvousRoot>(std::move(r));
   }
 
  private:
   std::mutex mu_;
-  std::vector<std::unique_ptr<net::RendezvousRoot>> live_;
+  std::vector<std::shared_ptr<net::RendezvousRoot>> live_;
   pid_t owner_ = getpid();
 };
 
@@ -109,7 +109,9 @@ struct Bootstrap::Note {
   char data[kNoteBytes];
 };
 
-dfcclUniqueId make_unique_id() {
+dfcclUniqueId make_unique_id() { return make_unique_id(nullptr); }
+
+dfcclUniqueId make_unique_id(std::shared_ptr<net::RendezvousRoot>* made) {
   dfcclUniqueId id;
   std::memset(&id, 0, sizeof(id));
   UniqueIdData d{};
@@ -120,8 +122,9 @@ dfcclUniqueId make_unique_id() {
   d.creator_pid = uint32_t(getpid());
   std::memcpy(id.internal, &d, sizeof(d));
   try {
-    auto root = std::make_unique<net::RendezvousRoot>(d.token);
+    auto root = std::make_shared<net::RendezvousRoot>(d.token);
     net::encode_rendezvous_id(root->id(), id);
+    if (made) *made = root;
     roots().keep(std::move(root));
   } catch (const std::exception& e) {
     log(LogLevel::Warn, LogSubsys::Init, "no rendezvous root ({}): this unique id connects ranks on this host only",
@@ -149,7 +152,8 @@ UniqueIdData parse_unique_id(const dfcclUniqueId& id) {
   return d;
 }
 
-Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_ms, Areas areas)
+Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_ms, Areas areas,
+                     const std::function<std::string()>& root_gone)
     : rank_(rank), nranks_(nranks), timeout_ms_(timeout_ms), areas_(areas) {
   const UniqueIdData d = parse_unique_id(id);
   token_ = d.token;
@@ -158,7 +162,7 @@ Bootstrap::Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_
   open_segment();
   if (!net::has_rendezvous_id(id)) return;
   try {
-    rv_ = std::make_unique<net::Rendezvous>(net::parse_rendezvous_id(id), rank, nranks, host, timeout_ms);
+    rv_ = std::make_unique<net::Rendezvous>(net::parse_rendezvous_id(id), rank, nranks, host, timeout_ms, root_gone);
   } catch (...) {
     close_segment();
     throw;

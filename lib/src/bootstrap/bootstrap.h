@@ -21,12 +21,15 @@
 namespace dfccl {
 namespace net {
 class Rendezvous;
+class RendezvousRoot;
 }
 
 // A new id. It carries the address of a rendezvous root that this call starts (it runs on a thread of this process
 // until its ranks have all registered and left); if none can be started, the id works for ranks on this host only
 // (logged at WARN).
 dfcclUniqueId make_unique_id();
+// The same, also handing out the root it started (null if none), which stays in the process's list of roots.
+dfcclUniqueId make_unique_id(std::shared_ptr<net::RendezvousRoot>* root);
 UniqueIdData parse_unique_id(const dfcclUniqueId& id);  // throws InvalidArgument naming 'commId' if malformed
 // An id with this token and no rendezvous root: its ranks meet in this host's segment only, and nothing runs for it
 // in any process. The shrink derives such ids from its communicator's token (comm/comm_shrink.h).
@@ -48,8 +51,10 @@ class Bootstrap {
     size_t agreement_bytes = 0;  // the shrink's agreement (comm/shrink_agreement.h)
   };
   // Claims `rank` in this host's segment (a second claim is dfcclInvalidUsage naming the holder), then registers with
-  // the id's root (if it has one) and waits there for every rank: dfcclTimeout naming the missing ones.
-  Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_ms, Areas areas);
+  // the id's root (if it has one) and waits there for every rank: dfcclTimeout naming the missing ones. root_gone:
+  // asked while the root refuses connections (net::Rendezvous's abandon); empty: retry until the timeout.
+  Bootstrap(const dfcclUniqueId& id, int rank, int nranks, int timeout_ms, Areas areas,
+            const std::function<std::string()>& root_gone = {});
   ~Bootstrap();
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;

@@ -176,7 +176,8 @@ int connect_once(const sockaddr_storage& a, Clock::time_point deadline, int& err
 }
 
 // Connects to the root before `deadline`, retrying while nobody listens yet (or the network is slow to answer).
-int connect_to(const RendezvousId& id, Clock::time_point deadline, int rank) {
+int connect_to(const RendezvousId& id, Clock::time_point deadline, int rank,
+               const std::function<std::string()>& abandon) {
   const sockaddr_storage a = to_sockaddr(id);
   int err = 0;
   bool late = false;
@@ -184,6 +185,10 @@ int connect_to(const RendezvousId& id, Clock::time_point deadline, int rank) {
     const int fd = connect_once(a, deadline, err);
     if (fd >= 0) return fd;
     late = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN;
+    if (late && abandon)
+      if (std::string why = abandon(); !why.empty())
+        throw Error(dfcclRemoteError, fmt::format("rendezvous: rank {} could not connect to the root at {}: {}", rank,
+                                                  id.to_string(), why));
     if (late && Clock::now() < deadline) usleep(20000);
   } while (late && Clock::now() < deadline);
   throw Error(late ? dfcclTimeout : dfcclRemoteError,
@@ -237,7 +242,8 @@ bool send_all(int fd, const std::string& s, Clock::time_point deadline) {
 
 }  // namespace
 
-Rendezvous::Rendezvous(const RendezvousId& id, int rank, int nranks, const std::string& host_id, int timeout_ms)
+Rendezvous::Rendezvous(const RendezvousId& id, int rank, int nranks, const std::string& host_id, int timeout_ms,
+                       const std::function<std::string()>& abandon)
     : id_(id), rank_(rank), nranks_(nranks), timeout_ms_(timeout_ms) {
   if (nranks < 1 || nranks > kMaxRanks)
     throw Error(dfcclInvalidArgument, fmt::format("argument 'nranks' = {}: expected 1..{}", nranks, kMaxRanks));
@@ -249,7 +255,7 @@ Rendezvous::Rendezvous(const RendezvousId& id, int rank, int nranks, const std::
   const auto deadline = Clock::now() + milliseconds(timeout_ms);
   std::string nonce;
   while (nonce.empty()) {
-    fd_ = connect_to(id, deadline, rank);
+    fd_ = connect_to(id, deadline, rank, abandon);
     try {
       nonce = read_challenge(fd_, id, deadline, rank);
     } catch (...) {

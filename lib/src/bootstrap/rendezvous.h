@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -83,6 +84,9 @@ class RendezvousRoot {
   const std::string& interface_name() const { return ifname_; }
   // Whether the service has ended by itself: its group was complete and every rank has since left or dropped.
   bool finished() const;
+  // Fails the group with dfcclRemoteError `why` if its registration has not completed (every registered rank is
+  // told, and every later registration is refused); after it completed, does nothing. Any thread.
+  void fail_registration(const std::string& why);
 
  private:
   struct Service;
@@ -101,7 +105,10 @@ class Rendezvous {
   // Connects to the root (within timeout_ms) and registers; returns once every rank has registered. The root fails
   // the registration for everybody when a rank has not arrived within timeout_ms of the first, naming the missing
   // ranks; this rank waits for the root's answer at most timeout_ms plus 2 s.
-  Rendezvous(const RendezvousId& id, int rank, int nranks, const std::string& host_id, int timeout_ms);
+  // abandon: asked while the root refuses connections (not listening yet, or gone); a non-empty answer ends the
+  // wait with dfcclRemoteError saying it (the shrink's new communicator, whose root may have died with its process).
+  Rendezvous(const RendezvousId& id, int rank, int nranks, const std::string& host_id, int timeout_ms,
+             const std::function<std::string()>& abandon = {});
   // Tells the root that this rank leaves (a rank that vanishes without leaving fails the others' rounds) and closes.
   ~Rendezvous();
   Rendezvous(const Rendezvous&) = delete;

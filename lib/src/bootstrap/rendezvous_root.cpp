@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -84,6 +85,10 @@ struct RendezvousRoot::Service {
   Round round;
   std::optional<std::pair<dfcclResult_t, std::string>> failed;
   std::atomic<bool> finished{false};
+  // fail_registration: its reason, taken by the service thread at its wake; once taken, every registration is refused.
+  std::mutex abandon_mu;
+  std::string abandon_msg;
+  bool abandoned = false;
 
   ~Service() {
     for (auto& [fd, c] : conns) close(fd);
@@ -139,6 +144,7 @@ struct RendezvousRoot::Service {
     const std::string host = fields.substr(12);
     if (n < 1 || n > Rendezvous::kMaxRanks || rank < 0 || rank >= n)
       return refuse(fd, dfcclInvalidArgument, fmt::format("rendezvous: rank {} of nranks {} is out of range", rank, n));
+    if (abandoned) return refuse(fd, dfcclRemoteError, abandon_msg);
     if (failed) return refuse(fd, failed->first, failed->second);
     if (nranks == 0) {
       nranks = n;
@@ -377,6 +383,21 @@ struct RendezvousRoot::Service {
     }
   }
 
+  // The wake pipe's bytes: false on a stop (1); a fail_registration (2) fails a group still registering.
+  bool take_wake() {
+    char b[16];
+    bool stop = false;
+    for (ssize_t n; (n = read(wake[0], b, sizeof(b))) > 0;)
+      for (ssize_t i = 0; i < n; ++i) stop = stop || b[i] == 1;
+    if (stop) return false;
+    std::lock_guard<std::mutex> lk(abandon_mu);
+    if (!abandon_msg.empty() && !complete && !abandoned) {
+      abandoned = true;
+      if (!failed) fail_group(dfcclRemoteError, abandon_msg);
+    }
+    return true;
+  }
+
   void run() {
     std::vector<pollfd> fds;
     for (;;) {
@@ -384,7 +405,7 @@ struct RendezvousRoot::Service {
       fds.assign({{wake[0], POLLIN, 0}, {accepting ? listen_fd : -1, POLLIN, 0}});
       for (auto& [fd, c] : conns) fds.push_back({fd, short(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
       if (poll(fds.data(), fds.size(), poll_timeout()) < 0 && errno != EINTR) break;
-      if (fds[0].revents) break;
+      if (fds[0].revents && !take_wake()) break;
       if (fds[1].revents & POLLIN) accept_all();
       read_ready(fds);
       check_deadline();
@@ -445,5 +466,14 @@ RendezvousRoot::~RendezvousRoot() {
 }
 
 bool RendezvousRoot::finished() const { return service_->finished; }
+
+void RendezvousRoot::fail_registration(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lk(service_->abandon_mu);
+    if (service_->abandon_msg.empty()) service_->abandon_msg = why;
+  }
+  const char c = 2;
+  [[maybe_unused]] const ssize_t n = write(service_->wake[1], &c, 1);
+}
 
 }  // namespace dfccl::net

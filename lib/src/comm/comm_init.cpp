@@ -17,6 +17,7 @@
 #include "comm/comm_submit.h"
 #include "comm/links.h"
 #include "comm/peer_watch.h"
+#include "comm/shrink_net.h"
 #include "match/board_mirror.h"
 #include "match/match_board.h"
 #include "settings/settings.h"
@@ -41,6 +42,7 @@ struct RankInfo {
   uint32_t net_force, net_chan, net_slot_bytes;
   uint32_t hierarchy;
   uint32_t graphs;  // DFCCL_GRAPHS: a graph lane, and captured lanes in the point-to-point connections
+  ShrinkEndpoint shrink;  // where its shrink socket listens (family 0: it has none)
 };
 
 // What each rank publishes in the two rounds of make_regions: the transports it offers, then its region.
@@ -102,6 +104,7 @@ RankInfo rank_info(const dfcclComm* c, const dfcclConfig_t& cfg, const Engine& e
   mine.net_slot_bytes = c->settings.net_slot_bytes;
   mine.hierarchy = c->settings.hierarchy ? 1 : 0;
   mine.graphs = tp.graph_lane ? 1 : 0;
+  if (c->shrink_listener) mine.shrink = c->shrink_listener->endpoint();
   return mine;
 }
 
@@ -329,6 +332,8 @@ std::vector<RankInfo> agree_on_transport(dfcclComm* c, const dfcclConfig_t& cfg,
   c->bootstrap->unlink();  // everybody has the segment mapped
   check_agreement(all, c->rank);
   for (const RankInfo& r : all) hosts->push_back(r.host_hash);
+  if (c->shrink_listener)
+    for (const RankInfo& r : all) c->shrink_listener->endpoints.push_back(r.shrink);
   net_plan(c, *hosts);
   c->geometry = net_geometry(c, c->engine->transport());
   return all;
@@ -396,7 +401,7 @@ void make_comm_static(dfcclComm* c, uint32_t nlanes) {
 }  // namespace
 
 dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclConfig_t& cfg,
-                     std::function<std::string(int)> gone) {
+                     std::function<std::string(int)> gone, const std::function<std::string()>& root_gone) {
   auto c = std::make_unique<dfcclComm>();
   c->config = cfg;
   c->rank = rank;
@@ -406,12 +411,14 @@ dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclC
     check_all_settings();
     c->settings = CommSettings::read();
     c->engine = Engine::acquire(dfcclExecutor_t(cfg.executor), cfg.device, dfcclMode_t(cfg.mode));
-    c->bootstrap =
-        std::make_shared<Bootstrap>(id, rank, nranks, cfg.initTimeoutMs,
-                                    Bootstrap::Areas{MatchBoard::bytes(nranks), p2p_table::p2p_table_bytes(nranks)});
+    c->bootstrap = std::make_shared<Bootstrap>(
+        id, rank, nranks, cfg.initTimeoutMs,
+        Bootstrap::Areas{MatchBoard::bytes(nranks), p2p_table::p2p_table_bytes(nranks)}, root_gone);
     if (gone) c->bootstrap->set_watch(std::move(gone));
     c->token = c->bootstrap->token();
     c->one_host = c->bootstrap->all_local();
+    if (!c->one_host || c->settings.net_force)  // the shrink's agreement then runs over TCP (comm/shrink_net.h)
+      c->shrink_listener = make_shrink_listener(id);
     Engine& e = *c->engine;
     const TransportParams& tp = e.transport();
     std::vector<uint64_t> hosts;

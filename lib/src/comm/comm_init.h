@@ -15,9 +15,10 @@ namespace dfccl {
 dfcclConfig_t resolve_config(const dfcclConfig_t* config, int rank);
 
 // gone: set on the bootstrap (Bootstrap::set_watch) so that its rounds fail fast on a rank that went (the shrink's
-// init of the survivors); empty: rounds wait for every rank until the init timeout.
+// init of the survivors); empty: rounds wait for every rank until the init timeout. root_gone: the bootstrap's
+// (the shrink's across hosts: its coordinator, which hosts the id's root, went).
 dfcclComm* comm_init(int nranks, const dfcclUniqueId& id, int rank, const dfcclConfig_t& resolved,
-                     std::function<std::string(int)> gone = {});
+                     std::function<std::string(int)> gone = {}, const std::function<std::string()>& root_gone = {});
 dfcclComm* comm_split(dfcclComm* parent, int color, int key, const dfcclConfig_t* config);
 // Caller: comm_init, once c is connected (hosts[r]: rank r's host, alike on every rank). With DFCCL_HIERARCHY=1 and
 // hosts laid out as above, splits c into its stage communicators (c->hierarchy; every rank of c splits, deciding

@@ -1,15 +1,24 @@
 #include "comm/comm_shrink.h"
 
 #include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/rendezvous.h"
 #include "comm/comm_failure.h"
 #include "comm/comm_init.h"
 #include "comm/peer_watch.h"
 #include "comm/shrink_agreement.h"
+#include "comm/shrink_net.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -58,14 +67,115 @@ std::string rank_list(const std::vector<uint8_t>& set) {
   return "[" + s + "]";
 }
 
+// Whether the connection fd has ended (its other end's process exited or closed it); data waiting is no end.
+bool ended(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (fd < 0 || poll(&p, 1, 0) <= 0) return false;
+  char b;
+  const ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+// The coordinator's watch over its reporters while the new communicator is made: a reporter whose connection ends
+// (its process exited) before the new id's group has registered fails that registration at once, so that no
+// survivor waits for it until the init timeout. Stops with the object.
+class ReporterWatch {
+ public:
+  ReporterWatch(const ShrinkDecision& d, std::shared_ptr<net::RendezvousRoot> root) {
+    if (d.reporters.empty() || !root) return;
+    thread_ = std::thread([this, reporters = d.reporters, root] {
+      while (!stop_.load()) {
+        for (const auto& [rank, fd] : reporters) {
+          if (!ended(fd)) continue;
+          root->fail_registration(fmt::format(
+              "rank {} of the communicator being shrunk exited before the new communicator was made", rank));
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    });
+  }
+  ~ReporterWatch() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+std::vector<int> members_of(const std::vector<uint8_t>& excluded, int* first) {
+  std::vector<int> members;
+  *first = -1;
+  for (int r = 0; r < int(excluded.size()); ++r) {
+    if (!excluded[size_t(r)]) members.push_back(r);
+    else if (*first < 0) *first = r;
+  }
+  return members;
+}
+
+// The shrink of a communicator whose connections use the network: the agreement over the ranks' shrink sockets
+// (shrink_net.h), whose decision brings the new communicator's id (its rendezvous in the coordinator's process);
+// a member that goes before the new communicator is made fails its init on every survivor, which agree again.
+dfcclComm* shrink_across_hosts(dfcclComm* c, std::vector<uint8_t> proposal, const dfcclConfig_t* config, int timeout_ms,
+                               uint32_t shrink) {
+  ShrinkNetAgreement agreement(*c->shrink_listener, shrink, c->rank, c->nranks);
+  std::shared_ptr<net::RendezvousRoot> root;
+  ShrinkNetAgreement::Hooks hooks;
+  hooks.gone = [c](int r) { return r != c->rank && PeerWatch::exited(c, r); };
+  hooks.make_id = [&root] { return make_unique_id(&root); };
+  for (int attempt = 0; attempt < ShrinkAgreement::kEpochs; ++attempt) {
+    root.reset();
+    ShrinkDecision d = agreement.agree(proposal, hooks, timeout_ms);
+    int first = -1;
+    const std::vector<int> members = members_of(d.excluded, &first);
+    if (d.excluded[size_t(c->rank)]) {
+      d.close_links();
+      end_old(c, c->rank, "was excluded by the dfcclCommShrink of its peers");
+      return nullptr;
+    }
+    int new_rank = 0;
+    while (members[size_t(new_rank)] != c->rank) ++new_rank;
+    const dfcclConfig_t cfg = config ? resolve_config(config, new_rank) : c->config;
+    try {
+      ReporterWatch watch(d, d.coordinator == c->rank ? root : nullptr);
+      const int link = d.link;
+      const int coordinator = d.coordinator;
+      dfcclComm* made = comm_init(
+          int(members.size()), d.id, new_rank, cfg,
+          [c, members](int r) -> std::string {
+            const int old = members[size_t(r)];
+            if (old == c->rank || !PeerWatch::exited(c, old)) return {};
+            return fmt::format("(rank {} of the communicator being shrunk) exited", old);
+          },
+          [link, coordinator]() -> std::string {
+            if (!ended(link)) return {};
+            return fmt::format("its host, rank {} of the communicator being shrunk (the shrink's coordinator), exited",
+                               coordinator);
+          });
+      d.close_links();
+      if (first >= 0) end_old(c, first, "was excluded by dfcclCommShrink");
+      log(LogLevel::Info, LogSubsys::Init,
+          "dfcclCommShrink: rank {} of {} is rank {} of {} of the new communicator; excluded: {} (decided by rank {}, "
+          "attempt {})",
+          c->rank, c->nranks, new_rank, members.size(), rank_list(d.excluded), d.coordinator, attempt);
+      return made;
+    } catch (const Error& e) {
+      d.close_links();
+      if (e.code() != dfcclRemoteError) throw;
+      for (int r = 0; r < c->nranks; ++r) proposal[size_t(r)] |= d.excluded[size_t(r)];
+      log(LogLevel::Info, LogSubsys::Init, "dfcclCommShrink: rank {}: {}; agreeing again", c->rank, e.what());
+    }
+  }
+  throw Error(dfcclRemoteError, fmt::format("dfcclCommShrink: ranks kept failing while the shrunk communicator was "
+                                            "made ({} attempts); excluded so far: {}",
+                                            ShrinkAgreement::kEpochs, rank_list(proposal)));
+}
+
 }  // namespace
 
 dfcclComm* comm_shrink(dfcclComm* c, const int* exclude, int n, const dfcclConfig_t* config) {
-  if (!c->one_host || c->net.any)
-    throw Error(dfcclNotSupported,
-                "dfcclCommShrink: the communicator's connections go through the network transport (ranks on several "
-                "hosts, or DFCCL_NET_FORCE=1); a shrink runs on one host only, where its agreement runs in the "
-                "host's shared memory");
   if (c->nranks > ShrinkAgreement::kMaxRanks)
     throw Error(dfcclNotSupported, fmt::format("dfcclCommShrink: the communicator has {} ranks; a shrink supports at "
                                                "most {}",
@@ -83,6 +193,7 @@ dfcclComm* comm_shrink(dfcclComm* c, const int* exclude, int n, const dfcclConfi
     return nullptr;
   }
   const int timeout_ms = config && config->initTimeoutMs > 0 ? config->initTimeoutMs : c->config.initTimeoutMs;
+  if (c->shrink_listener) return shrink_across_hosts(c, proposal, config, timeout_ms, shrink);
   auto gone = [c](int r) { return r != c->rank && PeerWatch::exited(c, r); };
   Bootstrap segment(local_unique_id(derived_token(c->token, shrink, -1)), c->rank, c->nranks, timeout_ms,
                     Bootstrap::Areas{0, 0, ShrinkAgreement::bytes(c->nranks)});

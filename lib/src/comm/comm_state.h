@@ -22,6 +22,7 @@ namespace dfccl {
 class Bootstrap;
 class Engine;
 class MatchBoard;
+class ShrinkListener;  // comm/shrink_net.h
 struct BoardMirror;  // board_mirror.cpp
 namespace net {
 class Proxy;
@@ -141,6 +142,9 @@ struct dfcclComm {
   uint64_t token = 0;
   bool one_host = false;
   uint32_t shrinks = 0;
+  // The shrink's socket and every rank's address (comm/shrink_net.h), when the connections use the network
+  // (ranks on several hosts, or DFCCL_NET_FORCE=1); null otherwise. Kept until the handle goes.
+  std::shared_ptr<dfccl::ShrinkListener> shrink_listener;
   std::atomic<bool> user_aborted{false};  // dfcclCommAbort was called (a destroy after it is refused)
   std::atomic<bool> destroyed{false};     // dfcclCommDestroy was called (a second one is refused)
   // DFCCL_HIERARCHY: the communicators of the hierarchical all-reduce's stages (comm_submit.h), made at init, owned by
