@@ -128,13 +128,14 @@ TEST(CorePrograms, EveryCollectiveRankCountSlotAndChannelCount) {
     for (u32 slot : {16u, 48u, 256u, 4096u})
       for (u32 nslots : {2u, 3u, 8u})
         for (u32 nchan : {1u, 3u}) {
-          cases += run_geometry(n, slot, nslots, nchan, {dfcclInt8, dfcclFloat16, dfcclFloat32, dfcclFloat64},
-                                {dfcclSum});
+          cases +=
+              run_geometry(n, slot, nslots, nchan, {dfcclInt8, dfcclFloat16, dfcclFloat32, dfcclFloat64}, {dfcclSum});
           if (HasFailure()) return;
         }
   for (int n : {3, 8})
-    cases += run_geometry(n, 48, 3, 3, {dfcclInt8, dfcclFloat16, dfcclFloat32, dfcclFloat64, dfcclBfloat16, dfcclUint64},
-                          {dfcclSum, dfcclProd, dfcclMax, dfcclMin, dfcclAvg});
+    cases +=
+        run_geometry(n, 48, 3, 3, {dfcclInt8, dfcclFloat16, dfcclFloat32, dfcclFloat64, dfcclBfloat16, dfcclUint64},
+                     {dfcclSum, dfcclProd, dfcclMax, dfcclMin, dfcclAvg});
   EXPECT_GT(cases, 10000u);
 }
 
