@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "dfccl.h"
+#include "peer_files.h"
 #include "unique_id_hex.h"
 
 namespace {
@@ -72,30 +73,10 @@ uint64_t now_ns() {
 
 double ms_between(uint64_t a, uint64_t b) { return double(int64_t(b - a)) / 1e6; }
 
-// Writes `text` to `path` atomically (a temporary name, then rename), so that a reader sees all of it or nothing.
-void write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << text;
-  std::rename(tmp.c_str(), path.c_str());
-}
-
-// The content of `path`, waiting up to `wait_ms` for it to appear; "" if it did not.
-std::string read_file(const std::string& path, int wait_ms) {
-  const uint64_t deadline = now_ns() + uint64_t(wait_ms) * 1000000ull;
-  for (;;) {
-    std::ifstream f(path);
-    if (f) {
-      std::stringstream s;
-      s << f.rdbuf();
-      return s.str();
-    }
-    if (now_ns() > deadline) return {};
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
 using dfccl::test::id_from_hex;
 using dfccl::test::id_to_hex;
+using dfccl::test::read_file;
+using dfccl::test::write_file;
 
 // Records a failed check of this rank (stderr) and returns false.
 bool fail(const Args& a, const std::string& what) {

@@ -28,9 +28,13 @@
 #include <vector>
 
 #include "dfccl.h"
+#include "peer_files.h"
 #include "unique_id_hex.h"
 
 namespace {
+
+using dfccl::test::read_file;
+using dfccl::test::write_file;
 
 constexpr size_t kCount = 4096;
 constexpr int kWaitMs = 20000;
@@ -44,26 +48,6 @@ double now_ms() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << text;
-  std::rename(tmp.c_str(), path.c_str());
-}
-
-std::string read_file(const std::string& path, int wait_ms) {
-  const double deadline = now_ms() + wait_ms;
-  for (;;) {
-    std::ifstream f(path);
-    if (f) {
-      std::stringstream s;
-      s << f.rdbuf();
-      return s.str();
-    }
-    if (now_ms() > deadline) return {};
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
 }
 
 int fail(const Args& a, const std::string& what) {

@@ -34,20 +34,7 @@ constexpr uint64_t kIdMagic = 0x3130565243434644ull;  // "DFCCRV01", little-endi
 constexpr int kGraceMs = 2000;  // a client waits this much longer than the root's deadline for the root's answer
 
 sockaddr_storage to_sockaddr(const RendezvousId& id) {
-  sockaddr_storage a{};
-  if (id.family == AF_INET) {
-    auto& in = reinterpret_cast<sockaddr_in&>(a);
-    in.sin_family = AF_INET;
-    in.sin_port = htons(id.port);
-    std::memcpy(&in.sin_addr, id.addr, 4);
-  } else {
-    auto& in6 = reinterpret_cast<sockaddr_in6&>(a);
-    in6.sin6_family = AF_INET6;
-    in6.sin6_port = htons(id.port);
-    in6.sin6_scope_id = id.scope_id;
-    std::memcpy(&in6.sin6_addr, id.addr, 16);
-  }
-  return a;
+  return socket_address(id.family, id.addr, id.port, id.scope_id);
 }
 
 // Whether interface `name` is chosen by the DFCCL_SOCKET_IFNAME list `spec` ("eth,ib", "=eth0", "^docker,lo").
@@ -223,21 +210,6 @@ std::string read_challenge(int fd, const RendezvousId& id, Clock::time_point dea
                                               "challenge (a root of another version?)",
                                               rank, id.to_string(), f.type));
   return f.body;
-}
-
-// Sends all of `s` before `deadline`; false if the connection broke or the deadline passed.
-bool send_all(int fd, const std::string& s, Clock::time_point deadline) {
-  for (size_t done = 0; done < s.size();) {
-    const ssize_t n = ::send(fd, s.data() + done, s.size() - done, MSG_NOSIGNAL);
-    if (n > 0) {
-      done += size_t(n);
-      continue;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
-    pollfd p{fd, POLLOUT, 0};
-    if (poll(&p, 1, remaining_ms(deadline)) <= 0) return false;
-  }
-  return true;
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // The rendezvous's wire format and socket helpers, shared by the root service (rendezvous_root.cpp) and the client
-// (rendezvous.cpp). Private to the rendezvous.
+// (rendezvous.cpp), and the shrink's agreement across hosts (comm/shrink_net.cpp).
 #pragma once
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -93,6 +95,40 @@ inline std::string errno_text(int err) { return std::strerror(err); }
 inline int remaining_ms(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
   return int(std::clamp<int64_t>(left, 0, 100000000));
+}
+
+// The socket address of `addr` (family AF_INET: 4 bytes, else AF_INET6: 16 bytes; network byte order), port (host
+// byte order) and IPv6 scope id.
+inline sockaddr_storage socket_address(int family, const uint8_t* addr, uint16_t port, uint32_t scope_id) {
+  sockaddr_storage a{};
+  if (family == AF_INET) {
+    auto& in = reinterpret_cast<sockaddr_in&>(a);
+    in.sin_family = AF_INET;
+    in.sin_port = htons(port);
+    std::memcpy(&in.sin_addr, addr, 4);
+  } else {
+    auto& in6 = reinterpret_cast<sockaddr_in6&>(a);
+    in6.sin6_family = AF_INET6;
+    in6.sin6_port = htons(port);
+    in6.sin6_scope_id = scope_id;
+    std::memcpy(&in6.sin6_addr, addr, 16);
+  }
+  return a;
+}
+
+// Sends all of `s` on a non-blocking socket before `deadline`; false if the connection broke or the deadline passed.
+inline bool send_all(int fd, const std::string& s, Clock::time_point deadline) {
+  for (size_t done = 0; done < s.size();) {
+    const ssize_t n = ::send(fd, s.data() + done, s.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += size_t(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+    pollfd p{fd, POLLOUT, 0};
+    if (poll(&p, 1, remaining_ms(deadline)) <= 0) return false;
+  }
+  return true;
 }
 
 inline socklen_t sockaddr_len(const sockaddr_storage& a) {

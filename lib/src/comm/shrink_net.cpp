@@ -104,36 +104,12 @@ bool take(const ShrinkListener& l, uint32_t shrink, std::string& in, int nranks,
 }
 
 sockaddr_storage to_sockaddr(const ShrinkEndpoint& e) {
-  sockaddr_storage a{};
-  if (e.family == AF_INET) {
-    auto& in = reinterpret_cast<sockaddr_in&>(a);
-    in.sin_family = AF_INET;
-    in.sin_port = htons(e.port);
-    std::memcpy(&in.sin_addr, e.addr, 4);
-  } else {
-    auto& in6 = reinterpret_cast<sockaddr_in6&>(a);
-    in6.sin6_family = AF_INET6;
-    in6.sin6_port = htons(e.port);
-    in6.sin6_scope_id = e.scope;
-    std::memcpy(&in6.sin6_addr, e.addr, 16);
-  }
-  return a;
+  return net::wire::socket_address(e.family, e.addr, e.port, e.scope);
 }
 
 // Sends all of s on a non-blocking socket within 1 s; false if the connection broke.
 bool send_all(int fd, const std::string& s) {
-  const auto deadline = Clock::now() + std::chrono::seconds(1);
-  for (size_t done = 0; done < s.size();) {
-    const ssize_t n = ::send(fd, s.data() + done, s.size() - done, MSG_NOSIGNAL);
-    if (n > 0) {
-      done += size_t(n);
-      continue;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
-    pollfd p{fd, POLLOUT, 0};
-    if (poll(&p, 1, remaining_ms(deadline)) <= 0) return false;
-  }
-  return true;
+  return net::wire::send_all(fd, s, Clock::now() + std::chrono::seconds(1));
 }
 
 // Reads what a non-blocking socket has into `in`; false once it has ended (closed, reset).
