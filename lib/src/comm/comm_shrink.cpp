@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -105,6 +106,7 @@ class ReporterWatch {
   std::thread thread_;
 };
 
+// The ranks a decision keeps, in order (their new ranks are their places), and its lowest excluded rank (-1: none).
 std::vector<int> members_of(const std::vector<uint8_t>& excluded, int* first) {
   std::vector<int> members;
   *first = -1;
@@ -113,6 +115,22 @@ std::vector<int> members_of(const std::vector<uint8_t>& excluded, int* first) {
     else if (*first < 0) *first = r;
   }
   return members;
+}
+
+// This rank's place among `members` (it is one of them): its rank in the new communicator.
+int new_rank_of(const dfcclComm* c, const std::vector<int>& members) {
+  int new_rank = 0;
+  while (members[size_t(new_rank)] != c->rank) ++new_rank;
+  return new_rank;
+}
+
+// The new communicator's init watch (comm_init's `gone`): a member whose process has exited, by its old rank.
+std::function<std::string(int)> member_exited(dfcclComm* c, const std::vector<int>& members) {
+  return [c, members](int r) -> std::string {
+    const int old = members[size_t(r)];
+    if (old == c->rank || !PeerWatch::exited(c, old)) return {};
+    return fmt::format("(rank {} of the communicator being shrunk) exited", old);
+  };
 }
 
 // The shrink of a communicator whose connections use the network: the agreement over the ranks' shrink sockets
@@ -135,21 +153,14 @@ dfcclComm* shrink_across_hosts(dfcclComm* c, std::vector<uint8_t> proposal, cons
       end_old(c, c->rank, "was excluded by the dfcclCommShrink of its peers");
       return nullptr;
     }
-    int new_rank = 0;
-    while (members[size_t(new_rank)] != c->rank) ++new_rank;
+    const int new_rank = new_rank_of(c, members);
     const dfcclConfig_t cfg = config ? resolve_config(config, new_rank) : c->config;
     try {
       ReporterWatch watch(d, d.coordinator == c->rank ? root : nullptr);
       const int link = d.link;
       const int coordinator = d.coordinator;
       dfcclComm* made = comm_init(
-          int(members.size()), d.id, new_rank, cfg,
-          [c, members](int r) -> std::string {
-            const int old = members[size_t(r)];
-            if (old == c->rank || !PeerWatch::exited(c, old)) return {};
-            return fmt::format("(rank {} of the communicator being shrunk) exited", old);
-          },
-          [link, coordinator]() -> std::string {
+          int(members.size()), d.id, new_rank, cfg, member_exited(c, members), [link, coordinator]() -> std::string {
             if (!ended(link)) return {};
             return fmt::format("its host, rank {} of the communicator being shrunk (the shrink's coordinator), exited",
                                coordinator);
@@ -202,25 +213,16 @@ dfcclComm* comm_shrink(dfcclComm* c, const int* exclude, int n, const dfcclConfi
     const std::vector<uint8_t> excluded = agreement.agree(epoch, proposal, gone, timeout_ms);
     segment.unlink();  // every rank the decision keeps has it mapped: it arrived before the decision was made
     int first = -1;
-    std::vector<int> members;
-    for (int r = 0; r < c->nranks; ++r) {
-      if (!excluded[size_t(r)]) members.push_back(r);
-      else if (first < 0) first = r;
-    }
+    const std::vector<int> members = members_of(excluded, &first);
     if (excluded[size_t(c->rank)]) {
       end_old(c, c->rank, "was excluded by the dfcclCommShrink of its peers");
       return nullptr;
     }
-    int new_rank = 0;
-    while (members[size_t(new_rank)] != c->rank) ++new_rank;
-    dfcclConfig_t cfg = config ? resolve_config(config, new_rank) : c->config;
+    const int new_rank = new_rank_of(c, members);
+    const dfcclConfig_t cfg = config ? resolve_config(config, new_rank) : c->config;
     try {
       dfcclComm* made = comm_init(int(members.size()), local_unique_id(derived_token(c->token, shrink, epoch)),
-                                  new_rank, cfg, [c, members](int r) -> std::string {
-                                    const int old = members[size_t(r)];
-                                    if (old == c->rank || !PeerWatch::exited(c, old)) return {};
-                                    return fmt::format("(rank {} of the communicator being shrunk) exited", old);
-                                  });
+                                  new_rank, cfg, member_exited(c, members));
       if (first >= 0) end_old(c, first, "was excluded by dfcclCommShrink");
       log(LogLevel::Info, LogSubsys::Init,
           "dfcclCommShrink: rank {} of {} is rank {} of {} of the new communicator; excluded: {} (epoch {})", c->rank,
