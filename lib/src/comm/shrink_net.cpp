@@ -194,7 +194,8 @@ struct ShrinkNetAgreement::Session {
     std::string in;
     int rank = -1;  // inbound: the rank that reported on it; probe and link: the rank at the other end
     bool connecting = false;
-    bool answered = false;  // a probe that got an answer (its end is no death)
+    bool answered = false;      // a probe that got an answer (its end is no death)
+    Clock::time_point started;  // when its connect began (start_connect)
   };
   const ShrinkListener& L;
   uint32_t shrink;  // the communicator's shrink number: the messages' MAC context
@@ -304,7 +305,7 @@ struct ShrinkNetAgreement::Session {
   // Starts a non-blocking connect to rank r's socket; a refusal at once makes r dead.
   bool start_connect(Conn& c, int r) {
     const sockaddr_storage a = to_sockaddr(L.endpoints[size_t(r)]);
-    c = Conn{socket(a.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), {}, r, true};
+    c = Conn{socket(a.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), {}, r, true, false, Clock::now()};
     if (c.fd < 0) throw_system("shrink: socket");
     const int one = 1;
     setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -317,7 +318,7 @@ struct ShrinkNetAgreement::Session {
 
   // A connect in progress: true once connected (then sends `hello`); a refusal or kConnectMs without an answer
   // makes its rank dead (U) and closes it.
-  bool finish_connect(Conn& c, uint32_t hello, Clock::time_point started) {
+  bool finish_connect(Conn& c, uint32_t hello) {
     pollfd p{c.fd, POLLOUT, 0};
     int err = 0;
     socklen_t len = sizeof(err);
@@ -328,7 +329,7 @@ struct ShrinkNetAgreement::Session {
         send(c, hello);
         return true;
       }
-    } else if (Clock::now() - started < std::chrono::milliseconds(kConnectMs)) {
+    } else if (Clock::now() - c.started < std::chrono::milliseconds(kConnectMs)) {
       return false;
     }
     U[size_t(c.rank)] = 1;
@@ -352,10 +353,9 @@ struct ShrinkNetAgreement::Session {
           continue;
         }
         it = probes.emplace(r, c).first;
-        probe_started[r] = Clock::now();
       }
       Conn& c = it->second;
-      if (c.connecting && !finish_connect(c, kProbe, probe_started[r])) {
+      if (c.connecting && !finish_connect(c, kProbe)) {
         if (c.fd < 0) probes.erase(it);
         continue;
       }
@@ -368,7 +368,6 @@ struct ShrinkNetAgreement::Session {
     }
     if (all && !U[size_t(me)] && !out) decide();
   }
-  std::map<int, Clock::time_point> probe_started;
 
   void decide() {
     Msg m;
@@ -387,11 +386,10 @@ struct ShrinkNetAgreement::Session {
         link = Conn{};
         return;
       }
-      link_started = Clock::now();
       sent.clear();
     }
     if (link.connecting) {
-      if (!finish_connect(link, kReport, link_started)) {
+      if (!finish_connect(link, kReport)) {
         if (link.fd < 0) link = Conn{};
         return;
       }
@@ -411,7 +409,6 @@ struct ShrinkNetAgreement::Session {
       sent = U;
     }
   }
-  Clock::time_point link_started;
 
   // This rank is excluded: the ranks that reported to it go to their next coordinator with its set.
   void redirect_inbound() {
