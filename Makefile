@@ -23,9 +23,10 @@ build: configure
 # Every area once: the reruns of its tests under another transport, block count or host layout (label extra) are
 # test-extra's. CI (.ci/run) runs both. Each runs the tests that share the machine first, then those that must run
 # alone (label serial) one after another: mixed in one ctest run, each of those waits for every running test to end.
+# make test runs the Python chain beside the serial tests (tests/run_make_test.sh).
 CTEST = ctest --output-on-failure --timeout 900 -j $(TEST_JOBS)
 test: build
-	cd $(BUILD) && { $(CTEST) -LE 'extra|serial'; a=$$?; $(CTEST) -L serial -LE extra; b=$$?; [ $$a$$b = 00 ]; }
+	tests/run_make_test.sh $(BUILD) $(TEST_JOBS)
 
 test-extra: build
 	cd $(BUILD) && { $(CTEST) -L extra -LE serial; a=$$?; $(CTEST) -L extra -L serial; b=$$?; [ $$a$$b = 00 ]; }
