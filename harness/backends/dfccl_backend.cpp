@@ -1,6 +1,6 @@
 // The dfccl backends: `dfccl` and `dfccl-blocking` (CUDA executor, preemptive or blocking), `dfccl-graph` (CUDA
-// executor, each timing span's collectives and their waits captured into a CUDA graph and replayed once, as
-// nccl-graph does; the communicators are made with their graph lane, DFCCL_GRAPHS=1), `host` and `host-blocking`
+// executor, each timing span's collectives and their waits captured into a CUDA graph and launched
+// run.graph_replays times, as nccl-graph does; the communicators are made with their graph lane, DFCCL_GRAPHS=1), `host` and `host-blocking`
 // (the CPU executor, preemptive or blocking).
 // One communicator per slot, all on this process's device (the node-local rank; a virtual device for the host
 // executor), so that they share one engine. Requests are waited for as late as possible (end of the iteration).
@@ -56,7 +56,7 @@ class DfcclBackend final : public Backend {
       int n = 0;
       if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw BackendError("no CUDA device");
       gpu_.emplace(ctx.local_rank % n, ctx.workload->streams == Streams::PerGroup ? kNumGroupKinds : 1);
-      gpu_->use_graphs(graphs_);
+      gpu_->use_graphs(graphs_, ctx.workload->graph_replays);
       host_completion_ = ctx.workload->completion != Completion::Stream;
       host_order_ = ctx.workload->order == SubmitOrder::Host;
     }
@@ -88,7 +88,9 @@ class DfcclBackend final : public Backend {
       b.completion = "stream: dfcclWait(request, stream) at the end of the iteration, captured with the collectives "
                      "into one CUDA graph per timing span (the stream waits on the GPU)";
       b.timing = timing_.describe("CUDA events", "on stream 0") +
-                 " around the graph's replay; no e2e or core (a captured request is no instance's)";
+                 fmt::format(" around the graph's {} launch(es), divided by their count; no e2e "
+                             "or core (a captured request is no instance's)",
+                             ctx_.workload->graph_replays);
     } else {
       b.completion = "stream: dfcclWait(request, stream) at the end of the iteration (the stream waits on the GPU)";
       b.timing = timing_.describe("CUDA events", "on stream 0") +

@@ -1,8 +1,8 @@
 // The NCCL baseline: the same workload on NCCL communicators. Nonblocking ones (ncclConfig_t.blocking = 0) where a
 // deadlock is expected, so that the watchdog can recover it with ncclCommAbort even inside an enqueue; blocking ones
 // for sweeps (run.nccl_comms). NCCL_NVLS_ENABLE=0 is set by main() when unset.
-// nccl-graph: the same, with each timing span's iterations captured into a CUDA graph and replayed once, timed
-// around the replay (GpuContext::use_graphs; nccl-tests -G): NCCL without its per-call host cost. Blocking
+// nccl-graph: the same, with each timing span's iterations captured into a CUDA graph and launched run.graph_replays
+// times, timed around the launches (GpuContext::use_graphs; nccl-tests -G): NCCL without its per-call host cost. Blocking
 // communicators always (the workload check refuses nonblocking ones and what a graph cannot capture).
 #include <fmt/format.h>
 #include <nccl.h>
@@ -60,7 +60,7 @@ class NcclBackend final : public Backend {
         graphs_(graphs),
         timing_(TimingPlan::of(*ctx.workload)),
         gpu_(select_device(ctx), ctx.workload->streams == Streams::PerGroup ? kNumGroupKinds : 1) {
-    gpu_.use_graphs(graphs);
+    gpu_.use_graphs(graphs, ctx.workload->graph_replays);
   }
 
   BackendInfo info() const override {
@@ -73,10 +73,12 @@ class NcclBackend final : public Backend {
         graphs_ ? "nccl-graph" : "nccl",
         "cuda",
         fmt::format("nccl {}, {} communicators{}", nccl_version_text(v), blocking() ? "blocking" : "nonblocking",
-                    graphs_ ? ", each timing span captured into a CUDA graph and replayed once" : ""),
+                    graphs_ ? fmt::format(", each timing span captured into a CUDA graph and launched {} time(s)",
+                                          ctx_.workload->graph_replays)
+                            : ""),
         "stream order: the result is usable on the collective's stream after the call",
         fmt::format("{}{}, iterations back to back; {}; no core time", timing_.describe("CUDA events", "on stream 0"),
-                    graphs_ ? " around the graph's replay" : "", marks),
+                    graphs_ ? " around the graph's launches, divided by their count" : "", marks),
         true,
         ""};
   }

@@ -116,7 +116,8 @@ struct Parser {
           ->group(g);
     };
     one_value("-G,--cudagraph", graph_launches,
-              "CUDA graph launches: 0 only (graphs are the nccl-graph backend: --backend nccl-graph)");
+              "CUDA graph launches per timing span of the graph backends (--backend nccl-graph,dfccl-graph): "
+              "N > 0 sets run.graph_replays N; 0, nccl-tests' default, leaves it");
     one_value("-m,--agg_iters", agg_iters, "collectives aggregated per iteration: 1 only");
     one_value("-z,--blocking", blocking, "host wait after each collective: 0 only");
     one_value("-C,--report_cputime", cputime, "report CPU time instead of GPU time: 0 only");
@@ -144,11 +145,9 @@ struct Parser {
       return fmt::format("-c {}: the harness checks one untimed iteration per trial (-c 1) or none (-c 0); more "
                          "checked iterations are not implemented (--trials repeats the case, each trial checked)",
                          check_count);
-    if (graph_launches != 0)
-      return fmt::format("-G/--cudagraph {}: CUDA graphs are the nccl-graph backend (--backend nccl-graph: each timing "
-                         "span captured and replayed once); dfccl refuses graph capture, and {} replays per capture "
-                         "are not implemented",
-                         graph_launches, graph_launches);
+    if (graph_launches < 0)
+      return fmt::format("-G/--cudagraph {}: graph launches per timing span are 1 or more (0: unchanged)",
+                         graph_launches);
     if (agg_iters != 1)
       return fmt::format("-m/--agg_iters {}: each iteration runs one collective per case; aggregating several into one "
                          "NCCL group is not implemented",
@@ -197,6 +196,8 @@ struct Parser {
       cl.overrides.emplace_back(rows[i].key, v);
     }
     if (check_opt->count() > 0) cl.overrides.emplace_back("run.check", check_count == 0 ? "false" : "true");
+    // Graphs are backends here (nccl-graph, dfccl-graph); -G gives their launches per span.
+    if (graph_launches > 0) cl.overrides.emplace_back("run.graph_replays", std::to_string(graph_launches));
     return "";
   }
 };

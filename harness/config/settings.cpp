@@ -58,6 +58,9 @@ const Setting kSettings[] = {
      "batches of run.batch timed iterations; each iteration gets its batch's mean)"},
     {"run.batch", Type::Int, "10", at_least(1),
      "batch timing: timed iterations per batch (the last batch may be shorter)"},
+    {"run.graph_replays", Type::Int, "1", at_least(1),
+     "graph backends (nccl-graph, dfccl-graph): launches of each timing span's graph between its two marks, each "
+     "iteration's time the span's divided by this (nccl-tests -G)"},
     {"layout.tp", Type::Int, "1", at_least(1), "tensor-parallel group size"},
     {"layout.dp", Type::Int, "0", at_least(0), "data-parallel group size (0: world size / (tp * pp))"},
     {"layout.pp", Type::Int, "1", at_least(1), "pipeline-parallel group size"},
@@ -171,6 +174,7 @@ const std::map<std::string, std::string> kAliases = {
     {"timing", "run.timing"},
     {"in_place", "run.in_place"},
     {"batch", "run.batch"},
+    {"graph_replays", "run.graph_replays"},
     {"tp", "layout.tp"},
     {"dp", "layout.dp"},
     {"pp", "layout.pp"},

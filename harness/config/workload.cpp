@@ -428,6 +428,7 @@ void read_run(Values& v, Workload& w) {
   w.streams = v.choice<Streams>("run.streams");
   w.timing = v.choice<TimingMode>("run.timing");
   w.batch = v.small("run.batch");
+  w.graph_replays = v.small("run.graph_replays");
 }
 
 void read_layout_data_sizes(Values& v, Workload& w) {
@@ -532,10 +533,16 @@ void check_graph_backends(const Workload& w, const std::string& origin) {
              fmt::format("must be 0 with backend {} (a CUDA graph cannot capture a synchronization or an allocation)",
                          name));
   }
-  if (std::find(w.backends.begin(), w.backends.end(), "nccl-graph") != w.backends.end() &&
-      w.nccl_comms == NcclComms::Nonblocking)
+  const auto has = [&](const char* name) { return std::find(w.backends.begin(), w.backends.end(), name) !=
+                                                  w.backends.end(); };
+  if (w.graph_replays > 1 && !has("nccl-graph") && !has("dfccl-graph"))
+    fail(origin, "run.graph_replays",
+         fmt::format("{} replays of each span's graph apply to the graph backends (nccl-graph, dfccl-graph), and "
+                     "run.backend has neither",
+                     w.graph_replays));
+  if (has("nccl-graph") && w.nccl_comms == NcclComms::Nonblocking)
     fail(origin, "run.nccl_comms", "must not be nonblocking with backend nccl-graph (it captures blocking calls)");
-  if (std::find(w.backends.begin(), w.backends.end(), "dfccl-graph") == w.backends.end()) return;
+  if (!has("dfccl-graph")) return;
   if (w.completion != Completion::Stream)
     fail(origin, "run.completion", "must be stream with backend dfccl-graph (it captures dfcclWait on the stream)");
   for (const Collective* c : w.sweep_collectives)

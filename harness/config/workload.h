@@ -96,7 +96,8 @@ struct Workload {
   NcclComms nccl_comms{};
   InPlace in_place{};  // resolved: never Auto
   TimingMode timing{};
-  int batch{};  // timed iterations per batch (batch timing)
+  int batch{};          // timed iterations per batch (batch timing)
+  int graph_replays{};  // graph backends: launches of each span's graph
 
   // [layout] (dp = 0: the world size divided by tp * pp)
   int tp{}, dp{}, pp{};

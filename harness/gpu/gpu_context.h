@@ -51,10 +51,14 @@ class GpuContext {
 
   // Timing with events on stream 0, where the plan opens and closes a span; the other streams join stream 0 at both
   // ends of every iteration whatever the plan (that orders the streams' work; it is not timing).
-  // Graphs (the nccl-graph backend): the iterations of each span are captured on stream 0 (the other streams join
-  // the capture as they join stream 0), then the graph is instantiated, uploaded and replayed once between the span's
-  // two events; iterations outside spans run as they are called. No per-entry events.
-  void use_graphs(bool on) { graphs_ = on; }
+  // Graphs (the nccl-graph and dfccl-graph backends): the iterations of each span are captured on stream 0 (the other
+  // streams join the capture as they join stream 0), then the graph is instantiated, uploaded and launched `replays`
+  // times between the span's two events (the span's time is divided by `replays`); iterations outside spans run as
+  // they are called. No per-entry events.
+  void use_graphs(bool on, int replays) {
+    graphs_ = on;
+    replays_ = replays;
+  }
   void begin_timing(const TimingPlan& plan);  // forgets earlier iterations
   void iteration_start(int iteration);
   void entry_start(int entry, int stream_index);  // per-entry events: only where the plan has per-entry marks
@@ -86,6 +90,7 @@ class GpuContext {
   void end_capture_and_replay();         // closes the span being captured (graphs_)
   void drop_capture();                   // ends a capture left open by a failed iteration, discarding it
   bool graphs_ = false;
+  int replays_ = 1;  // graph launches per span
   bool capturing_ = false;
   TimingPlan plan_;
   int iteration_ = -1;  // the iteration between iteration_start and iteration_end

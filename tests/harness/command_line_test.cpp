@@ -72,8 +72,8 @@ TEST(CommandLine, RefusalsNameTheOption) {
   for (auto args : {std::vector<std::string>{"-g", "1", "-t", "1", "-a", "3"}}) EXPECT_FALSE(parse(args).exit_code);
 }
 
-// nccl-tests' -G -m -z -C -R -N -c, -d all and -o all: their defaults accepted, -c 0/1 as run.check, every other
-// value refused naming the option.
+// nccl-tests' -G -m -z -C -R -N -c, -d all and -o all: their defaults accepted, -c 0/1 as run.check, -G N > 0 as
+// run.graph_replays, every other value refused naming the option.
 TEST(CommandLine, NcclTestsLettersAcceptedOrRefusedByName) {
   ParseOutcome p = parse({"-G",
                           "0",
@@ -114,12 +114,15 @@ TEST(CommandLine, NcclTestsLettersAcceptedOrRefusedByName) {
   p = parse({"--check", "false"});
   ASSERT_FALSE(p.exit_code) << p.err;
   EXPECT_EQ(p.options.overrides, (Overrides{{"run.check", "false"}}));
+  p = parse({"-G", "5", "--backend", "nccl-graph"});
+  ASSERT_FALSE(p.exit_code) << p.err;
+  EXPECT_EQ(p.options.overrides, (Overrides{{"run.backend", "nccl-graph"}, {"run.graph_replays", "5"}}));
   struct Case {
     std::vector<std::string> args;
     const char* message;
   };
   for (const Case& c :
-       {Case{{"-G", "1"}, "-G/--cudagraph 1: "}, Case{{"--cudagraph", "4"}, "-G/--cudagraph 4: "},
+       {Case{{"-G", "-1"}, "-G/--cudagraph -1: "}, Case{{"--cudagraph", "-4"}, "-G/--cudagraph -4: "},
         Case{{"-m", "4"}, "-m/--agg_iters 4: "}, Case{{"-z", "1"}, "-z/--blocking 1: "},
         Case{{"-C", "1"}, "-C/--report_cputime 1: "}, Case{{"-R", "1"}, "-R/--local_register 1: "},
         Case{{"-N", "0"}, "-N/--run_cycles 0: "}, Case{{"-c", "5"}, "-c 5: "}, Case{{"-c", "-1"}, "-c -1: "},

@@ -144,6 +144,17 @@ TEST(Workload, NcclGraphRefusesWhatAGraphCannotCapture) {
             std::string::npos);
 }
 
+// run.graph_replays (nccl-tests -G): the graph backends' launches per span; refused where neither graph backend runs.
+TEST(Workload, GraphReplaysNeedAGraphBackend) {
+  EXPECT_EQ(parse_workload("", "g.toml", {}).graph_replays, 1);
+  EXPECT_EQ(parse_workload("", "g.toml", {{"backend", "dfccl-graph"}, {"run.graph_replays", "20"}}).graph_replays, 20);
+  EXPECT_EQ(parse_workload("", "g.toml", {{"backend", "nccl,nccl-graph"}, {"graph_replays", "3"}}).graph_replays, 3);
+  const std::string e = error_of("", {{"backend", "dfccl,nccl"}, {"run.graph_replays", "4"}});
+  EXPECT_NE(e.find("run.graph_replays"), std::string::npos) << e;
+  EXPECT_NE(e.find("neither"), std::string::npos) << e;
+  EXPECT_NE(error_of("", {{"run.graph_replays", "0"}}).find("run.graph_replays"), std::string::npos);
+}
+
 // dfccl-graph captures its waits too: stream completion and order only, what a graph cannot capture refused as for
 // nccl-graph, and the point-to-point collectives that dfccl does not capture refused by name.
 TEST(Workload, DfcclGraphRefusesWhatItCannotCapture) {
