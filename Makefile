@@ -6,6 +6,12 @@ JOBS ?= $(shell nproc)
 # core, since most tests wait (for peers, timeouts, watchdogs) more than they compute.
 TEST_JOBS ?= $(shell echo $$((3 * $(JOBS))))
 CMAKE_ARGS ?=
+# Compilations through ccache where it is found (scripts/install_deps.sh installs it), with paths relative to the
+# checkout, so that another clone of the same sources (CI's) reuses the cache.
+ifneq ($(shell command -v ccache 2>/dev/null),)
+export CCACHE_BASEDIR := $(CURDIR)
+LAUNCHERS = -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache
+endif
 
 .PHONY: all build configure test test-extra test-asan run clean
 
@@ -13,7 +19,7 @@ all: build
 
 $(BUILD)/CMakeCache.txt:
 	scripts/install_deps.sh || echo "make: some Debian packages are missing; continuing (CMake says what it cannot find)"
-	PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+	PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(LAUNCHERS) $(CMAKE_ARGS)
 
 configure: $(BUILD)/CMakeCache.txt
 
@@ -40,7 +46,7 @@ ASAN_BUILD ?= build-asan
 ASAN_TESTS = core_abort_test core_cq_test core_prefetch_test core_programs_test api_errors_test host_engine_test \
 	host_stress_test dfccl-harness mismatch_hosts_test mp_collectives net_fault_peer
 test-asan: configure
-	PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDFCCL_ASAN=ON $(CMAKE_ARGS)
+	PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDFCCL_ASAN=ON $(LAUNCHERS) $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target $(ASAN_TESTS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ctest --output-on-failure --timeout 900 \
 		-j $(JOBS) -L asan

@@ -5,8 +5,9 @@
 # docs/lab/gpu-runs.md). The CUDA toolkit (nvcc) is expected to be installed already.
 set -euo pipefail
 [ "${DFCCL_SKIP_DEPS:-0}" = 1 ] && exit 0
-# libucx-dev: the network transport (ranks on several hosts; the netns tests); iproute2: those tests' fake hosts.
-packages=(cmake g++ make libopenmpi-dev openmpi-bin libhdf5-dev libfmt-dev libgtest-dev libucx-dev
+# libucx-dev: the network transport (ranks on several hosts; the netns tests); iproute2: those tests' fake hosts;
+# ccache: rebuilds (the Makefile uses it where found; CI's fresh clones share its cache in ~/.cache/ccache).
+packages=(cmake g++ make ccache libopenmpi-dev openmpi-bin libhdf5-dev libfmt-dev libgtest-dev libucx-dev
           libtomlplusplus-dev libcli11-dev pkg-config iproute2 python3 python3-h5py python3-numpy python3-pandas
           python3-matplotlib)
 missing=()
