@@ -1,9 +1,9 @@
 // The dfccl backends: `dfccl` and `dfccl-blocking` (CUDA executor, preemptive or blocking), `dfccl-graph` (CUDA
 // executor, each timing span's collectives and their waits captured into a CUDA graph and launched
-// run.graph_replays times, as nccl-graph does; the communicators are made with their graph lane, DFCCL_GRAPHS=1), `host` and `host-blocking`
-// (the CPU executor, preemptive or blocking).
-// One communicator per slot, all on this process's device (the node-local rank; a virtual device for the host
-// executor), so that they share one engine. Requests are waited for as late as possible (end of the iteration).
+// run.graph_replays times, as nccl-graph does; the communicators are made with their graph lane, DFCCL_GRAPHS=1),
+// `host` and `host-blocking` (the CPU executor, preemptive or blocking). One communicator per slot, all on this
+// process's device (the node-local rank; a virtual device for the host executor), so that they share one engine.
+// Requests are waited for as late as possible (end of the iteration).
 #include <fmt/format.h>
 
 #include <algorithm>

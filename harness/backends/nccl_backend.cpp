@@ -2,8 +2,8 @@
 // deadlock is expected, so that the watchdog can recover it with ncclCommAbort even inside an enqueue; blocking ones
 // for sweeps (run.nccl_comms). NCCL_NVLS_ENABLE=0 is set by main() when unset.
 // nccl-graph: the same, with each timing span's iterations captured into a CUDA graph and launched run.graph_replays
-// times, timed around the launches (GpuContext::use_graphs; nccl-tests -G): NCCL without its per-call host cost. Blocking
-// communicators always (the workload check refuses nonblocking ones and what a graph cannot capture).
+// times, timed around the launches (GpuContext::use_graphs; nccl-tests -G): NCCL without its per-call host cost.
+// Blocking communicators always (the workload check refuses nonblocking ones and what a graph cannot capture).
 #include <fmt/format.h>
 #include <nccl.h>
 

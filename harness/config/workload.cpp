@@ -533,8 +533,9 @@ void check_graph_backends(const Workload& w, const std::string& origin) {
              fmt::format("must be 0 with backend {} (a CUDA graph cannot capture a synchronization or an allocation)",
                          name));
   }
-  const auto has = [&](const char* name) { return std::find(w.backends.begin(), w.backends.end(), name) !=
-                                                  w.backends.end(); };
+  const auto has = [&](const char* name) {
+    return std::find(w.backends.begin(), w.backends.end(), name) != w.backends.end();
+  };
   if (w.graph_replays > 1 && !has("nccl-graph") && !has("dfccl-graph"))
     fail(origin, "run.graph_replays",
          fmt::format("{} replays of each span's graph apply to the graph backends (nccl-graph, dfccl-graph), and "
