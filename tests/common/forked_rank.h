@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -113,6 +115,26 @@ inline std::string read_text_file(const std::string& path) {
   s << f.rdbuf();
   return s.str();
 }
+
+// A new, empty folder under the tests' temporary folder (mkdtemp: its name unused so far, whatever an earlier run
+// left), removed with what it holds when this goes. path() ends with '/'.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix) {
+    std::string t = testing::TempDir() + prefix + "-XXXXXX";
+    if (mkdtemp(t.data())) path_ = t + "/";
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }  // "" if it could not be made
+
+ private:
+  std::string path_;
+};
 
 // Caller: a rank of check_stuck_diagnosis. Waits until ranks 0-2 have marked themselves done under dir (10 s at
 // most), then aborts comm: no abort fails a rank that is still checking.

@@ -319,7 +319,10 @@ TEST(MismatchAcrossHosts, PostsReachAHostWhoseLowestRankLeft) {
 // dfcclRequestGetMissingRanks of ranks 0 and 1 (host A) and 2 (host B) name rank 3 alone: rank 2's arrival reaches
 // host A through the mirrored board.
 TEST(StuckDiagnosisAcrossHosts, NamesTheRankOfTheOtherHostThatHasNotCalled) {
-  const std::string dir = testing::TempDir() + "dfccl-stuck-hosts-" + std::to_string(getpid()) + "-";
+  // A folder of its own: a done-file that an earlier run left would release rank 3 at once.
+  const dfccl::test::ScratchDir scratch("dfccl-stuck-hosts");
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string& dir = scratch.path();
   setenv("DFCCL_STUCK_WARN_S", "1", 1);
   setenv("DFCCL_DEBUG_FILE", (dir + "%p.log").c_str(), 1);
   run_two_hosts([&](dfcclComm_t comm, int rank) { return dfccl::test::check_stuck_diagnosis(comm, rank, dir); });

@@ -223,7 +223,10 @@ TEST(Mismatch, OnTheCudaExecutor) {
 // A collective that rank 3 has not called: the stuck warning (DFCCL_STUCK_WARN_S=1) and dfcclDebugDump of the other
 // ranks name rank 3 as the one that has not called it.
 TEST(StuckDiagnosis, NamesTheRanksThatHaveNotCalled) {
-  const std::string dir = testing::TempDir() + "dfccl-stuck-" + std::to_string(getpid()) + "-";
+  // A folder of its own: a done-file that an earlier run left would release rank 3 at once.
+  const dfccl::test::ScratchDir scratch("dfccl-stuck");
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string& dir = scratch.path();
   setenv("DFCCL_STUCK_WARN_S", "1", 1);
   setenv("DFCCL_DEBUG_FILE", (dir + "%p.log").c_str(), 1);
   run_ranks([&](dfcclComm_t comm, int rank) { return dfccl::test::check_stuck_diagnosis(comm, rank, dir); });
