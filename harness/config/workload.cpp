@@ -517,8 +517,7 @@ void read_disturbances(Values& v, Workload& w) {
 }
 
 // nccl-graph and dfccl-graph capture the iterations they time into CUDA graphs: nothing that cannot be captured may
-// happen in them; dfccl-graph captures its waits too (stream completion, hence stream order) and no point-to-point
-// call.
+// happen in them; dfccl-graph captures its waits too (stream completion, hence stream order).
 void check_graph_backends(const Workload& w, const std::string& origin) {
   for (const char* name : {"nccl-graph", "dfccl-graph"}) {
     if (std::find(w.backends.begin(), w.backends.end(), name) == w.backends.end()) continue;
@@ -546,10 +545,6 @@ void check_graph_backends(const Workload& w, const std::string& origin) {
   if (!has("dfccl-graph")) return;
   if (w.completion != Completion::Stream)
     fail(origin, "run.completion", "must be stream with backend dfccl-graph (it captures dfcclWait on the stream)");
-  for (const Collective* c : w.sweep_collectives)
-    if (c->kind == CollKind::SendRecv || c->kind == CollKind::P2p || c->kind == CollKind::AllToAll)
-      fail(origin, "sweep.collectives",
-           fmt::format("{} cannot run with backend dfccl-graph (dfccl captures the five collectives only)", c->name));
 }
 
 // A [[step]] entry's src and dst (p2p entries only): ranks of the group, taken modulo its size later.
