@@ -54,7 +54,8 @@ if has harness; then  # the latency sweep: dfccl eager and in graphs beside NCCL
   step harness_1rank 240 "$BIN/dfccl-harness" "${H[@]}" --backend dfccl,dfccl-graph,nccl,nccl-graph \
     --out "$OUT/graphs-1rank.h5"
   grep -E "^ +[0-9]|dfccl|nccl" "$OUT/harness_1rank.log" | head -40
-  step ctest_harness 300 ctest --test-dir $B -R harness_gpu_sweep --timeout 280 --output-on-failure
+  step ctest_harness 400 ctest --test-dir $B -R "harness_gpu_sweep|harness_gpu_graph_p2p" --timeout 280 \
+    --output-on-failure
   mps_start
   step harness_2ranks_mps 300 "${M[@]}" "$BIN/dfccl-harness" "${H[@]}" --backend dfccl,dfccl-graph \
     --out "$OUT/graphs-2ranks-mps.h5"
