@@ -126,7 +126,8 @@ TEST(Environment, UnknownNamesAreMatchedToTheClosest) {
 
 // The variables of the project's tools and Python package are known: no warning.
 TEST(Environment, ToolVariablesAreNotWarnedAbout) {
-  ScopedEnv a("DFCCL_TORCH_CUDA", "0"), b("DFCCL_REQUIRE_GPUS", "1");
+  // DFCCL_STYLE_BASE: scripts/ci_style.sh's, which may be set for the whole of .ci/run.
+  ScopedEnv a("DFCCL_TORCH_CUDA", "0"), b("DFCCL_REQUIRE_GPUS", "1"), c("DFCCL_STYLE_BASE", "85c945e");
   testing::internal::CaptureStderr();
   dfccl::env_warn_unknown();
   const std::string err = testing::internal::GetCapturedStderr();

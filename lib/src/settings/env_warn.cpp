@@ -21,7 +21,7 @@ namespace {
 constexpr const char* kToolVariables[] = {
     "DFCCL_SKIP_DEPS",  "DFCCL_CAMPAIGN",     "DFCCL_SIM",        "DFCCL_PYTHON",
     "DFCCL_S",          "DFCCL_REQUIRE_GPUS", "DFCCL_TORCH_CUDA", "DFCCL_TORCH_PYTHON",
-    "DFCCL_TORCH_VENV", "DFCCL_BUILD_DIR",    "DFCCL_PREFIX"};
+    "DFCCL_TORCH_VENV", "DFCCL_BUILD_DIR",    "DFCCL_PREFIX",     "DFCCL_STYLE_BASE"};
 
 }  // namespace
 
