@@ -6,12 +6,11 @@ JOBS ?= $(shell nproc)
 # core, since most tests wait (for peers, timeouts, watchdogs) more than they compute.
 TEST_JOBS ?= $(shell echo $$((3 * $(JOBS))))
 CMAKE_ARGS ?=
-# Compilations through ccache where it is found (scripts/install_deps.sh installs it), with paths relative to the
-# checkout, so that another clone of the same sources (CI's) reuses the cache.
-ifneq ($(shell command -v ccache 2>/dev/null),)
+# Compilations through ccache where it is found when CMake configures (scripts/install_deps.sh, run just before,
+# installs it), with paths relative to the checkout, so that another clone of the same sources (CI's) reuses the
+# cache.
 export CCACHE_BASEDIR := $(CURDIR)
-LAUNCHERS = -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache
-endif
+LAUNCHERS = $$(command -v ccache >/dev/null && for l in C CXX CUDA; do echo -DCMAKE_$${l}_COMPILER_LAUNCHER=ccache; done)
 
 .PHONY: all build configure test test-extra test-asan run clean
 
