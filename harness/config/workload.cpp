@@ -519,8 +519,11 @@ void read_disturbances(Values& v, Workload& w) {
 // nccl-graph and dfccl-graph capture the iterations they time into CUDA graphs: nothing that cannot be captured may
 // happen in them; dfccl-graph captures its waits too (stream completion, hence stream order).
 void check_graph_backends(const Workload& w, const std::string& origin) {
+  const auto has = [&](const char* name) {
+    return std::find(w.backends.begin(), w.backends.end(), name) != w.backends.end();
+  };
   for (const char* name : {"nccl-graph", "dfccl-graph"}) {
-    if (std::find(w.backends.begin(), w.backends.end(), name) == w.backends.end()) continue;
+    if (!has(name)) continue;
     const std::pair<const char*, double> uncapturable[] = {
         {"sync.probability", w.sync_probability},
         {"host_alloc.probability", w.host_alloc_probability},
@@ -532,9 +535,6 @@ void check_graph_backends(const Workload& w, const std::string& origin) {
              fmt::format("must be 0 with backend {} (a CUDA graph cannot capture a synchronization or an allocation)",
                          name));
   }
-  const auto has = [&](const char* name) {
-    return std::find(w.backends.begin(), w.backends.end(), name) != w.backends.end();
-  };
   if (w.graph_replays > 1 && !has("nccl-graph") && !has("dfccl-graph"))
     fail(origin, "run.graph_replays",
          fmt::format("{} replays of each span's graph apply to the graph backends (nccl-graph, dfccl-graph), and "

@@ -12,12 +12,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "dfccl.h"
+#include "peer_files.h"
 
 namespace dfccl::test {
 
@@ -108,14 +108,6 @@ inline double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The whole text of the file at path ("" when there is none).
-inline std::string read_text_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // A new, empty folder under the tests' temporary folder (mkdtemp: its name unused so far, whatever an earlier run
 // left), removed with what it holds when this goes. path() ends with '/'.
 class ScratchDir {
@@ -154,7 +146,7 @@ inline std::string wait_stuck_warning(const std::string& path) {
   std::string text;
   for (int i = 0; i < 80 && text.find("pending for") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    text = read_text_file(path);
+    text = read_file(path, 0);
   }
   return text;
 }
@@ -179,7 +171,7 @@ inline int check_stuck_diagnosis(dfcclComm_t comm, int rank, const std::string& 
   const std::string warning = wait_stuck_warning(dir + std::to_string(getpid()) + ".log");
   dfcclDebugDump(comm, 0);
   std::fflush(stderr);
-  const std::string text = read_text_file(dump);
+  const std::string text = read_file(dump, 0);
   int missing[4] = {}, n = 0;
   const bool listed = dfcclRequestGetMissingRanks(q, missing, 4, &n) == dfcclSuccess && n == 1 && missing[0] == 3;
   std::ofstream(dir + "done-" + std::to_string(rank)).put('1');  // also when a check fails: the others go on

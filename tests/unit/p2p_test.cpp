@@ -333,7 +333,7 @@ class StderrToFile {
   const std::string& path() const { return path_; }
   std::string text() const {
     std::fflush(stderr);
-    return dfccl::test::read_text_file(path_);
+    return dfccl::test::read_file(path_, 0);
   }
 
  private:
