@@ -29,6 +29,11 @@ DFCCL_HD inline bool exit_ordered(u64 req, u64 epoch) {
 // Launch tags (scheduler/owner.h): a host launch's is its epoch (below kStandInTag), a stand-in's has kStandInTag.
 inline constexpr u64 kStandInTag = u64(1) << 54;
 DFCCL_HD inline bool is_standin(u64 tag) { return (tag & kStandInTag) != 0; }
+// EngineGlobal::owner = tag << 9 | leaving << 8 | members (scheduler/owner.h).
+inline constexpr u64 kOwnerLeaving = u64(1) << 8;
+inline constexpr u64 kOwnerMembers = 0xff;
+static_assert(kMaxBlocks + 1 <= kOwnerMembers, "the owner word counts the blocks of a launch in 8 bits");
+DFCCL_HD inline u64 owner_tag(u64 owner) { return owner >> 9; }
 
 // Captured collectives (docs/design.md, "CUDA graphs"; scheduler/graph_start.h). Each captured call owns a slot for
 // the life of its graph; each replay posts a new instance of it into ring kGraphRing, which the host never uses, with
@@ -127,11 +132,13 @@ struct StreamWait {
   u64 settle_ns;
 };
 
-// A captured wait's parameters (scheduler/graph_wait.h), fixed at capture: the slot of its collective, and the
-// communicator's abort word and attachment number (an abort releases the wait).
+// A wait that may stand in for the daemon (scheduler/graph_wait.h): the slot of its collective, the communicator's
+// abort word and attachment number (an abort releases the wait), and seq: 0 for a captured wait (fixed at capture:
+// each replay's instance has its own, read from graph_desc), else the eager instance's (Engine::wait_as_standin).
 struct GraphWait {
   const u64* abort_word;
   u64 abort_value;
+  u64 seq;
   u32 slot;
   u32 pad;
 };
@@ -174,7 +181,7 @@ struct EngineHost {  // pinned host memory
   u64 probe_done;              // device (probe stream): the last barrier probe that ran
   u64 nwaits;                  // host: entries of waits[] (released after the entries are written)
   u64 exit_announced;          // device: epoch of a daemon deciding to leave (0 after it decided to stay)
-  u64 standin_runs;            // device: captured waits that ran the scheduler (scheduler/graph_wait.h)
+  u64 standin_runs;            // device: waits that ran the scheduler (scheduler/graph_wait.h)
   WaitEntry waits[kMaxSlots];  // host: stream waits (dfcclWait) issued; completed ones are removed lazily
   // Submissions as the host posts them, before their doorbells (scheduler/prefetcher.h): record n % kMaxSlots
   // = the n-th submission (whose seq is n + 1) with its descriptor (PostRecord).
@@ -229,8 +236,9 @@ struct DaemonParams {
   u64 idle_ns;         // exit after this long with nothing to run
   u64 stuck_ns;        // exit after this long without progress while collectives are pending
   u32 prefetch;        // 1: block nblocks is the descriptor prefetcher (scheduler/prefetcher.h)
-  u32 standin;         // 0: a host launch; slot + 1: a captured wait standing in for the daemon (graph_wait.h)
+  u32 standin;         // 0: a host launch; slot + 1: a wait standing in for the daemon (graph_wait.h)
   u64 sleep_ns;        // host executor: a wait yields the core this long, then sleeps (X::backoff)
+  u64 standin_seq;     // a stand-in: the instance it waits for (done once complete[standin - 1] >= standin_seq)
 };
 
 static_assert(offsetof(EngineGlobal, graph_desc) % 16 == 0, "graph_post stores 16-byte packs");

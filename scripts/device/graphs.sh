@@ -3,7 +3,7 @@
 # time-sliced: builds the graph tests into build-dev, then runs them each under a short timeout (a hang costs its
 # timeout, not the call), then the latency probe.
 #   [REPLAYS=1000 MODES=... CUDA_MODULE_LOADING=... TAG=...] scripts/device/graphs.sh [steps...]
-#   steps: build unit mp engine latency harness hostlat peers torch shrink (default: build unit mp latency peers)
+#   steps: build unit mp engine latency harness hostlat waits peers torch shrink (default: build unit mp latency peers)
 # Logs and summary.txt in $OUT.
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
@@ -14,6 +14,9 @@ has() { [[ " $steps " == *" $1 "* ]]; }
 M=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x DFCCL_GRAPHS=1)
 [ -n "${CUDA_MODULE_LOADING:-}" ] && M+=(-x CUDA_MODULE_LOADING)
 tag=${TAG:+_$TAG}  # TAG: a suffix for the mp steps' logs (several settings in one call)
+# The latency sweep: all-reduce 8 B to 1 MiB, one rank unless run under mpirun, nccl-tests' batch timing.
+H=(--workload workloads/sweep.toml --collectives all_reduce -b 8 -e 1M -f 8 --timing batch --batch 20 --iters 100
+  --warmup 20 --quiet --overwrite)
 if has build; then
   targets="graph_start_test mp_graph cuda_one_gpu_test graph_latency peer_death_cuda_test mismatch_hosts_cuda_test"
   targets+=" device_fault_cuda_test dfccl-harness dfccl_shared cuda_engine_test mp_abort shrink_test"
@@ -28,8 +31,9 @@ if has unit; then
   step graph_start_test 60 "$BIN/graph_start_test"
   step core_exit_test 30 "$BIN/core_exit_test"
   step cuda_one_gpu_test 120 "$BIN/cuda_one_gpu_test"
-  # eager transfers waited for between replays (run 254's hang: a stand-in kept by a wait behind it)
-  step transfers_x20 120 "$BIN/cuda_one_gpu_test" --gtest_filter='*Transfers*:*EagerSelf*' --gtest_repeat=20
+  # eager collectives waited for between replays (run 254's hang: a stand-in kept by a wait behind it), then a free
+  step transfers_x20 240 "$BIN/cuda_one_gpu_test" --gtest_filter='*Transfers*:*EagerSelf*:*EagerWait*' \
+    --gtest_repeat=20
   step transport_test 60 "$BIN/transport_test"
 fi
 if has mp; then
@@ -49,8 +53,6 @@ if has latency; then
   cat "$OUT/graph_latency.log"
 fi
 if has harness; then  # the latency sweep: dfccl eager and in graphs beside NCCL's two, one rank; then two ranks under MPS
-  H=(--workload workloads/sweep.toml --collectives all_reduce -b 8 -e 1M -f 8 --timing batch --batch 20 --iters 100
-    --warmup 20 --quiet --overwrite)
   step harness_1rank 240 "$BIN/dfccl-harness" "${H[@]}" --backend dfccl,dfccl-graph,nccl,nccl-graph \
     --out "$OUT/graphs-1rank.h5"
   grep -E "^ +[0-9]|dfccl|nccl" "$OUT/harness_1rank.log" | head -40
@@ -61,9 +63,16 @@ if has harness; then  # the latency sweep: dfccl eager and in graphs beside NCCL
     --out "$OUT/graphs-2ranks-mps.h5"
   grep -E "^ +[0-9]" "$OUT/harness_2ranks_mps.log" | head -30
 fi
+if has waits; then  # dfcclWait by a polling kernel (1) and by a wait that stands in (2), twice each, beside NCCL eager
+  for round in a b; do
+    for wk in 1 2; do
+      step "harness_wait$wk$round" 240 env DFCCL_WAIT_KERNEL=$wk "$BIN/dfccl-harness" "${H[@]}" --backend dfccl,nccl \
+        --out "$OUT/wait$wk$round-1rank.h5"
+      grep -E "^ +[0-9]|dfccl|nccl" "$OUT/harness_wait$wk$round.log" | head -16
+    done
+  done
+fi
 if has hostlat; then  # host completion (dfcclSynchronize) of host-ordered submissions beside NCCL eager, one rank
-  H=(--workload workloads/sweep.toml --collectives all_reduce -b 8 -e 1M -f 8 --timing batch --batch 20 --iters 100
-    --warmup 20 --quiet --overwrite)
   step harness_hostlat 240 "$BIN/dfccl-harness" "${H[@]}" --backend dfccl,nccl --run.completion host --run.order host \
     --out "$OUT/hostlat-1rank.h5"
   grep -E "^ +[0-9]|dfccl|nccl" "$OUT/harness_hostlat.log" | head -40

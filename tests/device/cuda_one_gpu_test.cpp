@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -36,6 +37,15 @@ uint64_t submitted(dfcclComm_t comm) {
   EXPECT_EQ(dfcclGetStats(comm, &st), dfcclSuccess);
   return st.submitted;
 }
+
+// n int32 elements of device memory on the current GPU, freed with the object.
+struct DeviceInts {
+  explicit DeviceInts(size_t n) { cudaMalloc(&p, n * sizeof(int32_t)); }
+  ~DeviceInts() { cudaFree(p); }
+  DeviceInts(const DeviceInts &) = delete;
+  DeviceInts &operator=(const DeviceInts &) = delete;
+  int32_t *p = nullptr;
+};
 
 TEST(CudaOneGpu, GraphCaptureIsRefusedNamingTheStreamAndQueuesNothing) {
   cudaSetDevice(0);
@@ -193,6 +203,63 @@ TEST(CudaOneGpu, CapturedTransfersReplayExact) {
   for (int32_t *p : {in, out, a2a_out, side_in, side_out}) cudaFree(p);
 }
 
+// DFCCL_GRAPHS=1 and a daemon that leaves as soon as it is idle: after each replay of a captured all-reduce (its wait
+// node may own the engine, standing in), an eager all-reduce on the same stream, dfcclWait for it there, and at once a
+// cudaFree (a device-wide synchronization, which holds any daemon launched after it until the stream's work is done).
+// Every round completes exact (docs/design.md, "CUDA graphs", "Stand-ins"). A round stuck for 20 s is reported; the
+// communicator's abort then releases the stream.
+TEST(CudaOneGpu, EagerWaitBehindAReplayThenAFreeCompletes) {
+  setenv("DFCCL_GRAPHS", "1", 1);  // before the engine is made (no communicator of this process is alive)
+  setenv("DFCCL_IDLE_NS", "0", 1);
+  cudaSetDevice(0);
+  Group g(1, dfcclExecutorCuda);
+  unsetenv("DFCCL_GRAPHS");
+  unsetenv("DFCCL_IDLE_NS");
+  const size_t n = 1 << 14;
+  DeviceInts in(n), out(n), side_in(n), side_out(n);
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  ASSERT_EQ(dfcclAllReduce(in.p, out.p, n, dfcclInt32, dfcclSum, g[0], 0, s, nullptr), dfcclSuccess) << last_error();
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  std::atomic<int> round{0};
+  std::atomic<bool> over{false}, stuck{false};
+  std::thread watchdog([&] {
+    int seen = -1;
+    for (int ticks = 0; !over.load(); std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
+      const int now = round.load();
+      ticks = now == seen ? ticks + 1 : 0;
+      seen = now;
+      if (ticks == 2000 && !stuck.exchange(true)) dfcclCommAbort(g[0]);
+    }
+  });
+  const int rounds = 300;
+  for (int k = 0; k < rounds && !stuck.load(); ++k, round.store(k)) {
+    CUDA_OK(launch_fill(in.p, n, 10 + k, s));
+    CUDA_OK(launch_fill(side_in.p, n, 1000 + k, s));
+    CUDA_OK(cudaGraphLaunch(exec, s));
+    dfcclRequest_t req = nullptr;
+    if (dfcclAllReduce(side_in.p, side_out.p, n, dfcclInt32, dfcclSum, g[0], 0, s, &req) != dfcclSuccess) break;
+    if (dfcclWait(req, s) != dfcclSuccess) break;
+    { DeviceInts scratch(16); }  // cudaFree right after: a synchronization before the host's next daemon launch
+    dfcclRequestFree(req);
+    if (stuck.load()) break;
+    ASSERT_EQ(count_not_equal(out.p, n, 10 + k, s), 0u) << "replay " << k;
+    ASSERT_EQ(count_not_equal(side_out.p, n, 1000 + k, s), 0u) << "eager all-reduce after replay " << k;
+  }
+  over.store(true);
+  watchdog.join();
+  EXPECT_FALSE(stuck.load()) << "stuck at round " << round.load() << " of " << rounds;
+  EXPECT_EQ(round.load(), rounds) << last_error();
+  cudaStreamSynchronize(s);
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  cudaStreamDestroy(s);
+}
+
 // Eager sends to itself and their receives on one stream, each send after a kernel that writes its input and each
 // receive waited for on the stream (dfcclWait): every receive holds what its send's stream order wrote, with and
 // without the graph lanes.
@@ -255,14 +322,6 @@ TEST(CudaOneGpu, LegacyStreamDuringAGlobalCaptureIsRefused) {
 
 // An error the application left on its thread (a failed cudaFree) is not taken for the daemon's launch or a stream
 // waiter's: the collectives submitted after it, each relaunching the daemon once it has gone idle, succeed exactly.
-// n int32 elements of device memory on the current GPU, freed with the object.
-struct DeviceInts {
-  explicit DeviceInts(size_t n) { cudaMalloc(&p, n * sizeof(int32_t)); }
-  ~DeviceInts() { cudaFree(p); }
-  DeviceInts(const DeviceInts &) = delete;
-  DeviceInts &operator=(const DeviceInts &) = delete;
-  int32_t *p = nullptr;
-};
 
 TEST(CudaOneGpu, AnApplicationsStaleErrorDoesNotFailASubmission) {
   cudaSetDevice(0);

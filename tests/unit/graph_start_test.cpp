@@ -22,6 +22,7 @@
 #include "comm/comm_state.h"
 #include "comm/comm_submit.h"
 #include "engine/engine.h"
+#include "engine/requests.h"
 #include "group.h"
 #include "match/match_board.h"
 
@@ -225,6 +226,89 @@ TEST(GraphStart, WaitNodesStandInForTheDaemonExact) {
   EXPECT_EQ(o.errors[1], "");
   EXPECT_GT(o.standin_runs, 0u);
   std::printf("waits that ran the scheduler: %llu of 800\n", static_cast<unsigned long long>(o.standin_runs));
+}
+
+// Eager collectives waited for by waits that stand in (Engine::wait_as_standin, what dfcclWait queues once graphs are
+// captured): two communicators called in opposite orders on two ranks, each collective's wait standing in when no
+// daemon runs; on odd rounds a rank's two waits run at once (two streams). Every round is exact, some waits ran the
+// scheduler, and only a collective's first wait may stand in. Rounds stuck for 20 s: each engine's state is dumped
+// and the communicators aborted (which ends the waits), failing the test.
+TEST(GraphStart, EagerWaitsStandInExact) {
+  SparseDaemon sparse;
+  Group ga(2, dfcclExecutorHost), gb(2, dfcclExecutorHost);
+  const size_t n = 4099;
+  const int rounds = 200;
+  std::vector<std::string> errors(2);
+  std::vector<std::shared_ptr<dfccl::Engine>> engines;  // held: the watchdog's abort ends the handles
+  for (dfcclComm_t c : {ga[0], ga[1]}) engines.push_back(dfccl::engine_ref(dfccl::api::comm_lookup(c).comm.get()));
+  std::atomic<uint64_t> refused_second{0};
+  std::atomic<int> progress{0};
+  std::atomic<bool> over{false};
+  std::thread watchdog([&] {
+    int seen = -1;
+    for (int ticks = 0; !over.load(); std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
+      const int now = progress.load();
+      ticks = now == seen ? ticks + 1 : 0;
+      seen = now;
+      if (ticks != 2000) continue;
+      for (dfcclComm_t c : {ga[0], ga[1]}) dfcclDebugDump(c, 1);
+      for (dfcclComm_t c : {ga[0], ga[1], gb[0], gb[1]}) dfcclCommAbort(c);
+    }
+  });
+  auto rank_main = [&](int rank) {
+    std::vector<int32_t> in_a(n), in_b(n), out_a(n), out_b(n);
+    std::string& err = errors[size_t(rank)];
+    for (int r = 0; r < rounds && err.empty(); ++r) {
+      for (size_t i = 0; i < n; ++i) {
+        in_a[i] = input(rank, r, 0, i);
+        in_b[i] = input(rank, r, 1, i);
+      }
+      dfcclRequest_t ra = nullptr, rb = nullptr;
+      auto call = [&](bool a) {
+        if (dfcclAllReduce(a ? in_a.data() : in_b.data(), a ? out_a.data() : out_b.data(), n, dfcclInt32, dfcclSum,
+                           a ? ga[rank] : gb[rank], 0, nullptr, a ? &ra : &rb) != dfcclSuccess)
+          err = std::string("dfcclAllReduce: ") + dfcclGetLastError(nullptr);
+      };
+      call(rank == 0);
+      call(rank != 0);
+      if (!err.empty()) break;
+      auto stand_in = [&](dfcclRequest_t q) {  // false for the first: the collective completed already
+        const auto state = dfccl::request_state(q, "graph_start_test");
+        const auto engine = state->engine.lock();
+        if (!engine) return;
+        engine->wait_as_standin(state, nullptr);
+        if (!engine->wait_as_standin(state, nullptr)) refused_second.fetch_add(1);
+      };
+      if (r % 2 == 1) {
+        std::thread other([&] { stand_in(rank == 0 ? rb : ra); });
+        stand_in(rank == 0 ? ra : rb);
+        other.join();
+      } else {
+        stand_in(rank == 0 ? ra : rb);
+        stand_in(rank == 0 ? rb : ra);
+      }
+      for (dfcclRequest_t q : {ra, rb}) {
+        if (err.empty() && dfcclSynchronize(q, 20000) != dfcclSuccess)
+          err = "round " + std::to_string(r) + ": a collective failed or did not finish within 20 s";
+        dfcclRequestFree(q);
+      }
+      for (size_t i = 0; i < n && err.empty(); ++i)
+        if (out_a[i] != expected(2, r, 0, i) || out_b[i] != expected(2, r, 1, i))
+          err = "round " + std::to_string(r) + ": wrong element " + std::to_string(i);
+      progress.fetch_add(1);
+    }
+  };
+  std::thread t1(rank_main, 1);
+  rank_main(0);
+  t1.join();
+  over.store(true);
+  watchdog.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(refused_second.load(), uint64_t(4 * rounds));
+  const uint64_t runs = engines[0]->standin_runs() + engines[1]->standin_runs();
+  EXPECT_GT(runs, 0u);
+  std::printf("eager waits that ran the scheduler: %llu of %d\n", static_cast<unsigned long long>(runs), 4 * rounds);
 }
 
 // ---- Point-to-point transfers and all-to-alls (comm_capture_p2p): each replay's transfers take their turns on the

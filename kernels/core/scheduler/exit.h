@@ -60,7 +60,7 @@ DFCCL_DEV bool should_exit(const EngineView& ev, BlockShared& bs, u32 b) {
   if (quit != 0) return true;
   bool busy = false;
   if (ev.p.standin != 0) {  // leaves once its collective is done, unless waits keep it (look again every 10 us)
-    if (X::load_acquire(&ev.g->graph_state[ev.p.standin - 1]) != kGraphDone || now < bs.kept_look_ns) return false;
+    if (!standin_done<X>(ev) || now < bs.kept_look_ns) return false;
     if (kept_by_a_wait<X>(ev)) {
       bs.kept_look_ns = now + 10000;
       return false;

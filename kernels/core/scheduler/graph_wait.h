@@ -1,8 +1,8 @@
-// A captured wait (docs/design.md, "CUDA graphs", "Stand-ins"): what a graph's wait node runs at each replay, one
-// block per daemon block (the CUDA executor's graph_wait kernel, kernels/cuda/daemon.cu). It holds its stream until
-// the instance of slot w.slot is done, and when no daemon runs it runs the scheduler itself until then (it stands in):
-// a device-wide synchronization issued after the graph's launch waits for this node and holds any daemon launched
-// after it, so the node must not depend on one.
+// A wait that stands in for the daemon (docs/design.md, "CUDA graphs", "Stand-ins"): what a graph's wait node runs at
+// each replay, and an eager dfcclWait where captured graphs exist (Engine::wait_as_standin), one block per daemon
+// block (the CUDA executor's graph_wait kernel, kernels/cuda/daemon.cu). It holds its stream until its instance is
+// done, and when no daemon runs it runs the scheduler itself until then (it stands in): a device-wide
+// synchronization issued after it waits for it and holds any daemon launched after it, so it must not depend on one.
 #pragma once
 
 #include "daemon.h"
@@ -10,15 +10,18 @@
 
 namespace dfccl::core {
 
-// Caller: every thread of block b of the wait node, once per replay, after the instance's start (graph_post) in
-// stream order. Block 0's thread 0 counts the wait in graph_waiters (which keeps any owner: exit.h) before deciding,
-// so that an owner either stays for it or is seen leaving (owner.h). Returns once the instance is done, its
-// communicator aborted, or the engine quits.
+// Caller: every thread of block b of the wait, after its instance's start in stream order (graph_post, or the eager
+// collective's doorbell). Block 0's thread 0 counts the wait in graph_waiters (which keeps any owner: exit.h) before
+// deciding, so that an owner either stays for it or is seen leaving (owner.h). Returns once the instance is done, its
+// communicator aborted, or the engine quits. Invariant: one such wait per instance (the launch's tag is the
+// instance's: two would share their verdict).
 template <class X>
 DFCCL_DEV void graph_wait_block(EngineView ev, const GraphWait& w, u32 b, BlockShared& bs) {
   const u32 tid = X::tid();
-  ev.p.epoch = standin_tag(vload(ev.g->graph_desc[w.slot].seq));
+  const u64 seq = w.seq != 0 ? w.seq : vload(ev.g->graph_desc[w.slot].seq);
+  ev.p.epoch = standin_tag(seq);
   ev.p.standin = w.slot + 1;
+  ev.p.standin_seq = seq;
   bool runs = false;
   if (tid == 0) {
     if (b == 0) {
@@ -36,7 +39,7 @@ DFCCL_DEV void graph_wait_block(EngineView ev, const GraphWait& w, u32 b, BlockS
   if (b != 0 || tid != 0) return;
   // The stand-in left once the instance was done (or on quit); a waiter polls until then.
   for (u64 k = 0;; ++k) {
-    if (X::load_acquire(&ev.g->graph_state[w.slot]) == kGraphDone) break;
+    if (standin_done<X>(ev)) break;
     if ((k & 255) == 0 && (vload(*w.abort_word) == w.abort_value || vload(ev.g->quit) != 0)) break;
     X::pause();
   }

@@ -12,13 +12,19 @@
 
 namespace dfccl::core {
 
-inline constexpr u64 kOwnerLeaving = u64(1) << 8;
-inline constexpr u64 kOwnerMembers = 0xff;
-static_assert(kMaxBlocks + 1 <= kOwnerMembers, "the owner word counts the blocks of a launch in 8 bits");
+// The tag of the stand-in for the instance whose sequence number is seq. The tags of one slot's instances grow, also
+// where a graph takes a slot that eager collectives used (a captured instance's tag is above every eager one's):
+// enter_launch relies on it.
+DFCCL_HD inline u64 standin_tag(u64 seq) {
+  constexpr u64 kCaptured = kStandInTag >> 1;
+  return kStandInTag | (seq > kGraphSeqBase ? kCaptured : 0) | (seq & (kCaptured - 1));
+}
 
-DFCCL_HD inline u64 owner_tag(u64 owner) { return owner >> 9; }
-// The tag of the stand-in for the instance whose sequence number is seq.
-DFCCL_HD inline u64 standin_tag(u64 seq) { return kStandInTag | (seq & (kStandInTag - 1)); }
+// Whether the instance that the stand-in ev waits for is done (its completion word: completion.h).
+template <class X>
+DFCCL_DEV bool standin_done(const EngineView& ev) {
+  return X::load_acquire(&ev.g->complete[ev.p.standin - 1]) >= ev.p.standin_seq;
+}
 
 // Caller: thread 0 of block 0 of the launch `tag` (ev.p.standin: slot + 1 of a stand-in's collective, 0 for a host
 // launch). Takes the engine for the launch, or returns false when the launch does not run:
@@ -26,7 +32,7 @@ DFCCL_HD inline u64 standin_tag(u64 seq) { return kStandInTag | (seq & (kStandIn
 //   captured waits, and for listed waits whose doorbells have landed: exit.h) and the host launches again for the
 //   rest once it has left;
 // - a stand-in yields to any owner that stays (its wait, counted in graph_waiters before this call, keeps that
-//   owner), or gives up once its own collective is done.
+//   owner), or gives up once its own instance is done.
 // It waits while the owner is leaving. Invariant: at most one launch owns the engine.
 template <class X>
 DFCCL_DEV bool take_owner(const EngineView& ev, u64 tag) {
@@ -38,7 +44,7 @@ DFCCL_DEV bool take_owner(const EngineView& ev, u64 tag) {
       continue;
     }
     if ((o & kOwnerLeaving) == 0 && (standin || is_standin(owner_tag(o)))) return false;
-    if (standin && X::load_acquire(&ev.g->graph_state[ev.p.standin - 1]) == kGraphDone) return false;
+    if (standin && standin_done<X>(ev)) return false;
     if (vload(ev.g->quit) != 0) return false;
     X::idle();
   }
@@ -62,7 +68,9 @@ DFCCL_DEV bool join_owner(const EngineView& ev, u64 tag) {
 
 // Caller: thread 0 of every block of the launch `tag`, at its start. Block 0 decides (take_owner) and publishes the
 // verdict in *verdict (EngineGlobal::verdict: tag << 1 | runs); the others wait for it and join. Returns whether this
-// block runs the scheduler.
+// block runs the scheduler. The tags of one verdict word grow (epochs; a slot's instances' sequence numbers), so a
+// block that finds a later launch's verdict came late: its block 0 decided long before, and it joins only if its
+// launch still owns the engine (one that runs cannot leave without it).
 template <class X>
 DFCCL_DEV bool enter_launch(const EngineView& ev, u32 b, u64 tag, u64* verdict) {
   if (b == 0) {
@@ -72,6 +80,7 @@ DFCCL_DEV bool enter_launch(const EngineView& ev, u32 b, u64 tag, u64* verdict) 
   }
   u64 v;
   while (((v = X::load_acquire(verdict)) >> 1) != tag) {
+    if ((v >> 1) > tag) return join_owner<X>(ev, tag);
     if (vload(ev.g->quit) != 0) return false;
     X::idle();
   }

@@ -81,8 +81,10 @@ Engine::Engine(std::unique_ptr<Executor> exec, dfcclMode_t mode, const EngineSet
       DFCCL_MAJOR, DFCCL_MINOR, DFCCL_PATCH, exec_->device(), exec_->kind() == dfcclExecutorHost ? "host" : "CUDA",
       cfg_.params.blocking ? "blocking" : "preemptive", cfg_.params.nblocks, exec_->threads_per_block(),
       cfg_.params.prefetch ? " + prefetcher" : "", exec_->resident_blocks(),
-      cfg_.wait_kernel ? "a polling kernel" : "a stream memory wait", cfg_.transport.nslots, cfg_.transport.slot_bytes,
-      cfg_.transport.seq_lanes, cfg_.transport.persistent_lanes);
+      cfg_.wait_standin  ? "a kernel that stands in"
+      : cfg_.wait_kernel ? "a polling kernel"
+                         : "a stream memory wait",
+      cfg_.transport.nslots, cfg_.transport.slot_bytes, cfg_.transport.seq_lanes, cfg_.transport.persistent_lanes);
   g_ = static_cast<core::EngineGlobal*>(exec_->alloc_device(sizeof(core::EngineGlobal)));
   ctx_ = static_cast<core::ChanCtx*>(exec_->alloc_device(sizeof(core::ChanCtx) * kMaxSlots * cfg_.params.nblocks));
   h_ = static_cast<core::EngineHost*>(exec_->alloc_pinned(sizeof(core::EngineHost)));

@@ -104,6 +104,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void graph_post(cudaStream_t stream, core::Desc d, uint32_t comm_index, uint64_t* turns, uint32_t slot,
                   uint32_t group, uint32_t index, uint32_t gen);
   void graph_wait(cudaStream_t stream, uint32_t slot, uint32_t comm_index);
+  // An eager dfcclWait as a wait that stands in (core::graph_wait_block; wait_on_stream uses it once graphs are
+  // captured): `stream` waits for r's collective, and the wait runs the scheduler itself when no daemon does. For the
+  // first wait of a pending collective only (the wait's tag is its instance's); false, queuing nothing, for any
+  // other (already waited for, done, or across hosts: those wait as listed waits). Host executor: waits now.
+  bool wait_as_standin(const std::shared_ptr<RequestState>& r, cudaStream_t stream);
   const std::shared_ptr<GraphPool>& graph_pool() const { return graph_pool_; }
   // The sequence number of the last instance of graph slot `slot` that completed (0: none yet).
   uint64_t graph_done_seq(uint32_t slot) const { return __atomic_load_n(&h_->graph_done[slot], __ATOMIC_ACQUIRE); }
@@ -178,6 +183,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void warn_if_stuck_locked(uint64_t now);
   bool wait_pending_locked(const core::WaitEntry& w) const;
   void confirm_wait(uint64_t probe);  // after listing a wait: a daemon will run for it (see engine.cpp)
+  // Queues on `stream` a wait for the instance `seq` of `slot` (0: a captured wait's, read at each replay) that may
+  // stand in (graph_wait, wait_as_standin).
+  void queue_standin(cudaStream_t stream, uint32_t slot, uint64_t seq, uint32_t comm_index);
   void compact_waits_locked();
   uint64_t waits_holding_locked();
   std::shared_ptr<RequestState> submit_locked(core::Desc d, uint32_t comm_index, cudaStream_t stream);

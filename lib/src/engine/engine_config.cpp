@@ -41,6 +41,7 @@ EngineConfig EngineConfig::make(const Executor& exec, dfcclMode_t mode, const En
   // A waiting kernel holds an SM slot until its collective is done: only where the daemon's blocks and one waiter
   // per submission ring (at most one runs per stream) fit at once, so that waiters can never keep a daemon out.
   c.wait_kernel = !host && s.wait_kernel && p.nblocks + core::kMaxRings <= resident;
+  c.wait_standin = !host && s.wait_standin;
   c.check_host_order = !host && s.check_host_order;
   c.under_mps = !host && exec.under_mps();
   c.wait_on_host = host || (c.under_mps && s.mps_wait_host);

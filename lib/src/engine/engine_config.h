@@ -32,6 +32,7 @@ struct EngineConfig {
   uint64_t probe_spin_ns = 0;                         // dfcclWait: how long the host waits for its barrier probe
   uint64_t sync_spin_ns = 0;      // dfcclSynchronize: poll this long before sleeping (0: host executor)
   bool wait_kernel = false;       // dfcclWait on a stream by a polling kernel (see Executor::stream_wait)
+  bool wait_standin = false;      // DFCCL_WAIT_KERNEL=2: every first dfcclWait stands in (Engine::wait_as_standin)
   bool check_host_order = false;  // DFCCL_CHECK_HOST_ORDER: host-ordered submissions settle the default streams
   // dfcclWait blocks the calling thread instead of making the stream wait on the GPU: the host executor, and the CUDA
   // executor on a device shared through MPS unless DFCCL_MPS_WAIT=stream (docs/design.md, "Several processes on one

@@ -46,7 +46,10 @@ std::string Engine::host_state_text_locked() {
     const core::Desc& d = h_->desc[s];
     out += fmt::format("  host slot {}: seq {} comm {} lane {} turn {} kind {} count {} priority {} ring {}{}{}\n", s,
                        d.seq, d.comm, d.lane, d.turn, int(d.kind), d.count, d.priority, use.ring,
-                       use.waited ? " (stream-waited)" : "", arrivals_text(use.comm, d));
+                       use.waited    ? " (stream-waited)"
+                       : use.standin ? " (stream-waited, may stand in)"
+                                     : "",
+                       arrivals_text(use.comm, d));
   }
   for (uint32_t r = 0; r < kMaxRings; ++r)
     if (const SlotTable::Ring& ring = slots_.ring(r); ring.used)
@@ -128,6 +131,16 @@ void Engine::debug_dump(std::FILE* f, bool device_state) {
 std::string Engine::device_state_text(const DeviceSnapshot& snap) {
   const uint32_t nb = cfg_.params.nblocks;
   std::string out = fmt::format("engine device {}: device state\n", exec_->device());
+  // Who runs the scheduler (scheduler/owner.h): the owner word's tag, leaving mark and blocks; waits counted.
+  uint64_t owner = 0, waiters = 0;
+  exec_->copy_from_device(&owner, &g_->owner, sizeof(owner));
+  exec_->copy_from_device(&waiters, &g_->graph_waiters, sizeof(waiters));
+  out += fmt::format("  owner: {} (tag {:#x}{}, {} blocks); waits that may stand in, running: {}\n",
+                     owner == 0                                 ? "none"
+                     : core::is_standin(core::owner_tag(owner)) ? "a stand-in"
+                                                                : "a host launch",
+                     core::owner_tag(owner), (owner & core::kOwnerLeaving) != 0 ? ", leaving" : "",
+                     owner & core::kOwnerMembers, waiters);
   std::vector<core::ChanCtx> cx(nb);
   for (const auto& [s, seq] : snap.slots) {
     uint64_t complete = 0;

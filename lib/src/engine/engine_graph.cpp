@@ -76,13 +76,30 @@ void Engine::graph_post(cudaStream_t stream, core::Desc d, uint32_t comm_index, 
 }
 
 void Engine::graph_wait(cudaStream_t stream, uint32_t slot, uint32_t comm_index) {
+  queue_standin(stream, slot, 0, comm_index);
+}
+
+bool Engine::wait_as_standin(const std::shared_ptr<RequestState>& r, cudaStream_t stream) {
+  uint32_t comm = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    SlotTable::Use& use = slots_.use(r->slot);
+    if (r->settles || use.req != r || use.waited || use.standin) return false;
+    use.standin = true;
+    comm = use.comm;
+  }
+  queue_standin(stream, r->slot, r->seq, comm);
+  return true;
+}
+
+void Engine::queue_standin(cudaStream_t stream, uint32_t slot, uint64_t seq, uint32_t comm_index) {
   core::EngineView ev;
   ev.g = g_;
   ev.ctx = ctx_;
   ev.h = h_;
-  ev.p = cfg_.params;  // the node sets the epoch (its tag) and standin at each replay
-  const core::GraphWait w{&h_->abort_gen[comm_index], __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED), slot,
-                          0};
+  ev.p = cfg_.params;  // the wait sets the epoch (its tag), standin and standin_seq at each run
+  const core::GraphWait w{&h_->abort_gen[comm_index], __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED), seq,
+                          slot, 0};
   exec_->graph_wait(stream, ev, w);
 }
 

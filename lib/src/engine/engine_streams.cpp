@@ -31,6 +31,11 @@ void Engine::wait_on_stream(const std::shared_ptr<RequestState>& r, cudaStream_t
                                             cfg_.host_wait_timeout_ms));
     return;
   }
+  // Where graphs are captured, a wait node may own the engine (a stand-in) when this wait is queued behind it on the
+  // same stream, and a stand-in does not stay for a listed wait whose doorbell that stream writes after it: nothing
+  // would be left to run the collective if a synchronization then held the next launch. So the first wait of a
+  // collective stands in itself (docs/design.md, "CUDA graphs", "Stand-ins").
+  if ((cfg_.wait_standin || ngraph_slots_.load(std::memory_order_acquire) != 0) && wait_as_standin(r, stream)) return;
   // While a stream waits on a pending collective, an implicit device-wide synchronization issued later (the first
   // launch of a lazily loaded kernel: the device holds all later work until every earlier one, the daemon included,
   // has finished) cannot end before that collective, and holds back any relaunch: the daemon must stay until the

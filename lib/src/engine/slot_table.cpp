@@ -53,6 +53,7 @@ std::shared_ptr<RequestState> SlotTable::vacate(uint32_t slot, bool free_now) {
   if (free_now) free_.push_back(slot);
   rings_[use.ring].outstanding -= 1;
   use.waited = false;  // its entry in EngineHost::waits goes at the engine's next compaction
+  use.standin = false;
   comm_outstanding_[use.comm].fetch_sub(1);
   outstanding_ -= 1;
   return std::move(use.req);

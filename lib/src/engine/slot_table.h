@@ -24,7 +24,8 @@ class SlotTable {
     std::shared_ptr<RequestState> req;  // null: free, or held by a graph (Engine::graph_take_slot)
     uint32_t comm = 0;
     uint32_t ring = 0;
-    bool waited = false;  // a stream waits on it (dfcclWait): listed in EngineHost::waits
+    bool waited = false;   // a stream waits on it (dfcclWait): listed in EngineHost::waits
+    bool standin = false;  // a stream waits on it by a wait that may stand in (Engine::wait_as_standin)
     uint64_t door = 0;    // its submission tag where a stream writes its doorbell, else 0 (core::WaitEntry::door)
   };
   // A submission ring: the stream it serves while it has outstanding collectives.

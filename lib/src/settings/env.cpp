@@ -133,9 +133,10 @@ const std::vector<EnvVar>& env_table() {
 
       integer("DFCCL_PROBE_SPIN_NS", "100000", 0, kNsMax,
               "dfcclWait: how long to wait for its barrier probe before assuming a device-wide barrier is pending"),
-      integer("DFCCL_WAIT_KERNEL", "1", 0, 1,
-              "CUDA executor: dfcclWait by a polling kernel (1; where DFCCL_BLOCKS + 64 blocks fit) or a stream "
-              "memory wait (0)"),
+      integer("DFCCL_WAIT_KERNEL", "1", 0, 2,
+              "CUDA executor: dfcclWait by a polling kernel (1; where DFCCL_BLOCKS + 64 blocks fit), a stream memory "
+              "wait (0), or a kernel of the daemon's shape that runs the scheduler itself while no daemon does (2; "
+              "what a collective's first wait is anyway once CUDA graphs are captured on the device)"),
       integer(
           "DFCCL_CHECK_HOST_ORDER", "0", 0, 1,
           "CUDA executor, debugging: 1: a host-ordered submission (DFCCL_NO_STREAM) first synchronizes the calling "

@@ -46,7 +46,7 @@ struct EngineSettings {
   uint64_t idle_ns = 0, stuck_ns = 0, relaunch_ns = 0, relaunch_max_ns = 0;
   uint64_t host_sleep_ns = 0;  // DFCCL_HOST_SLEEP_NS
   uint64_t probe_spin_ns = 0, sync_spin_ns = 0;
-  bool wait_kernel = false, check_host_order = false;
+  bool wait_kernel = false, wait_standin = false, check_host_order = false;
   bool mps_wait_host = false;  // DFCCL_MPS_WAIT=host
   int64_t host_wait_timeout_ms = 0;
   uint32_t slot_bytes = 0;  // a multiple of 16
