@@ -135,12 +135,13 @@ struct StreamWait {
 // A wait that may stand in for the daemon (scheduler/graph_wait.h): the slot of its collective, the communicator's
 // abort word and attachment number (an abort releases the wait), and seq: 0 for a captured wait (fixed at capture:
 // each replay's instance has its own, read from graph_desc), else the eager instance's (Engine::wait_as_standin).
+// poll_only: a later wait of the same captured call, which only polls (one instance, one tag: the first stands in).
 struct GraphWait {
   const u64* abort_word;
   u64 abort_value;
   u64 seq;
   u32 slot;
-  u32 pad;
+  u32 poll_only;
 };
 
 struct WaitEntry {  // a stream waits until complete[slot] >= seq; probe: the barrier probe issued with the wait

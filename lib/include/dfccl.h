@@ -433,7 +433,8 @@ dfcclResult_t dfcclReduce(const void* sendbuff, void* recvbuff, size_t count, df
 /*   programs' own stream order, which no library can break; capture the starts first, then the waits.                */
 /*   request non-NULL: a handle of the captured call (not of an instance): dfcclWait(request, stream) on a stream     */
 /*   capturing the same graph records where the stream waits for the replay's instance (an all-to-all's: for each     */
-/*   transfer); dfcclRequestFree frees it; other calls refuse it (dfcclInvalidUsage). A call whose wait is not        */
+/*   transfer), after the call in the graph even if the stream joined the capture before it; it may be called on     */
+/*   several streams. dfcclRequestFree frees it; other calls refuse it (dfcclInvalidUsage). A call whose wait is not  */
 /*   captured still completes, and the next replay's start waits for it. dfcclWait of a request made outside the      */
 /*   capture is refused.                                                                                              */
 /*   A graph holds one of its engine's 1024 collective slots per captured collective or transfer until CUDA destroys  */

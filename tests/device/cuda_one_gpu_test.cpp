@@ -154,6 +154,52 @@ TEST(CudaOneGpu, CapturedAllReducesReplayExact) {
   cudaFree(out2);
 }
 
+// DFCCL_GRAPHS=1: a captured all-reduce waited for twice, first on a stream that joined the capture before the call
+// (its wait must still follow the call's start in the graph), then on the call's own stream (a wait that only
+// polls), each followed by a copy of the result: every replay, with new inputs, is exact on both streams.
+TEST(CudaOneGpu, CapturedWaitsOnAForkedStreamAndTwiceReplayExact) {
+  setenv("DFCCL_GRAPHS", "1", 1);  // before the engine is made (no communicator of this process is alive)
+  cudaSetDevice(0);
+  Group g(1, dfcclExecutorCuda);
+  unsetenv("DFCCL_GRAPHS");
+  const size_t n = 1 << 20;
+  DeviceInts in(n), out(n), seen_forked(n), seen_own(n);
+  cudaStream_t s, s2;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  cudaEvent_t fork, join;
+  CUDA_OK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  CUDA_OK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  cudaGraph_t graph = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  CUDA_OK(cudaEventRecord(fork, s));
+  CUDA_OK(cudaStreamWaitEvent(s2, fork));  // s2 joins the capture before the call
+  dfcclRequest_t req = nullptr;
+  ASSERT_EQ(dfcclAllReduce(in.p, out.p, n, dfcclInt32, dfcclSum, g[0], 0, s, &req), dfcclSuccess) << last_error();
+  ASSERT_EQ(dfcclWait(req, s2), dfcclSuccess) << last_error();
+  CUDA_OK(cudaMemcpyAsync(seen_forked.p, out.p, n * 4, cudaMemcpyDeviceToDevice, s2));
+  ASSERT_EQ(dfcclWait(req, s), dfcclSuccess) << last_error();
+  CUDA_OK(cudaMemcpyAsync(seen_own.p, out.p, n * 4, cudaMemcpyDeviceToDevice, s));
+  CUDA_OK(cudaEventRecord(join, s2));
+  CUDA_OK(cudaStreamWaitEvent(s, join));
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int k = 0; k < 50; ++k) {
+    CUDA_OK(launch_fill(in.p, n, 10 + k, s));
+    CUDA_OK(cudaGraphLaunch(exec, s));
+    ASSERT_EQ(count_not_equal(seen_forked.p, n, 10 + k, s), 0u) << "replay " << k << ", the forked stream's copy";
+    ASSERT_EQ(count_not_equal(seen_own.p, n, 10 + k, s), 0u) << "replay " << k << ", the call's stream's copy";
+  }
+  dfcclRequestFree(req);
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  cudaEventDestroy(fork);
+  cudaEventDestroy(join);
+  cudaStreamDestroy(s);
+  cudaStreamDestroy(s2);
+}
+
 // DFCCL_GRAPHS=1: a send to itself and its receive (the receive in NCCL's form: no request) and an all-to-allv,
 // captured and replayed with new inputs, with an eager send and receive on the same stream between replays (an order of
 // their own): every replay and every eager transfer is exact.

@@ -14,7 +14,7 @@ namespace dfccl::core {
 // collective's doorbell). Block 0's thread 0 counts the wait in graph_waiters (which keeps any owner: exit.h) before
 // deciding, so that an owner either stays for it or is seen leaving (owner.h). Returns once the instance is done, its
 // communicator aborted, or the engine quits. Invariant: one such wait per instance (the launch's tag is the
-// instance's: two would share their verdict).
+// instance's: two would share their verdict); any other is poll_only (block 0 polls, the others return).
 template <class X>
 DFCCL_DEV void graph_wait_block(EngineView ev, const GraphWait& w, u32 b, BlockShared& bs) {
   const u32 tid = X::tid();
@@ -23,7 +23,8 @@ DFCCL_DEV void graph_wait_block(EngineView ev, const GraphWait& w, u32 b, BlockS
   ev.p.standin = w.slot + 1;
   ev.p.standin_seq = seq;
   bool runs = false;
-  if (tid == 0) {
+  if (w.poll_only != 0 && (b != 0 || tid != 0)) return;
+  if (w.poll_only == 0 && tid == 0) {
     if (b == 0) {
       X::atomic_add64(&ev.g->graph_waiters, 1);
       X::fence_system();
@@ -34,7 +35,7 @@ DFCCL_DEV void graph_wait_block(EngineView ev, const GraphWait& w, u32 b, BlockS
       ev.h->standin_runs += 1;                         // the owner's alone
     }
   }
-  runs = X::sync_or(runs);
+  if (w.poll_only == 0) runs = X::sync_or(runs);
   if (runs) run_launch<X>(ev, b, bs);
   if (b != 0 || tid != 0) return;
   // The stand-in left once the instance was done (or on quit); a waiter polls until then.
@@ -43,7 +44,7 @@ DFCCL_DEV void graph_wait_block(EngineView ev, const GraphWait& w, u32 b, BlockS
     if ((k & 255) == 0 && (vload(*w.abort_word) == w.abort_value || vload(ev.g->quit) != 0)) break;
     X::pause();
   }
-  if (!runs) X::atomic_add64(&ev.g->graph_waiters, ~u64(0));
+  if (!runs && w.poll_only == 0) X::atomic_add64(&ev.g->graph_waiters, ~u64(0));
 }
 
 }  // namespace dfccl::core

@@ -108,6 +108,17 @@ std::shared_ptr<Engine> capturing_engine(dfcclComm* c, const char* fn) {
   return e;
 }
 
+// The node that `stream`'s capture added last (the start node just recorded): the stream's one dependency.
+void* last_node(cudaStream_t stream, const char* fn) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* deps = nullptr;
+  size_t n = 0;
+  const cudaError_t e = cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, nullptr, &n);
+  if (e != cudaSuccess) cuda_failed(fn, "cudaStreamGetCaptureInfo", e);
+  if (n != 1) throw Error(dfcclInternalError, fmt::format("{}: the captured start is not the stream's last node", fn));
+  return deps[0];
+}
+
 // Caller: comm_capture_submit(_p2p)'s record, under c->mu. Records the starts into the capture `info` on `stream`, in
 // their order, and when `join` a wait for each right after them; else fills req as the captured call's request.
 // Takes every slot first, all or none (dfcclNoResources naming fn), so that a refused call records nothing.
@@ -134,10 +145,12 @@ void record_starts(dfcclComm* c, Engine& e, const CaptureInfo& info, const std::
     throw;
   }
   cap.slots.insert(cap.slots.end(), slots.begin(), slots.end());
+  std::vector<void*> nodes;
   for (size_t i = 0; i < starts.size(); ++i) {
     Capture::Group& g = *groups[i];
     e.graph_group_size(g.index, g.n + 1);
     e.graph_post(stream, starts[i].d, c->index, starts[i].turns, slots[i], g.index, uint32_t(g.n), g.gen);
+    nodes.push_back(last_node(stream, fn));
     g.n += 1;
   }
   if (!req) {
@@ -147,6 +160,7 @@ void record_starts(dfcclComm* c, Engine& e, const CaptureInfo& info, const std::
   req->captured = true;
   req->capture_id = info.id;
   req->captured_slots = slots;
+  req->captured_starts = std::move(nodes);
   req->comm = c->index;
   req->engine = e.shared_from_this();
   req->info.status = dfcclInProgress;
@@ -180,7 +194,7 @@ std::shared_ptr<RequestState> comm_capture_p2p(dfcclComm* c, std::vector<core::D
   return req;
 }
 
-void comm_capture_wait(const RequestState& r, cudaStream_t stream) {
+void comm_capture_wait(RequestState& r, cudaStream_t stream) {
   const char* fn = "dfcclWait";
   const std::shared_ptr<Engine> e = r.engine.lock();
   CaptureInfo info;
@@ -191,7 +205,20 @@ void comm_capture_wait(const RequestState& r, cudaStream_t stream) {
                 fmt::format("{}: argument 'request' names a collective captured into a CUDA graph: only a dfcclWait "
                             "on a stream capturing that same graph can wait for it (its replays complete there)",
                             fn));
-  for (uint32_t slot : r.captured_slots) e->graph_wait(stream, slot, r.comm);
+  // The wait nodes read their instance's sequence number where its start wrote it: they follow the starts in the
+  // graph even where `stream` joined the capture before them (a stream forked before the call).
+  std::vector<cudaGraphNode_t> starts;
+  for (void* n : r.captured_starts) starts.push_back(static_cast<cudaGraphNode_t>(n));
+  const cudaError_t err = cudaStreamUpdateCaptureDependencies(stream, starts.data(), nullptr, starts.size(),
+                                                              cudaStreamAddCaptureDependencies);
+  if (err != cudaSuccess) cuda_failed(fn, "cudaStreamUpdateCaptureDependencies", err);
+  // One wait per instance stands in (its tag is the instance's); later ones poll only.
+  bool poll_only = false;
+  {
+    std::lock_guard<std::mutex> lk(r.mu);
+    poll_only = r.captured_waits++ > 0;
+  }
+  for (uint32_t slot : r.captured_slots) e->graph_wait(stream, slot, r.comm, poll_only);
 }
 
 }  // namespace dfccl

@@ -31,7 +31,8 @@ std::shared_ptr<RequestState> comm_capture_p2p(dfcclComm* c, std::vector<core::D
                                                cudaStream_t stream, bool join, const char* fn);
 
 // Caller: dfcclWait on a stream, for a request of a captured call (RequestState::captured). Records the wait into the
-// stream's capture; dfcclInvalidUsage unless the stream is capturing the graph that captured the call.
-void comm_capture_wait(const RequestState& r, cudaStream_t stream);
+// stream's capture, after the call's start nodes whatever the stream's own dependencies; dfcclInvalidUsage unless the
+// stream is capturing the graph that captured the call. The first wait of a call may stand in, later ones poll.
+void comm_capture_wait(RequestState& r, cudaStream_t stream);
 
 }  // namespace dfccl

@@ -96,14 +96,15 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // that tells its words from an earlier owner's; graph_group_size: how many collectives it has now (before any
   // replay). graph_post: the start node on `stream` (host executor: posts now). graph_wait: the stream waits for
   // the instance of `slot` that its replay posted, the wait node running the scheduler itself while no daemon does
-  // (core::graph_wait_block; host executor: waits now), released by an abort of the communicator.
+  // (core::graph_wait_block; host executor: waits now), released by an abort of the communicator; poll_only: a
+  // later wait of the same captured call, which polls only.
   static constexpr uint32_t kHostSlotsKept = 64;
   uint32_t graph_take_slot(const char* fn);
   uint32_t graph_take_group(uint32_t* gen, const char* fn);
   void graph_group_size(uint32_t group, uint64_t n);
   void graph_post(cudaStream_t stream, core::Desc d, uint32_t comm_index, uint64_t* turns, uint32_t slot,
                   uint32_t group, uint32_t index, uint32_t gen);
-  void graph_wait(cudaStream_t stream, uint32_t slot, uint32_t comm_index);
+  void graph_wait(cudaStream_t stream, uint32_t slot, uint32_t comm_index, bool poll_only = false);
   // An eager dfcclWait as a wait that stands in (core::graph_wait_block; wait_on_stream uses it once graphs are
   // captured): `stream` waits for r's collective, and the wait runs the scheduler itself when no daemon does. For the
   // first wait of a pending collective only (the wait's tag is its instance's); false, queuing nothing, for any
@@ -184,8 +185,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool wait_pending_locked(const core::WaitEntry& w) const;
   void confirm_wait(uint64_t probe);  // after listing a wait: a daemon will run for it (see engine.cpp)
   // Queues on `stream` a wait for the instance `seq` of `slot` (0: a captured wait's, read at each replay) that may
-  // stand in (graph_wait, wait_as_standin).
-  void queue_standin(cudaStream_t stream, uint32_t slot, uint64_t seq, uint32_t comm_index);
+  // stand in unless poll_only (graph_wait, wait_as_standin).
+  void queue_standin(cudaStream_t stream, uint32_t slot, uint64_t seq, uint32_t comm_index, bool poll_only);
   void compact_waits_locked();
   uint64_t waits_holding_locked();
   std::shared_ptr<RequestState> submit_locked(core::Desc d, uint32_t comm_index, cudaStream_t stream);

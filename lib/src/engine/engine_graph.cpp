@@ -75,8 +75,8 @@ void Engine::graph_post(cudaStream_t stream, core::Desc d, uint32_t comm_index, 
   cv_.notify_all();  // the host executor posted it now: the progress thread launches a daemon
 }
 
-void Engine::graph_wait(cudaStream_t stream, uint32_t slot, uint32_t comm_index) {
-  queue_standin(stream, slot, 0, comm_index);
+void Engine::graph_wait(cudaStream_t stream, uint32_t slot, uint32_t comm_index, bool poll_only) {
+  queue_standin(stream, slot, 0, comm_index, poll_only);
 }
 
 bool Engine::wait_as_standin(const std::shared_ptr<RequestState>& r, cudaStream_t stream) {
@@ -88,18 +88,18 @@ bool Engine::wait_as_standin(const std::shared_ptr<RequestState>& r, cudaStream_
     use.standin = true;
     comm = use.comm;
   }
-  queue_standin(stream, r->slot, r->seq, comm);
+  queue_standin(stream, r->slot, r->seq, comm, false);
   return true;
 }
 
-void Engine::queue_standin(cudaStream_t stream, uint32_t slot, uint64_t seq, uint32_t comm_index) {
+void Engine::queue_standin(cudaStream_t stream, uint32_t slot, uint64_t seq, uint32_t comm_index, bool poll_only) {
   core::EngineView ev;
   ev.g = g_;
   ev.ctx = ctx_;
   ev.h = h_;
   ev.p = cfg_.params;  // the wait sets the epoch (its tag), standin and standin_seq at each run
   const core::GraphWait w{&h_->abort_gen[comm_index], __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED), seq,
-                          slot, 0};
+                          slot, poll_only ? 1u : 0u};
   exec_->graph_wait(stream, ev, w);
 }
 

@@ -49,12 +49,14 @@ struct RequestState {
   std::weak_ptr<RequestState> parent;
   size_t parts_pending = 0;  // under mu
   // A captured call's request (comm/comm_graph.h): it names the collective (or the transfers) of a graph, not an
-  // instance, so only dfcclWait inside the same capture takes it (captured_slots: its starts'; comm: its
-  // communicator's engine index).
+  // instance, so only dfcclWait inside the same capture takes it (captured_slots: its starts'; captured_starts: their
+  // graph nodes, cudaGraphNode_t; comm: its communicator's engine index; captured_waits: how many dfcclWait recorded).
   bool captured = false;
   unsigned long long capture_id = 0;
   std::vector<uint32_t> captured_slots;
+  std::vector<void*> captured_starts;
   uint32_t comm = 0;
+  uint32_t captured_waits = 0;
 };
 // A compound request of `parts`, each of which now names it (before any can complete: the caller holds the lock that
 // their submission takes, or they are not yet queued).
