@@ -47,6 +47,43 @@ struct DeviceInts {
   int32_t *p = nullptr;
 };
 
+// A one-rank communicator on GPU 0, made with the variables `vars` ("NAME=value") set, which are unset again once it
+// is made (the engine reads them then; no communicator of this process is alive before).
+class OneGpu {
+ public:
+  explicit OneGpu(std::initializer_list<const char *> vars) : g_((set(vars), 1), dfcclExecutorCuda) {
+    for (const std::string &name : names_) unsetenv(name.c_str());
+  }
+  dfcclComm_t operator[](int r) const { return g_[r]; }
+
+ private:
+  void set(std::initializer_list<const char *> vars) {
+    cudaSetDevice(0);
+    for (const char *v : vars) {
+      const std::string kv = v;
+      names_.push_back(kv.substr(0, kv.find('=')));
+      setenv(names_.back().c_str(), kv.substr(kv.find('=') + 1).c_str(), 1);
+    }
+  }
+  std::vector<std::string> names_;  // before g_: filled while g_'s arguments are evaluated
+  Group g_;
+};
+
+// The graph that stream s has captured since its cudaStreamBeginCapture, ended and instantiated by end(); destroyed
+// with the object.
+struct Captured {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t end(cudaStream_t s) {
+    cudaError_t e = cudaStreamEndCapture(s, &graph);
+    return e == cudaSuccess ? cudaGraphInstantiate(&exec, graph, 0) : e;
+  }
+  ~Captured() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+  }
+};
+
 TEST(CudaOneGpu, GraphCaptureIsRefusedNamingTheStreamAndQueuesNothing) {
   cudaSetDevice(0);
   Group g(1, dfcclExecutorCuda);
@@ -116,10 +153,7 @@ TEST(CudaOneGpu, GraphCaptureIsRefusedNamingTheStreamAndQueuesNothing) {
 // DFCCL_GRAPHS=1: an all-reduce captured in NCCL's form (no request) and one with its wait captured later, replayed
 // with new inputs each time: every replay computes the right result, seen by the stream's later work.
 TEST(CudaOneGpu, CapturedAllReducesReplayExact) {
-  setenv("DFCCL_GRAPHS", "1", 1);  // before the engine is made (no communicator of this process is alive)
-  cudaSetDevice(0);
-  Group g(1, dfcclExecutorCuda);
-  unsetenv("DFCCL_GRAPHS");
+  OneGpu g({"DFCCL_GRAPHS=1"});
   const size_t n = 1 << 16;
   int32_t *in = nullptr, *out = nullptr, *out2 = nullptr;
   CUDA_OK(cudaMalloc(&in, n * 4));
@@ -128,7 +162,7 @@ TEST(CudaOneGpu, CapturedAllReducesReplayExact) {
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const uint64_t queued = submitted(g[0]);
-  cudaGraph_t graph = nullptr;
+  Captured graph;
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   ASSERT_EQ(dfcclAllReduce(in, out, n, dfcclInt32, dfcclSum, g[0], 0, s, nullptr), dfcclSuccess) << last_error();
   dfcclRequest_t req = nullptr;
@@ -136,18 +170,14 @@ TEST(CudaOneGpu, CapturedAllReducesReplayExact) {
   int done = 0;
   EXPECT_EQ(dfcclTest(req, &done), dfcclInvalidUsage) << "a captured call's request is not an instance's";
   ASSERT_EQ(dfcclWait(req, s), dfcclSuccess) << last_error();
-  CUDA_OK(cudaStreamEndCapture(s, &graph));
-  cudaGraphExec_t exec = nullptr;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(graph.end(s));
   for (int k = 0; k < 50; ++k) {
     CUDA_OK(launch_fill(in, n, 10 + k, s));
-    CUDA_OK(cudaGraphLaunch(exec, s));
+    CUDA_OK(cudaGraphLaunch(graph.exec, s));
     ASSERT_EQ(count_not_equal(out2, n, 10 + k, s), 0u) << "replay " << k;
   }
   EXPECT_EQ(submitted(g[0]), queued) << "replays are not host submissions";
   dfcclRequestFree(req);
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
   cudaStreamDestroy(s);
   cudaFree(in);
   cudaFree(out);
@@ -158,10 +188,7 @@ TEST(CudaOneGpu, CapturedAllReducesReplayExact) {
 // (its wait must still follow the call's start in the graph), then on the call's own stream (a wait that only
 // polls), each followed by a copy of the result: every replay, with new inputs, is exact on both streams.
 TEST(CudaOneGpu, CapturedWaitsOnAForkedStreamAndTwiceReplayExact) {
-  setenv("DFCCL_GRAPHS", "1", 1);  // before the engine is made (no communicator of this process is alive)
-  cudaSetDevice(0);
-  Group g(1, dfcclExecutorCuda);
-  unsetenv("DFCCL_GRAPHS");
+  OneGpu g({"DFCCL_GRAPHS=1"});
   const size_t n = 1 << 20;
   DeviceInts in(n), out(n), seen_forked(n), seen_own(n);
   cudaStream_t s, s2;
@@ -170,7 +197,7 @@ TEST(CudaOneGpu, CapturedWaitsOnAForkedStreamAndTwiceReplayExact) {
   cudaEvent_t fork, join;
   CUDA_OK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   CUDA_OK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-  cudaGraph_t graph = nullptr;
+  Captured graph;
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   CUDA_OK(cudaEventRecord(fork, s));
   CUDA_OK(cudaStreamWaitEvent(s2, fork));  // s2 joins the capture before the call
@@ -182,18 +209,14 @@ TEST(CudaOneGpu, CapturedWaitsOnAForkedStreamAndTwiceReplayExact) {
   CUDA_OK(cudaMemcpyAsync(seen_own.p, out.p, n * 4, cudaMemcpyDeviceToDevice, s));
   CUDA_OK(cudaEventRecord(join, s2));
   CUDA_OK(cudaStreamWaitEvent(s, join));
-  CUDA_OK(cudaStreamEndCapture(s, &graph));
-  cudaGraphExec_t exec = nullptr;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(graph.end(s));
   for (int k = 0; k < 50; ++k) {
     CUDA_OK(launch_fill(in.p, n, 10 + k, s));
-    CUDA_OK(cudaGraphLaunch(exec, s));
+    CUDA_OK(cudaGraphLaunch(graph.exec, s));
     ASSERT_EQ(count_not_equal(seen_forked.p, n, 10 + k, s), 0u) << "replay " << k << ", the forked stream's copy";
     ASSERT_EQ(count_not_equal(seen_own.p, n, 10 + k, s), 0u) << "replay " << k << ", the call's stream's copy";
   }
   dfcclRequestFree(req);
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
   cudaEventDestroy(fork);
   cudaEventDestroy(join);
   cudaStreamDestroy(s);
@@ -204,17 +227,14 @@ TEST(CudaOneGpu, CapturedWaitsOnAForkedStreamAndTwiceReplayExact) {
 // captured and replayed with new inputs, with an eager send and receive on the same stream between replays (an order of
 // their own): every replay and every eager transfer is exact.
 TEST(CudaOneGpu, CapturedTransfersReplayExact) {
-  setenv("DFCCL_GRAPHS", "1", 1);  // before the engine is made (no communicator of this process is alive)
-  cudaSetDevice(0);
-  Group g(1, dfcclExecutorCuda);
-  unsetenv("DFCCL_GRAPHS");
+  OneGpu g({"DFCCL_GRAPHS=1"});
   const size_t n = 1 << 16;
   int32_t *in = nullptr, *out = nullptr, *a2a_out = nullptr, *side_in = nullptr, *side_out = nullptr;
   for (int32_t **p : {&in, &out, &a2a_out, &side_in, &side_out}) CUDA_OK(cudaMalloc(p, n * 4));
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const size_t counts[1] = {n / 2}, displs[1] = {0};
-  cudaGraph_t graph = nullptr;
+  Captured graph;
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   dfcclRequest_t sreq = nullptr, areq = nullptr;
   ASSERT_EQ(dfcclSend(in, n, dfcclInt32, 0, g[0], 0, s, &sreq), dfcclSuccess) << last_error();
@@ -225,13 +245,11 @@ TEST(CudaOneGpu, CapturedTransfersReplayExact) {
   EXPECT_EQ(dfcclTest(areq, &done), dfcclInvalidUsage) << "a captured call's request is not an instance's";
   ASSERT_EQ(dfcclWait(sreq, s), dfcclSuccess) << last_error();
   ASSERT_EQ(dfcclWait(areq, s), dfcclSuccess) << last_error();
-  CUDA_OK(cudaStreamEndCapture(s, &graph));
-  cudaGraphExec_t exec = nullptr;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(graph.end(s));
   for (int k = 0; k < 50; ++k) {
     CUDA_OK(launch_fill(in, n, 10 + k, s));
     CUDA_OK(launch_fill(side_in, n, 1000 + k, s));
-    CUDA_OK(cudaGraphLaunch(exec, s));
+    CUDA_OK(cudaGraphLaunch(graph.exec, s));
     ASSERT_EQ(dfcclSend(side_in, n, dfcclInt32, 0, g[0], 0, s, nullptr), dfcclSuccess) << last_error();
     dfcclRequest_t rreq = nullptr;  // an eager receive: the stream waits for it only when asked
     ASSERT_EQ(dfcclRecv(side_out, n, dfcclInt32, 0, g[0], 0, s, &rreq), dfcclSuccess) << last_error();
@@ -243,8 +261,6 @@ TEST(CudaOneGpu, CapturedTransfersReplayExact) {
   }
   dfcclRequestFree(sreq);
   dfcclRequestFree(areq);
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
   cudaStreamDestroy(s);
   for (int32_t *p : {in, out, a2a_out, side_in, side_out}) cudaFree(p);
 }
@@ -255,27 +271,28 @@ TEST(CudaOneGpu, CapturedTransfersReplayExact) {
 // Every round completes exact (docs/design.md, "CUDA graphs", "Stand-ins"). A round stuck for 20 s is reported; the
 // communicator's abort then releases the stream.
 TEST(CudaOneGpu, EagerWaitBehindAReplayThenAFreeCompletes) {
-  setenv("DFCCL_GRAPHS", "1", 1);  // before the engine is made (no communicator of this process is alive)
-  setenv("DFCCL_IDLE_NS", "0", 1);
-  cudaSetDevice(0);
-  Group g(1, dfcclExecutorCuda);
-  unsetenv("DFCCL_GRAPHS");
-  unsetenv("DFCCL_IDLE_NS");
+  OneGpu g({"DFCCL_GRAPHS=1", "DFCCL_IDLE_NS=0"});
   const size_t n = 1 << 14;
   DeviceInts in(n), out(n), side_in(n), side_out(n);
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaGraph_t graph = nullptr;
+  Captured graph;
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   ASSERT_EQ(dfcclAllReduce(in.p, out.p, n, dfcclInt32, dfcclSum, g[0], 0, s, nullptr), dfcclSuccess) << last_error();
-  CUDA_OK(cudaStreamEndCapture(s, &graph));
-  cudaGraphExec_t exec = nullptr;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(graph.end(s));
   std::atomic<int> round{0};
-  std::atomic<bool> over{false}, stuck{false};
-  std::thread watchdog([&] {
+  std::atomic<bool> stuck{false};
+  struct Watchdog {  // aborts the communicator once `round` has not moved for 20 s; stopped when the test returns
+    std::atomic<bool> over{false};
+    std::thread t;
+    ~Watchdog() {
+      over.store(true);
+      t.join();
+    }
+  } watchdog;
+  watchdog.t = std::thread([&] {
     int seen = -1;
-    for (int ticks = 0; !over.load(); std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
+    for (int ticks = 0; !watchdog.over.load(); std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
       const int now = round.load();
       ticks = now == seen ? ticks + 1 : 0;
       seen = now;
@@ -286,7 +303,7 @@ TEST(CudaOneGpu, EagerWaitBehindAReplayThenAFreeCompletes) {
   for (int k = 0; k < rounds && !stuck.load(); ++k, round.store(k)) {
     CUDA_OK(launch_fill(in.p, n, 10 + k, s));
     CUDA_OK(launch_fill(side_in.p, n, 1000 + k, s));
-    CUDA_OK(cudaGraphLaunch(exec, s));
+    CUDA_OK(cudaGraphLaunch(graph.exec, s));
     dfcclRequest_t req = nullptr;
     if (dfcclAllReduce(side_in.p, side_out.p, n, dfcclInt32, dfcclSum, g[0], 0, s, &req) != dfcclSuccess) break;
     if (dfcclWait(req, s) != dfcclSuccess) break;
@@ -296,13 +313,9 @@ TEST(CudaOneGpu, EagerWaitBehindAReplayThenAFreeCompletes) {
     ASSERT_EQ(count_not_equal(out.p, n, 10 + k, s), 0u) << "replay " << k;
     ASSERT_EQ(count_not_equal(side_out.p, n, 1000 + k, s), 0u) << "eager all-reduce after replay " << k;
   }
-  over.store(true);
-  watchdog.join();
   EXPECT_FALSE(stuck.load()) << "stuck at round " << round.load() << " of " << rounds;
   EXPECT_EQ(round.load(), rounds) << last_error();
   cudaStreamSynchronize(s);
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
   cudaStreamDestroy(s);
 }
 
@@ -310,10 +323,7 @@ TEST(CudaOneGpu, EagerWaitBehindAReplayThenAFreeCompletes) {
 // receive waited for on the stream (dfcclWait): every receive holds what its send's stream order wrote, with and
 // without the graph lanes.
 void eager_self_transfers_follow_their_stream(bool graphs) {
-  if (graphs) setenv("DFCCL_GRAPHS", "1", 1);
-  cudaSetDevice(0);
-  Group g(1, dfcclExecutorCuda);
-  unsetenv("DFCCL_GRAPHS");
+  OneGpu g({graphs ? "DFCCL_GRAPHS=1" : "DFCCL_GRAPHS=0"});
   const size_t n = 1 << 16;
   int32_t *in = nullptr, *out = nullptr;
   CUDA_OK(cudaMalloc(&in, n * 4));
