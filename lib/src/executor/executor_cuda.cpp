@@ -34,6 +34,20 @@ void check_cu(CUresult r, const char* what) {
   if (r != CUDA_SUCCESS) throw Error(dfcclUnhandledCudaError, fmt::format("CUDA driver error {} in {}", int(r), what));
 }
 
+// For its scope, this thread's CUDA calls never count as unsafe for a capture that another thread (or this one) has
+// open in global mode: the engine's calls on its own streams and events (a daemon launch, the query whether it has
+// left) are not part of any capture, and in global mode CUDA would invalidate the application's capture for them.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
 // CUDA_LAUNCH_BLOCKING makes every launch return only once its work is done; compute-sanitizer runs one kernel of
 // the device at a time (it announces itself to its target through NV_SANITIZER_* variables).
 std::string detect_serialization() { return launch_serialization_setting(); }
@@ -154,6 +168,7 @@ class CudaExecutor final : public Executor {
   }
 
   void probe(uint64_t* host_word, uint64_t value) override {
+    const RelaxedCapture relaxed;
     DFCCL_CUDA(cudaSetDevice(device_));
     check_cu(
         write_value_(reinterpret_cast<CUstream>(probe_stream_), reinterpret_cast<CUdeviceptr>(host_word), value, 0),
@@ -161,11 +176,13 @@ class CudaExecutor final : public Executor {
   }
 
   void launch(const core::EngineView& ev) override {
+    const RelaxedCapture relaxed;
     DFCCL_CUDA(cudaSetDevice(device_));
     DFCCL_CUDA(cuda::launch_daemon(ev, threads_, /*preload=*/false, daemon_stream_));
     DFCCL_CUDA(cudaEventRecord(done_, daemon_stream_));
   }
   bool exited() override {
+    const RelaxedCapture relaxed;
     const cudaError_t e = cudaEventQuery(done_);
     if (e == cudaSuccess) return true;
     if (e == cudaErrorNotReady) return false;
