@@ -19,7 +19,10 @@ step() {  # step <name> <timeout s> <command...>
   echo "== $name rc=$rc $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then step_failures=$((step_failures + 1)); fi
 }
-steps_status() {  # the exit status of a script made of steps: 1 if any failed
+# steps_status: the exit status of a script made of steps (1 if any failed), once the steps' logs are packed into
+# $OUT/logs.tgz (at most 8 files come back from a device call).
+steps_status() {
+  (cd "$OUT" && ls ./*.log > /dev/null 2>&1 && tar czf logs.tgz ./*.log && rm -f ./*.log)
   [ "$step_failures" -eq 0 ] || { echo "FAILED: $step_failures step(s)" | tee -a "$OUT/summary.txt"; return 1; }
 }
 # mps_start: runs the following processes of this script under MPS (private pipe and log folders, so that nothing

@@ -23,6 +23,4 @@ for t in stream host; do
   awk -v t="$t" '!/^#/ && $10 == "all_reduce" && $11 == "world" {print t, $0}' "$OUT/small_$t.log" |
     tee -a "$OUT/summary.txt"
 done
-(cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
-
 steps_status
