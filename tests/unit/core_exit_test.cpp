@@ -2,10 +2,13 @@
 // host executor against a host side written the way Engine::wait_on_stream writes it: a listed stream wait whose probe
 // has run and whose collective is pending keeps a daemon; it keeps a stand-in (a captured wait running the scheduler,
 // inside a stream) only once the collective's doorbell has landed in its ring, since a doorbell not landed yet may be
-// written behind the stand-in in its own stream.
+// written behind the stand-in in its own stream. And how a launch's late block joins it (owner.h): the tags of a
+// slot's stand-ins grow, and a block that finds a later launch's verdict joins only a launch that still owns the
+// engine.
 #include <gtest/gtest.h>
 
 #include "../../kernels/core/scheduler/exit.h"
+#include "../../kernels/core/scheduler/owner.h"
 #include "../../kernels/host/exec_host.h"
 #include "core_memory.h"
 
@@ -74,6 +77,27 @@ TEST(CoreExit, AWaitWhoseProbeHasNotRunKeepsNoOne) {
   e.h->probe_done = 0;  // a device-wide barrier issued before the wait may be pending: staying could deadlock
   EXPECT_FALSE(e.kept(false));
   EXPECT_FALSE(e.kept(true));
+}
+
+TEST(CoreOwner, AStandInTagGrowsWithItsInstanceAndACapturedOneIsAboveEveryEagerOne) {
+  EXPECT_LT(standin_tag(5), standin_tag(6));
+  EXPECT_LT(standin_tag(u64(1) << 40), standin_tag(kGraphSeqBase + 1)) << "a graph may take a slot eager ones used";
+  EXPECT_LT(standin_tag(kGraphSeqBase + 1), standin_tag(kGraphSeqBase + 2));
+  EXPECT_TRUE(is_standin(standin_tag(kGraphSeqBase + 1)));
+  EXPECT_LT(owner_tag(standin_tag(kGraphSeqBase + 7) << 9 | kOwnerLeaving | 3), u64(1) << 55);
+}
+
+TEST(CoreOwner, ALateBlockThatFindsALaterVerdictJoinsOnlyALaunchThatStillOwns) {
+  Engine e;
+  const u64 mine = standin_tag(5), later = standin_tag(9);
+  u64 verdict = (later << 1) | 1;  // the slot's next instance's wait decided after this launch's block 0 did
+  e.g->owner = (mine << 9) | 1;    // this launch owns the engine, its block 0 in it
+  EXPECT_TRUE(enter_launch<X>(e.ev, 1, mine, &verdict)) << "its launch runs: it must join";
+  EXPECT_EQ(e.g->owner & kOwnerMembers, 2u);
+  e.g->owner = (later << 9) | 1;  // another launch owns it
+  EXPECT_FALSE(enter_launch<X>(e.ev, 1, mine, &verdict)) << "its launch did not run, or has left";
+  e.g->owner = 0;
+  EXPECT_FALSE(enter_launch<X>(e.ev, 1, mine, &verdict));
 }
 
 }  // namespace
