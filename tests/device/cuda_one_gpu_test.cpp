@@ -14,6 +14,7 @@
 
 #include "app_kernels.h"
 #include "group.h"
+#include "watchdog.h"
 
 namespace dfccl::test {
 namespace {
@@ -281,26 +282,9 @@ TEST(CudaOneGpu, EagerWaitBehindAReplayThenAFreeCompletes) {
   ASSERT_EQ(dfcclAllReduce(in.p, out.p, n, dfcclInt32, dfcclSum, g[0], 0, s, nullptr), dfcclSuccess) << last_error();
   CUDA_OK(graph.end(s));
   std::atomic<int> round{0};
-  std::atomic<bool> stuck{false};
-  struct Watchdog {  // aborts the communicator once `round` has not moved for 20 s; stopped when the test returns
-    std::atomic<bool> over{false};
-    std::thread t;
-    ~Watchdog() {
-      over.store(true);
-      t.join();
-    }
-  } watchdog;
-  watchdog.t = std::thread([&] {
-    int seen = -1;
-    for (int ticks = 0; !watchdog.over.load(); std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
-      const int now = round.load();
-      ticks = now == seen ? ticks + 1 : 0;
-      seen = now;
-      if (ticks == 2000 && !stuck.exchange(true)) dfcclCommAbort(g[0]);
-    }
-  });
+  const Watchdog watchdog(round, 20000, [&] { dfcclCommAbort(g[0]); });
   const int rounds = 300;
-  for (int k = 0; k < rounds && !stuck.load(); ++k, round.store(k)) {
+  for (int k = 0; k < rounds && !watchdog.fired(); ++k, round.store(k)) {
     CUDA_OK(launch_fill(in.p, n, 10 + k, s));
     CUDA_OK(launch_fill(side_in.p, n, 1000 + k, s));
     CUDA_OK(cudaGraphLaunch(graph.exec, s));
@@ -309,11 +293,11 @@ TEST(CudaOneGpu, EagerWaitBehindAReplayThenAFreeCompletes) {
     if (dfcclWait(req, s) != dfcclSuccess) break;
     { DeviceInts scratch(16); }  // cudaFree right after: a synchronization before the host's next daemon launch
     dfcclRequestFree(req);
-    if (stuck.load()) break;
+    if (watchdog.fired()) break;
     ASSERT_EQ(count_not_equal(out.p, n, 10 + k, s), 0u) << "replay " << k;
     ASSERT_EQ(count_not_equal(side_out.p, n, 1000 + k, s), 0u) << "eager all-reduce after replay " << k;
   }
-  EXPECT_FALSE(stuck.load()) << "stuck at round " << round.load() << " of " << rounds;
+  EXPECT_FALSE(watchdog.fired()) << "stuck at round " << round.load() << " of " << rounds;
   EXPECT_EQ(round.load(), rounds) << last_error();
   cudaStreamSynchronize(s);
   cudaStreamDestroy(s);

@@ -25,10 +25,12 @@
 #include "engine/requests.h"
 #include "group.h"
 #include "match/match_board.h"
+#include "watchdog.h"
 
 namespace {
 
 using dfccl::test::Group;
+using dfccl::test::Watchdog;
 namespace core = dfccl::core;
 
 // Every communicator of these tests makes its graph lane at init; set before any engine reads its settings.
@@ -243,17 +245,9 @@ TEST(GraphStart, EagerWaitsStandInExact) {
   for (dfcclComm_t c : {ga[0], ga[1]}) engines.push_back(dfccl::engine_ref(dfccl::api::comm_lookup(c).comm.get()));
   std::atomic<uint64_t> refused_second{0};
   std::atomic<int> progress{0};
-  std::atomic<bool> over{false};
-  std::thread watchdog([&] {
-    int seen = -1;
-    for (int ticks = 0; !over.load(); std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
-      const int now = progress.load();
-      ticks = now == seen ? ticks + 1 : 0;
-      seen = now;
-      if (ticks != 2000) continue;
-      for (dfcclComm_t c : {ga[0], ga[1]}) dfcclDebugDump(c, 1);
-      for (dfcclComm_t c : {ga[0], ga[1], gb[0], gb[1]}) dfcclCommAbort(c);
-    }
+  const Watchdog watchdog(progress, 20000, [&] {
+    for (dfcclComm_t c : {ga[0], ga[1]}) dfcclDebugDump(c, 1);
+    for (dfcclComm_t c : {ga[0], ga[1], gb[0], gb[1]}) dfcclCommAbort(c);
   });
   auto rank_main = [&](int rank) {
     std::vector<int32_t> in_a(n), in_b(n), out_a(n), out_b(n);
@@ -301,8 +295,6 @@ TEST(GraphStart, EagerWaitsStandInExact) {
   std::thread t1(rank_main, 1);
   rank_main(0);
   t1.join();
-  over.store(true);
-  watchdog.join();
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
   EXPECT_EQ(refused_second.load(), uint64_t(4 * rounds));
@@ -401,16 +393,8 @@ Outcome replay_p2p(int replays, bool standins, bool eager) {
   std::vector<std::string> errors(2);
   // A replay stuck for 30 s (a wait standing in never returns by itself): abort the communicators, which ends it.
   std::atomic<int> replayed{0};
-  std::atomic<bool> over{false};
-  std::thread watchdog([&] {
-    int seen = -1;
-    for (int ticks = 0; !over.load(); std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
-      const int now = replayed.load();
-      ticks = now == seen ? ticks + 1 : 0;
-      seen = now;
-      if (ticks == 3000)
-        for (dfcclComm_t c : {ga[0], ga[1], gb[0], gb[1]}) dfcclCommAbort(c);
-    }
+  const Watchdog watchdog(replayed, 30000, [&] {
+    for (dfcclComm_t c : {ga[0], ga[1], gb[0], gb[1]}) dfcclCommAbort(c);
   });
   auto rank_main = [&](int rank) {
     P2pRank& pr = ranks[size_t(rank)];
@@ -477,8 +461,6 @@ Outcome replay_p2p(int replays, bool standins, bool eager) {
   std::thread t1(rank_main, 1);
   rank_main(0);
   t1.join();
-  over.store(true);
-  watchdog.join();
   return {errors, ranks[0].a[0]->engine->standin_runs() + ranks[1].a[0]->engine->standin_runs()};
 }
 
