@@ -235,9 +235,9 @@ std::vector<std::shared_ptr<RequestState>> Engine::submit_chain(std::span<const 
     if (d.after) d.after_slot = uint16_t(reqs[i - d.after]->slot);  // consecutive sequence numbers, below
     reqs.push_back(submit_locked(d, comms[i], stream));
   }
-  // A host-ordered submission makes no CUDA call (dfccl.h), so that nothing can hold it: where no daemon runs, the
-  // progress thread launches one.
-  if (!running_ && stream != DFCCL_NO_STREAM) {
+  // On the CUDA executor a host-ordered submission makes no CUDA call (dfccl.h), so that nothing can hold it: where no
+  // daemon runs, the progress thread launches one.
+  if (!running_ && (stream != DFCCL_NO_STREAM || exec_->kind() == dfcclExecutorHost)) {
     Failed failed = relaunch_locked(host_now_ns());
     if (!failed.why.empty()) {
       lk.unlock();
