@@ -81,8 +81,9 @@ EngineSettings EngineSettings::read(bool host) {
   s.relaunch_max_ns = get("DFCCL_RELAUNCH_MAX_NS");
   s.probe_spin_ns = u64("DFCCL_PROBE_SPIN_NS");
   s.sync_spin_ns = u64("DFCCL_SYNC_SPIN_NS");
-  s.wait_kernel = env_int("DFCCL_WAIT_KERNEL") != 0;
-  s.wait_standin = env_int("DFCCL_WAIT_KERNEL") == 2;
+  const int64_t wait_kernel = env_int("DFCCL_WAIT_KERNEL");
+  s.wait_kernel = wait_kernel != 0;
+  s.wait_standin = wait_kernel == 2;
   s.check_host_order = env_int("DFCCL_CHECK_HOST_ORDER") != 0;
   s.mps_wait_host = env_str("DFCCL_MPS_WAIT") == "host";
   s.host_wait_timeout_ms = env_int("DFCCL_HOST_WAIT_TIMEOUT_MS");
