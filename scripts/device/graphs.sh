@@ -31,7 +31,7 @@ if has unit; then
   step graph_start_test 60 "$BIN/graph_start_test"
   step core_exit_test 30 "$BIN/core_exit_test"
   step cuda_one_gpu_test 120 "$BIN/cuda_one_gpu_test"
-  # eager collectives waited for between replays (run 254's hang: a stand-in kept by a wait behind it), then a free
+  # eager collectives waited for on a replay's stream, each followed by a cudaFree (a stand-in owning the engine then)
   step transfers_x20 240 "$BIN/cuda_one_gpu_test" --gtest_filter='*Transfers*:*EagerSelf*:*EagerWait*' \
     --gtest_repeat=20
   step transport_test 60 "$BIN/transport_test"
