@@ -5,7 +5,8 @@
       opens N TCP connections to HOST:PORT that never speak, prints "connected N", then waits until the root has
       closed each (end of stream) or DEADLINE_S passed, and prints "closed K of N in T s".
   rendezvous_guard.py sniff IFACE OUT STOP_FILE
-      captures every frame on IFACE (AF_PACKET) into OUT until STOP_FILE exists (at most 60 s).
+      captures every frame on IFACE (AF_PACKET) into OUT until STOP_FILE exists (at most 60 s); OUT.ready exists
+      once the capture socket is bound, so the caller starts its traffic after it.
   rendezvous_guard.py secret ID_FILE CAPTURE
       exits 0 when CAPTURE holds rendezvous frames ("DFRV") but neither the unique id's token (8 bytes) nor its
       secret (16 bytes), else prints what it found and exits 1.
@@ -44,6 +45,7 @@ def sniff(iface, out, stop_file):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(3))
     s.bind((iface, 0))
     s.settimeout(0.1)
+    open(out + ".ready", "w").close()
     data = bytearray()
     t0 = time.time()
     while not os.path.exists(stop_file) and time.time() - t0 < 60:

@@ -106,6 +106,8 @@ for _ in $(seq 200); do grep -q '^ROOT ' "$work/guard.root" 2>/dev/null && break
 read -r root_host root_port < <(sed -n 's/^ROOT \([0-9.]*\):\([0-9]*\) .*/\1 \2/p' "$work/guard.root")
 python3 "$guard" sniff "${NETNS_VETH}h0" "$work/guard.pcap" "$work/guard.stop" &
 sniff_pid=$!
+for _ in $(seq 200); do [ -e "$work/guard.pcap.ready" ] && break; sleep 0.05; done
+[ -e "$work/guard.pcap.ready" ] || fail "guard: the sniffer did not start within 10 s"
 netns_exec 2 timeout 30 python3 "$guard" flood "$root_host" "$root_port" 300 8 >"$work/guard.flood" 2>&1 &
 flood_pid=$!
 for _ in $(seq 200); do grep -q '^connected' "$work/guard.flood" && break; sleep 0.05; done
