@@ -7,12 +7,8 @@ namespace dfccl::core {
 
 inline constexpr u32 kAcceptPerRing = 8;  // submissions a block takes from one ring in one pass
 
-// Phase profile (builds with -DDFCCL_PROFILE=1): thread 0 of each block adds the executor cycles (X::cycles()) it
-// spends in each phase; the sums reach dfcclStats_t at each daemon exit. Off: no clock reads.
-#ifndef DFCCL_PROFILE
-#define DFCCL_PROFILE 0
-#endif
-inline constexpr bool kProfile = DFCCL_PROFILE != 0;
+// Phase profile (builds with -DDFCCL_PROFILE=1, kProfile): thread 0 of each block adds the executor cycles
+// (X::cycles()) it spends in each phase; the sums reach dfcclStats_t at each daemon exit. Off: no clock reads.
 enum Phase : u32 {
   kPhaseCheck = 0,  // a primitive's phase 1: conditions (spin) and the barrier after it
   kPhaseMove,       // phase 2: data movement and the barrier after it
@@ -63,6 +59,7 @@ struct BlockShared {
   u64 primitives;            // primitives run in this launch
   u32 prefetched;            // block 0: submissions accepted from the prefetcher's copy in this launch
   u64 prof[kNumPhases];      // kProfile: cycles per phase (thread 0)
+  u64 posted_seq;            // graph_start_wait_block: the instance the block waits for (thread 0's)
 };
 
 // Caller: every thread; thread 0 only counts. kProfile: start / end of a timed phase (prof_add adds the cycles since

@@ -46,6 +46,25 @@ inline constexpr u32 kGraphRing = kMaxRings - 1;
 inline constexpr u64 kGraphSeqBase = u64(1) << 62;
 enum : u64 { kGraphIdle = 0, kGraphPending = 1, kGraphDone = 2 };
 inline constexpr u32 kMaxGraphGroups = 1024;
+// kProfile builds: executor-clock stamps of each captured instance on its way, in EngineGlobal::graph_trace at
+// (seq - kGraphSeqBase - 1) % kGraphTraceN: its start node entered and posted (graph_start.h), block 0 picked it up
+// (pickup.h), the last block completed it (completion.h), its wait's block 0 entered and saw it done, and 1 where that
+// wait stood in (graph_wait.h). Engine::log_graph_trace prints the medians of the phases between them.
+enum GraphStamp : u32 {
+  kStampStart,
+  kStampPosted,
+  kStampPicked,
+  kStampDone,
+  kStampWaitIn,
+  kStampWaitSeen,
+  kStampStoodIn,
+  kGraphStamps
+};
+inline constexpr u32 kGraphTraceN = kProfile ? 4096 : 1;
+// Caller: kProfile code only. Stamps phase k of the instance seq (none for an eager one).
+DFCCL_HD inline void graph_stamp(u64 (*trace)[kGraphStamps], u64 seq, u32 k, u64 value) {
+  if (seq > kGraphSeqBase) trace[(seq - kGraphSeqBase - 1) % kGraphTraceN][k] = value;
+}
 
 // A group's turns for one replay (EngineGlobal::graph_group): claim and ready are gen << 32 | replays claimed (resp.
 // published), base the first turn of the replay that ready names.
@@ -94,11 +113,17 @@ struct EngineGlobal {                   // device memory
   GraphGroup graph_group[kMaxGraphGroups];
   u64 graph_ring_tail;
   u64 graph_seq;  // instances posted so far (their sequence numbers: kGraphSeqBase + 1 + this)
+  // A slot's nodes that post and wait in one (graph_start_wait_block): the blocks that arrived at them so far, and
+  // the last run whose instance their block 0 posted (run + 1).
+  u64 graph_arrivals[kMaxSlots];
+  u64 graph_announced[kMaxSlots];
   u64 graph_waiters;
   // The launch that runs the scheduler, and each launch's verdict (scheduler/owner.h): [0] the host's launches,
   // [1 + slot] the stand-ins of the slot's instances.
   u64 owner;
   u64 verdict[kMaxSlots + 1];
+  // kProfile builds: the graph path's stamps (GraphStamp) of the last kGraphTraceN captured instances.
+  u64 graph_trace[kGraphTraceN][kGraphStamps];
 };
 
 struct BlockStats {  // accumulated by each block at each exit

@@ -20,4 +20,11 @@ inline constexpr u32 kOwnLanes = kPersistentIds + 1;
 inline constexpr u32 kCqEntries = kMaxSlots;    // completions can never outnumber outstanding collectives
 inline constexpr u32 kAlignBytes = 16;          // chunk boundaries fall on multiples of 16 bytes
 
+// Measurement builds (-DDFCCL_PROFILE=1): the daemon's phase profile (block.h) and the graph path's stamps
+// (engine_memory.h, GraphStamp).
+#ifndef DFCCL_PROFILE
+#define DFCCL_PROFILE 0
+#endif
+inline constexpr bool kProfile = DFCCL_PROFILE != 0;
+
 }  // namespace dfccl::core

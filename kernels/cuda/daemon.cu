@@ -84,6 +84,22 @@ cudaError_t launch_graph_wait(const core::EngineView& ev, const core::GraphWait&
                           args, 0, stream);
 }
 
+// See launch_graph_start_wait in daemon.h.
+__global__ void __launch_bounds__(kDaemonThreads, 1)
+    graph_start_wait(const core::EngineView ev, const core::GraphStart s, const core::GraphWait w) {
+  __shared__ core::BlockShared bs;
+  if (w.abort_word == nullptr) return;  // the engine's preload
+  core::graph_start_wait_block<CudaExec>(ev, s, w, blockIdx.x, gridDim.x, bs);
+}
+
+cudaError_t launch_graph_start_wait(const core::EngineView& ev, const core::GraphStart& s, const core::GraphWait& w,
+                                    unsigned threads, cudaStream_t stream) {
+  void* args[] = {const_cast<core::EngineView*>(&ev), const_cast<core::GraphStart*>(&s),
+                  const_cast<core::GraphWait*>(&w)};
+  return cudaLaunchKernel(reinterpret_cast<const void*>(&graph_start_wait), dim3(ev.p.nblocks + ev.p.prefetch),
+                          dim3(threads), args, 0, stream);
+}
+
 cudaError_t resident_blocks(unsigned threads, unsigned* blocks) {
   int dev = 0, sms = 0, per_sm = 0;
   cudaError_t e = cudaGetDevice(&dev);

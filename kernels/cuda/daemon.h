@@ -37,6 +37,13 @@ cudaError_t launch_graph_start(const core::GraphStart& s, cudaStream_t stream);
 cudaError_t launch_graph_wait(const core::EngineView& ev, const core::GraphWait& w, unsigned threads,
                               cudaStream_t stream);
 
+// Caller: the engine, capturing a call without a request whose one collective's wait follows its start at once
+// (NCCL's form; lib/src/engine/engine_graph.cpp). Queues one node of the wait node's shape whose block 0 first posts
+// the replay's instance, as a start node does (core::graph_start_wait_block). preload (w.abort_word null): returns at
+// once.
+cudaError_t launch_graph_start_wait(const core::EngineView& ev, const core::GraphStart& s, const core::GraphWait& w,
+                                    unsigned threads, cudaStream_t stream);
+
 // Caller: the engine at creation. *blocks receives how many daemon blocks of `threads` threads the current device
 // holds at once; returns the error of the queries.
 cudaError_t resident_blocks(unsigned threads, unsigned* blocks);

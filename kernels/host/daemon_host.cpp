@@ -34,4 +34,11 @@ void run_graph_wait_block(const core::EngineView& ev, const core::GraphWait& w, 
   core::graph_wait_block<HostExec>(ev, w, b, *bs);
 }
 
+void run_graph_start_wait_block(const core::EngineView& ev, const core::GraphStart& s, const core::GraphWait& w,
+                                core::u32 b, core::u32 nb) {
+  enter_block_thread(ev);
+  auto bs = std::make_unique<core::BlockShared>();
+  core::graph_start_wait_block<HostExec>(ev, s, w, b, nb, *bs);
+}
+
 }  // namespace dfccl::host

@@ -117,5 +117,8 @@ void run_daemon_block(const core::EngineView& ev, core::u32 b);
 core::u64 post_graph_start(const core::GraphStart& s);
 // Block b of a captured wait (core::graph_wait_block), on the calling thread.
 void run_graph_wait_block(const core::EngineView& ev, const core::GraphWait& w, core::u32 b);
+// Block b of nb of a captured call's node that posts and waits (core::graph_start_wait_block), on the calling thread.
+void run_graph_start_wait_block(const core::EngineView& ev, const core::GraphStart& s, const core::GraphWait& w,
+                                core::u32 b, core::u32 nb);
 
 }  // namespace dfccl::host

@@ -76,8 +76,9 @@ void print_markdown() {
       "\nThe harness reads its own settings from workload files and the command line (`docs/harness.md`); it sets\n"
       "`NCCL_NVLS_ENABLE=0` when unset (required on our GPU machines).\n\n"
       "Build options for measurements (pass them in both CMAKE_CUDA_FLAGS and CMAKE_CXX_FLAGS):\n"
-      "`-DDFCCL_PROFILE=1` (time per daemon phase in `dfcclStats_t.profileNs`), `-DDFCCL_COPY_UNROLL=N` (16-byte\n"
-      "loads in flight per thread, default 4), `-DDFCCL_MAX_THREADS=1024` (allows DFCCL_THREADS up to 1024).\n");
+      "`-DDFCCL_PROFILE=1` (time per daemon phase in `dfcclStats_t.profileNs`; the graph path's phases, medians\n"
+      "printed when an engine ends, with `DFCCL_DEBUG=INFO`), `-DDFCCL_COPY_UNROLL=N` (16-byte loads in flight per\n"
+      "thread, default 4), `-DDFCCL_MAX_THREADS=1024` (allows DFCCL_THREADS up to 1024).\n");
 }
 
 }  // namespace

@@ -116,7 +116,12 @@ std::unique_ptr<Node> record(dfcclComm_t handle, Capture& cap, size_t n) {
 }
 
 void post(const Node& k) {
-  k.engine->graph_post(nullptr, k.desc, k.comm->index, k.turns, k.slot, k.group, k.index, k.gen);
+  k.engine->graph_post(nullptr, k.desc, k.comm->index, k.turns, k.slot, k.group, k.index, k.gen, false);
+}
+
+// NCCL's form: the one node that posts and waits (core::graph_start_wait_block), run now on one thread per block.
+void post_wait(const Node& k) {
+  k.engine->graph_post(nullptr, k.desc, k.comm->index, k.turns, k.slot, k.group, k.index, k.gen, true);
 }
 
 // Waits up to ms for the instance of k's slot numbered `seq` (or a later one) to complete.
@@ -228,6 +233,64 @@ TEST(GraphStart, WaitNodesStandInForTheDaemonExact) {
   EXPECT_EQ(o.errors[1], "");
   EXPECT_GT(o.standin_runs, 0u);
   std::printf("waits that ran the scheduler: %llu of 800\n", static_cast<unsigned long long>(o.standin_runs));
+}
+
+// Calls without a request (NCCL's form), each one node that posts its instance and waits for it
+// (core::graph_start_wait_block): both ranks captured A then B. Even replays run A's node and then B's; odd ones run
+// them at once (two capture streams), rank 1's in the other order of starting. The nodes of one slot learn their
+// run's instance from their block 0 at every replay: every replay is exact, and some nodes ran the scheduler.
+TEST(GraphStart, NodesThatPostAndWaitReplayExact) {
+  SparseDaemon sparse;
+  Group ga(2, dfcclExecutorHost), gb(2, dfcclExecutorHost);
+  const size_t n = 4099;
+  const int replays = 200;
+  std::vector<std::unique_ptr<Node>> a(2), b(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    Capture cap;
+    a[size_t(rank)] = record(ga[rank], cap, n);
+    b[size_t(rank)] = record(gb[rank], cap, n);
+  }
+  std::vector<std::string> errors(2);
+  std::atomic<int> progress{0};
+  const Watchdog watchdog(progress, 20000, [&] {
+    for (dfcclComm_t c : {ga[0], ga[1]}) dfcclDebugDump(c, 1);
+    for (dfcclComm_t c : {ga[0], ga[1], gb[0], gb[1]}) dfcclCommAbort(c);
+  });
+  std::barrier sync(2);
+  auto rank_main = [&](int rank) {
+    Node& ka = *a[size_t(rank)];
+    Node& kb = *b[size_t(rank)];
+    std::string& err = errors[size_t(rank)];
+    for (int r = 0; r < replays && !watchdog.fired(); ++r) {
+      for (size_t i = 0; i < n; ++i) {
+        ka.in[i] = input(rank, r, 0, i);
+        kb.in[i] = input(rank, r, 1, i);
+      }
+      if (r % 2 == 1) {
+        std::thread other([&] { post_wait(rank == 0 ? kb : ka); });
+        post_wait(rank == 0 ? ka : kb);
+        other.join();
+      } else {
+        post_wait(ka);
+        post_wait(kb);
+      }
+      for (size_t i = 0; i < n && err.empty(); ++i)
+        if (ka.out[i] != expected(2, r, 0, i) || kb.out[i] != expected(2, r, 1, i))
+          err = "replay " + std::to_string(r) + ": wrong element " + std::to_string(i);
+      progress.fetch_add(1);
+      sync.arrive_and_wait();  // the inputs of the next replay only once every rank has its result
+    }
+    sync.arrive_and_drop();  // a rank that stopped early (the watchdog) holds the other no longer
+  };
+  std::thread t1(rank_main, 1);
+  rank_main(0);
+  t1.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_FALSE(watchdog.fired());
+  const uint64_t runs = a[0]->engine->standin_runs() + a[1]->engine->standin_runs();
+  EXPECT_GT(runs, 0u);
+  std::printf("nodes that ran the scheduler: %llu of %d\n", static_cast<unsigned long long>(runs), 4 * replays);
 }
 
 // Eager collectives waited for by waits that stand in (Engine::wait_as_standin, what dfcclWait queues once graphs are

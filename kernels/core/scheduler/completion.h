@@ -61,6 +61,7 @@ DFCCL_DEV void finish_channel(const EngineView& ev, u32 slot, const Desc& d, Cha
   c.wait_us = X::atomic_exch32(&ev.g->wait_max_us[slot], 0);
   c.status = X::atomic_exch32(&ev.g->status[slot], 0u);
   if (d.seq > kGraphSeqBase) {  // a captured collective's instance: no entry; its slot's next start may go
+    if constexpr (kProfile) graph_stamp(ev.g->graph_trace, d.seq, kStampDone, now);
     X::fence_device();
     X::store_flag(&ev.g->graph_state[slot], kGraphDone);
     X::store_flag(&ev.h->graph_done[slot], d.seq);

@@ -48,6 +48,7 @@ template <class X>
 DFCCL_DEV u64 graph_post(const GraphStart& s) {
   EngineGlobal* g = s.g;
   const u32 slot = s.slot;
+  const u64 t_in = kProfile ? X::now_ns() : 0;
   while (X::load_acquire(&g->graph_state[slot]) == kGraphPending) X::pause();
   if (vload(g->graph_gen[slot]) != s.gen) {  // the slot's first instance for this graph
     g->graph_gen[slot] = s.gen;
@@ -67,6 +68,10 @@ DFCCL_DEV u64 graph_post(const GraphStart& s) {
   const u64 pos = X::atomic_add64(&g->graph_ring_tail, 1);
   X::store_release(&g->ring[kGraphRing][pos % kRingEntries], ring_entry(pos, slot));
   X::store_flag(&s.h->graph_posted[slot], d.seq);  // the progress thread: a daemon is needed
+  if constexpr (kProfile) {
+    graph_stamp(g->graph_trace, d.seq, kStampStart, t_in);
+    graph_stamp(g->graph_trace, d.seq, kStampPosted, X::now_ns());
+  }
   return d.seq;
 }
 

@@ -26,6 +26,7 @@ DFCCL_DEV void graph_wait_block(EngineView ev, const GraphWait& w, u32 b, BlockS
   if (w.poll_only != 0 && (b != 0 || tid != 0)) return;
   if (w.poll_only == 0 && tid == 0) {
     if (b == 0) {
+      if constexpr (kProfile) graph_stamp(ev.g->graph_trace, seq, kStampWaitIn, X::now_ns());
       X::atomic_add64(&ev.g->graph_waiters, 1);
       X::fence_system();
     }
@@ -45,6 +46,37 @@ DFCCL_DEV void graph_wait_block(EngineView ev, const GraphWait& w, u32 b, BlockS
     X::pause();
   }
   if (!runs && w.poll_only == 0) X::atomic_add64(&ev.g->graph_waiters, ~u64(0));
+  if constexpr (kProfile) {
+    if (w.poll_only == 0) {
+      graph_stamp(ev.g->graph_trace, seq, kStampWaitSeen, X::now_ns());
+      graph_stamp(ev.g->graph_trace, seq, kStampStoodIn, runs ? 1 : 0);
+    }
+  }
+}
+
+// Caller: every thread of block b of nb, the node of a captured call whose wait follows its start at once (NCCL's
+// form, one slot: Engine::graph_post_wait). Block 0's thread 0 posts the replay's instance (graph_post) and
+// announces it; each other block learns from the announcement which instance it waits for; then each block is block
+// b of that instance's wait (graph_wait_block, w.seq set). A block tells which run of the node it belongs to by the
+// slot's count of arrivals: runs of one node never overlap, each has nb blocks, and only such nodes count there, so
+// the count is a multiple of nb between runs.
+template <class X>
+DFCCL_DEV void graph_start_wait_block(EngineView ev, const GraphStart& s, GraphWait w, u32 b, u32 nb, BlockShared& bs) {
+  if (X::tid() == 0) {
+    const u64 run = X::atomic_add64(&ev.g->graph_arrivals[w.slot], 1) / nb;
+    u64* announced = &ev.g->graph_announced[w.slot];
+    if (b == 0) {
+      bs.posted_seq = graph_post<X>(s);
+      X::store_release(announced, run + 1);
+    } else {
+      u64 k = 0;
+      while (X::load_acquire(announced) != run + 1 && ((++k & 255) != 0 || vload(ev.g->quit) == 0)) X::idle();
+      bs.posted_seq = vload(ev.g->graph_desc[w.slot].seq);  // the slot's next post is this node's next run's
+    }
+  }
+  X::sync();
+  w.seq = bs.posted_seq;
+  graph_wait_block<X>(ev, w, b, bs);
 }
 
 }  // namespace dfccl::core

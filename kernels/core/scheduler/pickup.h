@@ -104,6 +104,8 @@ DFCCL_DEV DFCCL_FORCEINLINE LaneLook accept(const EngineView& ev, BlockShared& b
   }
   Desc d;
   memcpy(&d, v, sizeof(Desc));  // registers: no reload of what was just stored
+  if constexpr (kProfile)
+    if (b == 0 && tag_ring(tag) == kGraphRing) graph_stamp(ev.g->graph_trace, d.seq, kStampPicked, X::now_ns());
   LaneState* ls = lane_state(d, b);
   LaneLook look;
   if (looks) {  // issued before the stores below, so that their round trip overlaps the rest of step 1

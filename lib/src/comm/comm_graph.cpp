@@ -145,16 +145,20 @@ void record_starts(dfcclComm* c, Engine& e, const CaptureInfo& info, const std::
     throw;
   }
   cap.slots.insert(cap.slots.end(), slots.begin(), slots.end());
+  // A call without a request with one start (NCCL's form) is one node that posts and waits; with several (an
+  // all-to-all's transfers), every start is posted before any wait.
+  const bool one_node = !req && starts.size() == 1;
   std::vector<void*> nodes;
   for (size_t i = 0; i < starts.size(); ++i) {
     Capture::Group& g = *groups[i];
     e.graph_group_size(g.index, g.n + 1);
-    e.graph_post(stream, starts[i].d, c->index, starts[i].turns, slots[i], g.index, uint32_t(g.n), g.gen);
-    nodes.push_back(last_node(stream, fn));
+    e.graph_post(stream, starts[i].d, c->index, starts[i].turns, slots[i], g.index, uint32_t(g.n), g.gen, one_node);
+    if (req) nodes.push_back(last_node(stream, fn));
     g.n += 1;
   }
   if (!req) {
-    for (uint32_t slot : slots) e.graph_wait(stream, slot, c->index);
+    if (!one_node)
+      for (uint32_t slot : slots) e.graph_wait(stream, slot, c->index);
     return;
   }
   req->captured = true;

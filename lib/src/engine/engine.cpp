@@ -105,6 +105,7 @@ Engine::~Engine() {
     exec_->write_word(&g_->quit, 1);
     const uint64_t t0 = host_now_ns();
     while (running_ && !exec_->exited() && host_now_ns() - t0 < 5000000000ull) std::this_thread::yield();
+    log_graph_trace();
   } catch (...) {
   }
   net_.clear();  // the proxies may still use the leftovers' regions

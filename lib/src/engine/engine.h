@@ -94,7 +94,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // graph_take_slot: a slot owned by one captured collective for its graph's life (dfcclNoResources, naming fn, when
   // fewer than kHostSlotsKept would remain for other submissions). graph_take_group: a group and the generation
   // that tells its words from an earlier owner's; graph_group_size: how many collectives it has now (before any
-  // replay). graph_post: the start node on `stream` (host executor: posts now). graph_wait: the stream waits for
+  // replay). graph_post: the start node on `stream` (host executor: posts now); with_wait: one node that also waits
+  // for the instance, as graph_wait's would right after it (NCCL's form). graph_wait: the stream waits for
   // the instance of `slot` that its replay posted, the wait node running the scheduler itself while no daemon does
   // (core::graph_wait_block; host executor: waits now), released by an abort of the communicator; poll_only: a
   // later wait of the same captured call, which polls only.
@@ -103,7 +104,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   uint32_t graph_take_group(uint32_t* gen, const char* fn);
   void graph_group_size(uint32_t group, uint64_t n);
   void graph_post(cudaStream_t stream, core::Desc d, uint32_t comm_index, uint64_t* turns, uint32_t slot,
-                  uint32_t group, uint32_t index, uint32_t gen);
+                  uint32_t group, uint32_t index, uint32_t gen, bool with_wait);
   void graph_wait(cudaStream_t stream, uint32_t slot, uint32_t comm_index, bool poll_only = false);
   // An eager dfcclWait as a wait that stands in (core::graph_wait_block; wait_on_stream uses it once graphs are
   // captured): `stream` waits for r's collective, and the wait runs the scheduler itself when no daemon does. For the
@@ -151,6 +152,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
     std::array<uint64_t, core::kMaxComms> comm_gen{};
   };
   std::string device_state_text(const DeviceSnapshot& snap);
+  // kProfile builds, at teardown once the daemon has left: the medians of the graph path's phases over the captured
+  // instances traced (core::GraphStamp), one INFO line of subsystem ENGINE. No-op otherwise.
+  void log_graph_trace();
   std::string host_state_text_locked();
   DeviceSnapshot device_snapshot_locked();
   std::string comm_lanes_text(const DeviceSnapshot& snap, uint32_t i);
@@ -187,6 +191,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Queues on `stream` a wait for the instance `seq` of `slot` (0: a captured wait's, read at each replay) that may
   // stand in unless poll_only (graph_wait, wait_as_standin).
   void queue_standin(cudaStream_t stream, uint32_t slot, uint64_t seq, uint32_t comm_index, bool poll_only);
+  // What such a wait is given: the engine's memory and parameters (the wait sets its epoch, standin and standin_seq
+  // at each run), and the wait's arguments.
+  core::EngineView standin_view() const;
+  core::GraphWait standin_args(uint32_t slot, uint64_t seq, uint32_t comm_index, bool poll_only) const;
   void compact_waits_locked();
   uint64_t waits_holding_locked();
   std::shared_ptr<RequestState> submit_locked(core::Desc d, uint32_t comm_index, cudaStream_t stream);

@@ -3,12 +3,15 @@
 // thread. Nothing here waits without bound: a dump is asked for exactly when something hangs.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <thread>
+#include <vector>
 
 #include "engine/engine.h"
 #include "util/error.h"
+#include "util/log.h"
 #include "util/thread_name.h"
 
 namespace dfccl {
@@ -238,6 +241,47 @@ dfcclStats_t Engine::stats() {
   s.daemonRunning = running_ ? 1 : 0;
   s.standbyLaunches = standby_launches_;
   return s;
+}
+
+void Engine::log_graph_trace() {
+  if constexpr (!core::kProfile) return;
+  if (!log_enabled(LogLevel::Info, LogSubsys::Engine)) return;
+  using T = uint64_t[core::kGraphStamps];
+  std::vector<T> t(core::kGraphTraceN);
+  exec_->copy_from_device(t.data(), g_->graph_trace, sizeof(T) * core::kGraphTraceN);
+  // Phases: the start node's own work, its post to block 0's pick-up, the core, the wait's block 0 entry after the
+  // post, its sight of the completion, and the next instance's start node after it (the wait's end and the launch
+  // of the next node), each where both stamps exist.
+  const char* names[] = {"start node",         "post to pick-up",   "pick-up to done",
+                         "post to wait entry", "done to wait seen", "wait seen to next start"};
+  std::vector<double> ph[6];
+  size_t traced = 0, stood_in = 0;
+  for (uint32_t i = 0; i < core::kGraphTraceN; ++i) {
+    const T& a = t[i];
+    const T& n = t[(i + 1) % core::kGraphTraceN];
+    if (a[core::kStampStart] == 0 || a[core::kStampWaitSeen] == 0) continue;
+    ++traced;
+    stood_in += a[core::kStampStoodIn];
+    auto add = [&](int k, uint64_t from, uint64_t to) {
+      if (from != 0 && to >= from) ph[k].push_back(double(to - from));
+    };
+    add(0, a[core::kStampStart], a[core::kStampPosted]);
+    add(1, a[core::kStampPosted], a[core::kStampPicked]);
+    add(2, a[core::kStampPicked], a[core::kStampDone]);
+    add(3, a[core::kStampPosted], a[core::kStampWaitIn]);
+    add(4, a[core::kStampDone], a[core::kStampWaitSeen]);
+    if (n[core::kStampStart] < a[core::kStampWaitSeen] + 1000000) add(5, a[core::kStampWaitSeen], n[core::kStampStart]);
+  }
+  if (traced == 0) return;
+  std::string out = fmt::format("graph path of device {}, {} captured instances traced ({} waits stood in), median ns:",
+                                exec_->device(), traced, stood_in);
+  for (int k = 0; k < 6; ++k) {
+    std::vector<double>& v = ph[k];
+    if (v.empty()) continue;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    out += fmt::format(" {} {:.0f} (n {});", names[k], v[v.size() / 2], v.size());
+  }
+  log(LogLevel::Info, LogSubsys::Engine, "{}", out);
 }
 
 }  // namespace dfccl

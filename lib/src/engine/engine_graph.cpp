@@ -67,11 +67,12 @@ void Engine::graph_group_size(uint32_t group, uint64_t n) {
 }
 
 void Engine::graph_post(cudaStream_t stream, core::Desc d, uint32_t comm_index, uint64_t* turns, uint32_t slot,
-                        uint32_t group, uint32_t index, uint32_t gen) {
+                        uint32_t group, uint32_t index, uint32_t gen, bool with_wait) {
   d.comm = uint16_t(comm_index);
   d.comm_gen = __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED);
   const core::GraphStart s{d, g_, h_, turns, slot, group, index, gen};
-  exec_->graph_start(stream, s);
+  if (with_wait) exec_->graph_start_wait(stream, standin_view(), s, standin_args(slot, 0, comm_index, false));
+  else exec_->graph_start(stream, s);
   cv_.notify_all();  // the host executor posted it now: the progress thread launches a daemon
 }
 
@@ -93,14 +94,21 @@ bool Engine::wait_as_standin(const std::shared_ptr<RequestState>& r, cudaStream_
 }
 
 void Engine::queue_standin(cudaStream_t stream, uint32_t slot, uint64_t seq, uint32_t comm_index, bool poll_only) {
+  exec_->graph_wait(stream, standin_view(), standin_args(slot, seq, comm_index, poll_only));
+}
+
+core::EngineView Engine::standin_view() const {
   core::EngineView ev;
   ev.g = g_;
   ev.ctx = ctx_;
   ev.h = h_;
-  ev.p = cfg_.params;  // the wait sets the epoch (its tag), standin and standin_seq at each run
-  const core::GraphWait w{&h_->abort_gen[comm_index], __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED), seq,
-                          slot, poll_only ? 1u : 0u};
-  exec_->graph_wait(stream, ev, w);
+  ev.p = cfg_.params;
+  return ev;
+}
+
+core::GraphWait Engine::standin_args(uint32_t slot, uint64_t seq, uint32_t comm_index, bool poll_only) const {
+  return core::GraphWait{&h_->abort_gen[comm_index], __atomic_load_n(&comm_gen_[comm_index], __ATOMIC_RELAXED), seq,
+                         slot, poll_only ? 1u : 0u};
 }
 
 bool Engine::graph_pending() const {

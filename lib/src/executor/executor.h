@@ -59,6 +59,10 @@ class Executor {
   // daemon's shape that polls until the instance is done and runs the scheduler itself while no daemon does (CUDA);
   // the host executor runs it now, on one thread per daemon block, and returns once it is done.
   virtual void graph_wait(cudaStream_t stream, const core::EngineView& ev, const core::GraphWait& w) = 0;
+  // Both in one (core::graph_start_wait_block): queued on `stream` as one kernel of the wait's shape whose block 0
+  // posts the instance first (CUDA); the host executor runs it now as graph_wait does.
+  virtual void graph_start_wait(cudaStream_t stream, const core::EngineView& ev, const core::GraphStart& s,
+                                const core::GraphWait& w) = 0;
   // Barrier probe: *host_word = value (pinned memory) as soon as the device runs new work, i.e. once no device-wide
   // barrier issued before this call (a lazy module load) holds it back. Host executor: at once.
   virtual void probe(uint64_t* host_word, uint64_t value) = 0;

@@ -84,6 +84,7 @@ class CudaExecutor final : public Executor {
     DFCCL_CUDA(cuda::launch_stream_waiter(core::StreamWait{zero_word_, 0, zero_word_, 0, nullptr, 0}, daemon_stream_));
     DFCCL_CUDA(cuda::launch_graph_start(core::GraphStart{}, daemon_stream_));
     DFCCL_CUDA(cuda::launch_graph_wait(none, core::GraphWait{}, threads_, daemon_stream_));
+    DFCCL_CUDA(cuda::launch_graph_start_wait(none, core::GraphStart{}, core::GraphWait{}, threads_, daemon_stream_));
     DFCCL_CUDA(cudaStreamSynchronize(daemon_stream_));
     DFCCL_CUDA(cuda::resident_blocks(threads_, &resident_));
   }
@@ -165,6 +166,10 @@ class CudaExecutor final : public Executor {
   }
   void graph_wait(cudaStream_t stream, const core::EngineView& ev, const core::GraphWait& w) override {
     DFCCL_CUDA(cuda::launch_graph_wait(ev, w, threads_, stream));
+  }
+  void graph_start_wait(cudaStream_t stream, const core::EngineView& ev, const core::GraphStart& s,
+                        const core::GraphWait& w) override {
+    DFCCL_CUDA(cuda::launch_graph_start_wait(ev, s, w, threads_, stream));
   }
 
   void probe(uint64_t* host_word, uint64_t value) override {

@@ -64,13 +64,11 @@ class HostExecutor final : public Executor {
   }
   void graph_start(cudaStream_t, const core::GraphStart& s) override { host::post_graph_start(s); }
   void graph_wait(cudaStream_t, const core::EngineView& ev, const core::GraphWait& w) override {
-    std::vector<std::thread> blocks;
-    for (uint32_t b = 0; b < ev.p.nblocks + ev.p.prefetch; ++b)
-      blocks.emplace_back([ev, w, b] {
-        name_this_thread("gw", b);
-        host::run_graph_wait_block(ev, w, b);
-      });
-    for (auto& t : blocks) t.join();
+    run_blocks(ev, [&](uint32_t b, uint32_t) { host::run_graph_wait_block(ev, w, b); });
+  }
+  void graph_start_wait(cudaStream_t, const core::EngineView& ev, const core::GraphStart& s,
+                        const core::GraphWait& w) override {
+    run_blocks(ev, [&](uint32_t b, uint32_t nb) { host::run_graph_start_wait_block(ev, s, w, b, nb); });
   }
 
   void launch(const core::EngineView& ev) override {
@@ -105,6 +103,19 @@ class HostExecutor final : public Executor {
   }
 
  private:
+  // A captured node's launch, run now: block(b, nb) on one thread per daemon block, joined before returning.
+  template <class F>
+  static void run_blocks(const core::EngineView& ev, const F& block) {
+    const uint32_t nb = ev.p.nblocks + ev.p.prefetch;
+    std::vector<std::thread> blocks;
+    for (uint32_t b = 0; b < nb; ++b)
+      blocks.emplace_back([&block, b, nb] {
+        name_this_thread("gw", b);
+        block(b, nb);
+      });
+    for (auto& t : blocks) t.join();
+  }
+
   void join() {
     std::vector<std::thread> old;
     {
