@@ -3,7 +3,8 @@
 # time-sliced: builds the graph tests into build-dev, then runs them each under a short timeout (a hang costs its
 # timeout, not the call), then the latency probe.
 #   [REPLAYS=1000 MODES=... CUDA_MODULE_LOADING=... TAG=...] scripts/device/graphs.sh [steps...]
-#   steps: build unit mp engine latency harness hostlat waits peers torch shrink (default: build unit mp latency peers)
+#   steps: build unit mp engine latency phases harness hostlat waits peers torch shrink (default: build unit mp latency
+#   peers); phases builds graph_latency with -DDFCCL_PROFILE=1 into build-prof and prints the graph path's phases
 # Logs and summary.txt in $OUT.
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
@@ -51,6 +52,17 @@ fi
 if has latency; then
   step graph_latency 120 "$BIN/graph_latency" "${ITERS:-100}" "${BATCH:-20}"
   cat "$OUT/graph_latency.log"
+fi
+if has phases; then  # the graph path's phases (engine_debug.cpp, log_graph_trace): one node per call, then two
+  step configure_prof 120 cmake -S . -B build-prof -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DDFCCL_BUILD_PROBES=ON -DDFCCL_DEPS_PREFIX="$PWD/.deps" -DCMAKE_CUDA_FLAGS=-DDFCCL_PROFILE=1 \
+    -DCMAKE_CXX_FLAGS=-DDFCCL_PROFILE=1
+  step build_prof 400 cmake --build build-prof -j16 --target graph_latency
+  for form in one two; do
+    step "graph_phases_$form" 60 env DFCCL_DEBUG=INFO DFCCL_DEBUG_SUBSYS=ENGINE build-prof/bin/graph_latency \
+      "${ITERS:-100}" "${BATCH:-20}" $form
+    grep -E "graph path|dfccl graph" "$OUT/graph_phases_$form.log"
+  done
 fi
 if has harness; then  # the latency sweep: dfccl eager and in graphs beside NCCL's two, one rank; then two ranks under MPS
   step harness_1rank 240 "$BIN/dfccl-harness" "${H[@]}" --backend dfccl,dfccl-graph,nccl,nccl-graph \

@@ -1,10 +1,13 @@
 // Probe: what a small all-reduce costs per collective, one rank on one GPU, dfccl beside NCCL in one run, eager and
 // captured into a CUDA graph (issue 53's four columns): dfccl eager (submit, dfcclWait on the stream), dfccl in a
-// graph (the NCCL form, no request: start and wait nodes each replay), NCCL eager, NCCL in a graph. Each measure is
+// graph (the NCCL form, no request: one node that posts and waits), dfccl in a graph with a request and its
+// dfcclWait captured after it (a start node and a wait node), NCCL eager, NCCL in a graph. Each measure is
 // `batch` collectives back to back on one stream, repeated `iters` times between two events after a warm-up: GPU
 // time per collective, median over 5 rounds. Needs DFCCL_GRAPHS=1 (set here before the communicator is made).
+// With `only` (one or two), it measures that dfccl graph form alone at 8 B, so that a -DDFCCL_PROFILE=1 build's
+// trace of the graph path, printed when the engine ends (DFCCL_DEBUG=INFO), is that form's.
 // Build: target graph_latency (cmake -DDFCCL_BUILD_PROBES=ON; it links the NCCL that the harness's build finds).
-//   graph_latency [iters=100] [batch=20]
+//   graph_latency [iters=100] [batch=20] [only]
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -12,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "dfccl.h"
@@ -60,6 +64,8 @@ static cudaGraphExec_t capture(cudaStream_t s, const std::function<void()>& call
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 100;
   const int batch = argc > 2 ? std::atoi(argv[2]) : 20;
+  const std::string only = argc > 3 ? argv[3] : "";
+  if (!only.empty() && only != "one" && only != "two") probe_fail("argument 'only'", "must be one or two");
   setenv("DFCCL_GRAPHS", "1", 1);
   CUDA_CHECK(cudaSetDevice(0));
   dfcclComm_t dc = nullptr;
@@ -75,7 +81,8 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaMalloc(&out, max_bytes));
   std::printf("# one rank, all-reduce float32 out of place, us per collective (GPU time, %d x %d, median of 5)\n",
               iters, batch);
-  std::printf("%10s %14s %14s %14s %14s\n", "bytes", "dfccl eager", "dfccl graph", "nccl eager", "nccl graph");
+  std::printf("%10s %14s %14s %14s %14s %14s\n", "bytes", "dfccl eager", "dfccl graph", "graph 2 nodes", "nccl eager",
+              "nccl graph");
   for (size_t bytes : {size_t(8), size_t(4096), size_t(262144)}) {
     const size_t n = bytes / 4;
     auto dfccl_eager = [&] {
@@ -93,14 +100,31 @@ int main(int argc, char** argv) {
       for (int k = 0; k < batch; ++k)
         DFCCL_CHECK(dfcclAllReduce(in, out, n, dfcclFloat32, dfcclSum, dc, 0, s, nullptr));
     });
+    const cudaGraphExec_t dg2 = capture(s, [&] {
+      for (int k = 0; k < batch; ++k) {
+        dfcclRequest_t r = nullptr;
+        DFCCL_CHECK(dfcclAllReduce(in, out, n, dfcclFloat32, dfcclSum, dc, 0, s, &r));
+        DFCCL_CHECK(dfcclWait(r, s));
+        dfcclRequestFree(r);
+      }
+    });
     const cudaGraphExec_t ng = capture(s, nccl_calls);
+    if (!only.empty()) {
+      const cudaGraphExec_t g = only == "one" ? dg : dg2;
+      std::printf("%10zu dfccl graph (%s node%s): %.2f\n", bytes, only.c_str(), only == "one" ? "" : "s",
+                  per_coll_us(s, iters, batch, [&] { CUDA_CHECK(cudaGraphLaunch(g, s)); }));
+      for (cudaGraphExec_t e : {dg, dg2, ng}) cudaGraphExecDestroy(e);
+      break;
+    }
     const double de = per_coll_us(s, iters, batch, dfccl_eager);
     const double dgr = per_coll_us(s, iters, batch, [&] { CUDA_CHECK(cudaGraphLaunch(dg, s)); });
+    const double dgr2 = per_coll_us(s, iters, batch, [&] { CUDA_CHECK(cudaGraphLaunch(dg2, s)); });
     const double ne = per_coll_us(s, iters, batch, nccl_calls);
     const double ngr = per_coll_us(s, iters, batch, [&] { CUDA_CHECK(cudaGraphLaunch(ng, s)); });
-    std::printf("%10zu %14.2f %14.2f %14.2f %14.2f\n", bytes, de, dgr, ne, ngr);
+    std::printf("%10zu %14.2f %14.2f %14.2f %14.2f %14.2f\n", bytes, de, dgr, dgr2, ne, ngr);
     std::fflush(stdout);
     cudaGraphExecDestroy(dg);
+    cudaGraphExecDestroy(dg2);
     cudaGraphExecDestroy(ng);
   }
   DFCCL_CHECK(dfcclCommDestroy(dc));
