@@ -55,7 +55,7 @@ DFCCL_DEV void graph_wait_block(EngineView ev, const GraphWait& w, u32 b, BlockS
 }
 
 // Caller: every thread of block b of nb, the node of a captured call whose wait follows its start at once (NCCL's
-// form, one slot: Engine::graph_post_wait). Block 0's thread 0 posts the replay's instance (graph_post) and
+// form, one slot: Engine::graph_post with with_wait). Block 0's thread 0 posts the replay's instance (graph_post) and
 // announces it; each other block learns from the announcement which instance it waits for; then each block is block
 // b of that instance's wait (graph_wait_block, w.seq set). A block tells which run of the node it belongs to by the
 // slot's count of arrivals: runs of one node never overlap, each has nb blocks, and only such nodes count there, so

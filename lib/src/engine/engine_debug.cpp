@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -254,7 +255,11 @@ void Engine::log_graph_trace() {
   // of the next node), each where both stamps exist.
   const char* names[] = {"start node",         "post to pick-up",   "pick-up to done",
                          "post to wait entry", "done to wait seen", "wait seen to next start"};
-  std::vector<double> ph[6];
+  constexpr size_t kPhases = std::size(names);
+  std::vector<double> ph[kPhases];
+  auto add = [&](int k, uint64_t from, uint64_t to) {
+    if (from != 0 && to >= from) ph[k].push_back(double(to - from));
+  };
   size_t traced = 0, stood_in = 0;
   for (uint32_t i = 0; i < core::kGraphTraceN; ++i) {
     const T& a = t[i];
@@ -262,9 +267,6 @@ void Engine::log_graph_trace() {
     if (a[core::kStampStart] == 0 || a[core::kStampWaitSeen] == 0) continue;
     ++traced;
     stood_in += a[core::kStampStoodIn];
-    auto add = [&](int k, uint64_t from, uint64_t to) {
-      if (from != 0 && to >= from) ph[k].push_back(double(to - from));
-    };
     add(0, a[core::kStampStart], a[core::kStampPosted]);
     add(1, a[core::kStampPosted], a[core::kStampPicked]);
     add(2, a[core::kStampPicked], a[core::kStampDone]);
@@ -275,7 +277,7 @@ void Engine::log_graph_trace() {
   if (traced == 0) return;
   std::string out = fmt::format("graph path of device {}, {} captured instances traced ({} waits stood in), median ns:",
                                 exec_->device(), traced, stood_in);
-  for (int k = 0; k < 6; ++k) {
+  for (size_t k = 0; k < kPhases; ++k) {
     std::vector<double>& v = ph[k];
     if (v.empty()) continue;
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
