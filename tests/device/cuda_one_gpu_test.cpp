@@ -362,7 +362,6 @@ TEST(CudaOneGpu, LegacyStreamDuringAGlobalCaptureIsRefused) {
 
 // An error the application left on its thread (a failed cudaFree) is not taken for the daemon's launch or a stream
 // waiter's: the collectives submitted after it, each relaunching the daemon once it has gone idle, succeed exactly.
-
 TEST(CudaOneGpu, AnApplicationsStaleErrorDoesNotFailASubmission) {
   cudaSetDevice(0);
   Group g(1, dfcclExecutorCuda);
