@@ -2,7 +2,7 @@
 # Collectives captured into CUDA graphs (docs/design.md, "CUDA graphs") on the one-GPU machine, two ranks
 # time-sliced: builds the graph tests into build-dev, then runs them each under a short timeout (a hang costs its
 # timeout, not the call), then the latency probe.
-#   [REPLAYS=1000 MODES=... CUDA_MODULE_LOADING=... TAG=...] scripts/device/graphs.sh [steps...]
+#   [REPLAYS=1000 REPEAT=20 MODES=... CUDA_MODULE_LOADING=... TAG=...] scripts/device/graphs.sh [steps...]
 #   steps: build unit mp engine latency phases harness hostlat waits peers torch shrink (default: build unit mp latency
 #   peers); phases builds graph_latency with -DDFCCL_PROFILE=1 into build-prof and prints the graph path's phases
 # Logs and summary.txt in $OUT.
@@ -34,7 +34,7 @@ if has unit; then
   step cuda_one_gpu_test 120 "$BIN/cuda_one_gpu_test"
   # eager collectives waited for on a replay's stream, each followed by a cudaFree (a stand-in owning the engine then)
   step transfers_x20 240 "$BIN/cuda_one_gpu_test" --gtest_filter='*Transfers*:*EagerSelf*:*EagerWait*' \
-    --gtest_repeat=20
+    --gtest_repeat="${REPEAT:-20}"
   step transport_test 60 "$BIN/transport_test"
 fi
 if has mp; then
@@ -54,10 +54,12 @@ if has latency; then
   cat "$OUT/graph_latency.log"
 fi
 if has phases; then  # the graph path's phases (engine_debug.cpp, log_graph_trace): one node per call, then two
-  step configure_prof 120 cmake -S . -B build-prof -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DDFCCL_BUILD_PROBES=ON -DDFCCL_DEPS_PREFIX="$PWD/.deps" -DCMAKE_CUDA_FLAGS=-DDFCCL_PROFILE=1 \
-    -DCMAKE_CXX_FLAGS=-DDFCCL_PROFILE=1
-  step build_prof 400 cmake --build build-prof -j16 --target graph_latency
+  if [ ! -x build-prof/bin/graph_latency ]; then  # else carried, built on the CPU machine
+    step configure_prof 120 cmake -S . -B build-prof -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DDFCCL_BUILD_PROBES=ON -DDFCCL_DEPS_PREFIX="$PWD/.deps" -DCMAKE_CUDA_FLAGS=-DDFCCL_PROFILE=1 \
+      -DCMAKE_CXX_FLAGS=-DDFCCL_PROFILE=1
+    step build_prof 400 cmake --build build-prof -j16 --target graph_latency
+  fi
   for form in one two; do
     step "graph_phases_$form" 60 env DFCCL_DEBUG=INFO DFCCL_DEBUG_SUBSYS=ENGINE build-prof/bin/graph_latency \
       "${ITERS:-100}" "${BATCH:-20}" $form
