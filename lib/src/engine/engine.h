@@ -96,10 +96,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // that tells its words from an earlier owner's; graph_group_size: how many collectives it has now (before any
   // replay). graph_post: the start node on `stream` (host executor: posts now); with_wait: one node that also waits
   // for the instance, as graph_wait's would right after it (NCCL's form; host executor: waits now too). graph_wait:
-  // the stream waits for
-  // the instance of `slot` that its replay posted, the wait node running the scheduler itself while no daemon does
-  // (core::graph_wait_block; host executor: waits now), released by an abort of the communicator; poll_only: a
-  // later wait of the same captured call, which polls only.
+  // the stream waits for the instance of `slot` that its replay posted, the wait node running the scheduler itself
+  // while no daemon does (core::graph_wait_block; host executor: waits now), released by an abort of the
+  // communicator; poll_only: a later wait of the same captured call, which polls only.
   static constexpr uint32_t kHostSlotsKept = 64;
   uint32_t graph_take_slot(const char* fn);
   uint32_t graph_take_group(uint32_t* gen, const char* fn);
