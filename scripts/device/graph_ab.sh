@@ -69,6 +69,11 @@ for b in build-dev $(for p in $ab_patches; do echo "build-ab-$p"; done); do
   echo "== $b (DFCCL_IDLE_NS=10000000000)" >> "$O/ab.log"
   DFCCL_IDLE_NS=10000000000 timeout 25 "$b/bin/graph_latency" 50 20 >> "$O/ab.log" 2>&1
 done
+# The same node when no daemon stays between instances (DFCCL_IDLE_NS=0): each node stands in and runs its own.
+if left 25; then
+  echo "== build-dev (DFCCL_IDLE_NS=0)" >> "$O/ab.log"
+  DFCCL_IDLE_NS=0 timeout 25 build-dev/bin/graph_latency 50 20 >> "$O/ab.log" 2>&1
+fi
 # 4. The break check: without the start-node dependency and with every wait standing in, the forked-stream test
 # must fail.
 if left 20; then
