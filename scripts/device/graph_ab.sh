@@ -50,10 +50,11 @@ O=$OUT
 T=${T:-480}
 left() { [ $((T - SECONDS)) -gt "$1" ]; }
 nvidia-smi -L | tee "$O/ab.log"
-# 1. Every captured call without a request is one node (377b5c3): the one-GPU tests, then two ranks replaying.
+# 1. Every captured call without a request is one node (377b5c3): the one-GPU tests, then two ranks replaying
+# (joined and p2p capture calls without a request).
 timeout 120 build-dev/bin/cuda_one_gpu_test > "$O/cuda_one_gpu_test.log" 2>&1
 echo "cuda_one_gpu_test rc=$? at $SECONDS s" | tee -a "$O/ab.log"
-left 80 && OUT=$O/mp REPLAYS=1000 MP_S=30 MODES="deferred forked" timeout 90 scripts/device/graphs.sh mp
+left 100 && OUT=$O/mp REPLAYS=1000 MP_S=30 MODES="joined p2p deferred forked" timeout 100 scripts/device/graphs.sh mp
 # 2. The torch graph tests, with the extension carry.sh built for this machine's Python.
 if left 60; then
   LD_LIBRARY_PATH=$PWD/build-dev/lib:${LD_LIBRARY_PATH:-} DFCCL_TORCH_PYTHON=$(command -v python3) \
