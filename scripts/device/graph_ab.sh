@@ -85,3 +85,5 @@ if left 20; then
 fi
 cat "$O/ab.log"
 echo "graph_ab.sh: $SECONDS s"
+# At most 8 files come back from a call: everything but ab.log in one archive.
+(cd "$O" && find . -type f ! -name ab.log ! -path ./all.tgz -print0 | tar czf all.tgz --null -T - --remove-files)
