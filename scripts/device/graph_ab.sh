@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The graph path on one GPU in one call, correctness first (docs/lab/gpu-runs.md, 2026-12-07's last section): the
-# captured-call tests, the torch graph tests, the graph path's phases, an A/B of the graph node, the break check of
-# the forked-stream wait. Everything is built on the CPU machine and carried packed (carry.sh).
+# The graph path on one GPU in one call (docs/lab/gpu-runs.md, 2026-12-07's last section): the one-GPU captured-call
+# tests, the graph path's phases and an A/B of the graph node, two ranks replaying, the torch graph tests, the break
+# check of the forked-stream wait. Everything is built on the CPU machine and carried packed (carry.sh).
 #   scripts/device/graph_ab.sh prepare   (CPU machine, about 20 minutes) builds build-dev's test binaries, the profile
 #                                        build (build-prof), one graph_latency per patch of docs/lab/patches named
 #                                        below (build-ab-<patch>, from a worktree of HEAD), the break check's
@@ -50,19 +50,10 @@ O=$OUT
 T=${T:-480}
 left() { [ $((T - SECONDS)) -gt "$1" ]; }
 nvidia-smi -L | tee "$O/ab.log"
-# 1. Every captured call without a request is one node (377b5c3): the one-GPU tests, then two ranks replaying
-# (joined and p2p capture calls without a request).
+# 1. Every captured call without a request is one node (377b5c3): the one-GPU tests.
 timeout 120 build-dev/bin/cuda_one_gpu_test > "$O/cuda_one_gpu_test.log" 2>&1
 echo "cuda_one_gpu_test rc=$? at $SECONDS s" | tee -a "$O/ab.log"
-left 100 && OUT=$O/mp REPLAYS=1000 MP_S=30 MODES="joined p2p deferred forked" timeout 100 scripts/device/graphs.sh mp
-# 2. The torch graph tests, with the extension carry.sh built for this machine's Python.
-if left 60; then
-  LD_LIBRARY_PATH=$PWD/build-dev/lib:${LD_LIBRARY_PATH:-} DFCCL_TORCH_PYTHON=$(command -v python3) \
-    timeout $((T - SECONDS - 40)) bash tests/python/run_pytest.sh build-dev --device cuda \
-    python/tests/test_cuda_graphs.py > "$O/torch.log" 2>&1
-  echo "torch rc=$? at $SECONDS s" | tee -a "$O/ab.log"
-fi
-# 3. The phases of one node per call and of two, then the node A/B (the patched nodes cannot stand in: the daemon
+# 2. The phases of one node per call and of two, then the node A/B (the patched nodes cannot stand in: the daemon
 # stays, DFCCL_IDLE_NS, and the probe's full mode starts it with its eager part first).
 left 40 && OUT=$O/phases timeout 60 scripts/device/graphs.sh phases
 for b in build-dev $(for p in $ab_patches; do echo "build-ab-$p"; done); do
@@ -74,6 +65,15 @@ done
 if left 25; then
   echo "== build-dev (DFCCL_IDLE_NS=0)" >> "$O/ab.log"
   DFCCL_IDLE_NS=0 timeout 25 build-dev/bin/graph_latency 50 20 >> "$O/ab.log" 2>&1
+fi
+# 3. Two ranks replaying, the forms without a request (one node per call: joined, p2p) first; then the torch graph
+# tests, with the extension carry.sh built for this machine's Python.
+left 100 && OUT=$O/mp REPLAYS=1000 MP_S=30 MODES="joined p2p deferred forked" timeout 100 scripts/device/graphs.sh mp
+if left 60; then
+  LD_LIBRARY_PATH=$PWD/build-dev/lib:${LD_LIBRARY_PATH:-} DFCCL_TORCH_PYTHON=$(command -v python3) \
+    timeout $((T - SECONDS - 40)) bash tests/python/run_pytest.sh build-dev --device cuda \
+    python/tests/test_cuda_graphs.py > "$O/torch.log" 2>&1
+  echo "torch rc=$? at $SECONDS s" | tee -a "$O/ab.log"
 fi
 # 4. The break check: without the start-node dependency and with every wait standing in, the forked-stream test
 # must fail.
