@@ -51,7 +51,7 @@ T=${T:-480}
 left() { [ $((T - SECONDS)) -gt "$1" ]; }
 nvidia-smi -L | tee "$O/ab.log"
 # 1. Every captured call without a request is one node (377b5c3): the one-GPU tests.
-timeout 120 build-dev/bin/cuda_one_gpu_test > "$O/cuda_one_gpu_test.log" 2>&1
+timeout $((T / 3 < 120 ? T / 3 : 120)) build-dev/bin/cuda_one_gpu_test > "$O/cuda_one_gpu_test.log" 2>&1
 echo "cuda_one_gpu_test rc=$? at $SECONDS s" | tee -a "$O/ab.log"
 # 2. The phases of one node per call and of two, then the node A/B (the patched nodes cannot stand in: the daemon
 # stays, DFCCL_IDLE_NS, and the probe's full mode starts it with its eager part first).
