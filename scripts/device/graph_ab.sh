@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
-ab_patches="graph_node_one_block graph_node_others_leave graph_post_round_trips"
+ab_patches="graph_node_one_block graph_node_others_leave graph_post_round_trips graph_wait_fence_device"
 cmake_args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDFCCL_BUILD_PROBES=ON
   -DDFCCL_DEPS_PREFIX="$root/.deps")
 
