@@ -51,30 +51,21 @@ T=${T:-480}
 left() { [ $((T - SECONDS)) -gt "$1" ]; }
 nvidia-smi -L | tee "$O/ab.log"
 # 1. Every captured call without a request is one node (377b5c3): the one-GPU tests.
-timeout $((T / 3 < 120 ? T / 3 : 120)) build-dev/bin/cuda_one_gpu_test > "$O/cuda_one_gpu_test.log" 2>&1
-echo "cuda_one_gpu_test rc=$? at $SECONDS s" | tee -a "$O/ab.log"
+step cuda_one_gpu_test $((T / 3 < 120 ? T / 3 : 120)) build-dev/bin/cuda_one_gpu_test
 # 2. The phases of one node per call and of two, then the node A/B (the patched nodes cannot stand in: the daemon
-# stays, DFCCL_IDLE_NS, and the probe's full mode starts it with its eager part first).
+# stays, DFCCL_IDLE_NS, and the probe's full mode starts it with its eager part first); last, the node when no
+# daemon stays between instances (DFCCL_IDLE_NS=0): each node stands in and runs its own.
 left 40 && OUT=$O/phases timeout 60 scripts/device/graphs.sh phases
-for b in build-dev $(for p in $ab_patches; do echo "build-ab-$p"; done); do
+for run in build-dev:10000000000 $(for p in $ab_patches; do echo "build-ab-$p:10000000000"; done) build-dev:0; do
   left 25 || break
-  echo "== $b (DFCCL_IDLE_NS=10000000000)" >> "$O/ab.log"
-  DFCCL_IDLE_NS=10000000000 timeout 25 "$b/bin/graph_latency" 50 20 >> "$O/ab.log" 2>&1
+  echo "== ${run%:*} (DFCCL_IDLE_NS=${run#*:})" >> "$O/ab.log"
+  DFCCL_IDLE_NS=${run#*:} timeout 25 "${run%:*}/bin/graph_latency" 50 20 >> "$O/ab.log" 2>&1
 done
-# The same node when no daemon stays between instances (DFCCL_IDLE_NS=0): each node stands in and runs its own.
-if left 25; then
-  echo "== build-dev (DFCCL_IDLE_NS=0)" >> "$O/ab.log"
-  DFCCL_IDLE_NS=0 timeout 25 build-dev/bin/graph_latency 50 20 >> "$O/ab.log" 2>&1
-fi
 # 3. Two ranks replaying, the forms without a request (one node per call: joined, p2p) first; then the torch graph
 # tests, with the extension carry.sh built for this machine's Python.
 left 100 && OUT=$O/mp REPLAYS=1000 MP_S=30 MODES="joined p2p deferred forked" timeout 100 scripts/device/graphs.sh mp
-if left 60; then
-  LD_LIBRARY_PATH=$PWD/build-dev/lib:${LD_LIBRARY_PATH:-} DFCCL_TORCH_PYTHON=$(command -v python3) \
-    timeout $((T - SECONDS - 40)) bash tests/python/run_pytest.sh build-dev --device cuda \
-    python/tests/test_cuda_graphs.py > "$O/torch.log" 2>&1
-  echo "torch rc=$? at $SECONDS s" | tee -a "$O/ab.log"
-fi
+left 60 && LD_LIBRARY_PATH=$PWD/build-dev/lib:${LD_LIBRARY_PATH:-} DFCCL_TORCH_PYTHON=$(command -v python3) \
+  step torch $((T - SECONDS - 40)) bash tests/python/run_pytest.sh build-dev --device cuda python/tests/test_cuda_graphs.py
 # 4. The break check: without the start-node dependency and with every wait standing in, the forked-stream test
 # must fail.
 if left 20; then
@@ -85,5 +76,6 @@ if left 20; then
 fi
 cat "$O/ab.log"
 echo "graph_ab.sh: $SECONDS s"
-# At most 8 files come back from a call: everything but ab.log in one archive.
-(cd "$O" && find . -type f ! -name ab.log ! -path ./all.tgz -print0 | tar czf all.tgz --null -T - --remove-files)
+# At most 8 files come back from a call: everything but ab.log and the steps' summary.txt in one archive.
+(cd "$O" && find . -type f ! -name ab.log ! -path ./summary.txt ! -path ./all.tgz -print0 |
+  tar czf all.tgz --null -T - --remove-files)
