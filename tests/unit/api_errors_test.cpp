@@ -253,7 +253,11 @@ TEST(ApiErrors, ARankClaimedTwiceIsNamed) {
   dfcclComm_t first = nullptr, second = nullptr, other = nullptr;
   dfcclResult_t first_result = dfcclInternalError;
   std::thread t([&] { first_result = dfcclCommInitRankConfig(&first, 2, id, 0, &cfg); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the first caller holds rank 0 and waits for rank 1
+  // The first caller holds rank 0 and waits for rank 1: its segment exists (it claims the rank right after mapping
+  // it), however long a loaded machine took to get there.
+  for (int k = 0; k < 2000 && dfccl::test::bootstrap_segments(id).empty(); ++k)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_REJECTS(dfcclCommInitRankConfig(&second, 2, id, 0, &cfg), dfcclInvalidUsage,
                  "rank 0 is already claimed by process " + std::to_string(getpid()));
   cfg.device = 1;
