@@ -18,6 +18,7 @@ DFCCL_DEV u64 graph_replay_base(const GraphStart& s, u64 k) {
   GraphGroup& grp = s.g->graph_group[s.group];
   const u64 gen = u64(s.gen) << 32;
   const u64 want = gen | ((k + 1) & 0xffffffffu);
+  if (X::load_acquire(&grp.ready) == want) return vload(grp.base);  // another node of this replay published it
   for (;;) {
     const u64 old = X::load_acquire(&grp.claim);
     if (old == want) break;  // another node of this replay claimed it
@@ -30,10 +31,11 @@ DFCCL_DEV u64 graph_replay_base(const GraphStart& s, u64 k) {
     }
     if (X::atomic_cas64(&grp.claim, old, want) != old) continue;
     const u64 n = vload(s.h->graph_group_n[s.group]);
-    grp.base = X::atomic_add64(s.turns, n);
+    const u64 base = X::atomic_add64(s.turns, n);
+    grp.base = base;
     X::fence_device();
     X::store_relaxed(&grp.ready, want);
-    break;
+    return base;
   }
   while (X::load_acquire(&grp.ready) != want) X::pause();
   return vload(grp.base);
@@ -49,24 +51,30 @@ DFCCL_DEV u64 graph_post(const GraphStart& s) {
   EngineGlobal* g = s.g;
   const u32 slot = s.slot;
   const u64 t_in = kProfile ? X::now_ns() : 0;
+  // The slot's words, written by this node's earlier runs only (ordered by their launches), in one round trip with
+  // its state.
+  const u64 gen_seen = vload(g->graph_gen[slot]);
+  u64 k = vload(g->graph_runs[slot]);
   while (X::load_acquire(&g->graph_state[slot]) == kGraphPending) X::pause();
-  if (vload(g->graph_gen[slot]) != s.gen) {  // the slot's first instance for this graph
+  if (gen_seen != s.gen) {  // the slot's first instance for this graph
     g->graph_gen[slot] = s.gen;
-    g->graph_runs[slot] = 0;
+    k = 0;
   }
-  const u64 k = vload(g->graph_runs[slot]);
   g->graph_runs[slot] = k + 1;
   const u64 turn = graph_replay_base<X>(s, k) + s.index;
+  // The instance's number and its ring position in one round trip; the entry is stored below, after the descriptor,
+  // and the ring's readers wait for it in place.
+  const u64 n = X::atomic_add64(&g->graph_seq, 1);
+  const u64 pos = X::atomic_add64(&g->graph_ring_tail, 1);
   Desc d = s.desc;
-  d.seq = kGraphSeqBase + 1 + X::atomic_add64(&g->graph_seq, 1);  // in posting order: blocking mode's age
+  d.seq = kGraphSeqBase + 1 + n;  // in posting order: blocking mode's age
   d.turn = turn;
   Pack v[kDescPacks];
   memcpy(v, &d, sizeof(Desc));
   store_desc<X>(g->graph_desc[slot], v);
   X::store_relaxed(&g->graph_state[slot], kGraphPending);
-  X::fence_device();
-  const u64 pos = X::atomic_add64(&g->graph_ring_tail, 1);
-  X::store_release(&g->ring[kGraphRing][pos % kRingEntries], ring_entry(pos, slot));
+  X::fence_device();  // the descriptor and state before the entry (the instance's readers are this device's)
+  X::store_relaxed(&g->ring[kGraphRing][pos % kRingEntries], ring_entry(pos, slot));
   X::store_flag(&s.h->graph_posted[slot], d.seq);  // the progress thread: a daemon is needed
   if constexpr (kProfile) {
     graph_stamp(g->graph_trace, d.seq, kStampStart, t_in);
