@@ -1,7 +1,9 @@
 // Probe: what a small all-reduce costs per collective, one rank on one GPU, dfccl beside NCCL in one run, eager and
 // captured into a CUDA graph (issue 53's four columns): dfccl eager (submit, dfcclWait on the stream), dfccl in a
 // graph (the NCCL form, no request: one node that posts and waits), dfccl in a graph with a request and its
-// dfcclWait captured after it (a start node and a wait node), NCCL eager, NCCL in a graph. Each measure is
+// dfcclWait captured after it (a start node and a wait node), NCCL eager, NCCL in a graph, and a device-to-device
+// cudaMemcpyAsync of the same bytes, eager and in a graph (what NCCL runs for a one-rank communicator's
+// out-of-place all-reduce: no kernel of its own, so its one-rank columns are a copy's cost). Each measure is
 // `batch` collectives back to back on one stream, repeated `iters` times between two events after a warm-up: GPU
 // time per collective, median over 5 rounds. Needs DFCCL_GRAPHS=1 (set here before the communicator is made).
 // With `only` (one or two), it measures that dfccl graph form alone at 8 B, so that a -DDFCCL_PROFILE=1 build's
@@ -81,8 +83,8 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaMalloc(&out, max_bytes));
   std::printf("# one rank, all-reduce float32 out of place, us per collective (GPU time, %d x %d, median of 5)\n",
               iters, batch);
-  std::printf("%10s %14s %14s %14s %14s %14s\n", "bytes", "dfccl eager", "dfccl graph", "graph 2 nodes", "nccl eager",
-              "nccl graph");
+  std::printf("%10s %14s %14s %14s %14s %14s %14s %14s\n", "bytes", "dfccl eager", "dfccl graph", "graph 2 nodes",
+              "nccl eager", "nccl graph", "memcpy eager", "memcpy graph");
   for (size_t bytes : {size_t(8), size_t(4096), size_t(262144)}) {
     const size_t n = bytes / 4;
     auto dfccl_eager = [&] {
@@ -109,11 +111,15 @@ int main(int argc, char** argv) {
       }
     });
     const cudaGraphExec_t ng = capture(s, nccl_calls);
+    auto copies = [&] {
+      for (int k = 0; k < batch; ++k) CUDA_CHECK(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, s));
+    };
+    const cudaGraphExec_t cg = capture(s, copies);
     if (!only.empty()) {
       const cudaGraphExec_t g = only == "one" ? dg : dg2;
       std::printf("%10zu dfccl graph (%s node%s): %.2f\n", bytes, only.c_str(), only == "one" ? "" : "s",
                   per_coll_us(s, iters, batch, [&] { CUDA_CHECK(cudaGraphLaunch(g, s)); }));
-      for (cudaGraphExec_t e : {dg, dg2, ng}) cudaGraphExecDestroy(e);
+      for (cudaGraphExec_t e : {dg, dg2, ng, cg}) cudaGraphExecDestroy(e);
       break;
     }
     const double de = per_coll_us(s, iters, batch, dfccl_eager);
@@ -121,11 +127,11 @@ int main(int argc, char** argv) {
     const double dgr2 = per_coll_us(s, iters, batch, [&] { CUDA_CHECK(cudaGraphLaunch(dg2, s)); });
     const double ne = per_coll_us(s, iters, batch, nccl_calls);
     const double ngr = per_coll_us(s, iters, batch, [&] { CUDA_CHECK(cudaGraphLaunch(ng, s)); });
-    std::printf("%10zu %14.2f %14.2f %14.2f %14.2f %14.2f\n", bytes, de, dgr, dgr2, ne, ngr);
+    const double ce = per_coll_us(s, iters, batch, copies);
+    const double cgr = per_coll_us(s, iters, batch, [&] { CUDA_CHECK(cudaGraphLaunch(cg, s)); });
+    std::printf("%10zu %14.2f %14.2f %14.2f %14.2f %14.2f %14.2f %14.2f\n", bytes, de, dgr, dgr2, ne, ngr, ce, cgr);
     std::fflush(stdout);
-    cudaGraphExecDestroy(dg);
-    cudaGraphExecDestroy(dg2);
-    cudaGraphExecDestroy(ng);
+    for (cudaGraphExec_t e : {dg, dg2, ng, cg}) cudaGraphExecDestroy(e);
   }
   DFCCL_CHECK(dfcclCommDestroy(dc));
   ncclCommDestroy(nc);
