@@ -3,7 +3,7 @@
 # time-sliced: builds the graph tests into build-dev, then runs them each under a short timeout (a hang costs its
 # timeout, not the call), then the latency probe.
 #   [REPLAYS=1000 REPEAT=20 MODES=... CUDA_MODULE_LOADING=... TAG=...] scripts/device/graphs.sh [steps...]
-#   steps: build unit mp engine latency phases harness hostlat waits peers torch shrink (default: build unit mp latency
+#   steps: build unit mp engine latency phases harness harness_sweeps hostlat waits peers torch shrink (default: build unit mp latency
 #   peers); phases builds graph_latency with -DDFCCL_PROFILE=1 into build-prof and prints the graph path's phases
 # Logs and summary.txt in $OUT.
 cd "$(dirname "$0")/../.."
@@ -66,12 +66,16 @@ if has phases; then  # the graph path's phases (engine_debug.cpp, log_graph_trac
     grep -E "graph path|dfccl graph" "$OUT/graph_phases_$form.log"
   done
 fi
-if has harness; then  # the latency sweep: dfccl eager and in graphs beside NCCL's two, one rank; then two ranks under MPS
+# harness: the latency sweep (dfccl eager and in graphs beside NCCL's two, one rank), the harness's GPU ctests, then
+# two ranks under MPS; harness_sweeps: the two sweeps only.
+if has harness || has harness_sweeps; then
   step harness_1rank 240 "$BIN/dfccl-harness" "${H[@]}" --backend dfccl,dfccl-graph,nccl,nccl-graph \
     --out "$OUT/graphs-1rank.h5"
   grep -E "^ +[0-9]|dfccl|nccl" "$OUT/harness_1rank.log" | head -40
-  step ctest_harness 400 ctest --test-dir $B -R "harness_gpu_sweep|harness_gpu_graph_p2p" --timeout 280 \
-    --output-on-failure
+  if has harness; then
+    step ctest_harness 400 ctest --test-dir $B -R "harness_gpu_sweep|harness_gpu_graph_p2p" --timeout 280 \
+      --output-on-failure
+  fi
   mps_start
   step harness_2ranks_mps 300 "${M[@]}" "$BIN/dfccl-harness" "${H[@]}" --backend dfccl,dfccl-graph \
     --out "$OUT/graphs-2ranks-mps.h5"
