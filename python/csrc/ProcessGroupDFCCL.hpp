@@ -94,9 +94,13 @@ class WorkDFCCL : public c10d::Work {
   // Future unless a stream wait did.
   void complete(std::exception_ptr err);
   const OpName& name() const;
-  // The last strong reference is gone (the core may keep a weak one, which keeps the object's memory but must not
-  // keep its tensors): the outputs, the Future and the copy-out go now.
+  // The last strong reference is gone: the outputs, the Future and the copy-out go now.
   void release_resources() override;
+  // After wait() made a stream wait for the op, the core no longer holds the work and completes the op without it:
+  // these then read the op's outcome from the core.
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
 
  private:
   bool waitHost(std::chrono::milliseconds timeout);
@@ -109,6 +113,7 @@ class WorkDFCCL : public c10d::Work {
   std::function<void()> post_;
   std::once_flag postOnce_;
   bool captured_ = false;
+  std::atomic<bool> streamWaited_{false};  // wait() released the work from its core
   std::atomic<bool> futureMarked_{false};
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
@@ -117,7 +122,9 @@ class WorkDFCCL : public c10d::Work {
 // ops), the tensors they read and write, and what the watchdog says of them. Shared by the op's work, the requests'
 // callbacks, the completion thread and the watchdog, none of which keeps the outputs: the core keeps its work (and so
 // the outputs) alive until every request has finished, unless a stream was made to wait for the op (WorkDFCCL::wait
-// on CUDA tensors): from then on the work and its tensors live as long as their caller keeps them.
+// on CUDA tensors): from then on the work and its tensors live as long as their caller keeps them, and the core never
+// takes a reference to the work again (a reference taken by the completion thread could be the last one, and free
+// the tensors later than the caller dropped them).
 class WorkCore : public std::enable_shared_from_this<WorkCore> {
  public:
   WorkCore(OpName name, bool cuda, std::chrono::milliseconds timeout, std::shared_ptr<GroupState> group)
@@ -137,12 +144,14 @@ class WorkCore : public std::enable_shared_from_this<WorkCore> {
   // A stream now waits for the op: the stash goes (the stream's later work reuses its memory after the op) and the
   // work is no longer kept.
   void streamWaits();
-  // Completion thread, once every request's callback has run: completes the work if it still exists (its Future
-  // too, unless a stream wait marked it) and releases the stash.
+  // Completion thread, once every request's callback has run: completes the work unless a stream wait released it
+  // (its Future too, unless a stream wait marked it), records the outcome and releases the stash.
   void complete();
   // The first failed request's error, else null.
   std::exception_ptr collectError();
   bool done() const { return done_.load(); }
+  // The op's outcome once complete() has run (null: success or not complete yet).
+  std::exception_ptr error() const;
   // Watchdog: whether the op has been pending longer than its timeout and not reported yet (then marks it reported).
   bool dueForReport(std::chrono::steady_clock::time_point now);
   // What is known about why the op is not complete, in words ("pending for T ms (timeout T ms); ..."): per pending
@@ -161,10 +170,10 @@ class WorkCore : public std::enable_shared_from_this<WorkCore> {
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::vector<dfcclRequest_t> requests_;
   std::vector<RequestMeta> meta_;
-  std::mutex mu_;  // guards stash_, work_
+  mutable std::mutex mu_;  // guards stash_, work_, error_
   std::vector<at::Tensor> stash_;
-  c10::intrusive_ptr<WorkDFCCL> work_;                          // kept from arm() to complete() or streamWaits()
-  std::optional<c10::weak_intrusive_ptr<WorkDFCCL>> weakWork_;  // completed by complete() if its caller has it
+  c10::intrusive_ptr<WorkDFCCL> work_;  // kept from arm() to complete() or streamWaits()
+  std::exception_ptr error_;            // set by complete()
   std::shared_ptr<WorkCore> self_;  // the callbacks' reference, from arm() to the last callback
   std::atomic<int> pending_{0};
   std::atomic<bool> done_{false};

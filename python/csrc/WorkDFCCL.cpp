@@ -163,7 +163,6 @@ void WorkCore::arm(const c10::intrusive_ptr<WorkDFCCL>& work) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     work_ = work;
-    weakWork_.emplace(work);
   }
   pending_.store(int(requests_.size()) + 1);
   self_ = shared_from_this();  // the callbacks' reference, handed to the completion thread by the last of them
@@ -202,14 +201,19 @@ void WorkCore::complete() {
   c10::intrusive_ptr<WorkDFCCL> work;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (work_) work = std::move(work_);
-    else if (weakWork_) work = weakWork_->lock();
+    work = std::move(work_);  // null after a stream wait: the work is its caller's alone
+    error_ = err;
   }
   done_.store(true);
   if (work) work->complete(err);
   std::vector<at::Tensor> stash;
   std::lock_guard<std::mutex> lk(mu_);
   stash.swap(stash_);
+}
+
+std::exception_ptr WorkCore::error() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return error_;
 }
 
 bool WorkCore::dueForReport(std::chrono::steady_clock::time_point now) {
@@ -242,6 +246,16 @@ void WorkDFCCL::release_resources() {
   future_.reset();
   post_ = nullptr;
 }
+
+// A work that wait() released (a stream waits for it) is never finished by the core: its outcome is the core's.
+bool WorkDFCCL::isCompleted() { return c10d::Work::isCompleted() || (streamWaited_ && core_->done()); }
+
+std::exception_ptr WorkDFCCL::exception() const {
+  if (std::exception_ptr e = c10d::Work::exception()) return e;
+  return streamWaited_ && core_->done() ? core_->error() : nullptr;
+}
+
+bool WorkDFCCL::isSuccess() const { return exception() == nullptr; }
 
 void WorkDFCCL::arm() {
   if (captured_) {  // nothing runs until a replay, on the stream: no callback, no watchdog, no completion thread
@@ -383,6 +397,7 @@ bool WorkDFCCL::wait(std::chrono::milliseconds timeout) {
   runPostOnce();
   if (!captured_) {       // the stream now waits for the op: nothing of it needs keeping beyond what the caller keeps
     markFuture(nullptr);  // its events on the current stream, after the wait
+    streamWaited_ = true;
     core_->streamWaits();
   }
   return true;

@@ -158,9 +158,10 @@ def test_compile_reduce_overhead_all_reduce(run_ranks, graphs):
 
 
 def waited_then_dropped(rank, world):
-    """An all-reduce waited for on the stream (work.wait()) while its peer is still away, then dropped: its tensor's
-    memory is free at once, not when the backend later sees the op complete (torch.compile's CUDA-graph trees check
-    this after their warm-up run)."""
+    """An all-reduce waited for on the stream (work.wait()) and dropped: its tensor's memory is free at once, not when
+    the backend later sees the op complete (torch.compile's CUDA-graph trees check this after their warm-up run).
+    Rank 0 drops its op before the op can complete (its peer is still away); rank 1's op completes while it drops it.
+    A work waited for on the stream and kept still reports its completion."""
     import time
 
     dist.all_reduce(torch.ones(1, device=device()))  # whatever the first op allocates for good
@@ -174,11 +175,17 @@ def waited_then_dropped(rank, world):
     held = torch.cuda.memory_allocated() - before
     del work, t
     left = torch.cuda.memory_allocated() - before
+    kept = dist.all_reduce(torch.ones(8, device=device()), async_op=True)
+    kept.wait()
     torch.cuda.synchronize()
-    return held, left
+    deadline = time.monotonic() + 10.0
+    while not kept.is_completed() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return rank, held, left, kept.is_completed() and kept.exception() is None
 
 
 def test_a_waited_work_frees_its_tensors_when_dropped(run_ranks):
-    for held, left in run_ranks(waited_then_dropped, 2):
+    for rank, held, left, kept_completed in run_ranks(waited_then_dropped, 2):
         assert held >= 4 << 20
-        assert left == 0, f"{left} bytes of the dropped op still allocated"
+        assert left == 0, f"rank {rank}: {left} bytes of the dropped op still allocated"
+        assert kept_completed, f"rank {rank}: a work waited for on the stream never reported its completion"
