@@ -2,8 +2,9 @@
 # A short check of the graph path across builds on the one-GPU machine (binaries built on the CPU machine and carried
 # packed: carry.sh pack <build dirs>, carry.sh torch): the torch graph tests three times, then for each build of
 # BUILDS in turn, ROUNDS times, two ranks replaying mp_graph p2p and the harness's dfccl-graph backend at its first
-# sizes (one rank). Logs and summary.txt in $OUT.
-#   [BUILDS="build-ab-base build-dev" ROUNDS=2 REPLAYS=300] scripts/device/graph_check.sh
+# sizes (one rank), the latter once per entry of SETTINGS (VAR=VALUE[,VAR=VALUE...] set for the run; - none). Logs
+# and summary.txt in $OUT.
+#   [BUILDS="build-ab-base build-dev" ROUNDS=2 REPLAYS=300 TORCH_RUNS=3 P2P=1 SETTINGS=-] scripts/device/graph_check.sh
 set +e
 cd "$(dirname "$0")/../.."
 scripts/device/carry.sh unpack
@@ -12,22 +13,27 @@ builds=${BUILDS:-build-ab-base build-dev}
 M=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x DFCCL_GRAPHS=1)
 H=(--workload workloads/sweep.toml --collectives all_reduce -b 8 -e 64 -f 8 --timing batch --batch 20 --iters 100
   --warmup 20 --quiet --overwrite --backend dfccl-graph --diagnose)
-torch_graphs='for i in 1 2 3; do
+torch_graphs='for i in $(seq "${TORCH_RUNS:-3}"); do
   bash tests/python/run_pytest.sh build-dev --device cuda "$PWD/python/tests/test_cuda_graphs.py" -rA || exit
 done'
-LD_LIBRARY_PATH=$PWD/build-dev/lib:${LD_LIBRARY_PATH:-} DFCCL_TORCH_PYTHON=$(command -v python3) \
+LD_LIBRARY_PATH=$PWD/build-dev/lib:${LD_LIBRARY_PATH:-} DFCCL_TORCH_PYTHON=$(command -v python3) TORCH_RUNS=${TORCH_RUNS:-3} \
   step torch 150 bash -c "$torch_graphs"
 grep -E "^(PASSED|FAILED)|passed|failed" "$OUT/torch.log" | tail -8
 for round in $(seq "${ROUNDS:-2}"); do
   for b in $builds; do
-    if [ -x "$b/bin/mp_graph" ]; then
+    if [ "${P2P:-1}" = 1 ] && [ -x "$b/bin/mp_graph" ]; then
       step "p2p_${b}_$round" 60 "${M[@]}" "$b/bin/mp_graph" p2p "${REPLAYS:-300}"
       grep -h "PASSED" "$OUT/p2p_${b}_$round.log" | head -1
     fi
-    if [ -x "$b/bin/dfccl-harness" ]; then
-      step "harness_${b}_$round" 60 "$b/bin/dfccl-harness" "${H[@]}" --out "$OUT/harness_${b}_$round.h5"
-      grep -E "^ +[0-9]|^# engine" "$OUT/harness_${b}_$round.log"
-    fi
+    [ -x "$b/bin/dfccl-harness" ] || continue
+    for setting in ${SETTINGS:--}; do
+      name=harness_${b}_${setting//[^A-Za-z0-9]/_}_$round
+      echo "== $name"
+      vars=()
+      [ "$setting" = - ] || IFS=, read -ra vars <<< "$setting"
+      step "$name" 60 env "${vars[@]}" "$b/bin/dfccl-harness" "${H[@]}" --out "$OUT/$name.h5"
+      grep -E "^ +[0-9]|^# engine" "$OUT/$name.log"
+    done
   done
 done
 rm -f "$OUT"/*.h5
