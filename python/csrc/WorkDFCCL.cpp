@@ -298,6 +298,17 @@ void WorkDFCCL::runPostOnce() {
 }
 
 bool WorkDFCCL::waitHost(std::chrono::milliseconds timeout) {
+  if (streamWaited_) {  // a stream already waits for it: the core completes the op without the work (isCompleted)
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (!core_->done() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (core_->done()) {
+      if (std::exception_ptr e = core_->error()) std::rethrow_exception(e);
+      return true;
+    }
+    throwDist(name().str() + ": not complete after " + std::to_string(timeout.count()) + " ms; " +
+              core_->stuckReport());
+  }
   bool done;
   {
     std::unique_lock<std::mutex> lk(mutex_);

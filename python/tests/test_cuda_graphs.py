@@ -161,7 +161,8 @@ def waited_then_dropped(rank, world):
     """An all-reduce waited for on the stream (work.wait()) and dropped: its tensor's memory is free at once, not when
     the backend later sees the op complete (torch.compile's CUDA-graph trees check this after their warm-up run).
     Rank 0 drops its op before the op can complete (its peer is still away); rank 1's op completes while it drops it.
-    A work waited for on the stream and kept still reports its completion."""
+    A work waited for on the stream and kept still reports its completion, also to a later wait with a timeout."""
+    import datetime
     import time
 
     dist.all_reduce(torch.ones(1, device=device()))  # whatever the first op allocates for good
@@ -181,11 +182,13 @@ def waited_then_dropped(rank, world):
     deadline = time.monotonic() + 10.0
     while not kept.is_completed() and time.monotonic() < deadline:
         time.sleep(0.001)
-    return rank, held, left, kept.is_completed()
+    # A second wait with a timeout waits on the host, for an op the backend no longer holds the work of.
+    waited_again = kept.wait(timeout=datetime.timedelta(seconds=10))
+    return rank, held, left, kept.is_completed() and waited_again
 
 
 def test_a_waited_work_frees_its_tensors_when_dropped(run_ranks):
     for rank, held, left, kept_completed in run_ranks(waited_then_dropped, 2):
         assert held >= 4 << 20
         assert left == 0, f"rank {rank}: {left} bytes of the dropped op still allocated"
-        assert kept_completed, f"rank {rank}: a work waited for on the stream never reported its completion"
+        assert kept_completed, f"rank {rank}: a work waited for on the stream did not report its completion"
