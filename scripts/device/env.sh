@@ -19,6 +19,15 @@ step() {  # step <name> <timeout s> <command...>
   echo "== $name rc=$rc $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then step_failures=$((step_failures + 1)); fi
 }
+# step_torch_graphs <runs> <timeout s>: step "torch": the torch graph tests (python/tests/test_cuda_graphs.py) <runs>
+# times in a row, stopping at the first failure, with the build-dev extension that carry.sh built for this machine's
+# Python.
+step_torch_graphs() {
+  LD_LIBRARY_PATH=$PWD/build-dev/lib:${LD_LIBRARY_PATH:-} DFCCL_TORCH_PYTHON=$(command -v python3) step torch "$2" \
+    bash -c 'for i in $(seq "$0"); do
+      bash tests/python/run_pytest.sh build-dev --device cuda "$PWD/python/tests/test_cuda_graphs.py" -rA || exit
+    done' "$1"
+}
 # steps_status: the exit status of a script made of steps (1 if any failed), once the steps' logs are packed into
 # $OUT/logs.tgz (at most 8 files come back from a device call).
 steps_status() {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The graph path on one GPU in one call (docs/lab/gpu-runs.md, 2026-12-07's last section): the one-GPU captured-call
-# tests, the graph path's phases and an A/B of the graph node, two ranks replaying, the torch graph tests, the break
-# check of the forked-stream wait. Everything is built on the CPU machine and carried packed (carry.sh).
+# The graph path on one GPU in one call (docs/lab/gpu-runs.md, runs 261-262): the one-GPU captured-call tests, the
+# torch graph tests, two ranks replaying, the graph path's phases and an A/B of the graph node, the latency sweeps,
+# the break check of the forked-stream wait. Everything is built on the CPU machine and carried packed (carry.sh).
 #   [AB_BASE=<commit>] scripts/device/graph_ab.sh prepare
 #                                        (CPU machine, about 20 minutes) builds build-dev's test binaries, the profile
 #                                        build (build-prof), one graph_latency per patch of docs/lab/patches named
@@ -56,15 +56,10 @@ O=$OUT
 T=${T:-480}
 left() { [ $((T - SECONDS)) -gt "$1" ]; }
 nvidia-smi -L | tee "$O/ab.log"
-# 1. The one-GPU tests of captured calls, then the torch graph tests (with the extension carry.sh built for this
-# machine's Python).
+# 1. The one-GPU tests of captured calls, then the torch graph tests three times (torch's CUDA-graph trees once found
+# a tensor of a waited work still alive: run 250, 36d16ec).
 step cuda_one_gpu_test $((T / 3 < 120 ? T / 3 : 120)) build-dev/bin/cuda_one_gpu_test
-# Three times: torch's CUDA-graph trees once found a tensor of a waited work still alive (run 250; 36d16ec).
-torch_graphs='for i in 1 2 3; do
-  bash tests/python/run_pytest.sh build-dev --device cuda "$PWD/python/tests/test_cuda_graphs.py" -rA || exit
-done'
-left 60 && LD_LIBRARY_PATH=$PWD/build-dev/lib:${LD_LIBRARY_PATH:-} DFCCL_TORCH_PYTHON=$(command -v python3) \
-  step torch $((T / 3 < 150 ? T / 3 : 150)) bash -c "$torch_graphs"
+left 60 && step_torch_graphs 3 $((T / 3 < 150 ? T / 3 : 150))
 # 2. Two ranks replaying 1000 times: the forms without a request (one node per call: joined, p2p), then deferred
 # waits and forked streams; the blocking mode must hang on the same program.
 left 100 && OUT=$O/mp REPLAYS=1000 MP_S=30 MODES="joined p2p deferred forked" timeout 100 scripts/device/graphs.sh mp

@@ -13,11 +13,7 @@ builds=${BUILDS:-build-ab-base build-dev}
 M=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x DFCCL_GRAPHS=1)
 H=(--workload workloads/sweep.toml --collectives all_reduce -b 8 -e 64 -f 8 --timing batch --batch 20 --iters 100
   --warmup 20 --quiet --overwrite --backend dfccl-graph --diagnose)
-torch_graphs='for i in $(seq "${TORCH_RUNS:-3}"); do
-  bash tests/python/run_pytest.sh build-dev --device cuda "$PWD/python/tests/test_cuda_graphs.py" -rA || exit
-done'
-LD_LIBRARY_PATH=$PWD/build-dev/lib:${LD_LIBRARY_PATH:-} DFCCL_TORCH_PYTHON=$(command -v python3) TORCH_RUNS=${TORCH_RUNS:-3} \
-  step torch 150 bash -c "$torch_graphs"
+step_torch_graphs "${TORCH_RUNS:-3}" 150
 grep -E "^(PASSED|FAILED)|passed|failed" "$OUT/torch.log" | tail -8
 for round in $(seq "${ROUNDS:-2}"); do
   for b in $builds; do

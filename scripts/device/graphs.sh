@@ -3,8 +3,9 @@
 # time-sliced: builds the graph tests into build-dev, then runs them each under a short timeout (a hang costs its
 # timeout, not the call), then the latency probe.
 #   [REPLAYS=1000 REPEAT=20 MODES=... CUDA_MODULE_LOADING=... TAG=...] scripts/device/graphs.sh [steps...]
-#   steps: build unit mp engine latency phases harness harness_sweeps hostlat waits peers torch shrink (default: build unit mp latency
-#   peers); phases builds graph_latency with -DDFCCL_PROFILE=1 into build-prof and prints the graph path's phases
+#   steps: build unit mp engine latency phases harness harness_sweeps hostlat waits peers torch shrink (default: build
+#   unit mp latency peers); phases builds graph_latency with -DDFCCL_PROFILE=1 into build-prof and prints the graph
+#   path's phases
 # Logs and summary.txt in $OUT.
 cd "$(dirname "$0")/../.."
 . scripts/device/env.sh
