@@ -104,6 +104,7 @@ class WorkDFCCL : public c10d::Work {
 
  private:
   bool waitHost(std::chrono::milliseconds timeout);
+  bool releasedAndDone() const;  // wait() released the work to its caller and the core has completed the op
   void runPostOnce();
   void markFuture(std::exception_ptr err);
 

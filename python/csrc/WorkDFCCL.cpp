@@ -248,11 +248,13 @@ void WorkDFCCL::release_resources() {
 }
 
 // A work that wait() released (a stream waits for it) is never finished by the core: its outcome is the core's.
-bool WorkDFCCL::isCompleted() { return c10d::Work::isCompleted() || (streamWaited_ && core_->done()); }
+bool WorkDFCCL::releasedAndDone() const { return streamWaited_ && core_->done(); }
+
+bool WorkDFCCL::isCompleted() { return c10d::Work::isCompleted() || releasedAndDone(); }
 
 std::exception_ptr WorkDFCCL::exception() const {
   if (std::exception_ptr e = c10d::Work::exception()) return e;
-  return streamWaited_ && core_->done() ? core_->error() : nullptr;
+  return releasedAndDone() ? core_->error() : nullptr;
 }
 
 bool WorkDFCCL::isSuccess() const { return exception() == nullptr; }
@@ -298,26 +300,25 @@ void WorkDFCCL::runPostOnce() {
 }
 
 bool WorkDFCCL::waitHost(std::chrono::milliseconds timeout) {
-  if (streamWaited_) {  // a stream already waits for it: the core completes the op without the work (isCompleted)
+  if (streamWaited_) {  // a stream already waits for it: the core completes the op without the work
     const auto until = std::chrono::steady_clock::now() + timeout;
-    while (!core_->done() && std::chrono::steady_clock::now() < until)
+    while (!releasedAndDone() && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::microseconds(100));
-    if (core_->done()) {
+    if (releasedAndDone()) {
       if (std::exception_ptr e = core_->error()) std::rethrow_exception(e);
       return true;
     }
-    throwDist(name().str() + ": not complete after " + std::to_string(timeout.count()) + " ms; " +
-              core_->stuckReport());
-  }
-  bool done;
-  {
-    std::unique_lock<std::mutex> lk(mutex_);
-    done = cv_.wait_for(lk, timeout, [&] { return completed_; });
-    if (done && exception_) std::rethrow_exception(exception_);
-  }
-  if (done) {
-    future_->wait();  // complete() marks the Future just after the Work: a returned wait() finds both done
-    return true;
+  } else {
+    bool done;
+    {
+      std::unique_lock<std::mutex> lk(mutex_);
+      done = cv_.wait_for(lk, timeout, [&] { return completed_; });
+      if (done && exception_) std::rethrow_exception(exception_);
+    }
+    if (done) {
+      future_->wait();  // complete() marks the Future just after the Work: a returned wait() finds both done
+      return true;
+    }
   }
   throwDist(name().str() + ": not complete after " + std::to_string(timeout.count()) + " ms; " + core_->stuckReport());
 }
