@@ -65,6 +65,13 @@ inline constexpr u32 kGraphTraceN = kProfile ? 4096 : 1;
 DFCCL_HD inline void graph_stamp(u64 (*trace)[kGraphStamps], u64 seq, u32 k, u64 value) {
   if (seq > kGraphSeqBase) trace[(seq - kGraphSeqBase - 1) % kGraphTraceN][k] = value;
 }
+// kProfile builds: each launch that asked for the engine (scheduler/owner.h, enter_launch), the last kLaunchTraceN in
+// EngineGlobal::launch_trace: its tag, block 0's entry and verdict (executor clock) and whether it ran, and when its
+// block 0 left the scheduler (0: it did not run). Engine::log_graph_trace prints them around slow instances.
+struct LaunchStamp {
+  u64 tag, entry, decided, runs, left;
+};
+inline constexpr u32 kLaunchTraceN = kProfile ? 2048 : 1;
 
 // A group's turns for one replay (EngineGlobal::graph_group): claim and ready are gen << 32 | replays claimed (resp.
 // published), base the first turn of the replay that ready names.
@@ -124,6 +131,9 @@ struct EngineGlobal {                   // device memory
   u64 verdict[kMaxSlots + 1];
   // kProfile builds: the graph path's stamps (GraphStamp) of the last kGraphTraceN captured instances.
   u64 graph_trace[kGraphTraceN][kGraphStamps];
+  u64 launches_traced;  // kProfile: launch_trace entries written; owner_trace: the owning launch's entry
+  u64 owner_trace;
+  LaunchStamp launch_trace[kLaunchTraceN];
 };
 
 struct BlockStats {  // accumulated by each block at each exit

@@ -152,6 +152,8 @@ DFCCL_DEV void run_launch(const EngineView& ev, u32 b, BlockShared& bs) {
       if (!bs.progressed) X::backoff(X::now_ns() - vload(ev.g->last_activity_ns));
   }
   prof_add<X>(bs, kPhaseLaunch, t_launch);
+  if constexpr (kProfile)
+    if (b == 0 && tid == 0) ev.g->launch_trace[ev.g->owner_trace % kLaunchTraceN].left = X::now_ns();
   end_block<X>(ev, b, bs, tid, nt, ns_launch);
   X::sync();
   if (tid == 0) leave_owner<X>(ev);

@@ -74,7 +74,13 @@ DFCCL_DEV bool join_owner(const EngineView& ev, u64 tag) {
 template <class X>
 DFCCL_DEV bool enter_launch(const EngineView& ev, u32 b, u64 tag, u64* verdict) {
   if (b == 0) {
+    const u64 t_in = kProfile ? X::now_ns() : 0;
     const bool runs = take_owner<X>(ev, tag);
+    if constexpr (kProfile) {
+      const u64 k = X::atomic_add64(&ev.g->launches_traced, 1);
+      ev.g->launch_trace[k % kLaunchTraceN] = LaunchStamp{tag, t_in, X::now_ns(), runs ? 1u : 0u, 0};
+      if (runs) ev.g->owner_trace = k;
+    }
     X::store_release(verdict, (tag << 1) | (runs ? 1 : 0));
     return runs;
   }

@@ -155,6 +155,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // kProfile builds, at teardown once the daemon has left: the medians of the graph path's phases over the captured
   // instances traced (core::GraphStamp), one INFO line of subsystem ENGINE. No-op otherwise.
   void log_graph_trace();
+  void log_slow_instances(const std::vector<uint64_t[core::kGraphStamps]>& t);
   std::string host_state_text_locked();
   DeviceSnapshot device_snapshot_locked();
   std::string comm_lanes_text(const DeviceSnapshot& snap, uint32_t i);

@@ -284,6 +284,41 @@ void Engine::log_graph_trace() {
     out += fmt::format(" {} {:.0f} (n {});", names[k], v[v.size() / 2], v.size());
   }
   log(LogLevel::Info, LogSubsys::Engine, "{}", out);
+  log_slow_instances(t);
+}
+
+// kProfile builds: the first instances (at most 3) that took more than 50 us from their start node's entry to their
+// wait's sight of the completion, each with every stamp and launch (core::LaunchStamp) from 100 us before its start to
+// its end, in time order, relative to its start.
+void Engine::log_slow_instances(const std::vector<uint64_t[core::kGraphStamps]>& t) {
+  std::vector<core::LaunchStamp> launches(core::kLaunchTraceN);
+  exec_->copy_from_device(launches.data(), g_->launch_trace, sizeof(core::LaunchStamp) * core::kLaunchTraceN);
+  const char* stamp_names[] = {"start", "posted", "picked", "done", "wait in", "wait seen"};
+  int shown = 0;
+  for (uint32_t i = 0; i < core::kGraphTraceN && shown < 3; ++i) {
+    const uint64_t t0 = t[i][core::kStampStart], t1 = t[i][core::kStampWaitSeen];
+    if (t0 == 0 || t1 < t0 + 50000) continue;
+    ++shown;
+    std::vector<std::pair<uint64_t, std::string>> ev;
+    for (uint32_t j = 0; j < core::kGraphTraceN; ++j)
+      for (uint32_t k = 0; k < std::size(stamp_names); ++k)
+        if (t[j][k] + 100000 >= t0 && t[j][k] <= t1 && t[j][k] != 0)
+          ev.emplace_back(t[j][k],
+                          fmt::format("#{} {}{}", j, stamp_names[k],
+                                      k == core::kStampWaitSeen && t[j][core::kStampStoodIn] ? " (stood in)" : ""));
+    for (const core::LaunchStamp& l : launches) {
+      const std::string who = core::is_standin(l.tag) ? fmt::format("stand-in {:x}", l.tag & 0xffffffffull)
+                                                      : fmt::format("daemon {}", l.tag);
+      if (l.entry + 100000 >= t0 && l.entry <= t1) ev.emplace_back(l.entry, who + " entered");
+      if (l.decided + 100000 >= t0 && l.decided <= t1)
+        ev.emplace_back(l.decided, who + (l.runs ? " owns the engine" : " yields"));
+      if (l.left != 0 && l.left + 100000 >= t0 && l.left <= t1) ev.emplace_back(l.left, who + " left");
+    }
+    std::sort(ev.begin(), ev.end());
+    std::string out = fmt::format("slow captured instance #{} ({} us):", i, (t1 - t0) / 1000);
+    for (const auto& [at, what] : ev) out += fmt::format(" {:+.1f} {};", (double(at) - double(t0)) / 1000, what);
+    log(LogLevel::Info, LogSubsys::Engine, "{}", out);
+  }
 }
 
 }  // namespace dfccl
