@@ -176,6 +176,11 @@ class DfcclBackend final : public Backend {
   }
 
   void destroy_comms() override {
+    if (ctx_.workload->diagnose && gpu_ && graphs_ && !gpu_->graph_launch_host_us().empty()) {
+      std::string line;
+      for (double us : gpu_->graph_launch_host_us()) line += fmt::format(" {:.0f}", us);
+      std::fprintf(stderr, "# graph launch calls rank %d (host us, span order):%s\n", ctx_.world_rank, line.c_str());
+    }
     if (ctx_.workload->diagnose)  // run.diagnose: the engine's life over the whole backend run, one line per rank
       for (auto c : comms_) {
         dfcclStats_t s = DFCCL_STATS_INITIALIZER;

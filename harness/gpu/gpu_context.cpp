@@ -223,7 +223,9 @@ void GpuContext::end_capture_and_replay() {
   cudaError_t e = cudaGraphUpload(exec, streams_[0]);
   if (e == cudaSuccess) {
     span.start = record(0);
+    const auto t0 = std::chrono::steady_clock::now();
     for (int k = 0; k < replays_ && e == cudaSuccess; ++k) e = cudaGraphLaunch(exec, streams_[0]);
+    launch_host_us_.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     if (e == cudaSuccess) span.end = record(0);
   }
   cudaGraphExecDestroy(exec);

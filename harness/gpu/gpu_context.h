@@ -68,6 +68,9 @@ class GpuContext {
   void wait_all(const std::atomic<bool>& cancel);
   // Per iteration: time and per-entry stream times (NaN where not recorded).
   std::vector<IterationTiming> timings(int num_entries);
+  // Graphs: the host's time in each span's cudaGraphLaunch calls (µs), in span order since the backend began; a
+  // launch that returns late leaves the GPU idle inside the span's events (run.diagnose prints them).
+  const std::vector<double>& graph_launch_host_us() const { return launch_host_us_; }
 
  private:
   cudaEvent_t event();
@@ -92,6 +95,7 @@ class GpuContext {
   bool graphs_ = false;
   int replays_ = 1;  // graph launches per span
   bool capturing_ = false;
+  std::vector<double> launch_host_us_;
   TimingPlan plan_;
   int iteration_ = -1;  // the iteration between iteration_start and iteration_end
   struct Span {
