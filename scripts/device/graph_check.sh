@@ -2,9 +2,11 @@
 # A short check of the graph path across builds on the one-GPU machine (binaries built on the CPU machine and carried
 # packed: carry.sh pack <build dirs>, carry.sh torch): the torch graph tests three times, then for each build of
 # BUILDS in turn, ROUNDS times, two ranks replaying mp_graph p2p and the harness's dfccl-graph backend at its first
-# sizes (one rank), the latter once per entry of SETTINGS (VAR=VALUE[,VAR=VALUE...] set for the run; - none). Logs
-# and summary.txt in $OUT.
-#   [BUILDS="build-ab-base build-dev" ROUNDS=2 REPLAYS=300 TORCH_RUNS=3 P2P=1 SETTINGS=-] scripts/device/graph_check.sh
+# sizes (one rank), the latter once per entry of SETTINGS (VAR=VALUE[,VAR=VALUE...] set for the run; - none). A
+# profile build among BUILDS (build-prof, its harness built) with DFCCL_DEBUG=INFO,DFCCL_DEBUG_SUBSYS=ENGINE in
+# SETTINGS prints the slow captured instances' timelines. Then, for each entry of BLOCKS, build-dev's graph_latency
+# with that many daemon blocks (the daemon kept). Logs and summary.txt in $OUT.
+#   [BUILDS="build-ab-base build-dev" ROUNDS=2 REPLAYS=300 TORCH_RUNS=3 P2P=1 SETTINGS=- BLOCKS=] graph_check.sh
 set +e
 cd "$(dirname "$0")/../.."
 scripts/device/carry.sh unpack
@@ -28,9 +30,15 @@ for round in $(seq "${ROUNDS:-2}"); do
       vars=()
       [ "$setting" = - ] || IFS=, read -ra vars <<< "$setting"
       step "$name" 60 env "${vars[@]}" "$b/bin/dfccl-harness" "${H[@]}" --out "$OUT/$name.h5"
-      grep -E "^ +[0-9]|^# engine" "$OUT/$name.log"
+      grep -E "^ +[0-9]|^# engine|^# graph launch" "$OUT/$name.log"
+      grep -h "slow captured" "$OUT/$name.log" | cut -c1-5000
     done
   done
+done
+for blocks in ${BLOCKS:-}; do
+  name=latency_blocks_${blocks}
+  step "$name" 60 env DFCCL_BLOCKS="$blocks" DFCCL_IDLE_NS=10000000000 build-dev/bin/graph_latency 50 20
+  tail -4 "$OUT/$name.log"
 done
 rm -f "$OUT"/*.h5
 steps_status
