@@ -5,7 +5,7 @@
 # sizes (one rank), the latter once per entry of SETTINGS (VAR=VALUE[,VAR=VALUE...] set for the run; - none). A
 # profile build among BUILDS (build-prof, its harness built) with DFCCL_DEBUG=INFO,DFCCL_DEBUG_SUBSYS=ENGINE in
 # SETTINGS prints the slow captured instances' timelines. Then, for each entry of BLOCKS, build-dev's graph_latency
-# with that many daemon blocks (the daemon kept). Logs and summary.txt in $OUT.
+# with that many daemon blocks (the daemon kept), and build-prof's phases. Logs and summary.txt in $OUT.
 #   [BUILDS="build-ab-base build-dev" ROUNDS=2 REPLAYS=300 TORCH_RUNS=3 P2P=1 SETTINGS=- BLOCKS=] graph_check.sh
 set +e
 cd "$(dirname "$0")/../.."
@@ -39,6 +39,10 @@ for blocks in ${BLOCKS:-}; do
   name=latency_blocks_${blocks}
   step "$name" 60 env DFCCL_BLOCKS="$blocks" DFCCL_IDLE_NS=10000000000 build-dev/bin/graph_latency 50 20
   tail -4 "$OUT/$name.log"
+  [ -x build-prof/bin/graph_latency ] || continue  # and its phases (the core's apart from the node's shape)
+  step "phases_$name" 60 env DFCCL_BLOCKS="$blocks" DFCCL_IDLE_NS=10000000000 DFCCL_DEBUG=INFO \
+    DFCCL_DEBUG_SUBSYS=ENGINE build-prof/bin/graph_latency 100 20 one
+  grep -h "graph path" "$OUT/phases_$name.log" | cut -c1-700
 done
 rm -f "$OUT"/*.h5
 steps_status
