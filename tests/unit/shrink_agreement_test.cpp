@@ -57,11 +57,11 @@ TEST(ShrinkAgreement, ARankGoneBeforeItCallsIsAddedByEveryCaller) {
 TEST(ShrinkAgreement, ARankThatDiesDuringTheAgreementIsAdded) {
   // Rank 3 is dead; rank 2 is alive (the callers wait for it) and dies 100 ms in without calling.
   std::atomic<bool> two_dead{false};
+  const auto t0 = std::chrono::steady_clock::now();  // before the killer's sleep starts: elapsed >= its 100 ms
   std::thread killer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     two_dead = true;
   });
-  const auto t0 = std::chrono::steady_clock::now();
   const auto out = run(5, {{0, set_of(5, {3})}, {1, set_of(5, {})}, {4, set_of(5, {3})}},
                        [&](int r) { return r == 3 || (r == 2 && two_dead.load()); });
   killer.join();
