@@ -307,8 +307,14 @@ void Engine::log_slow_instances(const std::vector<uint64_t[core::kGraphStamps]>&
                           fmt::format("#{} {}{}", j, stamp_names[k],
                                       k == core::kStampWaitSeen && t[j][core::kStampStoodIn] ? " (stood in)" : ""));
     for (const core::LaunchStamp& l : launches) {
-      const std::string who = core::is_standin(l.tag) ? fmt::format("stand-in {:x}", l.tag & 0xffffffffull)
-                                                      : fmt::format("daemon {}", l.tag);
+      // A stand-in's tag holds its instance's sequence number (standin_tag); a captured one is named by its trace
+      // index, as its stamps are.
+      constexpr uint64_t kCaptured = core::kStandInTag >> 1;
+      const uint64_t seq = l.tag & (kCaptured - 1);
+      std::string who = fmt::format("daemon {}", l.tag);
+      if (core::is_standin(l.tag))
+        who = (l.tag & kCaptured) != 0 ? fmt::format("stand-in for #{}", (seq - 1) % core::kGraphTraceN)
+                                       : fmt::format("stand-in for eager {}", seq);
       if (l.entry + 100000 >= t0 && l.entry <= t1) ev.emplace_back(l.entry, who + " entered");
       if (l.decided + 100000 >= t0 && l.decided <= t1)
         ev.emplace_back(l.decided, who + (l.runs ? " owns the engine" : " yields"));
