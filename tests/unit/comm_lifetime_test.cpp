@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/bootstrap.h"
 #include "dfccl.h"
 #include "forked_rank.h"
 #include "shm_names.h"
@@ -67,13 +68,17 @@ TEST(CommLifetime, TheNextInitRemovesTheSegmentOfAKilledInit) {
     _exit(3);
   }
   const dfcclUniqueId id = forked.get(1, 2);
-  for (int i = 0; i < 1000 && bootstrap_segments(id).empty(); ++i)
+  // Killed once its claim is complete: a segment killed before it (unclaimed) is judged by its age instead.
+  for (int i = 0; i < 1000 && (bootstrap_segments(id).empty() ||
+                               dfccl::Bootstrap::claimed_ranks("/" + bootstrap_segments(id).front()) < 1);
+       ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const std::vector<std::string> made = bootstrap_segments(id);
   kill(child, SIGKILL);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_EQ(made.size(), 1u) << "rank 0's init made no bootstrap segment within 10 s";
+  ASSERT_EQ(dfccl::Bootstrap::claimed_ranks("/" + made.front()), 1) << "rank 0's init did not claim its rank in 10 s";
   // Another test's init on this host (make test runs them side by side) may be that next init: then the segment is
   // already gone here.
   if (bootstrap_segments(id) != made) std::printf("another process's init removed the killed init's segment\n");

@@ -226,40 +226,58 @@ void Bootstrap::open_segment() {
   __atomic_store_n(&words[rank_].nranks, int64_t(nranks_), __ATOMIC_RELEASE);
 }
 
-// Whether the segment `name` was left by an init whose processes are all gone: every rank claimed in it was claimed
-// by a process of this pid namespace (`pidns`) that has exited. A claim from another namespace, or whose namespace is
-// not known, counts as alive; an unclaimed segment is judged by its age.
-bool Bootstrap::orphaned(const std::string& name, uint64_t pidns) {
+// Caller: orphaned, claimed_ranks. Maps the segment `name` read-only and, where its header is complete, calls
+// visit(words, n) on its n rank words. Returns the segment's ctime, 0 where it cannot be opened.
+template <class F>
+time_t Bootstrap::visit_words(const std::string& name, F&& visit) {
   const int fd = shm_open(name.c_str(), O_RDONLY, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return 0;
   struct stat st;
-  bool orphan = false;
+  time_t ctime = 0;
   if (fstat(fd, &st) == 0) {
-    const bool old = time(nullptr) - st.st_ctime > kUnclaimedOrphanS;
+    ctime = std::max<time_t>(st.st_ctime, 1);
     void* p = size_t(st.st_size) < sizeof(Header) ? MAP_FAILED
                                                   : mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
-    orphan = old;
     if (p != MAP_FAILED) {
       const auto* h = static_cast<const Header*>(p);
       const bool ready = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == kSegMagic;
       const int64_t n = __atomic_load_n(&h->nranks, __ATOMIC_RELAXED);
-      if (ready && n >= 1 && sizeof(Header) + size_t(n) * sizeof(RankWord) <= size_t(st.st_size)) {
-        const auto* w = reinterpret_cast<const RankWord*>(h + 1);
-        bool claimed = false, alive = false;
-        for (int64_t i = 0; i < n && !alive; ++i) {
-          const uint64_t owner = __atomic_load_n(&w[i].owner, __ATOMIC_ACQUIRE);
-          if (owner == 0) continue;
-          claimed = true;
-          const uint64_t ns = __atomic_load_n(&w[i].pidns, __ATOMIC_ACQUIRE);
-          alive = ns == 0 || ns != pidns || !process_exited(pid_t(owner >> 32));
-        }
-        if (claimed) orphan = !alive;
-      }
+      if (ready && n >= 1 && sizeof(Header) + size_t(n) * sizeof(RankWord) <= size_t(st.st_size))
+        visit(reinterpret_cast<const RankWord*>(h + 1), n);
       munmap(p, size_t(st.st_size));
     }
   }
   close(fd);
-  return orphan;
+  return ctime;
+}
+
+// Whether the segment `name` was left by an init whose processes are all gone: every rank claimed in it was claimed
+// by a process of this pid namespace (`pidns`) that has exited. A claim from another namespace, or whose namespace is
+// not known, counts as alive; an unclaimed segment is judged by its age.
+bool Bootstrap::orphaned(const std::string& name, uint64_t pidns) {
+  bool claimed = false, alive = false;
+  const time_t ctime = visit_words(name, [&](const RankWord* w, int64_t n) {
+    for (int64_t i = 0; i < n && !alive; ++i) {
+      const uint64_t owner = __atomic_load_n(&w[i].owner, __ATOMIC_ACQUIRE);
+      if (owner == 0) continue;
+      claimed = true;
+      const uint64_t ns = __atomic_load_n(&w[i].pidns, __ATOMIC_ACQUIRE);
+      alive = ns == 0 || ns != pidns || !process_exited(pid_t(owner >> 32));
+    }
+  });
+  if (ctime == 0) return false;
+  if (claimed) return !alive;
+  return time(nullptr) - ctime > kUnclaimedOrphanS;
+}
+
+int Bootstrap::claimed_ranks(const std::string& name) {
+  int claimed = 0;
+  visit_words(name, [&](const RankWord* w, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      claimed +=
+          __atomic_load_n(&w[i].owner, __ATOMIC_ACQUIRE) != 0 && __atomic_load_n(&w[i].pidns, __ATOMIC_ACQUIRE) != 0;
+  });
+  return claimed;
 }
 
 void Bootstrap::remove_orphans() const {

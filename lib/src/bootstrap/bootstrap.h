@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <string>
 
@@ -123,6 +124,9 @@ class Bootstrap {
   int nranks() const { return nranks_; }
   uint64_t host_hash() const { return host_hash_; }  // of host_id(), which names this host's segment
   uint64_t token() const { return token_; }
+  // Caller: tests. How many ranks of the segment `name` (/dev/shm's name with a leading '/') are claimed, with the
+  // claimant's pid namespace written (from then on the next init judges the segment by that claimant's life).
+  static int claimed_ranks(const std::string& name);
 
  private:
   struct Header;
@@ -133,6 +137,8 @@ class Bootstrap {
   // one of another pid namespace, stays.
   void remove_orphans() const;
   static bool orphaned(const std::string& name, uint64_t pidns);
+  template <class F>
+  static time_t visit_words(const std::string& name, F&& visit);
   RankWord* words() const;  // the segment's liveness words, one per rank
   struct Note;
   Note* note(int rank, int slot) const;
