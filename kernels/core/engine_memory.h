@@ -28,6 +28,9 @@ DFCCL_HD inline bool exit_ordered(u64 req, u64 epoch) {
 }
 // Launch tags (scheduler/owner.h): a host launch's is its epoch (below kStandInTag), a stand-in's has kStandInTag.
 inline constexpr u64 kStandInTag = u64(1) << 54;
+// In a stand-in's tag (scheduler/owner.h, standin_tag): the mark of a captured instance; the bits below it hold the
+// low bits of the instance's sequence number.
+inline constexpr u64 kStandInCaptured = kStandInTag >> 1;
 DFCCL_HD inline bool is_standin(u64 tag) { return (tag & kStandInTag) != 0; }
 // EngineGlobal::owner = tag << 9 | leaving << 8 | members (scheduler/owner.h).
 inline constexpr u64 kOwnerLeaving = u64(1) << 8;

@@ -16,8 +16,7 @@ namespace dfccl::core {
 // where a graph takes a slot that eager collectives used (a captured instance's tag is above every eager one's):
 // enter_launch relies on it.
 DFCCL_HD inline u64 standin_tag(u64 seq) {
-  constexpr u64 kCaptured = kStandInTag >> 1;
-  return kStandInTag | (seq > kGraphSeqBase ? kCaptured : 0) | (seq & (kCaptured - 1));
+  return kStandInTag | (seq > kGraphSeqBase ? kStandInCaptured : 0) | (seq & (kStandInCaptured - 1));
 }
 
 // Whether the instance that the stand-in ev waits for is done (its completion word: completion.h).

@@ -300,25 +300,24 @@ void Engine::log_slow_instances(const std::vector<uint64_t[core::kGraphStamps]>&
     if (t0 == 0 || t1 < t0 + 50000) continue;
     ++shown;
     std::vector<std::pair<uint64_t, std::string>> ev;
+    const auto add = [&](uint64_t at, std::string what) {
+      if (at != 0 && at + 100000 >= t0 && at <= t1) ev.emplace_back(at, std::move(what));
+    };
     for (uint32_t j = 0; j < core::kGraphTraceN; ++j)
       for (uint32_t k = 0; k < std::size(stamp_names); ++k)
-        if (t[j][k] + 100000 >= t0 && t[j][k] <= t1 && t[j][k] != 0)
-          ev.emplace_back(t[j][k],
-                          fmt::format("#{} {}{}", j, stamp_names[k],
-                                      k == core::kStampWaitSeen && t[j][core::kStampStoodIn] ? " (stood in)" : ""));
+        add(t[j][k], fmt::format("#{} {}{}", j, stamp_names[k],
+                                 k == core::kStampWaitSeen && t[j][core::kStampStoodIn] ? " (stood in)" : ""));
     for (const core::LaunchStamp& l : launches) {
-      // A stand-in's tag holds its instance's sequence number (standin_tag); a captured one is named by its trace
-      // index, as its stamps are.
-      constexpr uint64_t kCaptured = core::kStandInTag >> 1;
-      const uint64_t seq = l.tag & (kCaptured - 1);
+      // A stand-in's tag holds its instance's sequence number (core::standin_tag); a captured one is named by its
+      // trace index, as its stamps are.
+      const uint64_t seq = l.tag & (core::kStandInCaptured - 1);
       std::string who = fmt::format("daemon {}", l.tag);
       if (core::is_standin(l.tag))
-        who = (l.tag & kCaptured) != 0 ? fmt::format("stand-in for #{}", (seq - 1) % core::kGraphTraceN)
-                                       : fmt::format("stand-in for eager {}", seq);
-      if (l.entry + 100000 >= t0 && l.entry <= t1) ev.emplace_back(l.entry, who + " entered");
-      if (l.decided + 100000 >= t0 && l.decided <= t1)
-        ev.emplace_back(l.decided, who + (l.runs ? " owns the engine" : " yields"));
-      if (l.left != 0 && l.left + 100000 >= t0 && l.left <= t1) ev.emplace_back(l.left, who + " left");
+        who = (l.tag & core::kStandInCaptured) != 0 ? fmt::format("stand-in for #{}", (seq - 1) % core::kGraphTraceN)
+                                                    : fmt::format("stand-in for eager {}", seq);
+      add(l.entry, who + " entered");
+      add(l.decided, who + (l.runs ? " owns the engine" : " yields"));
+      add(l.left, who + " left");
     }
     std::sort(ev.begin(), ev.end());
     std::string out = fmt::format("slow captured instance #{} ({} us):", i, (t1 - t0) / 1000);
