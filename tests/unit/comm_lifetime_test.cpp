@@ -69,11 +69,12 @@ TEST(CommLifetime, TheNextInitRemovesTheSegmentOfAKilledInit) {
   }
   const dfcclUniqueId id = forked.get(1, 2);
   // Killed once its claim is complete: a segment killed before it (unclaimed) is judged by its age instead.
-  for (int i = 0; i < 1000 && (bootstrap_segments(id).empty() ||
-                               dfccl::Bootstrap::claimed_ranks("/" + bootstrap_segments(id).front()) < 1);
-       ++i)
+  std::vector<std::string> made;
+  for (int i = 0; i < 1000; ++i) {
+    made = bootstrap_segments(id);
+    if (!made.empty() && dfccl::Bootstrap::claimed_ranks("/" + made.front()) >= 1) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  const std::vector<std::string> made = bootstrap_segments(id);
+  }
   kill(child, SIGKILL);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);

@@ -227,15 +227,15 @@ void Bootstrap::open_segment() {
 }
 
 // Caller: orphaned, claimed_ranks. Maps the segment `name` read-only and, where its header is complete, calls
-// visit(words, n) on its n rank words. Returns the segment's ctime, 0 where it cannot be opened.
+// visit(words, n) on its n rank words. Returns the segment's ctime, none where it cannot be opened.
 template <class F>
-time_t Bootstrap::visit_words(const std::string& name, F&& visit) {
+std::optional<time_t> Bootstrap::visit_words(const std::string& name, F&& visit) {
   const int fd = shm_open(name.c_str(), O_RDONLY, 0);
-  if (fd < 0) return 0;
+  if (fd < 0) return std::nullopt;
   struct stat st;
-  time_t ctime = 0;
+  std::optional<time_t> ctime;
   if (fstat(fd, &st) == 0) {
-    ctime = std::max<time_t>(st.st_ctime, 1);
+    ctime = st.st_ctime;
     void* p = size_t(st.st_size) < sizeof(Header) ? MAP_FAILED
                                                   : mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
     if (p != MAP_FAILED) {
@@ -256,7 +256,7 @@ time_t Bootstrap::visit_words(const std::string& name, F&& visit) {
 // not known, counts as alive; an unclaimed segment is judged by its age.
 bool Bootstrap::orphaned(const std::string& name, uint64_t pidns) {
   bool claimed = false, alive = false;
-  const time_t ctime = visit_words(name, [&](const RankWord* w, int64_t n) {
+  const std::optional<time_t> ctime = visit_words(name, [&](const RankWord* w, int64_t n) {
     for (int64_t i = 0; i < n && !alive; ++i) {
       const uint64_t owner = __atomic_load_n(&w[i].owner, __ATOMIC_ACQUIRE);
       if (owner == 0) continue;
@@ -265,9 +265,9 @@ bool Bootstrap::orphaned(const std::string& name, uint64_t pidns) {
       alive = ns == 0 || ns != pidns || !process_exited(pid_t(owner >> 32));
     }
   });
-  if (ctime == 0) return false;
+  if (!ctime) return false;
   if (claimed) return !alive;
-  return time(nullptr) - ctime > kUnclaimedOrphanS;
+  return time(nullptr) - *ctime > kUnclaimedOrphanS;
 }
 
 int Bootstrap::claimed_ranks(const std::string& name) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "bootstrap/unique_id.h"
@@ -138,7 +139,7 @@ class Bootstrap {
   void remove_orphans() const;
   static bool orphaned(const std::string& name, uint64_t pidns);
   template <class F>
-  static time_t visit_words(const std::string& name, F&& visit);
+  static std::optional<time_t> visit_words(const std::string& name, F&& visit);
   RankWord* words() const;  // the segment's liveness words, one per rank
   struct Note;
   Note* note(int rank, int slot) const;
