@@ -152,11 +152,24 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def _lost_port(stderr):
+    return "EADDRINUSE" in stderr or "address already in use" in stderr.lower()
+
+
 @pytest.fixture
 def run_script(tmp_path):
     counter = [0]
 
     def run(script, world, *args, env=None, timeout=240, grace=30):
+        """Runs the script's ranks; a launch whose store lost its port to another process (EADDRINUSE between
+        _free_port and the store's bind) is started again on a new port, at most twice more."""
+        for _ in range(3):
+            launch = run_once(script, world, *args, env=env, timeout=timeout, grace=grace)
+            if launch.returncode == 0 or not _lost_port(launch.stderr):
+                return launch
+        return launch
+
+    def run_once(script, world, *args, env=None, timeout=240, grace=30):
         counter[0] += 1
         logs = tmp_path / f"launch{counter[0]}"
         logs.mkdir()
