@@ -4,9 +4,11 @@
 # BUILDS in turn, ROUNDS times, two ranks replaying mp_graph p2p and the harness's dfccl-graph backend at its first
 # sizes (one rank), the latter once per entry of SETTINGS (VAR=VALUE[,VAR=VALUE...] set for the run; - none). A
 # profile build among BUILDS (build-prof, its harness built) with DFCCL_DEBUG=INFO,DFCCL_DEBUG_SUBSYS=ENGINE in
-# SETTINGS prints the slow captured instances' timelines. Then, for each entry of BLOCKS, build-dev's graph_latency
-# with that many daemon blocks (the daemon kept), and build-prof's phases. Logs and summary.txt in $OUT.
-#   [BUILDS="build-ab-base build-dev" ROUNDS=2 REPLAYS=300 TORCH_RUNS=3 P2P=1 SETTINGS=- BLOCKS=] graph_check.sh
+# SETTINGS prints the slow captured instances' timelines. Then, for each entry of BLOCKS, the graph_latency of each
+# build of LATENCY_BUILDS (default build-dev) with that many daemon blocks (the daemon kept), and the phases of each
+# profile build of PROF_BUILDS (default build-prof). Logs and summary.txt in $OUT.
+#   [BUILDS="build-ab-base build-dev" ROUNDS=2 REPLAYS=300 TORCH_RUNS=3 P2P=1 SETTINGS=- BLOCKS= LATENCY_BUILDS=
+#   PROF_BUILDS=] graph_check.sh
 set +e
 cd "$(dirname "$0")/../.."
 scripts/device/carry.sh unpack
@@ -37,12 +39,18 @@ for round in $(seq "${ROUNDS:-2}"); do
 done
 for blocks in ${BLOCKS:-}; do
   name=latency_blocks_${blocks}
-  step "$name" 60 env DFCCL_BLOCKS="$blocks" DFCCL_IDLE_NS=10000000000 build-dev/bin/graph_latency 50 20
-  tail -4 "$OUT/$name.log"
-  [ -x build-prof/bin/graph_latency ] || continue  # and its phases (the core's apart from the node's shape)
-  step "phases_$name" 60 env DFCCL_BLOCKS="$blocks" DFCCL_IDLE_NS=10000000000 DFCCL_DEBUG=INFO \
-    DFCCL_DEBUG_SUBSYS=ENGINE build-prof/bin/graph_latency 100 20 one
-  grep -h "graph path" "$OUT/phases_$name.log" | cut -c1-700
+  for lb in ${LATENCY_BUILDS:-build-dev}; do
+    echo "== $lb"
+    step "${name}_$lb" 60 env DFCCL_BLOCKS="$blocks" DFCCL_IDLE_NS=10000000000 "$lb/bin/graph_latency" 50 20
+    tail -4 "$OUT/${name}_$lb.log"
+  done
+  for pb in ${PROF_BUILDS:-build-prof}; do  # and its phases (the core's apart from the node's shape)
+    [ -x "$pb/bin/graph_latency" ] || continue
+    echo "== $pb"
+    step "phases_${name}_$pb" 60 env DFCCL_BLOCKS="$blocks" DFCCL_IDLE_NS=10000000000 DFCCL_DEBUG=INFO \
+      DFCCL_DEBUG_SUBSYS=ENGINE "$pb/bin/graph_latency" 100 20 one
+    grep -h "graph path" "$OUT/phases_${name}_$pb.log" | cut -c1-700
+  done
 done
 rm -f "$OUT"/*.h5
 steps_status
