@@ -160,11 +160,11 @@ def _lost_port(stderr):
 def run_script(tmp_path):
     counter = [0]
 
-    def run(script, world, *args, env=None, timeout=240, grace=30):
-        """Runs the script's ranks; a launch whose store lost its port to another process (EADDRINUSE between
-        _free_port and the store's bind) is started again on a new port, at most twice more."""
+    def run(script, world, *args, **kw):
+        """Runs the script's ranks (run_once); a launch whose store lost its port to another process (EADDRINUSE
+        between _free_port and the store's bind) is started again on a new port, at most twice more."""
         for _ in range(3):
-            launch = run_once(script, world, *args, env=env, timeout=timeout, grace=grace)
+            launch = run_once(script, world, *args, **kw)
             if launch.returncode == 0 or not _lost_port(launch.stderr):
                 return launch
         return launch
