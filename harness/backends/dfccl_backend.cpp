@@ -187,11 +187,12 @@ class DfcclBackend final : public Backend {
         if (!c || dfcclGetStats(c, &s) != dfcclSuccess) continue;
         std::fprintf(stderr,
                      "# engine rank %d: %llu collectives, %llu daemon launches (%llu standby), exits %llu idle / %llu "
-                     "stuck, %llu preemptions, %llu primitives, %llu descriptors prefetched\n",
+                     "stuck, %llu waits stood in, %llu preemptions, %llu primitives, %llu descriptors prefetched\n",
                      ctx_.world_rank, (unsigned long long)s.completed, (unsigned long long)s.daemonLaunches,
                      (unsigned long long)s.standbyLaunches, (unsigned long long)s.daemonExitsIdle,
-                     (unsigned long long)s.daemonExitsStuck, (unsigned long long)s.preemptions,
-                     (unsigned long long)s.primitives, (unsigned long long)s.descPrefetched);
+                     (unsigned long long)s.daemonExitsStuck, (unsigned long long)s.standinRuns,
+                     (unsigned long long)s.preemptions, (unsigned long long)s.primitives,
+                     (unsigned long long)s.descPrefetched);
         if (s.profileNs[dfcclProfileLaunch])  // a -DDFCCL_PROFILE=1 build: thread 0's time, summed over blocks, in ms
           std::fprintf(stderr,
                        "# engine rank %d profile (ms, all blocks): check %.1f move %.1f post %.1f program %.1f poll "

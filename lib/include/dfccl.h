@@ -724,11 +724,12 @@ typedef struct {
   /* builds with -DDFCCL_PROFILE=1 only, else 0: the time thread 0 of the blocks spent in each dfcclProfilePhase_t,  */
   /* summed over blocks and exited launches                                                                          */
   uint64_t profileNs[dfcclNumProfilePhases];
+  uint64_t standinRuns; /* waits that ran the scheduler themselves because no daemon ran when they came: a graph's */
+                        /* wait nodes, and eager dfcclWait once graphs are captured (each places its blocks and     */
+                        /* sets the scheduler up for one collective, where a running daemon picks it up at once)    */
 } dfcclStats_t;
-#define DFCCL_STATS_INITIALIZER                                           \
-  {                                                                       \
-    sizeof(dfcclStats_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, { 0 } \
-  }
+#define DFCCL_STATS_INITIALIZER \
+  { sizeof(dfcclStats_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}, 0 }
 /**
  * @brief The counters of comm's engine.
  *

@@ -241,6 +241,7 @@ dfcclStats_t Engine::stats() {
   s.streamWaited = waits_holding_locked();
   s.daemonRunning = running_ ? 1 : 0;
   s.standbyLaunches = standby_launches_;
+  s.standinRuns = standin_runs();
   return s;
 }
 
