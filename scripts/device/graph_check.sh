@@ -6,9 +6,11 @@
 # profile build among BUILDS (build-prof, its harness built) with DFCCL_DEBUG=INFO,DFCCL_DEBUG_SUBSYS=ENGINE in
 # SETTINGS prints the slow captured instances' timelines. Then, for each entry of BLOCKS, the graph_latency of each
 # build of LATENCY_BUILDS (default build-dev) with that many daemon blocks (the daemon kept), and the phases of each
-# profile build of PROF_BUILDS (default build-prof). Logs and summary.txt in $OUT.
+# profile build of PROF_BUILDS (default build-prof). First, for each build of CHECK_BUILDS, the correctness checks of
+# captured calls (mp_graph's four forms, cuda_one_gpu_test); last, for each build of MPS_BUILDS, two ranks under MPS
+# on dfccl and dfccl-graph (8 B to 64 KiB). Logs and summary.txt in $OUT.
 #   [BUILDS="build-ab-base build-dev" ROUNDS=2 REPLAYS=300 TORCH_RUNS=3 P2P=1 SETTINGS=- BLOCKS= LATENCY_BUILDS=
-#   PROF_BUILDS=] graph_check.sh
+#   PROF_BUILDS= CHECK_BUILDS= MPS_BUILDS=] graph_check.sh
 set +e
 cd "$(dirname "$0")/../.."
 scripts/device/carry.sh unpack
@@ -17,6 +19,14 @@ builds=${BUILDS:-build-ab-base build-dev}
 M=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x DFCCL_GRAPHS=1)
 H=(--workload workloads/sweep.toml --collectives all_reduce -b 8 -e 64 -f 8 --timing batch --batch 20 --iters 100
   --warmup 20 --quiet --overwrite --backend dfccl-graph --diagnose)
+for b in ${CHECK_BUILDS:-}; do
+  for mode in joined p2p deferred forked; do
+    step "mp_${mode}_$b" 45 "${M[@]}" "$b/bin/mp_graph" "$mode" "${REPLAYS:-300}"
+    grep -hE "PASSED|FAIL|exact" "$OUT/mp_${mode}_$b.log" | tail -2
+  done
+  step "one_gpu_$b" 120 "$b/bin/cuda_one_gpu_test"
+  tail -3 "$OUT/one_gpu_$b.log"
+done
 step_torch_graphs "${TORCH_RUNS:-3}" 150
 grep -E "^(PASSED|FAILED)|passed|failed" "$OUT/torch.log" | tail -8
 for round in $(seq "${ROUNDS:-2}"); do
@@ -52,5 +62,14 @@ for blocks in ${BLOCKS:-}; do
     grep -h "graph path" "$OUT/phases_${name}_$pb.log" | cut -c1-700
   done
 done
+if [ -n "${MPS_BUILDS:-}" ]; then
+  mps_start
+  for b in $MPS_BUILDS; do
+    step "mps_$b" 120 "${M[@]}" "$b/bin/dfccl-harness" --workload workloads/sweep.toml --collectives all_reduce \
+      -b 8 -e 64K -f 8 --timing batch --batch 20 --iters 50 --warmup 10 --quiet --overwrite \
+      --backend dfccl,dfccl-graph --diagnose --out "$OUT/mps_$b.h5"
+    grep -E "^ +[0-9]|^# engine" "$OUT/mps_$b.log"
+  done
+fi
 rm -f "$OUT"/*.h5
 steps_status
